@@ -1,0 +1,256 @@
+"""``kernelhouse``: the command line over the lake and the Dagster graph.
+
+Every command exits non-zero on failure with a one-line reason (no traceback for
+configuration mistakes); ``--debug`` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dagster_project.settings import SettingsError, ensure_home, load_settings, validate_sources
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="kernelhouse: RL datasets for GPU-kernel optimisation, built on Dagster + DuckDB.",
+)
+console = Console(stderr=True)
+out = Console()
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _prepare_instance():  # noqa: ANN202 - dagster types imported lazily
+    """Point Dagster at ``KERNELHOUSE_HOME/dagster`` (telemetry off) and open it."""
+    settings = load_settings()
+    ensure_home(settings)
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+    import dagster as dg
+
+    return settings, dg.DagsterInstance.get()
+
+
+@app.command()
+def build(
+    select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
+    partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
+) -> None:
+    """Materialise the whole graph (or a selection) with progress and a summary."""
+    try:
+        settings, instance = _prepare_instance()
+    except SettingsError as exc:
+        _fail(str(exc))
+        return
+    from dagster_project.build import plan_stages, run_build
+    from dagster_project.definitions import build_definitions
+
+    defs = build_definitions()
+    try:
+        stages = plan_stages(defs, select)
+    except Exception as exc:  # a bad selection string
+        _fail(f"--select {select!r}: {exc}")
+        return
+    if any(k.to_user_string() == "repo_clone" for s in stages for k in s.keys):
+        try:
+            validate_sources(settings)
+        except SettingsError as exc:
+            _fail(str(exc))
+    total = sum(len(s.partition_keys) for s in stages)
+    done = 0
+    started = time.monotonic()
+
+    def on_run(stage, pkey, state):  # noqa: ANN001
+        nonlocal done
+        tag = f"[{pkey}]" if pkey else ""
+        if state == "start":
+            console.print(f"[dim]{done + 1}/{total}[/] {stage.label} {tag}")
+        else:
+            done += 1
+            colour = "green" if state == "ok" else "red"
+            console.print(f"    [{colour}]{state}[/] ({time.monotonic() - started:.1f}s)")
+
+    outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run)
+    table = Table(title="kernelhouse build", show_lines=False)
+    table.add_column("asset")
+    table.add_column("rows", justify="right")
+    table.add_column("status")
+    for name in sorted(set(outcome.rows) | {k.split("[")[0] for k in outcome.failed} | set(outcome.skipped)):
+        failed = [k for k in outcome.failed if k.split("[")[0] == name]
+        status = "[red]failed[/]" if failed else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
+        table.add_row(name, f"{outcome.rows.get(name, 0):,}", status)
+    out.print(table)
+    for name, msg in outcome.failed.items():
+        console.print(f"[red]{name}[/]: {msg}")
+    for name in outcome.checks_failed:
+        console.print(f"[yellow]check failed[/]: {name}")
+    console.print(f"home: {settings.home}  ({time.monotonic() - started:.1f}s)")
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status() -> None:
+    """What is materialised, when, with how many rows, and which checks failed."""
+    import dagster as dg
+
+    from dagster_project.definitions import build_definitions
+    from dagster_project.lake import Lake
+
+    try:
+        settings, instance = _prepare_instance()
+    except SettingsError as exc:
+        _fail(str(exc))
+        return
+    defs = build_definitions()
+    graph = defs.resolve_asset_graph()
+    table = Table(title=f"kernelhouse status — {settings.home}")
+    for col in ("asset", "group", "last materialised (UTC)", "rows", "checks"):
+        table.add_column(col)
+    failing = 0
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        if not node.is_materializable:
+            continue
+        event = instance.get_latest_materialization_event(key)
+        when, rows = "never", ""
+        if event and event.asset_materialization:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.timestamp))
+            md = event.asset_materialization.metadata
+            rc = md.get("dagster/row_count") or md.get("rows")
+            rows = f"{int(rc.value):,}" if rc is not None else ""  # type: ignore[union-attr]
+        checks = []
+        for check_key in node.check_keys:
+            rec = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=1)
+            if rec and rec[0].status.value in ("FAILED", "EXECUTION_FAILED"):
+                checks.append(f"[red]{check_key.name}[/]")
+                failing += 1
+        table.add_row(key.to_user_string(), node.group_name or "", when, rows, ", ".join(checks) or "")
+    out.print(table)
+    lake = Lake(settings.lake_path, settings.parquet_root)
+    counts = lake.row_counts()
+    if counts.height:
+        t2 = Table(title="lake tables")
+        for col in counts.columns:
+            t2.add_column(col)
+        for r in counts.iter_rows():
+            t2.add_row(*[f"{v:,}" if isinstance(v, int) else str(v) for v in r])
+        out.print(t2)
+    _ = dg  # imported for its side effect of configuring the instance
+    if failing:
+        console.print(f"[red]{failing} check(s) failing[/]")
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL text, or a path to a .sql file.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json | parquet")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout (required for parquet).")] = None,
+    limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+) -> None:
+    """Run read-only SQL on the lake and print (or write) the result."""
+    import duckdb
+
+    from dagster_project.lake import Lake
+
+    settings = load_settings()
+    text = query
+    if query.endswith(".sql") or Path(query).is_file():
+        p = Path(query)
+        if not p.is_file():
+            _fail(f"SQL file {query} does not exist")
+        text = p.read_text()
+    lake = Lake(settings.lake_path, settings.parquet_root)
+    if not settings.lake_path.exists():
+        _fail(f"no lake at {settings.lake_path} (KERNELHOUSE_HOME={settings.home}); run `kernelhouse build` first")
+    try:
+        with lake.connect(read_only=True) as con:
+            import polars as pl
+
+            from dagster_project.lake import fetch_frame
+
+            df = fetch_frame(con, text, None)
+    except duckdb.Error as exc:
+        _fail(f"query failed: {str(exc).splitlines()[0]}")
+        return
+    assert isinstance(df, pl.DataFrame)
+    if fmt == "parquet":
+        if output is None:
+            _fail("--format parquet needs --output FILE")
+        df.write_parquet(output)  # type: ignore[arg-type]
+        console.print(f"wrote {df.height} rows to {output}")
+        return
+    if fmt == "csv":
+        text_out = df.write_csv()
+    elif fmt == "json":
+        text_out = json.dumps(df.to_dicts(), default=str, indent=1)
+    elif fmt == "table":
+        table = Table(show_lines=False)
+        for c in df.columns:
+            table.add_column(c, overflow="fold")
+        for r in df.head(limit).iter_rows():
+            table.add_row(*["" if v is None else str(v)[:200] for v in r])
+        out.print(table)
+        if df.height > limit:
+            console.print(f"[dim]{df.height:,} rows ({limit} shown; use --format csv for all)[/]")
+        return
+    else:
+        _fail(f"--format {fmt!r}: use table, csv, json or parquet")
+        return
+    if output:
+        output.write_text(text_out)
+        console.print(f"wrote {df.height} rows to {output}")
+    else:
+        sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
+
+
+@app.command()
+def ui(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 3000,
+) -> None:
+    """Start ``dagster dev`` on this project, bound to 127.0.0.1 (replaces this process,
+    so its PID is the one to stop with SIGTERM)."""
+    try:
+        settings, _ = _prepare_instance()
+    except SettingsError as exc:
+        _fail(str(exc))
+        return
+    import shutil
+
+    exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
+    args = [exe, "dev", "-m", "dagster_project.definitions", "-h", "127.0.0.1", "-p", str(port)]
+    console.print(f"Dagster UI on http://127.0.0.1:{port}  (DAGSTER_HOME={settings.dagster_home})")
+    os.execv(exe, args)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv
+    if debug:
+        sys.argv.remove("--debug")
+    try:
+        app()
+    except SettingsError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        sys.exit(1)
+    except Exception as exc:  # one-line reason unless --debug
+        if debug:
+            raise
+        console.print(f"[bold red]error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

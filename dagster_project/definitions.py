@@ -1,0 +1,65 @@
+"""The one place a ``Definitions`` object is built.
+
+``defs`` is lazy (``@dg.definitions``): importing this module reads no environment,
+opens no database and touches no network. Dagster calls ``defs()`` when it loads the
+code location; the CLI and tests call ``build_definitions()``.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from dagster_project.settings import load_settings
+
+
+def asset_modules() -> list:
+    """Every asset module under ``assets/`` (one per layer)."""
+    import importlib
+    import pkgutil
+
+    import assets as assets_pkg
+
+    return [
+        importlib.import_module(f"assets.{m.name}")
+        for m in sorted(pkgutil.iter_modules(assets_pkg.__path__), key=lambda m: m.name)
+    ]
+
+
+def select_executor(name: str | None = None) -> dg.ExecutorDefinition:
+    """In-process by default (DuckDB has one writer; 2 cores): multiprocess or Dask on
+    request via ``KERNELHOUSE_EXECUTOR``."""
+    settings = load_settings()
+    name = name or settings.executor
+    if name == "multiprocess":
+        return dg.multiprocess_executor
+    if name == "dask":
+        from dagster_dask import dask_executor
+
+        cluster = (
+            {"existing": {"address": settings.dask_scheduler}}
+            if settings.dask_scheduler
+            else {"local": {"n_workers": 2, "threads_per_worker": 1}}
+        )
+        return dask_executor.configured({"cluster": cluster})
+    return dg.in_process_executor
+
+
+def build_definitions(executor: str | None = None) -> dg.Definitions:
+    from dagster_project import checks, jobs, schedules, sensors
+    from dagster_project.resources import default_resources
+
+    modules = asset_modules()
+    return dg.Definitions(
+        assets=dg.load_assets_from_modules(modules),
+        asset_checks=[*dg.load_asset_checks_from_modules(modules), *checks.all_checks()],
+        jobs=jobs.all_jobs(),
+        schedules=schedules.all_schedules(),
+        sensors=sensors.all_sensors(),
+        resources=default_resources(),
+        executor=select_executor(executor),
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()
