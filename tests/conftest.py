@@ -1,0 +1,64 @@
+"""Shared test set-up: every test gets its own KERNELHOUSE_HOME and no network.
+
+Hugging Face reads HF_ENDPOINT/HF_HUB_OFFLINE at import, so they are set here, before
+any test module imports huggingface_hub.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ["DAGSTER_DISABLE_TELEMETRY"] = "1"
+os.environ["GX_ANALYTICS_ENABLED"] = "false"
+
+_KH_VARS = [
+    "KERNELHOUSE_HOME",
+    "KERNELHOUSE_VLLM_SOURCE",
+    "KERNELHOUSE_SGLANG_SOURCE",
+    "KERNELHOUSE_FLASHINFER_SOURCE",
+    "KERNELHOUSE_VLLM_REF",
+    "KERNELHOUSE_SGLANG_REF",
+    "KERNELHOUSE_FLASHINFER_REF",
+    "KERNELHOUSE_LLM_BASE_URL",
+    "KERNELHOUSE_LLM_API_KEY",
+    "KERNELHOUSE_HUB_REPO_PREFIX",
+    "KERNELHOUSE_EXECUTOR",
+    "KERNELHOUSE_LAKE_URI",
+    "KERNELHOUSE_GITHUB_API_URL",
+    "GITHUB_TOKEN",
+    "HF_TOKEN",
+]
+
+
+@pytest.fixture(autouse=True)
+def kh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, isolated KERNELHOUSE_HOME; no inherited sources or tokens."""
+    for var in _KH_VARS:
+        monkeypatch.delenv(var, raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("KERNELHOUSE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    # Repos that do not exist: any test that needs one points at a fixture repo.
+    for repo in ("vllm", "sglang", "flashinfer"):
+        monkeypatch.setenv(f"KERNELHOUSE_{repo.upper()}_SOURCE", str(tmp_path / f"no-{repo}"))
+    return home
+
+
+@pytest.fixture(scope="session")
+def engine_repos(tmp_path_factory: pytest.TempPathFactory):
+    """The three engine-shaped fixture repositories, built once per test session."""
+    from tests.fixtures.repos import build_all
+
+    return build_all(tmp_path_factory.mktemp("engines"))
+
+
+@pytest.fixture
+def use_engine_repos(engine_repos, monkeypatch: pytest.MonkeyPatch):
+    for name, repo in engine_repos.items():
+        monkeypatch.setenv(f"KERNELHOUSE_{name.upper()}_SOURCE", str(repo.path))
+    return engine_repos

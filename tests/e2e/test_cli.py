@@ -1,0 +1,74 @@
+"""The CLI end to end, as a user runs it: `kernelhouse build` on the fixture repos in a
+temporary KERNELHOUSE_HOME, then `kernelhouse sql` / `status` over the result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+EXE = str(Path(sys.executable).with_name("kernelhouse"))
+
+
+def _kh(*args: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [EXE, *args], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def test_build_then_sql(use_engine_repos, kh_home: Path) -> None:
+    res = _kh("build")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "kernelhouse build" in res.stdout
+    q = _kh("sql", "SELECT repo, commit_count FROM raw.repo_heads ORDER BY repo", "--format", "json")
+    assert q.returncode == 0, q.stderr
+    rows = json.loads(q.stdout)
+    assert [r["repo"] for r in rows] == ["flashinfer", "sglang", "vllm"]
+    assert all(r["commit_count"] > 3 for r in rows)
+    st = _kh("status")
+    assert st.returncode == 0 and "repo_clone" in st.stdout
+
+
+def test_sql_is_read_only_and_reports_errors(use_engine_repos, kh_home: Path) -> None:
+    assert _kh("build", "--select", "repo_clone").returncode == 0
+    bad = _kh("sql", "DROP TABLE raw.repo_heads")
+    assert bad.returncode == 1 and "error" in bad.stderr
+    assert _kh("sql", "SELECT count(*) AS n FROM raw.repo_heads", "-f", "csv").stdout.splitlines() == ["n", "3"]
+    sql_file = kh_home / "q.sql"
+    sql_file.write_text("SELECT repo FROM raw.repo_heads WHERE repo = 'vllm'")
+    out = kh_home / "out.parquet"
+    assert _kh("sql", str(sql_file), "--format", "parquet", "-o", str(out)).returncode == 0
+    import polars as pl
+
+    assert pl.read_parquet(out)["repo"].to_list() == ["vllm"]
+
+
+def test_bad_source_fails_fast_and_writes_nothing(kh_home: Path, tmp_path: Path) -> None:
+    res = _kh("build", env={"KERNELHOUSE_VLLM_SOURCE": str(tmp_path / "missing-vllm")})
+    assert res.returncode == 1
+    assert "KERNELHOUSE_VLLM_SOURCE" in res.stderr
+    assert not (kh_home / "lake.duckdb").exists(), "nothing partial may be left in the lake"
+
+
+def test_unwritable_home_fails_fast(tmp_path: Path) -> None:
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    res = _kh("build", env={"KERNELHOUSE_HOME": str(f)})
+    assert res.returncode == 1 and "KERNELHOUSE_HOME" in res.stderr
+
+
+def test_offline_repo_assets_fail_with_guidance(kh_home: Path) -> None:
+    env = {f"KERNELHOUSE_{r}_SOURCE": f"https://127.0.0.1:9/{r.lower()}.git" for r in ("VLLM", "SGLANG", "FLASHINFER")}
+    res = _kh("build", env=env)
+    assert res.returncode == 1
+    text = " ".join((res.stdout + res.stderr).split())
+    for r in ("VLLM", "SGLANG", "FLASHINFER"):
+        assert f"KERNELHOUSE_{r}_SOURCE" in text
+    assert "local clone" in text
