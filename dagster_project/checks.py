@@ -1,14 +1,17 @@
-"""Asset checks that span several assets (per-asset checks live beside their assets).
+"""Asset checks that span assets: the Great Expectations suites in ``expectations/``.
 
-The Great Expectations layer (``dagster_project/quality``) contributes its suites here.
+Per-asset SQL checks live beside their assets; the GX layer lives in
+``dagster_project/quality``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import dagster as dg
 
 
-def all_checks() -> list[dg.AssetChecksDefinition]:
+def all_checks(asset_keys: Iterable[dg.AssetKey]) -> list[dg.AssetChecksDefinition]:
     from dagster_project.quality.factory import gx_checks
 
-    return gx_checks()
+    return gx_checks(asset_keys)

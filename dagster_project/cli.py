@@ -218,6 +218,52 @@ def sql(
 
 
 @app.command()
+def check(
+    assets: Annotated[list[str] | None, typer.Argument(help="Assets to check (default: every suite).")] = None,
+) -> None:
+    """Run the Great Expectations suites on the lake, outside a materialisation.
+
+    Exits 1 when a blocking suite fails."""
+    from dagster_project.lake import Lake
+    from dagster_project.quality.results import record
+    from dagster_project.quality.suites import load_suite, run_suite, suite_files
+
+    settings = load_settings()
+    if not settings.lake_path.exists():
+        _fail(f"no lake at {settings.lake_path}; run `kernelhouse build` first")
+    lake = Lake(settings.lake_path, settings.parquet_root)
+    suites = [load_suite(p) for p in suite_files()]
+    if assets:
+        unknown = set(assets) - {s["meta"]["kernelhouse"]["asset"] for s in suites}
+        if unknown:
+            _fail(f"no suite for asset(s): {', '.join(sorted(unknown))}")
+        suites = [s for s in suites if s["meta"]["kernelhouse"]["asset"] in assets]
+    table = Table(title="kernelhouse check")
+    for col in ("suite", "expectation", "column", "result", "observed", "expected"):
+        table.add_column(col, overflow="fold")
+    blocking_failed = []
+    for suite in suites:
+        table_name = suite["meta"]["kernelhouse"]["table"]
+        schema, _, name = table_name.partition(".")
+        if not lake.table_exists(schema, name):
+            table.add_row(suite["name"], "-", "-", "[yellow]no table[/]", table_name, "")
+            if suite["meta"]["kernelhouse"].get("blocking"):
+                blocking_failed.append(f"{suite['name']}: {table_name} missing")
+            continue
+        res = run_suite(suite, settings.lake_path)
+        record(lake, res)
+        for o in res.outcomes:
+            verdict = "[green]pass[/]" if o.success else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
+            table.add_row(res.suite, o.type.removeprefix("expect_"), o.column or "", verdict,
+                          str(o.observed)[:60], str(o.expected)[:60])
+            if not o.success and res.blocking:
+                blocking_failed.append(f"{res.suite}: {o.type}({o.column or ''})")
+    out.print(table)
+    if blocking_failed:
+        _fail("blocking check(s) failed: " + "; ".join(blocking_failed))
+
+
+@app.command()
 def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 3000,
 ) -> None:

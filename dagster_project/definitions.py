@@ -49,9 +49,11 @@ def build_definitions(executor: str | None = None) -> dg.Definitions:
     from dagster_project.resources import default_resources
 
     modules = asset_modules()
+    assets = dg.load_assets_from_modules(modules)
+    keys = [k for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys]
     return dg.Definitions(
-        assets=dg.load_assets_from_modules(modules),
-        asset_checks=[*dg.load_asset_checks_from_modules(modules), *checks.all_checks()],
+        assets=assets,
+        asset_checks=[*dg.load_asset_checks_from_modules(modules), *checks.all_checks(keys)],
         jobs=jobs.all_jobs(),
         schedules=schedules.all_schedules(),
         sensors=sensors.all_sensors(),

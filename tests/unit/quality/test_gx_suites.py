@@ -1,0 +1,92 @@
+"""The GX layer: suites from JSON, column rules on pandas, cross-row rules on DuckDB,
+failing rows in the result, and the lake left writable afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dagster_project.lake import Lake
+from dagster_project.quality.suites import SuiteError, load_suite, run_suite
+
+SUITE = {
+    "name": "toy",
+    "meta": {"kernelhouse": {"asset": "toy", "table": "datasets.toy", "blocking": True, "id_column": "id"}},
+    "expectations": [
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id"}},
+        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "split", "value_set": ["train", "test"]}},
+        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "tile", "value_set": [16, 32, 64, 128, 256]}},
+        {
+            "type": "unexpected_rows_expectation",
+            "description": "no group in both splits",
+            "kwargs": {
+                "unexpected_rows_query": "SELECT grp FROM {batch} WHERE split = 'test' INTERSECT SELECT grp FROM {batch} WHERE split = 'train'"
+            },
+        },
+    ],
+}
+
+
+def _lake(tmp_path: Path, df: pl.DataFrame) -> Lake:
+    lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))
+    lake.replace_table("datasets", "toy", df)
+    return lake
+
+
+CLEAN = pl.DataFrame(
+    {"id": [1, 2, 3, 4], "split": ["train", "train", "test", "test"], "grp": ["a", "a", "b", "c"], "tile": [16, 32, 64, 128]}
+)
+
+
+def test_clean_table_passes(tmp_path: Path) -> None:
+    lake = _lake(tmp_path, CLEAN)
+    res = run_suite(SUITE, lake.path)
+    assert res.success, res.summary()
+    assert len(res.outcomes) == 4 and res.rows == 4
+
+
+def test_planted_violations_fail_with_rows(tmp_path: Path) -> None:
+    bad = CLEAN.with_columns(
+        split=pl.Series(["train", "train", "test", "valid"]),
+        grp=pl.Series(["a", "b", "b", "c"]),  # b leaks across splits
+        tile=pl.Series([16, 48, 64, 128]),  # 48 is not a power of two
+    )
+    lake = _lake(tmp_path, bad)
+    res = run_suite(SUITE, lake.path)
+    assert not res.success
+    failed = {(o.type, o.column): o for o in res.failed}
+    assert set(failed) == {
+        ("expect_column_values_to_be_in_set", "split"),
+        ("expect_column_values_to_be_in_set", "tile"),
+        ("unexpected_rows_expectation", None),
+    }
+    assert failed[("expect_column_values_to_be_in_set", "tile")].sample == [{"id": 2, "tile": 48}]
+    assert failed[("unexpected_rows_expectation", None)].sample == [{"grp": "b"}]
+    assert failed[("unexpected_rows_expectation", None)].observed == 1
+    # GX released the file: the lake is writable again in this process.
+    lake.replace_table("datasets", "toy", CLEAN)
+
+
+def test_mostly_threshold(tmp_path: Path) -> None:
+    suite = {
+        "name": "audit",
+        "meta": {"kernelhouse": {"asset": "a", "table": "derived.g"}},
+        "expectations": [
+            {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "ok", "value_set": [True], "mostly": 0.988}}
+        ],
+    }
+    lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))
+    lake.replace_table("derived", "g", pl.DataFrame({"ok": [True] * 988 + [False] * 12}))
+    assert run_suite(suite, lake.path).success
+    lake.replace_table("derived", "g", pl.DataFrame({"ok": [True] * 987 + [False] * 13}))
+    assert not run_suite(suite, lake.path).success
+
+
+def test_malformed_suite_names_file(tmp_path: Path) -> None:
+    p = tmp_path / "broken.json"
+    p.write_text(json.dumps({"expectations": []}))
+    with pytest.raises(SuiteError, match="broken.json"):
+        load_suite(p)
