@@ -10,6 +10,7 @@ from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
 from dagster_project.settings import DEFAULT_SOURCES, validate_sources
 
+
 @dg.asset(
     group_name="sources",
     partitions_def=repo_partitions,

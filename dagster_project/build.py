@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-
 # The CLI prints its own progress; Dagster's DEBUG event stream would drown it.
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
