@@ -1,0 +1,71 @@
+"""Verbatim audit: the number-format normalisation table, flags and the dataset rate."""
+
+from __future__ import annotations
+
+import pytest
+
+from dagster_project.gains.audit import (
+    appears_verbatim,
+    audit_all,
+    audit_measurement,
+    audit_rate,
+    text_values,
+)
+from dagster_project.gains.numbers import canonical, iter_numbers, parse_number
+from dagster_project.gains.schema import Measurement
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "expected"),
+    [
+        ("throughput 1,234.50 tok/s", 1234.5, True),  # thousands separator + trailing zero
+        ("1234.5", 1234.50, True),
+        ("12.3ms", 12.3, True),  # unit glued on
+        ("12.3 ms", 12.3, True),
+        ("**0.760**", 0.76, True),  # markdown emphasis, trailing zero
+        ("1.2e3 us", 1200.0, True),  # scientific notation
+        ("+4.0%", 4.0, True),  # sign and percent
+        ("\u22124.1%", 4.1, True),  # unicode minus
+        ("12.5k tok/s", 12500.0, True),  # k suffix
+        ("8\u2009192 tokens", 8192.0, True),  # thin-space grouping
+        ("1,2,3", 123.0, False),  # a list, not a grouped number
+        ("1,2,3", 2.0, True),
+        ("0.7621450612", 0.762, False),  # rounded by the extractor
+        ("10.1 and 10.3", 10.2, False),  # an average nobody wrote
+        ("on H100", 100.0, False),  # part of a name
+        ("E2E latency", 2.0, False),
+        ("v1.2.3", 2.3, False),  # version strings are not measurements
+    ],
+)
+def test_normalisation_table(text: str, value: float, expected: bool) -> None:
+    assert appears_verbatim(value, text) is expected
+
+
+def test_number_parsing() -> None:
+    assert parse_number("1,234.50") == 1234.5
+    assert parse_number("OOM") is None and parse_number("-") is None and parse_number(None) is None
+    assert parse_number(3) == 3.0
+    assert [t.value for t in iter_numbers("bs=8, 1,024 tokens, 3.5x")] == [8.0, 1024.0, 3.5]
+    assert canonical(1200.0) == "1200" and canonical(1234.50) == "1234.5" and canonical(0.0) == "0"
+
+
+def test_flags_and_rate() -> None:
+    text = "main 1,234.50 us, PR 1010 us; runs 10.1 / 10.3"
+    good = Measurement(scope="kernel", metric="latency", baseline=1234.5, optimized=1010.0)
+    bad = Measurement(scope="e2e", metric="latency", baseline=10.2, optimized=1010.0)
+    stated = Measurement(scope="e2e", metric="speedup", stated_speedup=1.3)
+    audit_all([good, bad, stated], text)
+    assert (good.baseline_verbatim, good.optimized_verbatim, good.audit_pass) == (True, True, True)
+    assert (bad.baseline_verbatim, bad.optimized_verbatim, bad.audit_pass) == (False, True, False)
+    assert stated.audit_pass is None
+    assert audit_rate([good, bad, stated]) == 0.5
+    assert audit_rate([good.to_row(), bad.to_row()]) == 0.5
+    assert audit_rate([stated]) is None
+
+
+def test_audit_accepts_precomputed_values() -> None:
+    values = text_values("x 3.5 y")
+    m = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=3.5, optimized=3.50), values
+    )
+    assert m.audit_pass is True
