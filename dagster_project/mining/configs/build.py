@@ -1,0 +1,177 @@
+"""Assemble ``datasets.tuned_configs``: one row per (config file, M).
+
+Inputs are the frames of the other modules (files, entries, attributions, kernel
+sources, model shapes) plus each repo's snapshot commit; everything here is a pure
+function of them, so the same inputs always give the same rows and ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import cache
+
+import polars as pl
+
+from dagster_project.mining.configs.candidates import match_models, shape_rows
+from dagster_project.mining.configs.defaults import default_config
+from dagster_project.mining.configs.names import has_low_shared_memory, is_blackwell_datacenter
+from dagster_project.mining.configs.prompt import M_SLOT, prompt_template
+from dagster_project.mining.configs.split import split_for
+
+LICENSE = "Apache-2.0"
+
+TUNED_CONFIGS_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.String(),
+    "prompt": pl.String(),
+    "best_config": pl.String(),
+    "kernel": pl.String(),
+    "kernel_source": pl.String(),
+    "repo": pl.String(),
+    "config_path": pl.String(),
+    "device_name": pl.String(),
+    "gpu": pl.String(),
+    "dtype": pl.String(),
+    "E": pl.Int64(),
+    "N": pl.Int64(),
+    "K": pl.Int64(),
+    "block_shape": pl.List(pl.Int64()),
+    "M": pl.Int64(),
+    "triton_version": pl.String(),
+    "candidate_models": pl.List(pl.String()),
+    "default_config": pl.String(),
+    "config_pr_url": pl.String(),
+    "config_pr_gains": pl.String(),
+    "speedup_vs_default": pl.Float64(),
+    "split": pl.String(),
+    "license": pl.String(),
+    "snapshot_commit": pl.String(),
+    # Beyond the card, kept because consumers filter and join on them.
+    "family": pl.String(),
+    "is_down": pl.Boolean(),
+    "config_pr_number": pl.Int64(),
+}
+
+
+def row_id(repo: str, config_path: str, M: int) -> str:
+    """Stable id: the same (repo, path, M) keeps its id across refreshes."""
+    return hashlib.sha256(f"{repo}\0{config_path}\0{M}".encode()).hexdigest()[:20]
+
+
+def dtype_label(family: str | None, dtype: str | None, cache_dtype: str | None) -> str:
+    """The card's dtype vocabulary: a missing MoE dtype is bf16/fp16; SSU names its cache."""
+    if family == "ssu":
+        return f"cache_{cache_dtype}" if cache_dtype else "unknown"
+    return dtype if dtype else "bf16/fp16"
+
+
+def _defaults_column(rows: pl.DataFrame) -> list[str | None]:
+    """``default_config`` of every row as JSON; each distinct config is serialised once."""
+    cols = ("repo", "family", "dtype", "M", "E", "N", "K", "block_shape", "platform",
+            "low_smem", "blackwell", "dstate")
+    encoded: dict[tuple, str] = {}
+    out: list[str | None] = []
+    for repo, family, dtype, M, E, N, K, block, platform, low, bw, dstate in \
+            rows.select(cols).rows():
+        cfg = default_config(repo, family, dtype, M, E, N, K, block, platform=platform,
+                             low_smem=low, blackwell=bw, dstate=dstate)
+        if cfg is None:
+            out.append(None)
+            continue
+        key = tuple(cfg.items())
+        text = encoded.get(key)
+        if text is None:
+            text = encoded[key] = json.dumps(cfg)
+        out.append(text)
+    return out
+
+
+def build_tuned_configs(
+    files: pl.DataFrame,
+    entries: pl.DataFrame,
+    attributions: pl.DataFrame,
+    kernels: pl.DataFrame,
+    shapes: pl.DataFrame,
+    snapshot: Mapping[str, str],
+) -> pl.DataFrame:
+    """Join the inputs into dataset rows (``TUNED_CONFIGS_SCHEMA``), by repo, path, file order.
+
+    Only ``parse_status == 'ok'`` files contribute. ``config_pr_gains`` and
+    ``speedup_vs_default`` are left null for the gains stage to fill.
+
+    Everything but M is a property of the file, so per-file values (candidates, split,
+    prompt template, kernel source) are computed once per file in Python and joined onto
+    the entries; per-row work is a vectorised M substitution plus the default heuristic
+    (each distinct result serialised once). That keeps the build a small fraction
+    of the git time it sits on.
+    """
+    if files.is_empty() or entries.is_empty():
+        return pl.DataFrame(schema=TUNED_CONFIGS_SCHEMA)
+    ok = files.filter(pl.col("parse_status") == "ok")
+    if ok.is_empty():
+        return pl.DataFrame(schema=TUNED_CONFIGS_SCHEMA)
+    sources = {(r, k): s for k, r, s in kernels.select("kernel", "repo", "source").iter_rows()}
+    attr = attributions.select("repo", "path", "pr_url", "pr_number") if not \
+        attributions.is_empty() else pl.DataFrame(
+            schema={"repo": pl.String(), "path": pl.String(), "pr_url": pl.String(),
+                    "pr_number": pl.Int64()})
+
+    table = shape_rows(shapes)
+
+    @cache
+    def matches(E: int | None, N: int | None, dtype: str | None, repo: str):
+        found = match_models(E, N, dtype, repo, table)
+        return list(dict.fromkeys(m.model for m in found)), [m.describe() for m in found]
+
+    per_file: dict[str, list] = {k: [] for k in (
+        "repo", "path", "blob_oid", "template", "kernel_source", "dtype_label",
+        "triton_version_out", "candidate_models", "split", "snapshot_commit", "platform",
+        "low_smem", "blackwell")}
+    for f in ok.iter_rows(named=True):
+        repo = f["repo"]
+        names, details = matches(f["E"], f["N"], f["dtype"], repo) if f["family"] == "moe" \
+            else ([], [])
+        source = sources.get((repo, f["kernel"]))
+        tv = f["triton_version"] or f["triton_dir_version"]
+        per_file["repo"].append(repo)
+        per_file["path"].append(f["path"])
+        per_file["blob_oid"].append(f["blob_oid"])
+        per_file["template"].append(prompt_template(
+            {**f, "kernel_source": source, "triton_version": tv, "candidate_details": details}))
+        per_file["kernel_source"].append(source)
+        per_file["dtype_label"].append(dtype_label(f["family"], f["dtype"], f["cache_dtype"]))
+        per_file["triton_version_out"].append(tv)
+        per_file["candidate_models"].append(names)
+        per_file["split"].append(split_for(f["basename"]))
+        per_file["snapshot_commit"].append(snapshot.get(repo))
+        # What the default heuristics branch on, known only through the GPU's name.
+        per_file["platform"].append("rocm" if f["gpu_vendor"] == "AMD" else "cuda")
+        per_file["low_smem"].append(has_low_shared_memory(f["gpu_vendor"], f["gpu_model"]))
+        per_file["blackwell"].append(is_blackwell_datacenter(f["gpu_model"]))
+    pf = pl.DataFrame(per_file, schema_overrides={"candidate_models": pl.List(pl.String())})
+
+    rows = (
+        entries.join(ok.drop("n_entries", "triton_version"), on=["repo", "path", "blob_oid"])
+        .join(pf, on=["repo", "path", "blob_oid"])
+        .join(attr, on=["repo", "path"], how="left")
+        .sort(["repo", "path", "key_index"])
+    )
+    defaults = _defaults_column(rows)
+    ids = [row_id(r, p, m) for r, p, m in rows.select("repo", "path", "M").rows()]
+    out = rows.with_columns(
+        id=pl.Series(ids, dtype=pl.String()),
+        default_config=pl.Series(defaults, dtype=pl.String()),
+        prompt=pl.col("template").str.replace_all(M_SLOT, pl.col("M").cast(pl.String()),
+                                                  literal=True),
+        best_config=pl.col("config_json"),
+        config_path=pl.col("path"),
+        dtype=pl.col("dtype_label"),
+        triton_version=pl.col("triton_version_out"),
+        config_pr_url=pl.col("pr_url"),
+        config_pr_number=pl.col("pr_number"),
+        config_pr_gains=pl.lit(None, dtype=pl.String()),
+        speedup_vs_default=pl.lit(None, dtype=pl.Float64()),
+        license=pl.lit(LICENSE),
+    )
+    return out.select([pl.col(c).cast(t) for c, t in TUNED_CONFIGS_SCHEMA.items()])

@@ -1,0 +1,178 @@
+"""Config file contents: one row per (file, M), read with one ``cat-file --batch``.
+
+A tuned-config JSON maps batch sizes M (decimal-string keys) to a flat launch config.
+The only other top-level key that exists is ``"triton_version"`` (vLLM since 2025), which
+the runtimes drop before the lookup, so it is reported per file and never becomes a row.
+
+Parsing is keyed by blob id. A blob id names its content, so a parse can be cached and
+re-used forever: ``discover_config_files`` parses every blob once (it needs
+``triton_version`` and JSON validity), ``read_config_entries`` then finds them in the
+process-wide cache and a refresh only re-parses blobs whose id it has not seen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+from dagster_project.mining.git import GitRepo
+
+ENTRIES_SCHEMA: dict[str, pl.DataType] = {
+    "repo": pl.String(),
+    "path": pl.String(),
+    "blob_oid": pl.String(),
+    "M": pl.Int64(),
+    "key_index": pl.Int64(),  # position of M in the file: the runtime's tie-break order
+    "config_json": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class ParsedBlob:
+    """One config file's content: ``entries`` is ((M, config JSON), …) in file order."""
+
+    entries: tuple[tuple[int, str], ...] = ()
+    triton_version: str | None = None
+    error: str | None = None  # set when the JSON is malformed or not a config map
+
+
+def parse_config_blob(data: bytes) -> ParsedBlob:
+    """Parse a config file; malformed files come back with ``error`` set, never raise."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return ParsedBlob(error=f"not UTF-8: {exc.reason} at byte {exc.start}")
+    except json.JSONDecodeError as exc:
+        return ParsedBlob(error=f"invalid JSON: {exc.msg} (line {exc.lineno} col {exc.colno})")
+    if not isinstance(doc, dict):
+        return ParsedBlob(error=f"top level is a {type(doc).__name__}, not an object")
+    triton_version = doc.get("triton_version")
+    entries: list[tuple[int, str]] = []
+    bad_keys: list[str] = []
+    for key, value in doc.items():
+        if key == "triton_version":
+            continue
+        if not (key.isdigit() and isinstance(value, dict)):
+            bad_keys.append(key)
+            continue
+        entries.append((int(key), json.dumps(value)))
+    if bad_keys:
+        shown = ", ".join(repr(k) for k in bad_keys[:5])
+        return ParsedBlob(error=f"top-level keys that are not M -> config objects: {shown}")
+    if not entries:
+        return ParsedBlob(error="no M entries")
+    return ParsedBlob(
+        entries=tuple(entries),
+        triton_version=None if triton_version is None else str(triton_version),
+    )
+
+
+class BlobCache:
+    """A bounded, content-addressed cache of parsed config blobs (oid → ParsedBlob)."""
+
+    def __init__(self, max_items: int = 50_000) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[str, ParsedBlob] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, oid: str) -> ParsedBlob | None:
+        item = self._items.get(oid)
+        if item is not None:
+            self._items.move_to_end(oid)
+        return item
+
+    def put(self, oid: str, item: ParsedBlob) -> None:
+        self._items[oid] = item
+        self._items.move_to_end(oid)
+        while len(self._items) > self.max_items:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.hits = self.misses = 0
+
+
+#: Shared by discovery and entry reading within one process (see the module docstring).
+BLOB_CACHE = BlobCache()
+
+
+def load_parsed_blobs(
+    repo: GitRepo, oids: Iterable[str], cache: BlobCache | None = None
+) -> dict[str, ParsedBlob]:
+    """Parsed content of many blobs; the ones not cached come from ONE ``cat-file --batch``.
+
+    On a blobless clone the missing blobs are fetched first in one batched fetch, because
+    lazy fetching would cost one round trip per blob.
+    """
+    cache = BLOB_CACHE if cache is None else cache
+    want = list(dict.fromkeys(oids))
+    out: dict[str, ParsedBlob] = {}
+    missing: list[str] = []
+    for oid in want:
+        item = cache.get(oid)
+        if item is None:
+            missing.append(oid)
+        else:
+            out[oid] = item
+    cache.hits += len(out)
+    cache.misses += len(missing)
+    if missing:
+        repo.prefetch_blobs(missing)
+        for oid, data in repo.read_blobs(missing).items():
+            item = parse_config_blob(data)
+            cache.put(oid, item)
+            out[oid] = item
+    return out
+
+
+def read_config_entries(
+    repo: GitRepo,
+    files: pl.DataFrame,
+    previous: pl.DataFrame | None = None,
+    *,
+    cache: BlobCache | None = None,
+) -> pl.DataFrame:
+    """One row per (config file, M) for every file whose ``parse_status`` is ``ok``.
+
+    ``config_json`` keeps every key of the entry, ROCm ones (``waves_per_eu``, ``kpack``,
+    ``matrix_instr_nonkdim``) and rare ones (``SPLIT_K``, ``USE_TMA``) included, in file
+    order. Rows of ``previous`` (an earlier result) are re-used for every blob id they
+    cover, so a refresh reads and parses only the files whose content changed.
+    """
+    if files.is_empty():
+        return pl.DataFrame(schema=ENTRIES_SCHEMA)
+    ok = files.filter(pl.col("parse_status") == "ok") if "parse_status" in files else files
+    targets = ok.select("repo", "path", "blob_oid").unique(maintain_order=True)
+
+    reused = pl.DataFrame(schema=ENTRIES_SCHEMA)
+    todo = targets
+    if previous is not None and not previous.is_empty():
+        prev = previous.select(list(ENTRIES_SCHEMA)).drop("repo", "path").unique(
+            subset=["blob_oid", "M", "key_index"], maintain_order=True
+        )
+        known = prev.select("blob_oid").unique()
+        hit = targets.join(known, on="blob_oid", how="semi")
+        todo = targets.join(known, on="blob_oid", how="anti")
+        reused = hit.join(prev, on="blob_oid", how="inner").select(list(ENTRIES_SCHEMA))
+
+    parsed = load_parsed_blobs(repo, todo["blob_oid"].to_list(), cache)
+    cols: dict[str, list] = {k: [] for k in ENTRIES_SCHEMA}
+    for repo_name, path, oid in todo.iter_rows():
+        blob = parsed.get(oid)
+        if blob is None or blob.error:
+            continue
+        for i, (m, cfg) in enumerate(blob.entries):
+            cols["repo"].append(repo_name)
+            cols["path"].append(path)
+            cols["blob_oid"].append(oid)
+            cols["M"].append(m)
+            cols["key_index"].append(i)
+            cols["config_json"].append(cfg)
+    fresh = pl.DataFrame(cols, schema=ENTRIES_SCHEMA)
+    out = pl.concat([reused, fresh]) if not reused.is_empty() else fresh
+    return out.sort(["repo", "path", "key_index"])
