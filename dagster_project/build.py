@@ -50,11 +50,26 @@ def _pdef_id(pdef: dg.PartitionsDefinition | None) -> str:
     return repr(sorted(pdef.get_partition_keys()))
 
 
+def normalise_selection(selection: str) -> str:
+    """Accept plain asset names as well as Dagster's selection syntax:
+    ``a,b`` → ``key:a or key:b``; ``tuned_configs+`` → ``key:tuned_configs+``."""
+    parts = [p.strip() for p in selection.split(",") if p.strip()]
+    out = []
+    for part in parts:
+        bare = part.strip("+*")
+        if bare.isidentifier() and " " not in part:
+            prefix, suffix = part[: part.index(bare)], part[part.index(bare) + len(bare):]
+            out.append(f"{prefix}key:{bare}{suffix}")
+        else:
+            out.append(f"({part})")
+    return " or ".join(out)
+
+
 def plan_stages(defs: dg.Definitions, selection: str | None) -> list[Stage]:
     """Topological stages of the selected assets, grouped by partitions definition."""
     graph = defs.resolve_asset_graph()
     if selection:
-        keys = dg.AssetSelection.from_string(selection).resolve(graph)
+        keys = dg.AssetSelection.from_string(normalise_selection(selection)).resolve(graph)
     else:
         keys = {k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable}
     keys = {k for k in keys if graph.get(k).is_materializable}

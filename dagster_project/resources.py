@@ -14,6 +14,7 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.lake import Lake
+from dagster_project.mining.git import GitRepo
 from dagster_project.settings import Settings, ensure_home, load_settings
 
 
@@ -34,6 +35,21 @@ class LakeResource(dg.ConfigurableResource):
     def lake(self) -> Lake:
         s = self.settings()
         return Lake(s.lake_path, s.parquet_root)
+
+    def repo_snapshot(self, repo: str) -> tuple[GitRepo, str]:
+        """The clone of ``repo`` and the head sha ``repo_clone`` recorded for it: every
+        mining asset reads that one commit, so one build is one consistent snapshot."""
+        s = self.settings()
+        lake = self.lake()
+        heads = lake.read_table_or_none("raw", "repo_heads")
+        row = heads.filter(pl.col("repo") == repo) if heads is not None else None
+        path = s.repo_dir(repo)
+        if row is None or row.height == 0 or not (path / "HEAD").exists():
+            raise dg.Failure(
+                description=f"no clone of {repo} yet: materialise repo_clone[{repo}] first "
+                f"(source {s.env_name(repo)}={s.sources[repo]!r})"
+            )
+        return GitRepo(path), str(row["head_sha"][0])
 
 
 class LakeIOManager(dg.ConfigurableIOManager):

@@ -139,6 +139,24 @@ class GitRepo:
         out = self.run(["config", "--get-regexp", r"remote\..*\.promisor"], check=False)
         return b"true" in out
 
+    def missing_objects(self, oids: Iterable[str]) -> list[str]:
+        """Which of ``oids`` are absent from the local object store, fetching nothing.
+
+        Asking ``cat-file --batch-check`` would lazily fetch each absent blob of a partial
+        clone, and with ``GIT_NO_LAZY_FETCH=1`` git 2.39 aborts at the first absent one
+        ("could not fetch … from promisor remote") instead of printing ``missing``. So the
+        local store (packs, loose objects, alternates) is listed once instead: ~0.1 s for
+        vLLM's 122k-object blobless clone.
+        """
+        want = [o for o in dict.fromkeys(oids) if o and set(o) != {"0"}]
+        if not want:
+            return []
+        out = self.run(
+            ["cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectname)"]
+        )
+        have = set(out.split())
+        return [o for o in want if o.encode() not in have]
+
     def prefetch_blobs(self, oids: Iterable[str]) -> int:
         """Fetch every missing blob of a partial clone in ONE batched fetch.
 
@@ -148,17 +166,7 @@ class GitRepo:
         want = [o for o in dict.fromkeys(oids) if o and set(o) != {"0"}]
         if not want or not self.is_partial():
             return 0
-        proc = subprocess.run(
-            ["git", "-C", str(self.path), "cat-file", "--batch-check=%(objectname) %(objecttype)"],
-            input=("\n".join(want) + "\n").encode(),
-            capture_output=True,
-            env={**os.environ, **GIT_ENV, "GIT_NO_LAZY_FETCH": "1"},
-        )
-        missing = [
-            line.split()[0]
-            for line in proc.stdout.decode().splitlines()
-            if line.endswith(" missing")
-        ]
+        missing = self.missing_objects(want)
         if missing:
             self.run(
                 ["fetch", "--no-tags", "--no-write-fetch-head", "--filter=blob:none",

@@ -41,7 +41,9 @@ def test_secrets_never_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(s.secrets()) == {"ghp_supersecret123", "hf_alsosecret456"}
 
 
-def test_missing_local_source_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_local_source_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KERNELHOUSE_SGLANG_SOURCE", str(tmp_path / "nowhere"))
     with pytest.raises(SettingsError, match="KERNELHOUSE_SGLANG_SOURCE"):
         validate_sources(load_settings(), ("sglang",))

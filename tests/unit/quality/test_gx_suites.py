@@ -14,11 +14,24 @@ from dagster_project.quality.suites import SuiteError, load_suite, run_suite
 
 SUITE = {
     "name": "toy",
-    "meta": {"kernelhouse": {"asset": "toy", "table": "datasets.toy", "blocking": True, "id_column": "id"}},
+    "meta": {
+        "kernelhouse": {
+            "asset": "toy",
+            "table": "datasets.toy",
+            "blocking": True,
+            "id_column": "id",
+        }
+    },
     "expectations": [
         {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id"}},
-        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "split", "value_set": ["train", "test"]}},
-        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "tile", "value_set": [16, 32, 64, 128, 256]}},
+        {
+            "type": "expect_column_values_to_be_in_set",
+            "kwargs": {"column": "split", "value_set": ["train", "test"]},
+        },
+        {
+            "type": "expect_column_values_to_be_in_set",
+            "kwargs": {"column": "tile", "value_set": [16, 32, 64, 128, 256]},
+        },
         {
             "type": "unexpected_rows_expectation",
             "description": "no group in both splits",
@@ -37,7 +50,12 @@ def _lake(tmp_path: Path, df: pl.DataFrame) -> Lake:
 
 
 CLEAN = pl.DataFrame(
-    {"id": [1, 2, 3, 4], "split": ["train", "train", "test", "test"], "grp": ["a", "a", "b", "c"], "tile": [16, 32, 64, 128]}
+    {
+        "id": [1, 2, 3, 4],
+        "split": ["train", "train", "test", "test"],
+        "grp": ["a", "a", "b", "c"],
+        "tile": [16, 32, 64, 128],
+    }
 )
 
 
@@ -75,7 +93,10 @@ def test_mostly_threshold(tmp_path: Path) -> None:
         "name": "audit",
         "meta": {"kernelhouse": {"asset": "a", "table": "derived.g"}},
         "expectations": [
-            {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "ok", "value_set": [True], "mostly": 0.988}}
+            {
+                "type": "expect_column_values_to_be_in_set",
+                "kwargs": {"column": "ok", "value_set": [True], "mostly": 0.988},
+            }
         ],
     }
     lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))

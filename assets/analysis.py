@@ -1,0 +1,30 @@
+"""Analysis layer: SQL views over the datasets (``sql/analysis``) for users' questions."""
+
+import dagster as dg
+
+from dagster_project.resources import LakeResource
+
+
+@dg.asset(
+    group_name="analysis",
+    kinds={"duckdb", "sql"},
+    owners=["team:kernelhouse"],
+    deps=[
+        dg.AssetKey("tuned_configs"),
+        dg.AssetKey("kernel_commits"),
+        dg.AssetKey("kernelinfer_sessions"),
+    ],
+    description="(Re)create the analysis.* views from sql/analysis/*.sql.",
+)
+def analysis_views(lake: LakeResource) -> dg.MaterializeResult:
+    """Create every view whose tables exist; list the ones waiting for a table."""
+    from dagster_project.analysis import create_views
+
+    report = create_views(lake.lake())
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(report.created),
+            "views": dg.MetadataValue.json(report.created),
+            "waiting": dg.MetadataValue.json(report.skipped),
+        }
+    )

@@ -1,0 +1,44 @@
+"""gains layer: benchmark measurements extracted from PR bodies, with the verbatim audit."""
+
+import dagster as dg
+import polars as pl
+
+from dagster_project.resources import LakeResource, LLMResource
+
+
+@dg.asset(
+    group_name="gains", kinds={"python", "duckdb"}, owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("pr_bodies")],
+    metadata={"table": "derived.pr_gains"},
+    description="One row per extracted measurement (table extractor; LLM too when configured), audited verbatim.",
+)
+def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMResource) -> dg.MaterializeResult:
+    """Extract only for new/changed bodies or extractor versions; failures keep a reason."""
+    from dagster_project.gains.audit import audit_rate
+    from dagster_project.gains.llm_extractor import LLMConfig
+    from dagster_project.gains.pipeline import RUNS_SCHEMA, extract_bodies, gains_frame
+
+    handle = lake.lake()
+    bodies = handle.read_table_or_none("raw", "pr_bodies")
+    cfg = llm.config()
+    llm_cfg = LLMConfig(**cfg) if cfg else None
+    runs, new = extract_bodies(
+        bodies if bodies is not None else pl.DataFrame(schema={"status": pl.String}),
+        handle.read_table_or_none("derived", "pr_extractions"),
+        llm_cfg,
+        on_progress=lambda i, n: context.log.info(f"extracted {i}/{n}") if i % 100 == 0 else None,
+    ) if bodies is not None and bodies.height else (pl.DataFrame(schema=RUNS_SCHEMA), 0)
+    gains = gains_frame(runs)
+    handle.replace_table("derived", "pr_extractions", runs)
+    handle.replace_table("derived", "pr_gains", gains)
+    pairs = gains.filter(pl.col("baseline").is_not_null() & pl.col("optimized").is_not_null()) if "baseline" in gains.columns else gains.head(0)
+    rate = audit_rate(pairs.to_dicts()) if pairs.height else None
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": gains.height,
+        "new_extractions": new,
+        "prs_with_gains": gains.select("repo", "pr_number").unique().height if gains.height else 0,
+        "failed_extractions": int((~runs["ok"]).sum()) if runs.height else 0,
+        "audit_pass_rate": float(rate) if rate is not None else -1.0,
+        "llm": cfg["model"] if cfg else "not configured (table extractor only)",
+        "tokens": int(runs["prompt_tokens"].sum() + runs["completion_tokens"].sum()) if runs.height else 0,
+    })

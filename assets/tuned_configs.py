@@ -1,0 +1,180 @@
+"""tuned_configs layer: every tuned Triton launch config of vLLM and SGLang as RL rows.
+
+Assets are thin: each reads the snapshot recorded by ``repo_clone``, calls
+``dagster_project.mining.configs`` and writes one lake table.
+"""
+
+import dagster as dg
+import polars as pl
+
+from dagster_project.frames import md_table
+from dagster_project.resources import LakeResource
+
+CONFIG_REPOS = ("vllm", "sglang")
+GROUP = "tuned_configs"
+
+
+def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=schema)
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.config_files"},
+    description="Every tuned-config JSON at the snapshot commit, name parsed (bad files kept with a reason).",
+)
+def config_files(lake: LakeResource) -> dg.MaterializeResult:
+    """Discover config files in every directory the families ever lived in."""
+    from dagster_project.mining.configs import FILES_SCHEMA, discover_config_files
+
+    frames = []
+    for repo in CONFIG_REPOS:
+        git, head = lake.repo_snapshot(repo)
+        frames.append(discover_config_files(git, repo, head))
+    files = _concat(frames, FILES_SCHEMA)
+    lake.lake().replace_table("raw", "config_files", files)
+    bad = files.filter(pl.col("parse_status") != "ok")
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": files.height,
+        "per_repo": dg.MetadataValue.json(dict(files.group_by("repo").len().iter_rows())),
+        "unparsed": dg.MetadataValue.json(bad.select("path", "parse_status", "parse_error").head(20).to_dicts()),
+        "device_names": files["device_name"].n_unique(),
+    })
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
+    deps=[config_files], metadata={"table": "raw.config_entries"},
+    description="One row per (config file, M) with the config JSON; unchanged blobs are reused.",
+)
+def config_entries(lake: LakeResource) -> dg.MaterializeResult:
+    """Read every file's entries; only files whose blob id changed are parsed again."""
+    from dagster_project.mining.configs import ENTRIES_SCHEMA, read_config_entries
+
+    handle = lake.lake()
+    files = handle.read_table("raw", "config_files")
+    previous = handle.read_table_or_none("raw", "config_entries")
+    frames = []
+    for repo in CONFIG_REPOS:
+        git, _ = lake.repo_snapshot(repo)
+        frames.append(read_config_entries(git, files.filter(pl.col("repo") == repo), previous))
+    entries = _concat(frames, ENTRIES_SCHEMA)
+    reused = 0
+    if previous is not None and previous.height:
+        reused = entries.join(previous.select("blob_oid").unique(), on="blob_oid", how="semi").height
+    handle.replace_table("raw", "config_entries", entries)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": entries.height,
+        "reused_rows": reused,
+        "distinct_M": entries["M"].n_unique() if entries.height else 0,
+    })
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.kernel_sources"},
+    description="The Triton kernel each config family drives, extracted at the snapshot commit.",
+)
+def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
+    """Extract the decorated kernels and the helpers they call."""
+    from dagster_project.mining.configs import KERNELS_SCHEMA, extract_kernel_sources
+
+    frames = []
+    for repo in CONFIG_REPOS:
+        git, head = lake.repo_snapshot(repo)
+        frames.append(extract_kernel_sources(git, repo, head))
+    kernels = _concat(frames, KERNELS_SCHEMA)
+    lake.lake().replace_table("raw", "kernel_sources", kernels)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": kernels.height,
+        "kernels": dg.MetadataValue.json(kernels.select("repo", "kernel", "path").to_dicts()),
+    })
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"huggingface", "duckdb"}, owners=["team:kernelhouse"],
+    metadata={"table": "raw.moe_model_shapes"},
+    description="MoE model shapes (experts, intermediate, hidden, top_k) from the Hub, or the checked-in snapshot offline.",
+)
+def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
+    """Refresh each model's shape from its config.json when the Hub answers."""
+    from dagster_project.mining.configs import load_model_shapes_snapshot, refresh_model_shapes
+    from dagster_project.mining.hub import fetch_model_config, hub_reachable
+
+    snapshot = load_model_shapes_snapshot()
+    online = hub_reachable()
+    shapes = refresh_model_shapes(fetch_model_config, snapshot) if online else snapshot
+    lake.lake().replace_table("raw", "moe_model_shapes", shapes)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": shapes.height,
+        "source": "hub" if online else "snapshot (offline)",
+        "refreshed_from_hub": int(shapes["source"].str.starts_with("hf:").sum()),
+    })
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
+    deps=[config_files], metadata={"table": "derived.config_attribution"},
+    description="The newest PR whose commit changed each config file's content (rename-aware, one pass per repo).",
+)
+def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
+    """One rename-aware ``git log --raw`` pass per repo; pure moves never count."""
+    from dagster_project.mining.configs import ATTRIBUTION_SCHEMA, attribute_config_prs
+
+    handle = lake.lake()
+    files = handle.read_table("raw", "config_files")
+    frames = []
+    for repo in CONFIG_REPOS:
+        git, head = lake.repo_snapshot(repo)
+        paths = files.filter(pl.col("repo") == repo)["path"].to_list()
+        frames.append(attribute_config_prs(git, repo, head, paths))
+    att = _concat(frames, ATTRIBUTION_SCHEMA)
+    handle.replace_table("derived", "config_attribution", att)
+    with_pr = att.filter(pl.col("pr_number").is_not_null()).height
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": att.height,
+        "with_pr": with_pr,
+        "share_with_pr": round(with_pr / att.height, 4) if att.height else 0.0,
+        "distinct_prs": att["pr_number"].n_unique(),
+    })
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
+    deps=[config_entries, kernel_sources, moe_model_shapes, config_attribution, dg.AssetKey("pr_gains")],
+    metadata={"table": "datasets.tuned_configs"},
+    description="datasets.tuned_configs: kernel + deployment (shape, GPU, dtype, M) → best launch config.",
+)
+def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
+    """Assemble the rows, then attach documented gains where attribution is unambiguous."""
+    from dagster_project.gains.pipeline import attach_config_gains
+    from dagster_project.mining.configs import build_tuned_configs, split_group
+
+    handle = lake.lake()
+    heads = handle.read_table("raw", "repo_heads")
+    snapshot = {r["repo"]: r["head_sha"] for r in heads.iter_rows(named=True)}
+    rows = build_tuned_configs(
+        handle.read_table("raw", "config_files").filter(pl.col("parse_status") == "ok"),
+        handle.read_table("raw", "config_entries"),
+        handle.read_table("derived", "config_attribution"),
+        handle.read_table("raw", "kernel_sources"),
+        handle.read_table("raw", "moe_model_shapes"),
+        snapshot,
+    )
+    rows = attach_config_gains(rows, handle.read_table_or_none("derived", "pr_gains"))
+    # The split's grouping key, kept so the disjointness gate can be checked in SQL.
+    rows = rows.with_columns(
+        split_group=pl.col("config_path").str.split("/").list.last().map_elements(split_group, return_dtype=pl.String)
+    )
+    handle.replace_table("datasets", "tuned_configs", rows)
+    split = dict(rows.group_by("split").len().iter_rows())
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": rows.height,
+        "train": split.get("train", 0),
+        "test": split.get("test", 0),
+        "files": rows["config_path"].n_unique(),
+        "gpus": rows["gpu"].n_unique(),
+        "with_speedup_vs_default": int(rows["speedup_vs_default"].is_not_null().sum()),
+        "top_gpus": dg.MetadataValue.json(dict(rows.group_by("gpu").len().sort("len", descending=True).head(8).iter_rows())),
+        "preview": dg.MetadataValue.md(md_table(rows.select("repo", "kernel", "gpu", "dtype", "E", "N", "K", "M", "best_config"))),
+    })

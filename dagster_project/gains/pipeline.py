@@ -1,0 +1,202 @@
+"""Lake-level glue of the gains pipeline (no dagster import): which PRs to fetch, run
+the extractors over cached bodies without paying twice, and attach gains to rows.
+
+Extraction results are keyed by (repo, PR, body sha256, extractor, extractor version,
+model): a refresh re-extracts a PR only when its body, the extractor or the model
+changed. The LLM extractor is primary when an endpoint is configured; the table
+extractor always runs too, as the default and as a cross-check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from dagster_project.gains.attribution import attribute_config_row, kernel_commit_speedups
+from dagster_project.gains.extract import body_sha256, extract_pr_gains, pr_text
+from dagster_project.gains.llm_extractor import PROMPT_VERSION, LLMConfig, LLMExtractor, llm_cache_key
+from dagster_project.gains.schema import Measurement
+from dagster_project.gains.table_extractor import EXTRACTOR_VERSION
+
+RUNS_SCHEMA: dict[str, pl.DataType] = {
+    "run_key": pl.String(),
+    "repo": pl.String(),
+    "number": pl.Int64(),
+    "body_sha256": pl.String(),
+    "extractor": pl.String(),
+    "extractor_version": pl.String(),
+    "model_used": pl.String(),
+    "ok": pl.Boolean(),
+    "error": pl.String(),
+    "n_measurements": pl.Int64(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "measurements_json": pl.String(),
+}
+
+
+def pr_numbers_needed(*frames: pl.DataFrame | None) -> pl.DataFrame:
+    """Distinct (repo, number) from every frame with ``repo`` and ``pr_number`` columns."""
+    parts = [
+        f.select("repo", pl.col("pr_number").cast(pl.Int64).alias("number")).drop_nulls()
+        for f in frames
+        if f is not None and f.height and "pr_number" in f.columns
+    ]
+    if not parts:
+        return pl.DataFrame(schema={"repo": pl.String, "number": pl.Int64})
+    return pl.concat(parts).unique().sort("repo", "number")
+
+
+def _run_key(repo: str, number: int, sha: str, extractor: str, version: str, model: str | None) -> str:
+    return f"{repo}#{number}|{sha}|{extractor}|{version}|{model or ''}"
+
+
+def extract_bodies(
+    bodies: pl.DataFrame,
+    previous_runs: pl.DataFrame | None,
+    llm_config: LLMConfig | None,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """One extraction run per (PR, extractor) whose key is not in ``previous_runs``.
+
+    Returns (all runs: reused + new, number of new runs). A failed extraction is a run
+    with ``ok = False``, empty measurements and the reason.
+    """
+    done = {} if previous_runs is None or not previous_runs.height else {
+        r["run_key"]: r for r in previous_runs.iter_rows(named=True)
+    }
+    llm = LLMExtractor(llm_config) if llm_config else None
+    out: list[dict[str, Any]] = []
+    new = 0
+    ok_bodies = bodies.filter(pl.col("status") == "ok")
+    total = ok_bodies.height
+    for i, row in enumerate(ok_bodies.iter_rows(named=True)):
+        text = pr_text(row["title"], row["body"])
+        sha = body_sha256(text)
+        plans: list[tuple[str, str, str | None]] = [("table", EXTRACTOR_VERSION, None)]
+        if llm_config:
+            plans.append(("llm", PROMPT_VERSION, llm_config.model))
+        for extractor, version, model in plans:
+            key = _run_key(row["repo"], row["number"], sha, extractor, version, model)
+            if key in done:
+                out.append(done[key])
+                continue
+            res = extract_pr_gains(text, extractor=extractor, llm=llm, repo=row["repo"], pr_number=row["number"])  # type: ignore[arg-type]
+            new += 1
+            out.append({
+                "run_key": key,
+                "repo": row["repo"],
+                "number": row["number"],
+                "body_sha256": sha,
+                "extractor": extractor,
+                "extractor_version": version,
+                "model_used": res.model_used,
+                "ok": res.ok,
+                "error": res.error,
+                "n_measurements": len(res.measurements),
+                "prompt_tokens": int(res.usage.get("prompt_tokens", 0)),
+                "completion_tokens": int(res.usage.get("completion_tokens", 0)),
+                "measurements_json": json.dumps([m.to_row() for m in res.measurements]),
+            })
+        if on_progress:
+            on_progress(i + 1, total)
+    return pl.DataFrame(out, schema=RUNS_SCHEMA), new
+
+
+def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
+    """``derived.pr_gains``: one row per measurement, flagged ``primary`` for the
+    extractor attribution uses (llm when it ran successfully for that PR, else table)."""
+    rows: list[dict[str, Any]] = []
+    llm_ok = {
+        (r["repo"], r["number"])
+        for r in runs.iter_rows(named=True)
+        if r["extractor"] == "llm" and r["ok"]
+    }
+    for r in runs.iter_rows(named=True):
+        primary = (r["extractor"] == "llm") == ((r["repo"], r["number"]) in llm_ok)
+        for i, m in enumerate(json.loads(r["measurements_json"] or "[]")):
+            m = dict(m)
+            m.pop("repo", None)
+            m.pop("pr_number", None)
+            rows.append({"repo": r["repo"], "pr_number": r["number"], "idx": i, "primary": primary, **m})
+    if not rows:
+        return pl.DataFrame(schema={"repo": pl.String, "pr_number": pl.Int64, "idx": pl.Int64, "primary": pl.Boolean})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _gains_by_pr(pr_gains: pl.DataFrame | None) -> dict[tuple[str, int], list[Measurement]]:
+    if pr_gains is None or not pr_gains.height or "primary" not in pr_gains.columns:
+        return {}
+    out: dict[tuple[str, int], list[Measurement]] = {}
+    for r in pr_gains.filter(pl.col("primary")).iter_rows(named=True):
+        out.setdefault((r["repo"], int(r["pr_number"])), []).append(Measurement.from_dict(r))
+    return out
+
+
+def attach_config_gains(rows: pl.DataFrame, pr_gains: pl.DataFrame | None) -> pl.DataFrame:
+    """Fill ``config_pr_gains`` (all of the PR's measurements) and ``speedup_vs_default``
+    (only when unambiguous: GPU and shape match, batch size equals M, agreement ≤5%)."""
+    by_pr = _gains_by_pr(pr_gains)
+    if not by_pr or "config_pr_number" not in rows.columns:
+        return rows
+    files_per_pr = (
+        rows.select("repo", "config_pr_number", "config_path").unique()
+        .group_by("repo", "config_pr_number").len()
+    )
+    single = {(r[0], r[1]) for r in files_per_pr.filter(pl.col("len") == 1).iter_rows()}
+    gains_col, speed_col = [], []
+    for row in rows.iter_rows(named=True):
+        key = (row["repo"], row["config_pr_number"])
+        ms = by_pr.get(key) if row["config_pr_number"] is not None else None
+        if not ms:
+            gains_col.append(row.get("config_pr_gains"))
+            speed_col.append(row.get("speedup_vs_default"))
+            continue
+        att = attribute_config_row(row, ms, implied_by_pr=key in single)
+        gains_col.append(json.dumps(att["config_pr_gains"]))
+        speed_col.append(att["speedup_vs_default"])
+    return rows.with_columns(
+        config_pr_gains=pl.Series(gains_col, dtype=pl.String),
+        speedup_vs_default=pl.Series(speed_col, dtype=pl.Float64),
+    )
+
+
+def attach_commit_gains(
+    rows: pl.DataFrame, pr_gains: pl.DataFrame | None, bodies: pl.DataFrame | None
+) -> pl.DataFrame:
+    """Fill ``pr_body``, ``gains``, ``kernel_speedup`` and ``e2e_speedup`` per row."""
+    by_pr = _gains_by_pr(pr_gains)
+    body_of: dict[tuple[str, int], str | None] = {}
+    if bodies is not None and bodies.height:
+        for b in bodies.filter(pl.col("status") == "ok").iter_rows(named=True):
+            body_of[(b["repo"], int(b["number"]))] = b["body"]
+    g_col, k_col, e_col, b_col = [], [], [], []
+    for row in rows.select("repo", "pr_number").iter_rows():
+        key = (row[0], int(row[1])) if row[1] is not None else None
+        ms = by_pr.get(key, []) if key else []
+        sp = kernel_commit_speedups(ms) if ms else {"kernel_speedup": None, "e2e_speedup": None}
+        g_col.append(json.dumps([m.to_gain() for m in ms]) if key in body_of or ms else None)
+        k_col.append(sp["kernel_speedup"])
+        e_col.append(sp["e2e_speedup"])
+        b_col.append(body_of.get(key) if key else None)
+    return rows.with_columns(
+        pr_body=pl.Series(b_col, dtype=pl.String),
+        gains=pl.Series(g_col, dtype=pl.String),
+        kernel_speedup=pl.Series(k_col, dtype=pl.Float64),
+        e2e_speedup=pl.Series(e_col, dtype=pl.Float64),
+    )
+
+
+__all__ = [
+    "RUNS_SCHEMA",
+    "attach_commit_gains",
+    "attach_config_gains",
+    "extract_bodies",
+    "gains_frame",
+    "llm_cache_key",
+    "pr_numbers_needed",
+]

@@ -1,0 +1,106 @@
+"""Sync the PR-body cache in the lake with GitHub (no dagster import).
+
+Rows are flushed to the lake every ``flush_every`` PRs, so a run interrupted half-way
+keeps what it fetched and the next run asks only for the rest.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+
+from dagster_project.github.prs import PR_ROW_FIELDS, fetch_pull_requests
+from dagster_project.lake import Lake
+
+BODIES_SCHEMA: dict[str, pl.DataType] = {
+    "pr_key": pl.String(),
+    "repo": pl.String(),
+    "number": pl.Int64(),
+    "title": pl.String(),
+    "body": pl.String(),
+    "state": pl.String(),
+    "merged_at": pl.String(),
+    "url": pl.String(),
+    "fetched_at": pl.String(),
+    "etag": pl.String(),
+    "status": pl.String(),
+    "error": pl.String(),
+}
+
+
+def api_reachable(base_url: str | None, timeout_s: float = 3.0) -> bool:
+    """One cheap request: is the REST API there at all? (Offline builds skip fetching.)"""
+    url = (base_url or "https://api.github.com").rstrip("/") + "/rate_limit"
+    try:
+        urllib.request.urlopen(url, timeout=timeout_s).close()  # noqa: S310 - fixed https/http URL
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except Exception:  # noqa: BLE001 - DNS, refused, timeout: offline
+        return False
+    return True
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [{**{k: r.get(k) for k in PR_ROW_FIELDS}, "pr_key": f"{r['repo']}#{r['number']}",
+          "merged_at": None if r.get("merged_at") is None else str(r["merged_at"]),
+          "fetched_at": None if r.get("fetched_at") is None else str(r["fetched_at"])}
+         for r in rows],
+        schema=BODIES_SCHEMA,
+    )
+
+
+def sync_pr_bodies(
+    lake: Lake,
+    needed: pl.DataFrame,
+    slugs: dict[str, str],
+    *,
+    token: str | None,
+    base_url: str | None,
+    offline: bool,
+    stale_after: timedelta | None = timedelta(days=30),
+    flush_every: int = 25,
+    on_progress: Callable[[Any], None] | None = None,
+) -> dict[str, int]:
+    """Fetch missing/stale PR bodies into ``raw.pr_bodies``; returns counters."""
+    cached_df = lake.read_table_or_none("raw", "pr_bodies")
+    counters = {"needed": needed.height, "fetched": 0, "missing": 0, "error": 0, "flushed": 0}
+    for repo, slug in slugs.items():
+        numbers = needed.filter(pl.col("repo") == repo)["number"].to_list()
+        if not numbers:
+            continue
+        cached = {}
+        if cached_df is not None and cached_df.height:
+            cached = {int(r["number"]): r for r in cached_df.filter(pl.col("repo") == repo).iter_rows(named=True)}
+        buffer: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            if buffer:
+                df = _frame(buffer)
+                lake.replace_rows("raw", "pr_bodies", df, "pr_key", df["pr_key"].to_list())
+                counters["flushed"] += len(buffer)
+                buffer.clear()
+
+        try:
+            for row in fetch_pull_requests(
+                slug, numbers, cached, token=token, base_url=base_url, stale_after=stale_after,
+                on_progress=on_progress, offline=offline, repo=repo,
+            ):
+                status = row.get("status") or "error"
+                counters["fetched" if status == "ok" else status if status in counters else "error"] += 1
+                buffer.append(row)
+                if len(buffer) >= flush_every:
+                    flush()
+        finally:
+            flush()  # keep what we have, even when the fetch raised
+    bodies = lake.read_table_or_none("raw", "pr_bodies")
+    have = set() if bodies is None else {
+        (r[0], r[1]) for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()
+    }
+    counters["cached_ok"] = len(have)
+    counters["still_missing"] = sum(1 for r in needed.iter_rows() if (r[0], r[1]) not in have)
+    return counters
