@@ -1,0 +1,299 @@
+"""Export of kernel-opt-rl (subsets ``tuned_configs`` and ``kernel_commits``).
+
+Layout (what ``datasets.load_dataset(path, "<subset>", split=…)`` and the Hub expect)::
+
+    README.md                                   card: YAML ``configs:`` + statistics
+    tuned_configs/{train,test}-00000-of-00001.parquet
+    kernel_commits/{train,test}-00000-of-00001.parquet
+    code/reward.py                              the reward functions, standalone
+    licenses/<repo>/LICENSE, NOTICE …           upstream notices (Apache-2.0 §4)
+
+Every figure in the card is computed here from the lake with the ``sql/publish`` queries, in
+the same read-only connection that writes the Parquet files, so the card describes exactly
+the rows shipped beside it. Parquet is streamed from DuckDB through Arrow record batches, so
+memory stays flat however large ``kernel_commits`` (full before/after sources) grows. The
+output is deterministic (no build timestamps), so an unchanged lake re-exports to identical
+files and an unchanged Hub push is a no-op.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+
+from dagster_project.lake import Lake
+from dagster_project.mining.git import GitRepo
+
+from ._sql import record, records, relation
+from .atomic import atomic_export_dir
+from .cards import render_card, size_category
+from .report import ExportError, ExportReport, file_sizes
+
+__all__ = [
+    "DATASET",
+    "SPLITS",
+    "SUBSETS",
+    "data_file",
+    "export_kernel_opt_rl",
+    "kernel_opt_rl_stats",
+    "read_snapshot",
+    "snapshot_label",
+    "upstream_notice_files",
+]
+
+DATASET = "kernel-opt-rl"
+SUBSETS: tuple[str, ...] = ("tuned_configs", "kernel_commits")
+SPLITS: tuple[str, ...] = ("train", "test")
+
+#: Rows per Arrow batch, and so per Parquet row group. kernel_commits rows carry whole
+#: source files (up to a few hundred kB each); small groups keep readers' memory low and
+#: let the Hub viewer page through them.
+_BATCH_ROWS = 256
+
+#: Upstream notice files are written under ``licenses/<repo>/<name>``; both parts must be
+#: plain names so a bad key can never write outside the export.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+_TAGS = [
+    "gpu-kernels",
+    "kernel-optimization",
+    "cuda",
+    "triton",
+    "reinforcement-learning",
+    "llm-inference",
+    "vllm",
+    "sglang",
+    "flashinfer",
+    "code",
+]
+
+
+def data_file(subset: str, split: str) -> str:
+    """Path of one subset/split Parquet file inside the export (POSIX)."""
+    return f"{subset}/{split}-00000-of-00001.parquet"
+
+
+# -- statistics ----------------------------------------------------------------------------
+def kernel_opt_rl_stats(lake: Lake) -> dict[str, Any]:
+    """Every figure the card prints, computed from the lake (read-only)."""
+    with lake.connect(read_only=True) as con:
+        return _stats(con)
+
+
+def _stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    return {
+        "tuned_configs": {
+            **record(con, "tuned_configs_summary"),
+            "by_gpu": records(con, "tuned_configs_gpus"),
+            "by_kernel": records(con, "tuned_configs_kernels"),
+            "by_dtype": records(con, "tuned_configs_dtypes"),
+        },
+        "kernel_commits": {
+            **record(con, "kernel_commits_summary"),
+            "by_language": records(con, "kernel_commits_languages"),
+            "by_repo": records(con, "kernel_commits_repos"),
+        },
+        "licenses": records(con, "licenses"),
+        "source_repos": [r["repo"] for r in records(con, "source_repos")],
+    }
+
+
+# -- snapshot ------------------------------------------------------------------------------
+def read_snapshot(lake: Lake) -> list[dict[str, Any]]:
+    """The build snapshot from ``raw.repo_heads``: repo, head_sha, head_date, commit_count."""
+    with lake.connect(read_only=True) as con:
+        return records(con, "repo_heads")
+
+
+def snapshot_label(snapshot: Sequence[Mapping[str, Any]]) -> str:
+    """One line naming the snapshot, e.g. ``flashinfer@1a2b3c4d5e6f, sglang@…, vllm@…``."""
+    return ", ".join(f"{s['repo']}@{str(s['head_sha'])[:12]}" for s in _checked_snapshot(snapshot))
+
+
+def _checked_snapshot(snapshot: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for entry in snapshot:
+        if not entry.get("repo") or not entry.get("head_sha"):
+            raise ExportError(f"snapshot entry without repo/head_sha: {dict(entry)!r}")
+        rows.append(
+            {
+                "repo": str(entry["repo"]),
+                "head_sha": str(entry["head_sha"]),
+                "head_date": None if entry.get("head_date") is None else str(entry["head_date"]),
+                "commit_count": entry.get("commit_count"),
+            }
+        )
+    return sorted(rows, key=lambda r: r["repo"])
+
+
+# -- upstream notices --------------------------------------------------------------------
+#: Root-level files that carry an upstream project's licence terms and attribution notices.
+NOTICE_FILE_NAMES: tuple[str, ...] = (
+    "LICENSE",
+    "LICENSE.txt",
+    "LICENSE.md",
+    "NOTICE",
+    "NOTICE.txt",
+    "NOTICE.md",
+    "COPYING",
+)
+
+
+def upstream_notice_files(repo: GitRepo, ref: str = "HEAD") -> dict[str, bytes]:
+    """The licence and notice files at the root of ``repo`` at ``ref`` (name → bytes), the
+    value of one ``licenses`` entry. Read from git objects, so bare and blobless clones work
+    (a blobless clone fetches the few blobs on demand)."""
+    entries = [
+        (path, oid)
+        for _mode, kind, oid, path in repo.ls_tree(ref, NOTICE_FILE_NAMES)
+        if kind == "blob" and "/" not in path
+    ]
+    blobs = repo.read_blobs(oid for _path, oid in entries)
+    return {path: blobs[oid] for path, oid in entries}
+
+
+# -- export --------------------------------------------------------------------------------
+def export_kernel_opt_rl(
+    lake: Lake,
+    out_dir: Path,
+    *,
+    reward_module: str,
+    licenses: Mapping[str, Mapping[str, bytes]],
+    snapshot: Sequence[Mapping[str, Any]],
+    repo_id: str | None = None,
+) -> ExportReport:
+    """Write the kernel-opt-rl export to ``out_dir``, replacing any previous one atomically.
+
+    ``reward_module`` is the text of ``code/reward.py`` (see ``rewards.render_reward_module``);
+    ``licenses`` maps repo → {file name → bytes} of the upstream LICENSE/NOTICE files, and
+    every repo whose code is exported must have a LICENSE; ``snapshot`` lists the repo heads
+    the lake was mined at (``read_snapshot``). ``repo_id`` only changes the loading snippet
+    in the card (a local path is shown when it is None).
+    """
+    _check_reward_module(reward_module)
+    heads = _checked_snapshot(snapshot)
+    with lake.connect(read_only=True) as con:
+        stats = _stats(con)
+        if not stats["tuned_configs"]["rows"] and not stats["kernel_commits"]["rows"]:
+            raise ExportError("the lake has no kernel-opt-rl rows; nothing to export")
+        _check_licenses(licenses, stats["source_repos"])
+        stats["snapshot"] = heads
+        with atomic_export_dir(Path(out_dir)) as tmp:
+            rows = {}
+            for subset in SUBSETS:
+                for split in SPLITS:
+                    rel_path = data_file(subset, split)
+                    rows[rel_path] = _write_parquet(con, f"{subset}_rows", split, tmp / rel_path)
+            _check_counts(rows, stats)
+            code = tmp / "code" / "reward.py"
+            code.parent.mkdir(parents=True)
+            code.write_text(reward_module, encoding="utf-8")
+            license_files = _write_licenses(tmp / "licenses", licenses)
+            data_bytes = sum(f.stat().st_size for f in tmp.rglob("*.parquet"))
+            readme = render_card(
+                "kernel_opt_rl.md.j2",
+                _front_matter(stats),
+                {
+                    "s": stats,
+                    "tc": stats["tuned_configs"],
+                    "kc": stats["kernel_commits"],
+                    "snapshot": heads,
+                    "license_files": license_files,
+                    "load_path": repo_id or f"./{DATASET}",
+                    "data_bytes": data_bytes,
+                    "data_file": data_file,
+                },
+            )
+            (tmp / "README.md").write_text(readme, encoding="utf-8")
+            sizes = file_sizes(tmp)
+    return ExportReport(dataset=DATASET, out_dir=Path(out_dir), rows=rows, sizes=sizes, stats=stats)
+
+
+def _front_matter(stats: Mapping[str, Any]) -> dict[str, Any]:
+    total = stats["tuned_configs"]["rows"] + stats["kernel_commits"]["rows"]
+    return {
+        "license": "apache-2.0",
+        "pretty_name": "Kernel-Opt RL",
+        "language": ["en", "code"],
+        "task_categories": ["text-generation", "reinforcement-learning"],
+        "tags": list(_TAGS),
+        "size_categories": [size_category(total)],
+        "configs": [
+            {
+                "config_name": subset,
+                "data_files": [
+                    {"split": split, "path": data_file(subset, split)} for split in SPLITS
+                ],
+            }
+            for subset in SUBSETS
+        ],
+    }
+
+
+def _write_parquet(con: duckdb.DuckDBPyConnection, query: str, split: str, path: Path) -> int:
+    """Stream one split of one subset into a Parquet file; returns its row count."""
+    reader = relation(con, query, {"split": split}).to_arrow_reader(_BATCH_ROWS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with pq.ParquetWriter(path, reader.schema, compression="zstd") as writer:
+        for batch in reader:
+            if batch.num_rows:
+                writer.write_batch(batch)
+                written += batch.num_rows
+    return written
+
+
+def _check_counts(rows: Mapping[str, int], stats: Mapping[str, Any]) -> None:
+    """The files must hold exactly the rows the card counts; rows whose split is neither
+    train nor test would silently vanish otherwise."""
+    for subset in SUBSETS:
+        s = stats[subset]
+        for split in SPLITS:
+            if rows[data_file(subset, split)] != s[split]:
+                raise ExportError(
+                    f"{subset}/{split}: wrote {rows[data_file(subset, split)]} rows, lake has {s[split]}"
+                )
+        if s["train"] + s["test"] != s["rows"]:
+            raise ExportError(
+                f"{subset}: {s['rows'] - s['train'] - s['test']} rows have a split other than train/test"
+            )
+
+
+def _check_reward_module(text: str) -> None:
+    if not text.strip():
+        raise ExportError("reward_module is empty: code/reward.py would ship without rewards")
+    try:
+        compile(text, "code/reward.py", "exec")
+    except SyntaxError as exc:
+        raise ExportError(f"reward_module does not parse: {exc.msg} (line {exc.lineno})") from exc
+
+
+def _check_licenses(licenses: Mapping[str, Mapping[str, bytes]], repos: Sequence[str]) -> None:
+    """Apache-2.0 §4(a)/(d): redistributing the code means shipping its LICENSE (and NOTICE)."""
+    for repo, files in licenses.items():
+        for name in (repo, *files):
+            if not _SAFE_NAME.match(name):
+                raise ExportError(f"unsafe licence path component {name!r}")
+    missing = [
+        r for r in repos if not any(n.upper().startswith("LICENSE") for n in licenses.get(r, {}))
+    ]
+    if missing:
+        raise ExportError(
+            f"no upstream LICENSE for {', '.join(missing)}: Apache-2.0 §4 requires it"
+        )
+
+
+def _write_licenses(root: Path, licenses: Mapping[str, Mapping[str, bytes]]) -> list[str]:
+    written = []
+    for repo in sorted(licenses):
+        for name in sorted(licenses[repo]):
+            path = root / repo / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(bytes(licenses[repo][name]))
+            written.append(f"licenses/{repo}/{name}")
+    return written

@@ -1,0 +1,455 @@
+"""Exports of the simulated datasets, kernelinfer and kernelswarm, in their cards' layouts.
+
+Layout (the same for both; ``<rows>`` is ``sessions`` or ``episodes``)::
+
+    README.md               card: YAML front matter, our statistics, provenance
+    batches/batch_NNN.jsonl 100 rows per file
+    <rows>.jsonl            every batch concatenated, in batch order
+    tasks_holdout.jsonl     held-out task specs (no solutions)
+    stats.json              the aggregate figures the card prints
+
+Rows have exactly the cards' field names and value shapes. The lake stores a few nested
+values as JSON text (``shape``; a trace step's ``params``) because Parquet needs one type
+per column; the writer decodes them back into objects, so a row reads like the published
+datasets (``"shape": {"M": 256, "N": 5632}``, not a string).
+
+Sessions are large (full kernel sources on every step), so nothing holds a whole dataset:
+the small list of (id, batch) pairs is read first, then each batch is queried on its own and
+streamed from DuckDB through Arrow into its file; the merged file is a byte copy of the
+batches. Everything is written into a temporary folder and swapped in at the end
+(``atomic_export_dir``), so a failure leaves the previous export as it was.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import duckdb
+
+from dagster_project.lake import Lake
+
+from ._sql import record, records, relation
+from .atomic import atomic_export_dir
+from .cards import render_card, size_category
+from .report import ExportError, ExportReport, file_sizes
+
+__all__ = [
+    "BATCH_SIZE",
+    "KERNELINFER",
+    "KERNELSWARM",
+    "CompileValidation",
+    "SimLayout",
+    "export_kernelinfer",
+    "export_kernelswarm",
+    "kernelinfer_stats",
+    "kernelswarm_stats",
+    "shape_row",
+]
+
+#: Rows per batch file, as both cards describe.
+BATCH_SIZE = 100
+
+#: Rows per Arrow batch while streaming one batch file (a session can be several MB).
+_READ_ROWS = 16
+
+HOLDOUT_FILE = "tasks_holdout.jsonl"
+STATS_FILE = "stats.json"
+
+
+@dataclass(frozen=True)
+class CompileValidation:
+    """Outcome of compiling a sample of generated kernels with a real toolchain.
+
+    The simulator never compiles anything; this is the one piece of real-world evidence a
+    build can attach, and the card reports it as such (rate and sample size, nothing more).
+    """
+
+    checked: int
+    compiled: int
+    toolchain: str = ""
+
+    def __post_init__(self) -> None:
+        if self.checked < 0 or not 0 <= self.compiled <= self.checked:
+            raise ValueError(f"compiled={self.compiled} of checked={self.checked} is not a rate")
+
+    @property
+    def rate(self) -> float | None:
+        return self.compiled / self.checked if self.checked else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "compiled": self.compiled,
+            "rate": self.rate,
+            "toolchain": self.toolchain,
+        }
+
+
+@dataclass(frozen=True)
+class SimLayout:
+    """Everything that differs between the two simulated exports."""
+
+    dataset: str
+    pretty_name: str
+    unit: str  # "sessions" | "episodes": the merged file's name and the count key in stats
+    batches_query: str  # returns (id, batch) in output order
+    batches_params: tuple[tuple[str, Any], ...]
+    rows_query: str  # takes $ids, returns exactly `fields`
+    fields: tuple[str, ...]
+    json_paths: tuple[str, ...]  # "col" or "col[].key": JSON text in the lake, objects in the file
+    compact_lists: tuple[str, ...]  # list-of-object columns whose null keys are dropped
+    holdout_query: str
+    template: str
+    tags: tuple[str, ...]
+
+    @property
+    def merged(self) -> str:
+        return f"{self.unit}.jsonl"
+
+
+KERNELINFER = SimLayout(
+    dataset="kernelinfer",
+    pretty_name="kernelinfer (kernelhouse build)",
+    unit="sessions",
+    batches_query="kernelinfer_batches",
+    batches_params=(),
+    rows_query="kernelinfer_session_rows",
+    fields=(
+        "session_id",
+        "op",
+        "impl",
+        "gpu",
+        "arch",
+        "dtype",
+        "shape",
+        "signature",
+        "desc",
+        "objective",
+        "baseline_ms",
+        "best",
+        "attempts",
+        "elapsed_s",
+        "elapsed_hms",
+        "num_steps",
+        "trace",
+        "messages",
+    ),
+    json_paths=("shape", "trace[].params"),
+    compact_lists=(),
+    holdout_query="kernelinfer_holdout_rows",
+    template="kernelinfer.md.j2",
+    tags=(
+        "cuda",
+        "triton",
+        "kernel-optimization",
+        "gpu",
+        "inference",
+        "llm-inference",
+        "synthetic-data",
+        "simulated",
+    ),
+)
+
+KERNELSWARM = SimLayout(
+    dataset="kernelswarm",
+    pretty_name="kernelswarm (kernelhouse build)",
+    unit="episodes",
+    batches_query="kernelswarm_batches",
+    batches_params=(("batch_size", BATCH_SIZE),),
+    rows_query="kernelswarm_episode_rows",
+    fields=(
+        "episode_id",
+        "scenario",
+        "n_agents",
+        "op",
+        "impl",
+        "gpu",
+        "arch",
+        "dtype",
+        "shape",
+        "baseline_ms",
+        "best_ms",
+        "speedup",
+        "elapsed_s",
+        "agents",
+        "num_messages",
+        "messages",
+    ),
+    json_paths=("shape", "messages[].params"),
+    # Message kinds carry different fields (a dispatch has `to`/`subtask`, a result has
+    # `reward`); the lake stores their union, the file keeps only what each message has.
+    compact_lists=("messages",),
+    holdout_query="kernelswarm_holdout_rows",
+    template="kernelswarm.md.j2",
+    tags=(
+        "synthetic",
+        "simulated",
+        "rl",
+        "multi-agent",
+        "cuda",
+        "triton",
+        "inference",
+        "kernel-optimization",
+    ),
+)
+
+
+# -- statistics ----------------------------------------------------------------------------
+def _by_dimension(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(str(row["dimension"]), []).append(
+            {k: v for k, v in row.items() if k != "dimension"}
+        )
+    return out
+
+
+def _kernelinfer_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    summary = record(con, "kernelinfer_summary")
+    statuses = {
+        str(r["status"]): int(r["steps"]) for r in records(con, "kernelinfer_step_statuses")
+    }
+    return {
+        "dataset": "kernelinfer",
+        **summary,
+        "step_statuses": statuses,
+        "coverage": _by_dimension(records(con, "kernelinfer_coverage")),
+    }
+
+
+def _kernelswarm_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    summary = record(con, "kernelswarm_summary")
+    kinds = {str(r["kind"]): int(r["messages"]) for r in records(con, "kernelswarm_message_kinds")}
+    return {
+        "dataset": "kernelswarm",
+        **summary,
+        "by_scenario": records(con, "kernelswarm_scenarios"),
+        "message_kinds": kinds,
+        "coverage": _by_dimension(records(con, "kernelswarm_coverage")),
+    }
+
+
+def kernelinfer_stats(lake: Lake) -> dict[str, Any]:
+    """The aggregates of ``stats.json`` / the kernelinfer card, from the lake (read-only)."""
+    with lake.connect(read_only=True) as con:
+        return _kernelinfer_stats(con)
+
+
+def kernelswarm_stats(lake: Lake) -> dict[str, Any]:
+    """The aggregates of ``stats.json`` / the kernelswarm card, from the lake (read-only)."""
+    with lake.connect(read_only=True) as con:
+        return _kernelswarm_stats(con)
+
+
+# -- row shaping ---------------------------------------------------------------------------
+def _decode(value: Any, where: str) -> Any:
+    if not isinstance(value, str):
+        return value  # already an object (or null): nothing to undo
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ExportError(f"{where} should hold JSON text but holds {value[:60]!r}") from exc
+
+
+def shape_row(row: dict[str, Any], layout: SimLayout) -> dict[str, Any]:
+    """Turn one lake row into its card form (in place; returns it): decode the JSON-text
+    paths and drop null keys inside the compacted lists."""
+    for path in layout.json_paths:
+        column, _, key = path.partition("[].")
+        if not key:
+            row[column] = _decode(row.get(column), column)
+            continue
+        for item in row.get(column) or ():
+            if isinstance(item, dict) and key in item:
+                item[key] = _decode(item[key], path)
+    for column in layout.compact_lists:
+        items = row.get(column)
+        if items:
+            row[column] = [
+                {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
+                for item in items
+            ]
+    return row
+
+
+def _dump(row: Mapping[str, Any], fh: TextIO) -> None:
+    # allow_nan=False: NaN/Infinity are not JSON, and `datasets` would reject the file later.
+    fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False))
+    fh.write("\n")
+
+
+# -- writers -------------------------------------------------------------------------------
+def _write_batches(con: duckdb.DuckDBPyConnection, layout: SimLayout, root: Path) -> dict[str, int]:
+    plan = records(con, layout.batches_query, dict(layout.batches_params))
+    folder = root / "batches"
+    folder.mkdir()
+    written: dict[str, int] = {}
+    for batch, members in itertools.groupby(plan, key=lambda r: r["batch"]):
+        if batch is None or int(batch) < 0:
+            raise ExportError(f"{layout.dataset}: rows without a batch/shard number")
+        ids = [m["id"] for m in members]
+        name = f"batches/batch_{int(batch):03d}.jsonl"
+        if name in written:
+            raise ExportError(
+                f"{layout.dataset}: batch {batch} is not contiguous in the batch plan"
+            )
+        reader = relation(con, layout.rows_query, {"ids": ids}).to_arrow_reader(_READ_ROWS)
+        if tuple(reader.schema.names) != layout.fields:
+            raise ExportError(
+                f"{layout.dataset}: row query yields {reader.schema.names}, card wants {list(layout.fields)}"
+            )
+        count = 0
+        with (root / name).open("w", encoding="utf-8", newline="\n") as fh:
+            for chunk in reader:
+                for row in chunk.to_pylist():
+                    _dump(shape_row(row, layout), fh)
+                    count += 1
+        if count != len(ids):
+            raise ExportError(
+                f"{layout.dataset}: {name} has {count} rows for {len(ids)} ids (duplicate ids?)"
+            )
+        written[name] = count
+    return written
+
+
+def _concatenate(root: Path, parts: Iterable[str], target: str) -> None:
+    """The merged file is the batch files back to back, byte for byte."""
+    with (root / target).open("wb") as out:
+        for part in parts:
+            with (root / part).open("rb") as src:
+                shutil.copyfileobj(src, out, length=1 << 20)
+
+
+def _write_holdout(con: duckdb.DuckDBPyConnection, layout: SimLayout, path: Path) -> int:
+    reader = relation(con, layout.holdout_query).to_arrow_reader(1024)
+    count = 0
+    with path.open("w", encoding="utf-8", newline="\n") as fh:
+        for chunk in reader:
+            for row in chunk.to_pylist():
+                if isinstance(row.get("shape"), str):
+                    row["shape"] = _decode(row["shape"], "tasks_holdout.shape")
+                _dump(row, fh)
+                count += 1
+    return count
+
+
+def _provenance(
+    compile_validation: CompileValidation | None, build: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "simulated": True,
+        "generator": "kernelhouse roofline-style performance model",
+        "compile_validation": compile_validation.as_dict() if compile_validation else None,
+        "build": {str(k): v for k, v in (build or {}).items()},
+    }
+
+
+def _front_matter(layout: SimLayout, rows: int) -> dict[str, Any]:
+    return {
+        "license": "mit",
+        "pretty_name": layout.pretty_name,
+        "task_categories": ["text-generation", "reinforcement-learning"],
+        "tags": list(layout.tags),
+        "size_categories": [size_category(rows)],
+        # Without `configs`, the Hub and `datasets` would read every .jsonl here as one
+        # split: the batches, the merged copy of them and the held-out specs together.
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": "train", "path": "batches/batch_*.jsonl"}],
+                "default": True,
+            },
+            {
+                "config_name": "tasks_holdout",
+                "data_files": [{"split": "test", "path": HOLDOUT_FILE}],
+            },
+        ],
+    }
+
+
+def _export(
+    lake: Lake,
+    out_dir: Path,
+    layout: SimLayout,
+    stats_of: Callable[[duckdb.DuckDBPyConnection], dict[str, Any]],
+    compile_validation: CompileValidation | None,
+    build: Mapping[str, Any] | None,
+    repo_id: str | None,
+) -> ExportReport:
+    with lake.connect(read_only=True) as con:
+        stats = stats_of(con)
+        if not stats[layout.unit]:
+            raise ExportError(f"{layout.dataset}: the lake has no {layout.unit}; nothing to export")
+        with atomic_export_dir(Path(out_dir)) as tmp:
+            rows = _write_batches(con, layout, tmp)
+            _concatenate(tmp, list(rows), layout.merged)
+            rows[layout.merged] = sum(rows.values())
+            if rows[layout.merged] != stats[layout.unit]:
+                raise ExportError(
+                    f"{layout.dataset}: wrote {rows[layout.merged]} {layout.unit}, lake has {stats[layout.unit]}"
+                )
+            rows[HOLDOUT_FILE] = _write_holdout(con, layout, tmp / HOLDOUT_FILE)
+            data_bytes = sum(file_sizes(tmp).values())
+            stats["batch_files"] = len(rows) - 2
+            stats["data_bytes"] = data_bytes
+            stats["provenance"] = _provenance(compile_validation, build)
+            (tmp / STATS_FILE).write_text(
+                json.dumps(stats, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+            )
+            readme = render_card(
+                layout.template,
+                _front_matter(layout, int(stats[layout.unit])),
+                {
+                    "s": stats,
+                    "layout": layout,
+                    "cv": compile_validation,
+                    "build": stats["provenance"]["build"],
+                    "load_path": repo_id or f"./{layout.dataset}",
+                    "batch_size": BATCH_SIZE,
+                },
+            )
+            (tmp / "README.md").write_text(readme, encoding="utf-8")
+            sizes = file_sizes(tmp)
+    return ExportReport(
+        dataset=layout.dataset, out_dir=Path(out_dir), rows=rows, sizes=sizes, stats=stats
+    )
+
+
+def export_kernelinfer(
+    lake: Lake,
+    out_dir: Path,
+    *,
+    compile_validation: CompileValidation | None = None,
+    build: Mapping[str, Any] | None = None,
+    repo_id: str | None = None,
+) -> ExportReport:
+    """Write the kernelinfer export (from ``sim.kernelinfer_sessions`` and
+    ``sim.kernelinfer_tasks_holdout``) to ``out_dir``, replacing any previous one atomically.
+
+    ``build`` holds facts about the generator run shown in the card (generator version,
+    seed); ``compile_validation`` is reported verbatim when given.
+    """
+    return _export(
+        lake, out_dir, KERNELINFER, _kernelinfer_stats, compile_validation, build, repo_id
+    )
+
+
+def export_kernelswarm(
+    lake: Lake,
+    out_dir: Path,
+    *,
+    compile_validation: CompileValidation | None = None,
+    build: Mapping[str, Any] | None = None,
+    repo_id: str | None = None,
+) -> ExportReport:
+    """Write the kernelswarm export (from ``sim.kernelswarm_episodes`` and
+    ``sim.kernelswarm_tasks_holdout``) to ``out_dir``, replacing any previous one atomically."""
+    return _export(
+        lake, out_dir, KERNELSWARM, _kernelswarm_stats, compile_validation, build, repo_id
+    )

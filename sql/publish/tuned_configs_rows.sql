@@ -1,0 +1,30 @@
+-- Published rows of the tuned_configs subset for one split ($split), in a stable order.
+-- The column list is the published schema: `split` is left out because the split is the
+-- file a row lives in.
+SELECT
+    id,
+    prompt,
+    best_config,
+    kernel,
+    kernel_source,
+    repo,
+    config_path,
+    device_name,
+    gpu,
+    dtype,
+    E,
+    N,
+    K,
+    block_shape,
+    M,
+    triton_version,
+    candidate_models,
+    default_config,
+    config_pr_url,
+    config_pr_gains,
+    speedup_vs_default,
+    license,
+    snapshot_commit
+FROM datasets.tuned_configs
+WHERE split = $split
+ORDER BY id
