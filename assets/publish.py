@@ -1,0 +1,96 @@
+"""publish layer: RL-ready exports under ``exports/`` and the opt-in Hub push.
+
+Every export refuses to run while a blocking quality gate of its inputs is failing (or
+was never checked); the message names the failing expectations.
+"""
+
+import dagster as dg
+
+from dagster_project.resources import LakeResource
+
+GROUP = "publish"
+
+
+def _gate(lake: LakeResource, assets: list[str]) -> None:
+    from dagster_project.quality.results import failing_gates
+
+    bad = failing_gates(lake.lake(), assets)
+    if bad:
+        raise dg.Failure(description="publication blocked by failing quality gates: " + "; ".join(bad))
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"parquet", "huggingface"}, owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("tuned_configs"), dg.AssetKey("kernel_commits")],
+    description="kernel-opt-rl export: Parquet per config and split, dataset card, code/reward.py, licenses/.",
+)
+def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
+    """Write exports/kernel-opt-rl (atomically swapped in)."""
+    from dagster_project.publish import export_kernel_opt_rl, read_snapshot, upstream_notice_files
+    from dagster_project.rewards import render_reward_module
+
+    _gate(lake, ["tuned_configs", "kernel_commits", "pr_gains"])
+    handle = lake.lake()
+    snapshot = read_snapshot(handle)
+    licenses = {}
+    for row in snapshot:
+        git, head = lake.repo_snapshot(row["repo"])
+        licenses[row["repo"]] = upstream_notice_files(git, head)
+    settings = lake.settings()
+    report = export_kernel_opt_rl(
+        handle, settings.exports_dir / "kernel-opt-rl", reward_module=render_reward_module(),
+        licenses=licenses, snapshot=snapshot,
+        repo_id=f"{settings.hub_repo_prefix}-kernel-opt-rl" if settings.hub_repo_prefix else None,
+    )
+    return dg.MaterializeResult(metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()})
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("kernelinfer_sessions")],
+    description="kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, card.",
+)
+def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
+    """Write exports/kernelinfer in the card's layout."""
+    from dagster_project.publish import export_kernelinfer
+    from dagster_project.sim import GENERATOR_VERSION
+
+    settings = lake.settings()
+    report = export_kernelinfer(
+        lake.lake(), settings.exports_dir / "kernelinfer",
+        build={"generator_version": GENERATOR_VERSION, "seed": settings.sim_seed},
+        repo_id=f"{settings.hub_repo_prefix}-kernelinfer" if settings.hub_repo_prefix else None,
+    )
+    return dg.MaterializeResult(metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()})
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"huggingface"}, owners=["team:kernelhouse"],
+    deps=[kernel_opt_rl_export, kernelinfer_export],
+    description="Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN).",
+)
+def hub_push(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """One commit per dataset; never pushes while a blocking gate fails."""
+    from dagster_project.publish import hub_push as push
+    from dagster_project.publish import read_snapshot, snapshot_commit_message
+    from dagster_project.quality.results import failing_gates
+
+    settings = lake.settings()
+    if not (settings.hub_repo_prefix and settings.hf_token):
+        context.log.info("hub push skipped: set KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN to publish")
+        return dg.MaterializeResult(metadata={"pushed": 0, "skipped": "not configured"})
+    handle = lake.lake()
+    gates = failing_gates(handle, ["tuned_configs", "kernel_commits", "pr_gains"])
+    pushed = {}
+    for name in ("kernel-opt-rl", "kernelinfer", "kernelswarm"):
+        folder = settings.exports_dir / name
+        if not folder.exists():
+            continue
+        snapshot = read_snapshot(handle) if name == "kernel-opt-rl" else {"dataset": name, "seed": settings.sim_seed}
+        res = push(
+            folder, f"{settings.hub_repo_prefix}-{name}", token=settings.hf_token.get(),
+            commit_message=snapshot_commit_message(name, snapshot),
+            failing_gates=gates if name == "kernel-opt-rl" else (),
+        )
+        pushed[name] = str(res.get("commit_url") or res.get("oid") or "ok")
+    return dg.MaterializeResult(metadata={"pushed": len(pushed), "commits": dg.MetadataValue.json(pushed)})
