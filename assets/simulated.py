@@ -7,7 +7,6 @@ the generator version, so an unchanged generator means unchanged shards on refre
 
 import dagster as dg
 
-
 from dagster_project.partitions import kernelinfer_shards
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION

@@ -44,12 +44,28 @@ def select_executor(name: str | None = None) -> dg.ExecutorDefinition:
     return dg.in_process_executor
 
 
+def automation_for(group: str | None) -> dg.AutomationCondition | None:
+    """Refresh policy per layer: sources are scheduled; simulated shards rebuild only when
+    missing or when the generator's code version changed; everything else updates
+    eagerly after its inputs did (each asset does only incremental work)."""
+    if group == "sources":
+        return None
+    if group == "simulated":
+        return dg.AutomationCondition.missing() | dg.AutomationCondition.code_version_changed()
+    if group == "publish":
+        return None  # exports and the Hub push stay explicit
+    return dg.AutomationCondition.eager()
+
+
 def build_definitions(executor: str | None = None) -> dg.Definitions:
     from dagster_project import checks, jobs, schedules, sensors
     from dagster_project.resources import default_resources
 
     modules = asset_modules()
-    assets = dg.load_assets_from_modules(modules)
+    assets = dg.map_asset_specs(
+        lambda spec: spec.replace_attributes(automation_condition=automation_for(spec.group_name)),
+        dg.load_assets_from_modules(modules),
+    )
     keys = [k for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys]
     return dg.Definitions(
         assets=assets,

@@ -262,3 +262,19 @@ def clone_or_fetch(source: str, dest: Path, *, ref: str | None = None) -> CloneR
         seconds=time.monotonic() - started,
         partial=repo.is_partial(),
     )
+
+
+def ls_remote_head(source: str, ref: str | None = None, timeout_s: float = 20.0) -> str | None:
+    """The sha ``source`` advertises for ``ref`` (default HEAD), or None if unreachable."""
+    local = local_path_of(source)
+    url = f"file://{local.resolve()}" if local is not None else source
+    try:
+        proc = subprocess.run(
+            ["git", "ls-remote", url, ref or "HEAD"],
+            capture_output=True, timeout=timeout_s, env={**os.environ, **GIT_ENV},
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return None
+    return proc.stdout.split()[0].decode()
