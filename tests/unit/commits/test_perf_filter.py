@@ -1,0 +1,110 @@
+"""The title rule on the reference's examples (shared/reference/commits.md §2-§3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dagster_project.mining.commits.perf_filter import (
+    _KEYWORDS,
+    CORE_RE,
+    MID_EXTRA_RE,
+    is_excluded_title,
+    match_title,
+    pr_number,
+    pr_title,
+)
+
+PASSING_CORE = [
+    "[Perf] Optimize `moe_align_block_size` CUDA kernel (#19572)",
+    "[Kernel] Layernorm performance optimization (#3662)",
+    "AWQ: Up to 2.66x higher throughput (#2566)",
+    "[Kernel][Mamba] Optimize Mamba2 SSD prefill Triton kernels (#35397)",
+    "[Perf] Vectorize static / dynamic INT8 quant kernels (#19233)",
+    "[Kernel] Tuned FP8 Kernels for Ada Lovelace (#6677)",
+    "Optimize MLA/GQA/MQA Triton decoding (#1138)",
+    "Speed up per token and per tensor quant by 15% (#4639)",
+    "[Perf] Skip blocks past per-request live length in full-width Triton kernels (#32109)",
+    "perf(mla): TMA bulk-store set_mla_kv_buffer (up to 12× over baseline) (#25311)",
+    "[AMD][Perf] Tune extend attention block sizes for gfx950 (head_dim > 128) (#27793)",
+    "perf: use packed bit array for attention mask (#308)",
+    "perf: dynamic split-k for MLA (#863)",
+    "perf: vectorize AppendPagedKVMlaCache to 128-bit access (#3524)",
+    "perf(moe): fold the SiTU beta reciprocal in the CuTe DSL MoE epilogue (#4506)",
+]
+MID_ONLY = [
+    "Fuse RoPE and MLA KV-cache write (#25774)",
+    "[Kernel] Fuse FP8 output quantization into merge_attn_states (#36518)",
+    "Reduce MoE memory usage (#6147)",
+    "Adding SplitK in fused_moe_lora kernel (#27818)",
+    "[Kernel] Avoid host sync in top-k sampling (#40000)",
+    "Persistent kernel for MLA decode (#40001)",
+]
+EXCLUDED = [
+    'Revert "[Perf] Optimize moe_align_block_size (#20762)" (#21334)',
+    "refine fused_moe tuning docs (#5294)",
+    "[perf] split TRT-LLM Gen routing kernels to reduce compile time (#4635)",
+    "accelerate single_prefill tvm binding compiliation time",
+    "[CI] Speed up kernel tests (#1)",
+    "[Doc] Faster attention explained (#2)",
+    "ci: faster wheel builds",
+    "Merge branch 'optimize-attention'",
+    "Add unit tests for optimized rmsnorm (#3)",
+    "[Build] Optimize cmake flags (#4)",
+]
+NOT_PERF = [
+    "[Bugfix] Fix crash in decode (#5)",
+    "[Model] Add Qwen3 support (#6)",
+    "Refactor attention backends (#7)",
+    "use torch.accelerator API (#8)",
+    "[Misc] Clean up imports (#9)",
+]
+
+
+@pytest.mark.parametrize("title", PASSING_CORE)
+def test_core_examples_pass_as_core(title: str) -> None:
+    m = match_title(title, "core")
+    assert m is not None and m.rule == "core" and m.matched
+
+
+@pytest.mark.parametrize("title", MID_ONLY)
+def test_mid_adds_fusions_and_overhead_removal(title: str) -> None:
+    assert match_title(title, "core") is None
+    m = match_title(title, "mid")
+    assert m is not None and m.rule == "mid"
+
+
+@pytest.mark.parametrize("title", EXCLUDED)
+def test_exclusions_win(title: str) -> None:
+    assert match_title(title, "mid") is None
+    assert is_excluded_title(title)
+
+
+@pytest.mark.parametrize("title", NOT_PERF)
+def test_plain_titles_do_not_pass(title: str) -> None:
+    assert match_title(title) is None
+
+
+def test_wheel_vetoes_only_packaging_work() -> None:
+    title = "[CuTe DSL] Fix FP8 MLA persistent perf regression and ProxyKind cu13 wheel breakage (#3132)"
+    assert match_title(title) is not None
+    assert match_title("Faster wheel packaging (#10)") is None
+
+
+def test_pr_number_takes_the_last_trailing_number() -> None:
+    assert pr_number('Revert "Speed up x (#20762)" (#21334)') == 21334
+    assert pr_number("Speed up layernorm") is None
+    assert pr_number("Speed up (#12) layernorm") is None
+    assert pr_title("[Perf] Faster x (#12)") == "[Perf] Faster x"
+
+
+def test_unknown_rule_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        match_title("faster", "ext")
+
+
+def test_keyword_gate_never_hides_a_match() -> None:
+    """The substring gate is only an optimisation: anything either regex matches must
+    contain a keyword."""
+    for title in PASSING_CORE + MID_ONLY + EXCLUDED + NOT_PERF:
+        if CORE_RE.search(title) or MID_EXTRA_RE.search(title):
+            assert any(k in title.lower() for k in _KEYWORDS), title
