@@ -148,7 +148,8 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
 def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     """Assemble the rows, then attach documented gains where attribution is unambiguous."""
     from dagster_project.gains.pipeline import attach_config_gains
-    from dagster_project.mining.configs import build_tuned_configs, split_group
+    from dagster_project.mining.configs import build_tuned_configs
+    from dagster_project.mining.configs.split import apply_deployment_split
 
     handle = lake.lake()
     heads = handle.read_table("raw", "repo_heads")
@@ -162,10 +163,9 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
         snapshot,
     )
     rows = attach_config_gains(rows, handle.read_table_or_none("derived", "pr_gains"))
-    # The split's grouping key, kept so the disjointness gate can be checked in SQL.
-    rows = rows.with_columns(
-        split_group=pl.col("config_path").str.split("/").list.last().map_elements(split_group, return_dtype=pl.String)
-    )
+    # Split by normalised deployment (see split.deployment_group); the key is kept so
+    # the disjointness gate can be checked in SQL.
+    rows = apply_deployment_split(rows)
     handle.replace_table("datasets", "tuned_configs", rows)
     split = dict(rows.group_by("split").len().iter_rows())
     return dg.MaterializeResult(metadata={

@@ -154,6 +154,18 @@ def status() -> None:
         console.print(f"[red]{failing} check(s) failing[/]")
 
 
+def _looks_like_file(arg: str) -> bool:
+    """A path to a .sql file rather than SQL text (long SQL is not a file name)."""
+    if arg.endswith(".sql"):
+        return True
+    if "\n" in arg or len(arg) > 1024:
+        return False
+    try:
+        return Path(arg).is_file()
+    except OSError:
+        return False
+
+
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL text, or a path to a .sql file.")],
@@ -168,7 +180,7 @@ def sql(
 
     settings = load_settings()
     text = query
-    if query.endswith(".sql") or Path(query).is_file():
+    if _looks_like_file(query):
         p = Path(query)
         if not p.is_file():
             _fail(f"SQL file {query} does not exist")

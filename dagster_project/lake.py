@@ -260,4 +260,15 @@ def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params: Any) -> pl.Dat
     rel = con.sql(sql, params=params or None)
     if rel is None:
         return pl.DataFrame()
-    return rel.pl()
+    return _utc(rel.pl())
+
+
+def _utc(df: pl.DataFrame) -> pl.DataFrame:
+    """DuckDB hands ``UTC`` timestamps back as ``Etc/UTC``; polars will not concat the two.
+    Normalise to ``UTC`` so frames read from the lake combine with freshly mined ones."""
+    fix = [
+        pl.col(name).dt.convert_time_zone("UTC")
+        for name, dtype in df.schema.items()
+        if isinstance(dtype, pl.Datetime) and dtype.time_zone not in (None, "UTC")
+    ]
+    return df.with_columns(fix) if fix else df

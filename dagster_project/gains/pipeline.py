@@ -38,6 +38,24 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+def _gains_schema() -> dict[str, pl.DataType]:
+    """``derived.pr_gains`` columns, derived from the Measurement dataclass so an empty
+    table still has every column the quality suite checks."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    hints = get_type_hints(Measurement)
+    kinds: dict[str, pl.DataType] = {}
+    for f in fields(Measurement):
+        t = str(hints[f.name])
+        kinds[f.name] = (
+            pl.Float64() if "float" in t else pl.Int64() if "int" in t
+            else pl.Boolean() if "bool" in t else pl.String()
+        )
+    return {"repo": pl.String(), "pr_number": pl.Int64(), "idx": pl.Int64(), "primary": pl.Boolean(),
+            **{k: v for k, v in kinds.items() if k not in ("repo", "pr_number")}}
+
+
 def pr_numbers_needed(*frames: pl.DataFrame | None) -> pl.DataFrame:
     """Distinct (repo, number) from every frame with ``repo`` and ``pr_number`` columns."""
     parts = [
@@ -123,9 +141,10 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
             m.pop("repo", None)
             m.pop("pr_number", None)
             rows.append({"repo": r["repo"], "pr_number": r["number"], "idx": i, "primary": primary, **m})
+    schema = _gains_schema()
     if not rows:
-        return pl.DataFrame(schema={"repo": pl.String, "pr_number": pl.Int64, "idx": pl.Int64, "primary": pl.Boolean})
-    return pl.DataFrame(rows, infer_schema_length=None)
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _gains_by_pr(pr_gains: pl.DataFrame | None) -> dict[tuple[str, int], list[Measurement]]:

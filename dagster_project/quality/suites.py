@@ -147,11 +147,17 @@ def run_suite(
     kh = suite["meta"]["kernelhouse"]
     table: str = kh["table"]
     id_col: str | None = kh.get("id_column")
-    if frame is None:
-        with duckdb.connect(str(lake_path), read_only=True) as con:
-            frame = con.sql(f"SELECT * FROM {table}").pl()  # table name from our own suite file
     col_specs = [e for e in suite["expectations"] if e["type"] != SQL_EXPECTATION]
     sql_specs = [e for e in suite["expectations"] if e["type"] == SQL_EXPECTATION]
+    if frame is None:
+        # Only the columns the column expectations name: datasets carry large text
+        # columns (prompts, sources) that would cost seconds to hand to pandas.
+        wanted = list(dict.fromkeys(
+            [c for c in [id_col] if c] + [e["kwargs"]["column"] for e in col_specs if "column" in (e.get("kwargs") or {})]
+        ))
+        cols = ", ".join('"' + c.replace('"', '""') + '"' for c in wanted) or "*"
+        with duckdb.connect(str(lake_path), read_only=True) as con:
+            frame = con.sql(f"SELECT {cols} FROM {table}").pl()  # table name from our own suite file
     outcomes: list[ExpectationOutcome] = []
     ctx = _gx_context()
     if col_specs:

@@ -40,3 +40,46 @@ def split_for(basename: str, test_fraction: float = TEST_FRACTION) -> str:
     digest = hashlib.sha256(f"{SALT}:{split_group(basename)}".encode()).digest()
     bucket = int.from_bytes(digest[:8], "big") / 2**64
     return "test" if bucket < test_fraction else "train"
+
+
+def deployment_group(
+    family: str | None,
+    E: int | None,
+    N: int | None,
+    K: int | None,
+    gpu: str | None,
+    dtype: str | None,
+    block_shape: list[int] | None,
+) -> str:
+    """The group key actually used by ``apply_deployment_split``.
+
+    Measured on the real clones, the file-name key alone leaks: GPU names that the card's
+    ``gpu`` column normalises to one model (``A100-SXM4-40GB`` / ``A100-SXM4-80GB``,
+    ``NVIDIA_H100`` / ``NVIDIA_H100_80GB_HBM3``) land in different groups, so the same
+    (shape, GPU, dtype) appeared in both splits (5 tuples). Keying on the parsed,
+    normalised deployment — which every spelling of one file name maps to identically —
+    keeps the file-name guarantees above and closes that gap. ``per_channel_quant`` and
+    ``_down`` variants share their deployment's group.
+    """
+    block = "x".join(str(b) for b in block_shape) if block_shape else "-"
+    return f"{family}|E={E}|N={N}|K={K}|gpu={gpu}|dtype={dtype}|block={block}"
+
+
+def apply_deployment_split(rows, test_fraction: float = TEST_FRACTION):  # noqa: ANN001, ANN201 - polars frames
+    """Set ``split_group`` and ``split`` on tuned_configs rows by deployment group."""
+    import polars as pl
+
+    keys = [
+        deployment_group(*r)
+        for r in rows.select("family", "E", "N", "K", "gpu", "dtype", "block_shape").iter_rows()
+    ]
+
+    def bucket(key: str) -> str:
+        digest = hashlib.sha256(f"{SALT}:{key}".encode()).digest()
+        return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
+
+    cache: dict[str, str] = {}
+    splits = [cache.setdefault(k, bucket(k)) for k in keys]
+    return rows.with_columns(
+        split_group=pl.Series(keys, dtype=pl.String), split=pl.Series(splits, dtype=pl.String)
+    )

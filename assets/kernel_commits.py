@@ -1,0 +1,96 @@
+"""kernel_commits layer: real perf commits of vLLM, SGLang and FlashInfer as
+optimise-this-file tasks, mined incrementally per repo."""
+
+import dagster as dg
+import polars as pl
+
+from dagster_project.partitions import repo_partitions
+from dagster_project.resources import LakeResource
+
+GROUP = "kernel_commits"
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
+    partitions_def=repo_partitions, deps=[dg.AssetKey("repo_clone")],
+    metadata={"table": "raw.perf_commits"},
+    description="Non-merge commits touching kernel paths whose title carries a perf signal (watermark..head only).",
+)
+def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Mine new perf commits since the repo's watermark; no-op when the head is unchanged."""
+    from dagster_project.mining.commits import DEFAULT_SPECS
+    from dagster_project.mining.commits.lake_sync import refresh_perf_commits
+
+    repo = context.partition_key
+    git, head = lake.repo_snapshot(repo)
+    counters = refresh_perf_commits(lake.lake(), git, DEFAULT_SPECS[repo], repo, head)
+    return dg.MaterializeResult(metadata={"dagster/row_count": int(counters.get("total_commits", 0)), **counters})
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
+    partitions_def=repo_partitions, deps=[perf_commits],
+    metadata={"table": "raw.kernel_commit_files"},
+    description="Modified kernel files of the perf commits (filters, licences, diffs), excluded files with reasons.",
+)
+def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Mine the files of commits not mined yet (one batched blob fetch per repo)."""
+    from dagster_project.mining.commits import DEFAULT_SPECS
+    from dagster_project.mining.commits.lake_sync import refresh_commit_files
+
+    repo = context.partition_key
+    git, _ = lake.repo_snapshot(repo)
+    counters = refresh_commit_files(lake.lake(), git, DEFAULT_SPECS[repo], repo)
+    return dg.MaterializeResult(metadata={"dagster/row_count": int(counters.get("rows", 0)), **counters})
+
+
+@dg.asset(
+    group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
+    deps=[kernel_commit_files, dg.AssetKey("pr_gains")],
+    metadata={"table": "datasets.kernel_commits"},
+    check_specs=[dg.AssetCheckSpec("diff_roundtrip", asset="kernel_commits", blocking=True,
+                                   description="every diff applied to before_code gives after_code exactly")],
+    description="datasets.kernel_commits: optimise before_code the way the PR did (temporal split, gains attached).",
+)
+def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
+    """Union the repos, attach PR bodies and gains, mentions and prompt, temporal split."""
+    from dagster_project.frames import md_table
+    from dagster_project.gains.pipeline import attach_commit_gains
+    from dagster_project.mining.commits.diffs import apply_patch
+    from dagster_project.mining.commits.lake_sync import assemble_kernel_commits
+    from dagster_project.mining.commits.mine import EXCLUDED_SCHEMA, exclusion_counts
+
+    handle = lake.lake()
+    rows = handle.read_table("raw", "kernel_commit_files")
+    rows = attach_commit_gains(rows, handle.read_table_or_none("derived", "pr_gains"), handle.read_table_or_none("raw", "pr_bodies"))
+    rows, cutoff = assemble_kernel_commits(rows, handle.read_table("raw", "perf_commits"))
+    handle.replace_table("datasets", "kernel_commits", rows.sort("authored_at", "id"))
+    handle.replace_rows(
+        "derived", "build_properties",
+        pl.DataFrame({"key": ["kernel_commits.split_cutoff"], "value": [cutoff.isoformat() if cutoff else None]}),
+        "key", ["kernel_commits.split_cutoff"],
+    )
+    excluded = handle.read_table_or_none("raw", "kernel_commit_excluded")
+    excl = exclusion_counts(excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA))
+    split = dict(rows.group_by("split").len().iter_rows())
+    yield dg.MaterializeResult(metadata={
+        "dagster/row_count": rows.height,
+        "prs": rows.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique().height,
+        "train": split.get("train", 0), "test": split.get("test", 0),
+        "split_cutoff": cutoff.isoformat() if cutoff else "none",
+        "excluded_non_oss": excl.get("license_tensorrt", 0) + excl.get("license_proprietary", 0),
+        "excluded": dg.MetadataValue.json(excl),
+        "languages": dg.MetadataValue.json(dict(rows.group_by("language").len().iter_rows())),
+        "with_kernel_speedup": int(rows["kernel_speedup"].is_not_null().sum()),
+        "preview": dg.MetadataValue.md(md_table(rows.select("repo", "pr_number", "title", "path", "language", "split"))),
+    })
+    bad = []
+    for r in rows.select("id", "before_code", "after_code", "diff").iter_rows(named=True):
+        try:
+            ok = apply_patch(r["before_code"], r["diff"]) == r["after_code"]
+        except Exception as exc:  # noqa: BLE001 - a malformed diff is a failed row
+            ok, r["error"] = False, str(exc)[:200]
+        if not ok:
+            bad.append(r["id"])
+    yield dg.AssetCheckResult(check_name="diff_roundtrip", passed=not bad,
+                              metadata={"rows": rows.height, "failing": len(bad), "failing_ids": dg.MetadataValue.json(bad[:20])})

@@ -1,0 +1,124 @@
+"""Incremental kernel_commits mining against the lake (no dagster import).
+
+Per repo, ``raw.mining_watermarks`` holds the last mined (effective) head. A refresh
+mines only ``watermark..head``; a head equal to the watermark does no git work at all;
+a watermark that is no longer an ancestor of the head (history rewritten upstream) wipes
+that repo's rows and re-mines it from scratch rather than mixing two histories.
+
+Tables: ``raw.perf_commits`` (one row per perf commit), ``raw.kernel_commit_files`` (one
+row per kept kernel file), ``raw.kernel_commit_excluded`` (every dropped file, with the
+reason) and ``raw.kernel_commit_mined`` (commits whose files were mined), all keyed by
+repo and replaced per repo in one transaction each.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from dagster_project.lake import Lake
+from dagster_project.mining.commits.mentions import extract_mentions
+from dagster_project.mining.commits.mine import (
+    EXCLUDED_SCHEMA,
+    PERF_COMMITS_SCHEMA,
+    ROWS_SCHEMA,
+    effective_head,
+    find_perf_commits,
+    mine_commit_files,
+    needs_full_remine,
+)
+from dagster_project.mining.commits.prompt import build_prompt
+from dagster_project.mining.commits.specs import RepoSpec
+from dagster_project.mining.commits.split import assign_temporal_split
+from dagster_project.mining.git import GitRepo
+
+MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String()}
+WATERMARK_SCHEMA = {"repo": pl.String(), "head": pl.String(), "mined_at": pl.String(), "mode": pl.String()}
+
+
+def _repo_rows(lake: Lake, table: str, repo: str, schema: dict) -> pl.DataFrame:
+    df = lake.read_table_or_none("raw", table)
+    if df is None or not df.height:
+        return pl.DataFrame(schema=schema)
+    return df.filter(pl.col("repo") == repo)
+
+
+def watermark(lake: Lake, repo: str) -> str | None:
+    df = _repo_rows(lake, "mining_watermarks", repo, WATERMARK_SCHEMA)
+    return str(df["head"][0]) if df.height else None
+
+
+def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str) -> dict[str, Any]:
+    """Mine new perf commits of ``repo`` up to ``head``; returns counters for metadata."""
+    started = time.monotonic()
+    target = effective_head(git, spec, head)
+    old = watermark(lake, repo)
+    if old == target:
+        total = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA).height
+        return {"mode": "noop", "head": target, "new_commits": 0, "total_commits": total, "seconds": 0.0}
+    full = old is None or needs_full_remine(git, old, target)
+    mode = "full" if old is None else ("remine" if full else "incremental")
+    new = find_perf_commits(git, spec, head=target, since=None if full else old)
+    if full:
+        merged = new
+    else:
+        prev = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
+        merged = pl.concat([prev.filter(~pl.col("sha").is_in(new["sha"].implode())), new], how="vertical_relaxed")
+    lake.replace_rows("raw", "perf_commits", merged if merged.height else pl.DataFrame(schema=PERF_COMMITS_SCHEMA), "repo", [repo])
+    # The watermark moves last: a crash before this line re-does the same range.
+    lake.replace_rows(
+        "raw", "mining_watermarks",
+        pl.DataFrame([{"repo": repo, "head": target, "mined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode}], schema=WATERMARK_SCHEMA),
+        "repo", [repo],
+    )
+    return {"mode": mode, "head": target, "previous_head": old or "", "new_commits": new.height,
+            "total_commits": merged.height, "seconds": round(time.monotonic() - started, 2)}
+
+
+def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) -> dict[str, Any]:
+    """Mine the files of perf commits not mined yet; drop rows whose commit vanished."""
+    started = time.monotonic()
+    commits = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
+    done = _repo_rows(lake, "kernel_commit_mined", repo, MINED_SCHEMA)
+    live = commits["sha"].implode()
+    todo = commits.filter(~pl.col("sha").is_in(done["sha"].implode()))
+    old_rows = _repo_rows(lake, "kernel_commit_files", repo, ROWS_SCHEMA).filter(pl.col("sha").is_in(live))
+    old_exc = _repo_rows(lake, "kernel_commit_excluded", repo, EXCLUDED_SCHEMA).filter(pl.col("sha").is_in(live))
+    vanished = done.height - done.filter(pl.col("sha").is_in(live)).height
+    if todo.height == 0 and vanished == 0:
+        return {"mined_commits": 0, "new_rows": 0, "rows": old_rows.height, "seconds": 0.0}
+    rows, excluded = mine_commit_files(git, spec, todo) if todo.height else (
+        pl.DataFrame(schema=ROWS_SCHEMA), pl.DataFrame(schema=EXCLUDED_SCHEMA))
+    all_rows = pl.concat([old_rows.filter(~pl.col("sha").is_in(todo["sha"].implode())), rows], how="vertical_relaxed")
+    all_exc = pl.concat([old_exc.filter(~pl.col("sha").is_in(todo["sha"].implode())), excluded], how="vertical_relaxed")
+    lake.replace_rows("raw", "kernel_commit_files", all_rows, "repo", [repo])
+    lake.replace_rows("raw", "kernel_commit_excluded", all_exc, "repo", [repo])
+    lake.replace_rows("raw", "kernel_commit_mined", commits.select("repo", "sha"), "repo", [repo])
+    return {"mined_commits": todo.height, "new_rows": rows.height, "rows": all_rows.height,
+            "excluded": all_exc.height, "vanished_commits": vanished,
+            "seconds": round(time.monotonic() - started, 2)}
+
+
+def assemble_kernel_commits(
+    rows: pl.DataFrame, commits: pl.DataFrame, test_fraction: float = 0.10
+) -> tuple[pl.DataFrame, datetime | None]:
+    """Recompute mentions with the PR body (when fetched), rebuild the prompt with them,
+    and assign the temporal split. ``rows`` already carries pr_body and gains."""
+    messages = dict(commits.select("sha", "message").iter_rows()) if commits.height else {}
+    models, hardware, claims, prompts = [], [], [], []
+    for r in rows.iter_rows(named=True):
+        m = extract_mentions(r["title"], messages.get(r["sha"]), r.get("pr_body"))
+        models.append(m.models)
+        hardware.append(m.hardware)
+        claims.append(m.speedup_claims)
+        prompts.append(build_prompt(r["title"], m.hardware, m.models, r["path"], r["language"], r["before_code"]))
+    out = rows.with_columns(
+        models_mentioned=pl.Series(models, dtype=pl.List(pl.String)),
+        hardware_mentioned=pl.Series(hardware, dtype=pl.List(pl.String)),
+        speedup_claims=pl.Series(claims, dtype=pl.List(pl.String)),
+        prompt=pl.Series(prompts, dtype=pl.String),
+    )
+    return assign_temporal_split(out, test_fraction)
