@@ -54,6 +54,16 @@ def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     )
 
 
+def _flush(lake: Lake, buffer: list[dict[str, Any]]) -> int:
+    """Write buffered rows (one transaction) and empty the buffer; returns rows written."""
+    n = len(buffer)
+    if n:
+        df = _frame(buffer)
+        lake.replace_rows("raw", "pr_bodies", df, "pr_key", df["pr_key"].to_list())
+        buffer.clear()
+    return n
+
+
 def sync_pr_bodies(
     lake: Lake,
     needed: pl.DataFrame,
@@ -77,14 +87,6 @@ def sync_pr_bodies(
         if cached_df is not None and cached_df.height:
             cached = {int(r["number"]): r for r in cached_df.filter(pl.col("repo") == repo).iter_rows(named=True)}
         buffer: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            if buffer:
-                df = _frame(buffer)
-                lake.replace_rows("raw", "pr_bodies", df, "pr_key", df["pr_key"].to_list())
-                counters["flushed"] += len(buffer)
-                buffer.clear()
-
         try:
             for row in fetch_pull_requests(
                 slug, numbers, cached, token=token, base_url=base_url, stale_after=stale_after,
@@ -94,9 +96,9 @@ def sync_pr_bodies(
                 counters["fetched" if status == "ok" else status if status in counters else "error"] += 1
                 buffer.append(row)
                 if len(buffer) >= flush_every:
-                    flush()
+                    counters["flushed"] += _flush(lake, buffer)
         finally:
-            flush()  # keep what we have, even when the fetch raised
+            counters["flushed"] += _flush(lake, buffer)  # keep what we have, even on error
     bodies = lake.read_table_or_none("raw", "pr_bodies")
     have = set() if bodies is None else {
         (r[0], r[1]) for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()
