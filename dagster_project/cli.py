@@ -275,6 +275,84 @@ def check(
         _fail("blocking check(s) failed: " + "; ".join(blocking_failed))
 
 
+gains_app = typer.Typer(no_args_is_help=True, help="Benchmark gains extracted from PR text.")
+app.add_typer(gains_app, name="gains")
+
+
+@gains_app.command("extract")
+def gains_extract(
+    path: Annotated[str, typer.Argument(help="PR text file (title on the first line, then the body), or - for stdin.")],
+    extractor: Annotated[str, typer.Option(help="table (deterministic) or llm (needs KERNELHOUSE_LLM_BASE_URL).")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+) -> None:
+    """Extract measurements from one PR text and show them with their audit flags."""
+    from dagster_project.gains.extract import extract_pr_gains
+    from dagster_project.gains.llm_extractor import LLMConfig, LLMExtractor
+
+    if extractor not in ("table", "llm"):
+        _fail(f"--extractor {extractor!r}: use table or llm")
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            _fail(f"PR text file {path} does not exist")
+        text = p.read_text(errors="replace")
+    llm = None
+    if extractor == "llm":
+        cfg = LLMConfig.from_env()
+        if cfg is None:
+            _fail("--extractor llm needs KERNELHOUSE_LLM_BASE_URL (an OpenAI-compatible endpoint)")
+        llm = LLMExtractor(cfg)
+    res = extract_pr_gains(text, extractor=extractor, llm=llm)  # type: ignore[arg-type]
+    rows = [m.to_row() for m in res.measurements]
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"ok": res.ok, "error": res.error, "extractor": res.extractor,
+                                     "model": res.model_used, "measurements": rows}, indent=1, default=str) + "\n")
+    else:
+        table = Table(title=f"{len(rows)} measurement(s) — {res.extractor} extractor")
+        cols = ("scope", "metric", "unit", "hardware", "shape", "batch_size", "baseline", "optimized",
+                "stated_speedup", "speedup", "audit_pass")
+        for c in cols:
+            table.add_column(c, overflow="fold")
+        for r in rows:
+            table.add_row(*["" if r.get(c) is None else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in cols])
+        out.print(table)
+    if not res.ok:
+        _fail(f"extraction failed: {res.error}")
+
+
+@app.command()
+def stats(
+    dataset: Annotated[str, typer.Argument(help="kernel-opt-rl | kernelinfer | kernelswarm")],
+) -> None:
+    """Our figures beside the dataset card's (SQL in sql/analysis/card_*.sql)."""
+    from dagster_project.analysis import card_comparison, create_views
+    from dagster_project.lake import Lake, LakeError
+
+    if dataset not in ("kernel-opt-rl", "kernelinfer", "kernelswarm"):
+        _fail(f"unknown dataset {dataset!r}: use kernel-opt-rl, kernelinfer or kernelswarm")
+    settings = load_settings()
+    if not settings.lake_path.exists():
+        _fail(f"no lake at {settings.lake_path}; run `kernelhouse build` first")
+    lake = Lake(settings.lake_path, settings.parquet_root)
+    create_views(lake)
+    try:
+        df = card_comparison(lake, dataset)
+    except (LakeError, Exception) as exc:  # the view is missing until its tables exist
+        _fail(f"{dataset} is not built yet ({str(exc).splitlines()[0][:160]})")
+        return
+    table = Table(title=f"{dataset}: ours vs the card")
+    for c in ("metric", "card", "ours", "ours / card", "note"):
+        table.add_column(c, overflow="fold")
+    for r in df.iter_rows(named=True):
+        card, ours = r.get("card"), r.get("ours")
+        ratio = f"{ours / card:.2f}" if isinstance(card, int | float) and isinstance(ours, int | float) and card else ""
+        fmt_num = lambda v: "" if v is None else (f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}" if isinstance(v, int | float) else str(v))  # noqa: E731
+        table.add_row(str(r["metric"]), fmt_num(card), fmt_num(ours), ratio, str(r.get("note") or ""))
+    out.print(table)
+
+
 @app.command()
 def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 3000,
