@@ -47,5 +47,8 @@ def create_views(lake: Lake) -> ViewReport:
 
 def card_comparison(lake: Lake, dataset: str):  # noqa: ANN201 - polars frame
     """Rows (metric, card, ours, ratio) of ``analysis.card_<dataset>``."""
+    import polars as pl
+
     view = "card_" + dataset.replace("-", "_")
-    return lake.query(f"SELECT * FROM {qualified('analysis', view)}")
+    df = lake.query(f"SELECT * FROM {qualified('analysis', view)}")
+    return df.with_columns(pl.col("card", "ours").cast(pl.Float64))

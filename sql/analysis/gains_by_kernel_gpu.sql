@@ -1,0 +1,9 @@
+-- Documented gains by scope, hardware and metric: how much PRs claim, where.
+SELECT g.repo, g.scope, coalesce(g.hardware, '?') AS hardware, g.metric,
+       count(*) AS measurements, count(DISTINCT g.pr_number) AS prs,
+       median(g.speedup) AS median_speedup,
+       quantile_cont(g.speedup, 0.1) AS p10, quantile_cont(g.speedup, 0.9) AS p90
+FROM derived.pr_gains AS g
+WHERE g."primary" AND g.speedup IS NOT NULL
+GROUP BY ALL
+ORDER BY measurements DESC
