@@ -30,6 +30,9 @@ _KH_VARS = [
     "KERNELHOUSE_EXECUTOR",
     "KERNELHOUSE_LAKE_URI",
     "KERNELHOUSE_GITHUB_API_URL",
+    "KERNELHOUSE_SIM_SESSIONS",
+    "KERNELHOUSE_SIM_EPISODES",
+    "KERNELHOUSE_SIM_SEED",
     "GITHUB_TOKEN",
     "HF_TOKEN",
 ]
@@ -43,6 +46,12 @@ def kh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("KERNELHOUSE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    # Never GitHub: nothing listens on port 9, so PR fetching falls back to the cache
+    # unless a test points this at its own local server.
+    monkeypatch.setenv("KERNELHOUSE_GITHUB_API_URL", "http://127.0.0.1:9")
+    # Small simulated builds in tests (the default build is 1,899 sessions).
+    monkeypatch.setenv("KERNELHOUSE_SIM_SESSIONS", "40")
+    monkeypatch.setenv("KERNELHOUSE_SIM_EPISODES", "40")
     # Repos that do not exist: any test that needs one points at a fixture repo.
     for repo in ("vllm", "sglang", "flashinfer"):
         monkeypatch.setenv(f"KERNELHOUSE_{repo.upper()}_SOURCE", str(tmp_path / f"no-{repo}"))

@@ -57,7 +57,7 @@ def _gains_schema() -> dict[str, pl.DataType]:
             pl.Float64() if "float" in t else pl.Int64() if "int" in t
             else pl.Boolean() if "bool" in t else pl.String()
         )
-    return {"repo": pl.String(), "pr_number": pl.Int64(), "idx": pl.Int64(), "primary": pl.Boolean(),
+    return {"gain_id": pl.String(), "repo": pl.String(), "pr_number": pl.Int64(), "idx": pl.Int64(), "primary": pl.Boolean(),
             **{k: v for k, v in kinds.items() if k not in ("repo", "pr_number")}}
 
 
@@ -145,7 +145,8 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
             m = dict(m)
             m.pop("repo", None)
             m.pop("pr_number", None)
-            rows.append({"repo": r["repo"], "pr_number": r["number"], "idx": i, "primary": primary, **m})
+            gain_id = f"{r['repo']}#{r['number']}:{r['extractor']}:{i}"
+            rows.append({"gain_id": gain_id, "repo": r["repo"], "pr_number": r["number"], "idx": i, "primary": primary, **m})
     schema = _gains_schema()
     if not rows:
         return pl.DataFrame(schema=schema)
