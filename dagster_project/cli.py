@@ -354,6 +354,24 @@ def stats(
 
 
 @app.command()
+def report(
+    fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Default: KERNELHOUSE_HOME/exports/report.<fmt>.")] = None,
+) -> None:
+    """Write an HTML or Markdown report of the analysis views, with plots."""
+    from dagster_project.lake import Lake
+    from dagster_project.report import build_report
+
+    if fmt not in ("html", "md"):
+        _fail(f"--format {fmt!r}: use html or md")
+    settings = load_settings()
+    if not settings.lake_path.exists():
+        _fail(f"no lake at {settings.lake_path}; run `kernelhouse build` first")
+    path = build_report(Lake(settings.lake_path, settings.parquet_root), fmt, output)  # type: ignore[arg-type]
+    console.print(f"wrote {path}")
+
+
+@app.command()
 def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 3000,
 ) -> None:

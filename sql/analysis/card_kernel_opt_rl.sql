@@ -2,7 +2,7 @@
 -- The card was built from clones newer than ours (vLLM to 2026-10); see README.
 WITH tc AS (SELECT * FROM datasets.tuned_configs),
 kc AS (SELECT * FROM datasets.kernel_commits)
-SELECT 'tuned_configs rows' AS metric, 19287.0 AS card, (SELECT count(*) FROM tc)::DOUBLE AS ours, 'one row per (config file, M)' AS note
+SELECT 'tuned_configs rows' AS metric, 19287.0::DOUBLE AS card, (SELECT count(*) FROM tc)::DOUBLE AS ours, 'one row per (config file, M)' AS note
 UNION ALL SELECT 'tuned_configs train rows', 17561, (SELECT count(*) FROM tc WHERE split = 'train'), ''
 UNION ALL SELECT 'tuned_configs test rows', 1726, (SELECT count(*) FROM tc WHERE split = 'test'), 'grouped by deployment'
 UNION ALL SELECT 'tuned config files', 1138, (SELECT count(DISTINCT repo || config_path) FROM tc), 'card snapshot is newer'
