@@ -33,7 +33,17 @@ def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMReso
     handle.replace_table("derived", "pr_gains", gains)
     pairs = gains.filter(pl.col("baseline").is_not_null() & pl.col("optimized").is_not_null()) if "baseline" in gains.columns else gains.head(0)
     rate = audit_rate(pairs.to_dicts()) if pairs.height else None
+    plots = ""
+    with_speedup = gains.filter(pl.col("speedup").is_not_null() & pl.col("primary"))
+    if with_speedup.height:
+        from dagster_project.report import plots_markdown
+
+        for scope in ("kernel", "e2e"):
+            part = with_speedup.filter(pl.col("scope") == scope)
+            if part.height:
+                plots += plots_markdown(part, "histogram", x="speedup", log_x=True, title=f"{scope} speedups") + "\n\n"
     return dg.MaterializeResult(metadata={
+        "plots": dg.MetadataValue.md(plots or "no measurements yet"),
         "dagster/row_count": gains.height,
         "new_extractions": new,
         "prs_with_gains": gains.select("repo", "pr_number").unique().height if gains.height else 0,

@@ -59,6 +59,7 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
     from dagster_project.mining.commits.diffs import apply_patch
     from dagster_project.mining.commits.lake_sync import assemble_kernel_commits
     from dagster_project.mining.commits.mine import EXCLUDED_SCHEMA, exclusion_counts
+    from dagster_project.report import plots_markdown
 
     handle = lake.lake()
     rows = handle.read_table("raw", "kernel_commit_files")
@@ -73,7 +74,13 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
     excluded = handle.read_table_or_none("raw", "kernel_commit_excluded")
     excl = exclusion_counts(excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA))
     split = dict(rows.group_by("split").len().iter_rows())
+    monthly = rows.with_columns(month=pl.col("authored_at").dt.strftime("%Y-%m")).group_by("repo", "month").agg(pl.len().alias("rows"))
+    plots = plots_markdown(monthly, "line", x="month", y="rows", series="repo", title="rows per month")
+    for col in ("kernel_speedup", "e2e_speedup"):
+        if rows[col].is_not_null().any():
+            plots += "\n\n" + plots_markdown(rows.filter(pl.col(col).is_not_null()), "histogram", x=col, log_x=True, title=col)
     yield dg.MaterializeResult(metadata={
+        "plots": dg.MetadataValue.md(plots),
         "dagster/row_count": rows.height,
         "prs": rows.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique().height,
         "train": split.get("train", 0), "test": split.get("test", 0),

@@ -150,6 +150,7 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     from dagster_project.gains.pipeline import attach_config_gains
     from dagster_project.mining.configs import build_tuned_configs
     from dagster_project.mining.configs.split import apply_deployment_split
+    from dagster_project.report import plots_markdown
 
     handle = lake.lake()
     heads = handle.read_table("raw", "repo_heads")
@@ -168,7 +169,14 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     rows = apply_deployment_split(rows)
     handle.replace_table("datasets", "tuned_configs", rows)
     split = dict(rows.group_by("split").len().iter_rows())
+    per_gpu = rows.group_by("gpu").agg(pl.len().alias("rows")).sort("rows", descending=True).head(15)
+    plots = plots_markdown(per_gpu, "bar", x="gpu", y="rows", title="rows per GPU (top 15)")
+    speedups = rows.filter(pl.col("speedup_vs_default").is_not_null())
+    if speedups.height:
+        plots += "\n\n" + plots_markdown(speedups, "histogram", x="speedup_vs_default", log_x=True,
+                                          title="documented speedup vs default")
     return dg.MaterializeResult(metadata={
+        "plots": dg.MetadataValue.md(plots),
         "dagster/row_count": rows.height,
         "train": split.get("train", 0),
         "test": split.get("test", 0),
