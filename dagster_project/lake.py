@@ -89,10 +89,8 @@ class Lake:
             con.close()
 
     def _configure(self, con: duckdb.DuckDBPyConnection) -> None:
-        if self.parquet_root.startswith("s3://"):
-            from dagster_project.objectstore import configure_duckdb_s3
-
-            configure_duckdb_s3(con)
+        """Per-connection set-up (kept as the hook an object-store lake will need)."""
+        con.execute("SET TimeZone = 'UTC'")
 
     # -- reads ---------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
@@ -209,14 +207,9 @@ class Lake:
         return f"{self.parquet_root}/{table}/{partition}.parquet"
 
     def write_partition(self, table: str, partition: str, df: pl.DataFrame) -> str:
-        """Write one partition file atomically (temp name + rename; object stores are
-        atomic per PUT) and return its URI. Byte-identical for identical frames."""
+        """Write one partition file atomically (temp name + rename) and return its path.
+        Byte-identical for identical frames."""
         uri = self.partition_uri(table, partition)
-        if uri.startswith("s3://"):
-            from dagster_project.objectstore import write_parquet_s3
-
-            write_parquet_s3(df, uri)
-            return uri
         path = Path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -229,10 +222,6 @@ class Lake:
         return uri
 
     def partition_files(self, table: str) -> list[str]:
-        if self.parquet_root.startswith("s3://"):
-            from dagster_project.objectstore import list_parquet_s3
-
-            return list_parquet_s3(f"{self.parquet_root}/{table}")
         folder = Path(self.parquet_root) / table
         return sorted(str(p) for p in folder.glob("*.parquet")) if folder.exists() else []
 

@@ -96,8 +96,8 @@ class Settings:
 
     @property
     def parquet_root(self) -> str:
-        """Where partitioned tables live: a folder under home, or an object-store URI."""
-        return self.lake_uri.rstrip("/") if self.lake_uri else str(self.home / "lake")
+        """Where partitioned tables live: ``KERNELHOUSE_HOME/lake``."""
+        return str(self.home / "lake")
 
     @property
     def repos_dir(self) -> Path:
@@ -155,6 +155,11 @@ def load_settings() -> Settings:
     if executor not in ("in_process", "multiprocess", "dask"):
         raise SettingsError(
             f"KERNELHOUSE_EXECUTOR={executor!r}: use in_process, multiprocess or dask"
+        )
+    if _env("KERNELHOUSE_LAKE_URI"):
+        raise SettingsError(
+            "KERNELHOUSE_LAKE_URI is set, but an object-store lake is not supported yet; "
+            "unset it to keep the lake under KERNELHOUSE_HOME"
         )
     hf_token = _secret("HF_TOKEN")
     llm_key = _secret("KERNELHOUSE_LLM_API_KEY") or hf_token

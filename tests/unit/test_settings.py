@@ -69,3 +69,9 @@ def test_bad_executor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELHOUSE_EXECUTOR", "threads")
     with pytest.raises(SettingsError, match="KERNELHOUSE_EXECUTOR"):
         load_settings()
+
+
+def test_object_store_lake_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", "s3://bucket/prefix")
+    with pytest.raises(SettingsError, match="KERNELHOUSE_LAKE_URI"):
+        load_settings()
