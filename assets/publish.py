@@ -47,17 +47,23 @@ def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
 
 @dg.asset(
     group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("kernelinfer_sessions")],
+    deps=[dg.AssetKey("kernelinfer_sessions"), dg.AssetKey("sim_compile_validation")],
     description="kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, card.",
 )
 def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
     """Write exports/kernelinfer in the card's layout."""
-    from dagster_project.publish import export_kernelinfer
+    from dagster_project.publish import CompileValidation, export_kernelinfer
     from dagster_project.sim import GENERATOR_VERSION
 
     settings = lake.settings()
+    handle = lake.lake()
+    validation = None
+    cv = handle.read_table_or_none("sim", "compile_validation")
+    if cv is not None and cv.height:
+        # "compiled" in the card = instantiations whose real compile agreed with the simulator.
+        validation = CompileValidation(checked=cv.height, compiled=int(cv["agree"].sum()), toolchain="nvcc + ast")
     report = export_kernelinfer(
-        lake.lake(), settings.exports_dir / "kernelinfer",
+        handle, settings.exports_dir / "kernelinfer", compile_validation=validation,
         build={"generator_version": GENERATOR_VERSION, "seed": settings.sim_seed},
         repo_id=f"{settings.hub_repo_prefix}-kernelinfer" if settings.hub_repo_prefix else None,
     )
@@ -65,8 +71,28 @@ def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("kernelswarm_episodes")],
+    description="kernelswarm export: batches/batch_*.jsonl, episodes.jsonl, tasks_holdout.jsonl, stats.json, card.",
+)
+def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
+    """Write exports/kernelswarm in the card's layout."""
+    from dagster_project.publish import export_kernelswarm
+    from dagster_project.sim import GENERATOR_VERSION
+    from dagster_project.sim.swarm.spec import SWARM_VERSION
+
+    settings = lake.settings()
+    report = export_kernelswarm(
+        lake.lake(), settings.exports_dir / "kernelswarm",
+        build={"generator_version": GENERATOR_VERSION, "swarm_version": SWARM_VERSION, "seed": settings.sim_seed},
+        repo_id=f"{settings.hub_repo_prefix}-kernelswarm" if settings.hub_repo_prefix else None,
+    )
+    return dg.MaterializeResult(metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()})
+
+
+@dg.asset(
     group_name=GROUP, kinds={"huggingface"}, owners=["team:kernelhouse"],
-    deps=[kernel_opt_rl_export, kernelinfer_export],
+    deps=[kernel_opt_rl_export, kernelinfer_export, kernelswarm_export],
     description="Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN).",
 )
 def hub_push(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:

@@ -7,9 +7,10 @@ the generator version, so an unchanged generator means unchanged shards on refre
 
 import dagster as dg
 
-from dagster_project.partitions import kernelinfer_shards
+from dagster_project.partitions import kernelinfer_shards, kernelswarm_shards
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
+from dagster_project.sim.swarm.spec import SWARM_VERSION
 
 
 @dg.asset(
@@ -52,13 +53,25 @@ def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
 )
 def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
     """Generate one shard, write its session and step partitions, check every session."""
-    from dagster_project.sim.kernelinfer import check_session, generate_shard, session_frames
+    from dagster_project.sim.kernelinfer import (
+        check_session,
+        generate_shard,
+        n_shards,
+        session_frames,
+    )
 
     s = lake.settings()
     shard = int(context.partition_key)
-    sessions = generate_shard(shard, seed=s.sim_seed, n_sessions=s.sim_sessions)
     handle = lake.lake()
-    sess_df, steps_df = session_frames(sessions)
+    if shard >= n_shards(s.sim_sessions):
+        # A smaller build (KERNELHOUSE_SIM_SESSIONS) has no such shard: drop any stale file.
+        for table in ("kernelinfer_sessions", "kernelinfer_steps"):
+            handle.delete_partition(table, context.partition_key)
+        yield dg.MaterializeResult(metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_sessions} sessions"})
+        yield dg.AssetCheckResult(check_name="session_invariants", passed=True, metadata={"sessions_checked": 0})
+        return
+    sessions = generate_shard(shard, seed=s.sim_seed, n_sessions=s.sim_sessions)
+    sess_df, steps_df = session_frames(sessions, shard)
     handle.write_partition("kernelinfer_sessions", context.partition_key, sess_df)
     handle.write_partition("kernelinfer_steps", context.partition_key, steps_df)
     handle.refresh_view("sim", "kernelinfer_sessions")
@@ -83,3 +96,96 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     )
 
 
+
+
+@dg.asset(
+    group_name="simulated",
+    kinds={"python", "parquet"},
+    owners=["team:kernelhouse"],
+    partitions_def=kernelswarm_shards,
+    code_version=f"{GENERATOR_VERSION}+swarm-{SWARM_VERSION}",
+    check_specs=[dg.AssetCheckSpec("episode_invariants", asset="kernelswarm_episodes", blocking=True)],
+    metadata={"tables": "sim.kernelswarm_episodes, sim.kernelswarm_agents, sim.kernelswarm_messages, sim.kernelswarm_tasks_holdout"},
+    description="One shard of 100 simulated multi-agent optimisation episodes with per-result rewards (Parquet).",
+)
+def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
+    """Generate one shard of episodes; write episodes, agents and messages partitions."""
+    from dagster_project.sim.kernelswarm import (
+        build_swarm_tasks,
+        check_episode,
+        episode_frames,
+        generate_swarm_shard,
+        swarm_holdout_frame,
+    )
+
+    s = lake.settings()
+    shard = int(context.partition_key)
+    episodes = generate_swarm_shard(shard, seed=s.sim_seed, n_episodes=s.sim_episodes)
+    handle = lake.lake()
+    if not episodes:
+        # A smaller build (KERNELHOUSE_SIM_EPISODES) has no such shard: drop any stale file.
+        for table in ("kernelswarm_episodes", "kernelswarm_agents", "kernelswarm_messages"):
+            handle.delete_partition(table, context.partition_key)
+        yield dg.MaterializeResult(metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_episodes} episodes"})
+        yield dg.AssetCheckResult(check_name="episode_invariants", passed=True, metadata={"episodes_checked": 0})
+        return
+    ep_df, agents_df, msgs_df = episode_frames(episodes, shard)
+    for table, df in (("kernelswarm_episodes", ep_df), ("kernelswarm_agents", agents_df), ("kernelswarm_messages", msgs_df)):
+        handle.write_partition(table, context.partition_key, df)
+        handle.refresh_view("sim", table)
+    if shard == 0:  # the holdout is a property of the whole build; shard 0 owns it
+        _, holdout = build_swarm_tasks(s.sim_seed, s.sim_episodes)
+        handle.replace_table("sim", "kernelswarm_tasks_holdout", swarm_holdout_frame(holdout))
+    violations = {e["episode_id"]: v for e in episodes if (v := check_episode(e))}
+    yield dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": ep_df.height,
+            "messages": msgs_df.height,
+            "mean_agents": float(ep_df["n_agents"].mean() or 0) if ep_df.height else 0.0,
+            "scenarios": dg.MetadataValue.json(dict(ep_df.group_by("scenario").len().iter_rows())) if ep_df.height else {},
+        }
+    )
+    yield dg.AssetCheckResult(
+        check_name="episode_invariants",
+        passed=not violations,
+        metadata={"episodes_checked": len(episodes), "violations": dg.MetadataValue.json(dict(list(violations.items())[:10]))},
+    )
+
+
+@dg.asset(
+    group_name="simulated",
+    kinds={"python", "duckdb"},
+    owners=["team:kernelhouse"],
+    code_version=GENERATOR_VERSION,
+    metadata={"table": "sim.compile_validation"},
+    description="Compiles a stratified sample of CUDA/Triton template instantiations with nvcc / ast; records agreement with the simulator.",
+)
+def sim_compile_validation(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Where the simulator says 'compiles', nvcc must compile it; injected errors must fail.
+
+    Sample size: ``KERNELHOUSE_SIM_COMPILE_SAMPLE`` (default 48; 0 = every class).
+    """
+    import os
+    import tempfile
+
+    import polars as pl
+
+    from dagster_project.sim.compile_check import compile_sample, nvcc_path, summarize
+
+    n_raw = os.environ.get("KERNELHOUSE_SIM_COMPILE_SAMPLE", "48")
+    n = int(n_raw) if n_raw.strip() else 48
+    s = lake.settings()
+    if nvcc_path() is None:
+        context.log.warning("nvcc not found: only Triton candidates are checked (ast)")
+    with tempfile.TemporaryDirectory(prefix="kh-nvcc-") as work:
+        records = compile_sample(n or None, s.sim_seed, work)
+    df = pl.DataFrame(records, infer_schema_length=None) if records else pl.DataFrame()
+    lake.lake().replace_table("sim", "compile_validation", df)
+    summary = summarize(records)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": len(records),
+        "agreement": float(summary.get("agreement", 0.0)),
+        "nvcc": nvcc_path() or "not found",
+        "by_stratum": dg.MetadataValue.json(summary.get("by_stratum", {})),
+        "disagreements": dg.MetadataValue.json(summary.get("disagreements", [])),
+    })

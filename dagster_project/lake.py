@@ -221,6 +221,14 @@ class Lake:
                 tmp.unlink()
         return uri
 
+    def delete_partition(self, table: str, partition: str) -> bool:
+        """Remove one partition file (a shard beyond a smaller build); True if it existed."""
+        path = Path(self.partition_uri(table, partition))
+        if path.exists():
+            path.unlink()
+            return True
+        return False
+
     def partition_files(self, table: str) -> list[str]:
         folder = Path(self.parquet_root) / table
         return sorted(str(p) for p in folder.glob("*.parquet")) if folder.exists() else []

@@ -33,6 +33,7 @@ _KH_VARS = [
     "KERNELHOUSE_SIM_SESSIONS",
     "KERNELHOUSE_SIM_EPISODES",
     "KERNELHOUSE_SIM_SEED",
+    "KERNELHOUSE_SIM_COMPILE_SAMPLE",
     "GITHUB_TOKEN",
     "HF_TOKEN",
 ]
@@ -52,6 +53,7 @@ def kh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # Small simulated builds in tests (the default build is 1,899 sessions).
     monkeypatch.setenv("KERNELHOUSE_SIM_SESSIONS", "40")
     monkeypatch.setenv("KERNELHOUSE_SIM_EPISODES", "40")
+    monkeypatch.setenv("KERNELHOUSE_SIM_COMPILE_SAMPLE", "3")
     # Repos that do not exist: any test that needs one points at a fixture repo.
     for repo in ("vllm", "sglang", "flashinfer"):
         monkeypatch.setenv(f"KERNELHOUSE_{repo.upper()}_SOURCE", str(tmp_path / f"no-{repo}"))

@@ -72,3 +72,6 @@ def test_offline_repo_assets_fail_with_guidance(kh_home: Path) -> None:
     for r in ("VLLM", "SGLANG", "FLASHINFER"):
         assert f"KERNELHOUSE_{r}_SOURCE" in text
     assert "local clone" in text
+    # Everything that does not need the repositories still built.
+    q = _kh("sql", "SELECT count(*) AS n FROM sim.kernelinfer_sessions", "-f", "csv", env=env)
+    assert q.returncode == 0 and q.stdout.splitlines() == ["n", "40"], q.stderr
