@@ -1,0 +1,470 @@
+"""Render candidate kernels from the Jinja2 templates and inject realistic slips.
+
+Templates live in ``templates/cuda/<family>.cu.j2`` and ``templates/triton/<family>.py.j2``
+and emit a complete source file (kernel(s) plus launch wrapper). ``render_candidate``
+builds the context from a task, a rung and its params (plus an optional planted bug that
+produces a wrong result); ``inject_slip`` then mutates the rendered text the way a hurried
+engineer does (a dropped semicolon, a misspelt identifier, a pointer missing its
+reinterpret_cast, the pre-CUDA-9 shuffle intrinsic, a Triton kwarg typo...) and returns the
+compiler diagnostic that mutation really produces (checked against nvcc by
+``compile_check``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from .hardware import CUDA_ARCH_VALUE, GPU, get_gpu, nvcc_arch_flag
+from .kernels import KernelPlan, plan
+from .ops import OpSpec, get_op
+from .variants import Params, Variant, features_used
+
+CUDA_FILE = "candidate.cu"
+TRITON_FILE = "candidate.py"
+
+#: Bugs each family's templates can plant (visible in the emitted code).
+FAMILY_BUGS: dict[str, tuple[str, ...]] = {
+    "gemm": ("missing_sync", "no_tail_mask", "splitk_race"),
+    "gemv": ("no_tail_mask", "splitk_race", "wrong_scale"),
+    "attn_decode": ("no_rescale", "no_tail_mask", "splitk_race"),
+    "attn_prefill": ("no_rescale", "missing_sync", "no_tail_mask"),
+    "rowwise": ("eps_outside", "no_tail_mask", "missing_sync"),
+    "elementwise": ("no_tail_mask", "wrong_index"),
+    "sampling": ("stale_max", "no_tail_mask"),
+    "scan": ("state_reset", "no_tail_mask"),
+}
+
+CUDA_SLIPS = ("missing_semicolon", "undeclared_identifier", "vector_ptr_cast", "legacy_shfl")
+TRITON_SLIPS = ("undefined_name", "bad_kwarg", "missing_constexpr", "non_pow2_block")
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    root = resources.files(__package__).joinpath("templates")
+    loader = jinja2.FileSystemLoader(str(root))
+    env = jinja2.Environment(
+        loader=loader,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        auto_reload=False,
+    )
+    env.filters["cdiv"] = lambda a, b: -(-int(a) // int(b))
+    env.filters["pow2"] = lambda n: 1 << max(0, (int(n) - 1).bit_length())
+    env.filters["hexu"] = lambda n: f"0x{int(n):x}"
+    return env
+
+
+def template_name(family: str, impl: str) -> str:
+    return f"cuda/{family}.cu.j2" if impl == "cuda" else f"triton/{family}.py.j2"
+
+
+_CT = {
+    "fp16": "__half",
+    "bf16": "__nv_bfloat16",
+    "fp32": "float",
+    "fp8": "__nv_fp8_e4m3",
+    "int8": "int8_t",
+}
+_TL = {
+    "fp16": "tl.float16",
+    "bf16": "tl.bfloat16",
+    "fp32": "tl.float32",
+    "fp8": "tl.float8e4nv",
+    "int8": "tl.int8",
+}
+_TORCH = {
+    "fp16": "torch.float16",
+    "bf16": "torch.bfloat16",
+    "fp32": "torch.float32",
+    "fp8": "torch.float8_e4m3fn",
+    "int8": "torch.int8",
+}
+
+
+def _types(op: OpSpec, dtype: str) -> dict[str, str]:
+    """C / Triton / torch type names of activations, outputs and KV for a task."""
+    act = (
+        dtype
+        if dtype in ("fp16", "bf16", "fp32")
+        else ("bf16" if op.family == "attn_decode" else "fp16")
+    )
+    if op.name in ("mla_decode",):
+        act = "bf16"
+    out = act
+    if op.name in ("fp8_blockwise_gemm", "fp8_gemm_persistent", "fp4_gemm"):
+        out = "bf16"
+    if op.name in ("int8_gemm", "w4a8_gemm", "fp8_gemm"):
+        out = "fp16"
+    kv = dtype if op.family in ("attn_decode",) and dtype == "fp8" else act
+    w = {"int8": "int8", "fp8": "fp8"}.get(dtype, act)
+    return {
+        "act": act,
+        "out": out,
+        "kv": kv,
+        "w": w,
+        "act_t": _CT[act],
+        "out_t": _CT[out],
+        "kv_t": _CT[kv],
+        "w_t": _CT.get(w, "uint8_t"),
+        "act_tl": _TL[act],
+        "out_tl": _TL[out],
+        "kv_tl": _TL[kv],
+        "act_torch": _TORCH[act],
+        "out_torch": _TORCH[out],
+    }
+
+
+@dataclass(frozen=True)
+class RenderSpec:
+    """Everything a template needs; built once per candidate."""
+
+    op: OpSpec
+    gpu: GPU
+    dtype: str
+    shape: dict[str, int]
+    variant: Variant
+    params: Params
+    bug: str | None = None
+
+
+def context(rs: RenderSpec) -> dict[str, Any]:
+    kp: KernelPlan = plan(rs.op, rs.shape, rs.dtype, rs.gpu, rs.variant, rs.params)
+    feats = features_used(rs.variant, rs.op, rs.dtype, rs.params)
+    return {
+        "op": rs.op.name,
+        "family": rs.op.family,
+        "desc": rs.op.desc,
+        "signature": rs.op.signature_for(rs.dtype),
+        "impl": rs.variant.impl,
+        "arch": rs.gpu.arch,
+        "arch_num": CUDA_ARCH_VALUE[rs.gpu.arch],
+        "arch_flag": nvcc_arch_flag(rs.gpu.arch, feats),
+        "gpu_name": rs.gpu.name,
+        "sms": rs.gpu.sms,
+        "dtype": rs.dtype,
+        "s": dict(rs.shape),
+        "ty": _types(rs.op, rs.dtype),
+        "v": rs.variant,
+        "tag": rs.variant.tag,
+        "level": rs.variant.level,
+        "p": dict(rs.params),
+        "kp": kp,
+        "feats": sorted(feats),
+        "bug": rs.bug,
+        "kname": f"{rs.op.name}_{rs.variant.tag.split('_', 1)[1]}",
+    }
+
+
+def render_candidate(
+    op: str | OpSpec,
+    gpu: str | GPU,
+    dtype: str,
+    shape: dict[str, int],
+    variant: Variant,
+    params: Params,
+    bug: str | None = None,
+) -> str:
+    """Render the full source of one candidate (no slip)."""
+    rs = RenderSpec(
+        op=get_op(op) if isinstance(op, str) else op,
+        gpu=get_gpu(gpu) if isinstance(gpu, str) else gpu,
+        dtype=dtype,
+        shape=dict(shape),
+        variant=variant,
+        params=dict(params),
+        bug=bug,
+    )
+    text = _env().get_template(template_name(rs.op.family, variant.impl)).render(**context(rs))
+    # collapse runs of blank lines left by conditional blocks (PEP 8 keeps two in Python)
+    text = (
+        re.sub(r"\n{3,}", "\n\n", text)
+        if variant.impl == "cuda"
+        else re.sub(r"\n{4,}", "\n\n\n", text)
+    )
+    return text
+
+
+# --------------------------------------------------------------------------------------
+# Slips: textual mutations with the diagnostic the real toolchain prints
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A mutation applied to rendered source and the compiler's response to it."""
+
+    kind: str
+    line: int  # 1-based line of the diagnostic
+    diagnostic: str  # full compiler output (nvcc or Triton style)
+    key: str  # short phrase a real compiler's stderr must contain
+
+
+def _caret_block(line_text: str, col: int) -> str:
+    return f"  {line_text.rstrip()}\n  {' ' * col}^\n"
+
+
+def _nvcc_error(line_no: int, msg: str, line_text: str, col: int) -> str:
+    return f"{CUDA_FILE}({line_no}): error: {msg}\n{_caret_block(line_text, col)}\n"
+
+
+_DECL = re.compile(
+    r"^(\s+)(?:const\s+)?(?:float|int|uint32_t|unsigned|size_t|int64_t)\s+([a-z_][a-z0-9_]*)\s*=\s*[^;{}]*;\s*$"
+)
+_USE_CAST = re.compile(
+    r"^(\s+)(const\s+)?(uint4|uint2|uint32_t|float4|float2|int4)\s*\*\s*([a-z_][a-z0-9_]*)\s*=\s*reinterpret_cast<(?:const\s+)?(?:uint4|uint2|uint32_t|float4|float2|int4)\s*\*>\((.*)\);\s*$"
+)
+_PTR_DECL = re.compile(
+    r"(?:const\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\*\s*(?:__restrict__\s+)?([a-z_][a-z0-9_]*)\b"
+)
+
+
+def _kernel_body_range(lines: list[str]) -> tuple[int, int]:
+    """Line span from the first __global__/__device__ definition to the last line."""
+    for i, ln in enumerate(lines):
+        if "__global__" in ln or "__device__" in ln:
+            return i, len(lines)
+    return 0, len(lines)
+
+
+def _cuda_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | None:
+    lines = code.split("\n")
+    lo, hi = _kernel_body_range(lines)
+    if kind == "missing_semicolon":
+        cands = []
+        for i in range(lo, hi - 1):
+            if (
+                _DECL.match(lines[i])
+                and lines[i + 1].strip()
+                and not lines[i + 1].lstrip().startswith(("//", "#", "}"))
+            ):
+                cands.append(i)
+        if not cands:
+            return None
+        i = rng.choice(cands)
+        lines[i] = lines[i].rstrip()[:-1]
+        nxt = lines[i + 1]
+        col = len(nxt) - len(nxt.lstrip())
+        diag = _nvcc_error(i + 2, 'expected a ";"', nxt, col)
+        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
+        return "\n".join(lines), Slip(kind, i + 2, diag, 'expected a ";"')
+    if kind == "undeclared_identifier":
+        cands = []
+        for i in range(lo, hi):
+            m = _DECL.match(lines[i])
+            if not m:
+                continue
+            name = m.group(2)
+            if len(name) < 3:
+                continue
+            for j in range(i + 1, min(hi, i + 25)):
+                if lines[j].lstrip().startswith(("//", "#")):
+                    continue
+                mm = re.search(rf"\b{name}\b", lines[j])
+                if mm and not re.match(r"^\s*(?:const\s+)?\w+\s+" + name + r"\b", lines[j]):
+                    cands.append((j, name, mm.start()))
+                    break
+        if not cands:
+            return None
+        j, name, col = rng.choice(cands)
+        typo = name.replace("_", "") if "_" in name else name + "s"
+        if re.search(rf"\b{typo}\b", code):
+            typo = name + "_v"
+        lines[j] = lines[j][:col] + typo + lines[j][col + len(name) :]
+        diag = _nvcc_error(j + 1, f'identifier "{typo}" is undefined', lines[j], col)
+        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
+        return "\n".join(lines), Slip(kind, j + 1, diag, f'identifier "{typo}" is undefined')
+    if kind == "vector_ptr_cast":
+        # find pointer declarations to know the source type printed by nvcc
+        ptr_types: dict[str, str] = {}
+        for ln in lines:
+            for m in _PTR_DECL.finditer(ln):
+                ptr_types.setdefault(m.group(2), m.group(1))
+        cands = []
+        for i in range(lo, hi):
+            m = _USE_CAST.match(lines[i])
+            if not m:
+                continue
+            expr = m.group(5).strip()
+            base = re.match(r"([a-z_][a-z0-9_]*)", expr)
+            if (
+                base
+                and base.group(1) in ptr_types
+                and ptr_types[base.group(1)]
+                not in ("uint4", "uint2", "uint32_t", "float4", "float2", "int4", "void")
+            ):
+                cands.append((i, m, base.group(1)))
+        if not cands:
+            return None
+        i, m, base = rng.choice(cands)
+        indent, const, vt, name, expr = (
+            m.group(1),
+            m.group(2) or "",
+            m.group(3),
+            m.group(4),
+            m.group(5).strip(),
+        )
+        lines[i] = f"{indent}{const}{vt}* {name} = {expr};"
+        col = len(f"{indent}{const}{vt}* {name} = ")
+        src_t = ptr_types[base]
+        # pointer arithmetic keeps the pointee type; nvcc prints the declared spelling
+        decl_const = _is_const_ptr(code, base)
+        shown = f"{'const ' if decl_const else ''}{src_t} *"
+        msg = f'a value of type "{shown}" cannot be used to initialize an entity of type "{const}{vt} *"'
+        diag = _nvcc_error(i + 1, msg, lines[i], col)
+        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
+        return "\n".join(lines), Slip(
+            kind, i + 1, diag, "cannot be used to initialize an entity of type"
+        )
+    if kind == "legacy_shfl":
+        cands = [i for i in range(lo, hi) if "__shfl_xor_sync(0xffffffffu, " in lines[i]]
+        if not cands:
+            return None
+        i = rng.choice(cands)
+        col = lines[i].index("__shfl_xor_sync(0xffffffffu, ")
+        lines[i] = lines[i].replace("__shfl_xor_sync(0xffffffffu, ", "__shfl_xor(", 1)
+        diag = _nvcc_error(i + 1, 'identifier "__shfl_xor" is undefined', lines[i], col)
+        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
+        return "\n".join(lines), Slip(kind, i + 1, diag, 'identifier "__shfl_xor" is undefined')
+    raise ValueError(f"unknown CUDA slip {kind!r}")
+
+
+def _is_const_ptr(code: str, name: str) -> bool:
+    m = re.search(rf"(const\s+)?[A-Za-z_][A-Za-z0-9_]*\s*\*\s*(?:__restrict__\s+)?{name}\b", code)
+    return bool(m and m.group(1))
+
+
+def _triton_error(line_no: int, col: int, line_text: str, err: str, kernel_line: int) -> str:
+    rel = line_no - kernel_line + 1
+    return (
+        f"triton.compiler.errors.CompilationError: at {rel}:{col}:\n"
+        f"{line_text.rstrip()}\n{' ' * col}^\n{err}\n"
+    )
+
+
+def _jit_start(lines: list[str]) -> int:
+    for i, ln in enumerate(lines):
+        if ln.startswith("@triton.jit"):
+            return i + 1  # the def line (Triton counts from the def)
+    return 0
+
+
+def _triton_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | None:
+    lines = code.split("\n")
+    start = _jit_start(lines)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("def ")), len(lines))
+    if kind == "undefined_name":
+        cands = []
+        for i in range(start + 1, end):
+            m = re.match(r"^\s+([a-z_][a-z0-9_]*)\s*=\s*", lines[i])
+            if not m or len(m.group(1)) < 3:
+                continue
+            name = m.group(1)
+            for j in range(i + 1, min(end, i + 20)):
+                mm = re.search(rf"(?<![\.\w]){name}\b", lines[j])
+                if mm and not re.match(rf"^\s*{name}\s*=", lines[j]):
+                    cands.append((j, name, mm.start()))
+                    break
+        if not cands:
+            return None
+        j, name, col = rng.choice(cands)
+        typo = name.replace("_", "") if "_" in name else name + "s"
+        if re.search(rf"\b{typo}\b", code):
+            typo = name + "_v"
+        lines[j] = lines[j][:col] + typo + lines[j][col + len(name) :]
+        kl = _kernel_def_line(lines, j)
+        diag = _triton_error(j + 1, col, lines[j], f"NameError('{typo} is not defined')", kl)
+        return "\n".join(lines), Slip(kind, j + 1, diag, "is not defined")
+    if kind == "bad_kwarg":
+        cands = [
+            i for i in range(start + 1, end) if "other=" in lines[i] and "tl.load(" in lines[i]
+        ]
+        if not cands:
+            return None
+        i = rng.choice(cands)
+        col = lines[i].index("tl.load(")
+        lines[i] = lines[i].replace("other=", "default=", 1)
+        kl = _kernel_def_line(lines, i)
+        diag = _triton_error(
+            i + 1,
+            col,
+            lines[i],
+            "TypeError(\"load() got an unexpected keyword argument 'default'\")",
+            kl,
+        )
+        return "\n".join(lines), Slip(kind, i + 1, diag, "unexpected keyword argument")
+    if kind == "missing_constexpr":
+        cands = []
+        for i in range(start, end):
+            for m in re.finditer(r"\b(BLOCK[_A-Z]*)\s*:\s*tl\.constexpr", lines[i]):
+                name = m.group(1)
+                use = next(
+                    (j for j in range(i + 1, end) if f"tl.arange(0, {name})" in lines[j]), None
+                )
+                if use is not None:
+                    cands.append((i, m, name, use))
+        if not cands:
+            return None
+        i, m, name, use = rng.choice(cands)
+        lines[i] = lines[i][: m.start()] + name + lines[i][m.end() :]
+        col = lines[use].index(f"tl.arange(0, {name})")
+        kl = _kernel_def_line(lines, use)
+        diag = _triton_error(
+            use + 1,
+            col,
+            lines[use],
+            'ValueError("arange\'s arguments must be of type tl.constexpr")',
+            kl,
+        )
+        return "\n".join(lines), Slip(kind, use + 1, diag, "must be of type tl.constexpr")
+    if kind == "non_pow2_block":
+        # the launch wrapper passes a block size that is not a power of two
+        cands = []
+        for i in range(end, len(lines)):
+            m = re.search(r"\b(BLOCK(?:_[A-Z]+)?)=(\d+)", lines[i])
+            if m and int(m.group(2)) >= 32:
+                cands.append((i, m))
+        if not cands:
+            return None
+        i, m = rng.choice(cands)
+        val = int(m.group(2))
+        bad = val * 3 // 4
+        lines[i] = lines[i][: m.start(2)] + str(bad) + lines[i][m.end(2) :]
+        name = m.group(1)
+        use = next((j for j in range(start, end) if f"tl.arange(0, {name})" in lines[j]), None)
+        if use is None:
+            return None
+        col = lines[use].index(f"tl.arange(0, {name})")
+        kl = _kernel_def_line(lines, use)
+        diag = _triton_error(
+            use + 1, col, lines[use], 'ValueError("arange\'s range must be a power of 2")', kl
+        )
+        return "\n".join(lines), Slip(kind, use + 1, diag, "must be a power of 2")
+    raise ValueError(f"unknown Triton slip {kind!r}")
+
+
+def _kernel_def_line(lines: list[str], at: int) -> int:
+    for i in range(at, -1, -1):
+        if lines[i].startswith("def ") and i > 0 and lines[i - 1].startswith("@triton.jit"):
+            return i + 1
+    return 1
+
+
+def inject_slip(code: str, impl: str, kind: str, rng: random.Random) -> tuple[str, Slip] | None:
+    """Apply a slip of ``kind``; None when the source offers no place for it."""
+    if impl == "cuda":
+        return _cuda_slip(code, kind, rng)
+    return _triton_slip(code, kind, rng)
+
+
+def slip_kinds(impl: str) -> tuple[str, ...]:
+    return CUDA_SLIPS if impl == "cuda" else TRITON_SLIPS

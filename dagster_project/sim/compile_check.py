@@ -1,0 +1,391 @@
+"""Check the simulator's compile verdicts against the real toolchain.
+
+Every CUDA template instantiation class (op × variant × arch) is rendered with random
+valid params and compiled with ``nvcc -O3 -std=c++17 -arch=<target> -c``; the simulator's
+expectation (compiles unless a feature is missing, the tile ring is over the opt-in shared
+memory cap, or a slip was injected) must match nvcc's exit status. Injected slips and
+over-cap configs are added as their own strata, and their simulated diagnostic is checked
+for the key phrase real nvcc/ptxas prints. Planted logic bugs must still compile (they
+fail at run time). Triton candidates are checked with ``ast.parse``.
+
+``compile_sample`` is what an asset calls; ``stratified_cases`` is the full plan.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import random
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .codegen import CUDA_SLIPS, FAMILY_BUGS, TRITON_SLIPS, inject_slip, render_candidate
+from .feedback import feature_key
+from .hardware import get_gpu, nvcc_arch_flag
+from .kernels import plan
+from .ops import OPS, get_op
+from .rng import derive_seed, stream
+from .variants import Params, default_params, features_used, get_variant, iter_params, ladder
+
+#: One GPU per arch (they share features and caps).
+ARCH_GPU = {"sm_80": "a100", "sm_86": "a10", "sm_90a": "h100", "sm_120": "rtx_5090"}
+NVCC_FLAGS = ("-O3", "-std=c++17")
+
+
+@dataclass
+class CompileCase:
+    """One instantiation to compile (or parse) and the simulator's expectation for it."""
+
+    op: str
+    impl: str
+    variant: str
+    arch: str
+    dtype: str
+    shape: dict[str, int]
+    params: Params
+    inject: str | None = None  # "slip:<kind>" | "bug:<name>" | "smem" | None
+    expected_ok: bool = True
+    expected_key: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpu(self) -> str:
+        return ARCH_GPU[self.arch]
+
+    @property
+    def stratum(self) -> str:
+        kind = (self.inject or "clean").split(":")[0]
+        return f"{self.impl}/{get_op(self.op).family}/{kind}"
+
+
+def nvcc_path() -> str | None:
+    """The nvcc on PATH (or /usr/local/bin, /usr/local/cuda/bin), None if absent."""
+    for cand in (shutil.which("nvcc"), "/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc"):
+        if cand and Path(cand).exists():
+            return cand
+    return None
+
+
+def _expectation(case: CompileCase) -> tuple[bool, str, str]:
+    """(expected_ok, key phrase, -arch flag) from the simulator's own model."""
+    op = get_op(case.op)
+    gpu = get_gpu(case.gpu)
+    v = get_variant(op.family, case.impl, case.variant)
+    feats = features_used(v, op, case.dtype, case.params)
+    flag = nvcc_arch_flag(gpu.arch, feats)
+    missing = sorted(f for f in feats if f not in gpu.features)
+    over = plan(op, case.shape, case.dtype, gpu, v, case.params).smem > gpu.smem_per_block_optin
+    if case.inject and case.inject.startswith("slip:"):
+        return False, "", flag  # key filled in from the injected slip
+    if case.impl == "cuda":
+        if over:
+            return False, "static assertion failed", flag
+        if "tma_multicast" in missing and gpu.arch in ("sm_80", "sm_86"):
+            return False, "__cluster_dims__ is not supported", flag
+        if missing:
+            return (
+                False,
+                feature_key(missing, op.family in ("gemm", "attn_decode", "attn_prefill")),
+                flag,
+            )
+    return True, "", flag
+
+
+def _case_params(
+    rng: random.Random,
+    v: Any,
+    op: Any,
+    dtype: str,
+    shape: dict[str, int],
+    gpu_id: str,
+    fit: bool | None,
+) -> Params | None:
+    """Random valid params of a rung; ``fit`` True/False asks for (not) fitting the smem cap."""
+    gpu = get_gpu(gpu_id)
+    pool = iter_params(v, op, dtype)
+    rng.shuffle(pool)
+    for p in pool[:400]:
+        over = plan(op, shape, dtype, gpu, v, p).smem > gpu.smem_per_block_optin
+        if fit is None or fit != over:
+            return p
+    return None
+
+
+def stratified_cases(
+    seed: int = 0,
+    impls: Iterable[str] = ("cuda",),
+    slips_per_op: int = 1,
+    bugs: bool = True,
+    over_cap: bool = True,
+) -> list[CompileCase]:
+    """The full plan: every (op, variant, arch) class once (twice where an ``mma`` choice
+    exists, native and dequant), plus slip / over-cap / planted-bug strata."""
+    rng = stream("compile_check", seed)
+    cases: list[CompileCase] = []
+    for impl in impls:
+        for op in OPS.values():
+            for v in ladder(op.family, impl):
+                for arch, gpu_id in ARCH_GPU.items():
+                    shape = op.sample(rng)
+                    dtype = rng.choice(
+                        [
+                            d
+                            for d in op.dtypes
+                            if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
+                        ]
+                    )
+                    p = _case_params(rng, v, op, dtype, shape, gpu_id, True)
+                    if p is None:
+                        p = default_params(v, op, dtype, shape, get_gpu(gpu_id))
+                    variants_of_p = [p]
+                    if "mma" in p:
+                        dims = [
+                            x
+                            for x in (set(q["mma"] for q in iter_params(v, op, dtype)))
+                            if x != p["mma"]
+                        ]
+                        for other in sorted(dims):
+                            q = dict(p)
+                            q["mma"] = other
+                            variants_of_p.append(q)
+                    for q in variants_of_p:
+                        cases.append(CompileCase(op.name, impl, v.tag, arch, dtype, shape, q))
+            # injected slips on a random rung/arch
+            slip_kinds = CUDA_SLIPS if impl == "cuda" else TRITON_SLIPS
+            for _ in range(slips_per_op):
+                v = rng.choice(ladder(op.family, impl))
+                arch = rng.choice(list(ARCH_GPU))
+                shape = op.sample(rng)
+                dtype = rng.choice(
+                    [
+                        d
+                        for d in op.dtypes
+                        if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
+                    ]
+                )
+                p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], True) or default_params(
+                    v, op, dtype, shape, get_gpu(ARCH_GPU[arch])
+                )
+                kind = rng.choice(slip_kinds)
+                cases.append(
+                    CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject=f"slip:{kind}")
+                )
+            if impl == "cuda" and over_cap:
+                # an over-cap config of a staged rung on a 99 KB part
+                for v in ladder(op.family, impl):
+                    if not any(d.name in ("stages", "num_stages") for d in v.dims):
+                        continue
+                    arch = "sm_86"
+                    shape = op.sample(rng)
+                    dtype = rng.choice(
+                        [d for d in op.dtypes if not (op.fp8_attention and d == "fp8")]
+                    )
+                    p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], False)
+                    if p is not None and not [
+                        f
+                        for f in features_used(v, op, dtype, p)
+                        if f not in get_gpu(ARCH_GPU[arch]).features
+                    ]:
+                        cases.append(
+                            CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject="smem")
+                        )
+                        break
+            if bugs:
+                for bug in FAMILY_BUGS[op.family]:
+                    v = rng.choice(
+                        [x for x in ladder(op.family, impl) if x.level < 4 or x.hw == "ampere"]
+                    )
+                    arch = rng.choice(["sm_80", "sm_86", "sm_90a", "sm_120"])
+                    shape = op.sample(rng)
+                    dtype = rng.choice(
+                        [
+                            d
+                            for d in op.dtypes
+                            if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
+                        ]
+                    )
+                    p = _case_params(
+                        rng, v, op, dtype, shape, ARCH_GPU[arch], True
+                    ) or default_params(v, op, dtype, shape, get_gpu(ARCH_GPU[arch]))
+                    cases.append(
+                        CompileCase(
+                            op.name, impl, v.tag, arch, dtype, shape, p, inject=f"bug:{bug}"
+                        )
+                    )
+    for case in cases:
+        ok, key, flag = _expectation(case)
+        case.expected_ok, case.expected_key = ok, key
+        case.extra["flag"] = flag
+    return cases
+
+
+def render_case(case: CompileCase) -> tuple[str, str]:
+    """(source, key phrase) of a case; slips are applied deterministically."""
+    op = get_op(case.op)
+    v = get_variant(op.family, case.impl, case.variant)
+    bug = case.inject.split(":", 1)[1] if case.inject and case.inject.startswith("bug:") else None
+    code = render_candidate(op, case.gpu, case.dtype, case.shape, v, case.params, bug)
+    key = case.expected_key
+    if case.inject and case.inject.startswith("slip:"):
+        kind = case.inject.split(":", 1)[1]
+        kinds = [kind] + [
+            k for k in (CUDA_SLIPS if case.impl == "cuda" else TRITON_SLIPS) if k != kind
+        ]
+        rng = stream("compile_check", "slip", case.op, case.variant, case.arch)
+        for k in kinds:
+            res = inject_slip(code, case.impl, k, rng)
+            if res is not None:
+                code, slip = res
+                key = slip.key
+                case.extra["slip_line"] = slip.line
+                case.extra["slip_kind"] = k
+                break
+        else:
+            case.expected_ok = True  # nowhere to slip: the clean source compiles
+    return code, key
+
+
+def run_case(
+    case: CompileCase, workdir: str | Path, nvcc: str | None = None, timeout: int = 240
+) -> dict[str, Any]:
+    """Compile (CUDA) or parse (Triton) one case and compare with the expectation."""
+    code, key = render_case(case)
+    rec: dict[str, Any] = {
+        "op": case.op,
+        "impl": case.impl,
+        "variant": case.variant,
+        "arch": case.arch,
+        "gpu": case.gpu,
+        "dtype": case.dtype,
+        "params": dict(case.params),
+        "inject": case.inject or "",
+        "expected_ok": case.expected_ok,
+        "expected_key": key,
+    }
+    t0 = time.perf_counter()
+    if case.impl == "triton":
+        try:
+            ast.parse(code)
+            actual, err = True, ""
+        except SyntaxError as e:
+            actual, err = False, f"SyntaxError: {e.msg} (line {e.lineno})"
+        # Triton diagnostics happen at JIT time; the parse must always succeed
+        rec.update(
+            checker="ast",
+            actual_ok=actual,
+            agree=actual,
+            stderr_head=err,
+            message_match=True,
+            seconds=round(time.perf_counter() - t0, 3),
+        )
+        return rec
+    nvcc = nvcc or nvcc_path()
+    if nvcc is None:
+        raise RuntimeError("nvcc not found")
+    d = (
+        Path(workdir)
+        / f"{case.op}-{case.variant}-{case.arch}-{derive_seed(case.inject, sorted(case.params.items())) % 10**8}"
+    )
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "candidate.cu").write_text(code)
+    flag = case.extra.get("flag", case.arch)
+    cmd = [nvcc, *NVCC_FLAGS, f"-arch={flag}", "-c", "candidate.cu", "-o", "candidate.o"]
+    try:
+        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=timeout)
+        actual = proc.returncode == 0
+        stderr = proc.stderr
+    except subprocess.TimeoutExpired:
+        actual, stderr = False, "timeout"
+    match = actual == case.expected_ok and (actual or not key or key in stderr)
+    if "slip_line" in case.extra and not actual:
+        match = match and f"candidate.cu({case.extra['slip_line']})" in stderr
+    rec.update(
+        checker="nvcc",
+        nvcc_cmd=" ".join(cmd[1:]),
+        actual_ok=actual,
+        agree=actual == case.expected_ok,
+        message_match=bool(match),
+        stderr_head="\n".join(stderr.splitlines()[:6]),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    return rec
+
+
+def _stratified_pick(cases: list[CompileCase], n: int, seed: int) -> list[CompileCase]:
+    rng = stream("compile_check", "pick", seed)
+    strata: dict[str, list[CompileCase]] = {}
+    for c in cases:
+        strata.setdefault(c.stratum, []).append(c)
+    for lst in strata.values():
+        rng.shuffle(lst)
+    keys = sorted(strata)
+    out: list[CompileCase] = []
+    while len(out) < n and any(strata.values()):
+        for k in keys:
+            if strata[k] and len(out) < n:
+                out.append(strata[k].pop())
+    return out
+
+
+def compile_sample(
+    n: int | None,
+    seed: int,
+    workdir: str | Path,
+    *,
+    impls: Iterable[str] = ("cuda", "triton"),
+    jobs: int | None = None,
+) -> list[dict[str, Any]]:
+    """Compile a stratified sample of ``n`` instantiations (all of them when ``n`` is None).
+
+    Returns one record per case: op, variant, arch, inject, expected_ok, actual_ok, agree,
+    message_match, stderr_head (first lines of nvcc's output), seconds.
+    """
+    cases = stratified_cases(seed, impls=impls)
+    picked = cases if n is None or n >= len(cases) else _stratified_pick(cases, n, seed)
+    nvcc = nvcc_path() if any(c.impl == "cuda" for c in picked) else None
+    if nvcc is None:
+        picked = [c for c in picked if c.impl != "cuda"]
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=jobs or max(1, os.cpu_count() or 1)) as ex:
+        return list(ex.map(lambda c: run_case(c, workdir, nvcc), picked))
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Agreement rates overall and per stratum."""
+    out: dict[str, Any] = {"cases": len(records)}
+    if not records:
+        return out
+    out["agreement"] = sum(r["agree"] for r in records) / len(records)
+    out["message_match"] = sum(r["message_match"] for r in records) / len(records)
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by.setdefault(f"{r['impl']}/{(r['inject'] or 'clean').split(':')[0]}", []).append(r)
+    out["by_stratum"] = {
+        k: {"cases": len(v), "agreement": sum(x["agree"] for x in v) / len(v)}
+        for k, v in sorted(by.items())
+    }
+    out["disagreements"] = [
+        {
+            k: r[k]
+            for k in ("op", "variant", "arch", "inject", "expected_ok", "actual_ok", "stderr_head")
+        }
+        for r in records
+        if not r["agree"]
+    ][:20]
+    return out
+
+
+__all__ = [
+    "CompileCase",
+    "compile_sample",
+    "run_case",
+    "stratified_cases",
+    "summarize",
+    "nvcc_path",
+]

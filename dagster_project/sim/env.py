@@ -1,0 +1,226 @@
+"""The simulated compile → verify → benchmark environment for one task.
+
+``KernelEnv.submit`` takes a ``Candidate`` (rung, params, optional slip/bug), renders its
+source, decides the outcome in the order a real harness would meet problems (compiler:
+missing arch features, then slips, then the shared-memory guard; correctness; timing)
+and returns a ``Submission`` with the code and the diagnostic/benchmark text. It holds no
+agent policy, so a multi-agent generator can drive the same environment from several
+agents (each with its own rng) without forking it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .codegen import FAMILY_BUGS, Slip, inject_slip, render_candidate, slip_kinds
+from .feedback import cluster_error, feature_error, smem_error, wrong_result
+from .hardware import GPU, get_gpu, nvcc_arch_flag
+from .kernels import KernelPlan, plan
+from .ops import OpSpec, get_op
+from .tasks import TaskSpec
+from .timing import Prediction, benchmark, predict
+from .variants import Params, Variant, features_used, get_variant
+
+OK = "ok"
+COMPILE_ERROR = "compile_error"
+WRONG_RESULT = "wrong_result"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What an agent submits: a rung with params, possibly carrying a mistake."""
+
+    variant: Variant
+    params: tuple[tuple[str, object], ...]
+    slip: str | None = None
+    bug: str | None = None
+
+    @property
+    def param_dict(self) -> Params:
+        return dict(self.params)
+
+    @staticmethod
+    def of(
+        variant: Variant, params: Params, slip: str | None = None, bug: str | None = None
+    ) -> Candidate:
+        return Candidate(variant, tuple(params.items()), slip, bug)
+
+
+@dataclass
+class Submission:
+    """Outcome of one submitted candidate."""
+
+    status: str
+    code: str
+    detail: str  # compiler diagnostic, wrong-result report, or "" for ok
+    error_kind: str | None = None  # feature | slip | smem | bug
+    missing: tuple[str, ...] = ()
+    time_ms: float | None = None  # noisy measurement
+    spread_pct: float = 0.0
+    prediction: Prediction | None = None
+    slip: Slip | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class KernelEnv:
+    """Stateless per-task evaluator with a small render/prediction cache."""
+
+    def __init__(self, task: TaskSpec) -> None:
+        self.task = task
+        self.op: OpSpec = get_op(task.op)
+        self.gpu: GPU = get_gpu(task.gpu)
+        self.shape = task.shape
+        self._pred: dict[tuple[str, tuple[tuple[str, object], ...]], Prediction | str] = {}
+        self._code: dict[tuple[str, tuple[tuple[str, object], ...], str | None], str] = {}
+
+    # -- pure model queries -------------------------------------------------------------
+    def variant(self, tag: str) -> Variant:
+        return get_variant(self.op.family, self.task.impl, tag)
+
+    def plan(self, variant: Variant, params: Params) -> KernelPlan:
+        return plan(self.op, self.shape, self.task.dtype, self.gpu, variant, params)
+
+    def missing(self, variant: Variant, params: Params) -> list[str]:
+        return sorted(
+            f
+            for f in features_used(variant, self.op, self.task.dtype, params)
+            if f not in self.gpu.features
+        )
+
+    def smem(self, variant: Variant, params: Params) -> int:
+        return self.plan(variant, params).smem
+
+    def fits(self, variant: Variant, params: Params) -> bool:
+        return self.smem(variant, params) <= self.gpu.smem_per_block_optin
+
+    def predicted(self, variant: Variant, params: Params) -> Prediction | None:
+        """Noise-free prediction, or None if the candidate cannot run here."""
+        key = (variant.tag, tuple(params.items()))
+        if key not in self._pred:
+            if self.missing(variant, params) or not self.fits(variant, params):
+                self._pred[key] = "infeasible"
+            else:
+                self._pred[key] = predict(
+                    self.op, self.shape, self.task.dtype, self.gpu, variant, params
+                )
+        val = self._pred[key]
+        return None if isinstance(val, str) else val
+
+    def code(self, variant: Variant, params: Params, bug: str | None = None) -> str:
+        key = (variant.tag, tuple(params.items()), bug)
+        if key not in self._code:
+            self._code[key] = render_candidate(
+                self.op, self.gpu, self.task.dtype, self.shape, variant, params, bug
+            )
+        return self._code[key]
+
+    def bugs_for(self, variant: Variant, params: Params) -> list[str]:
+        """Bugs this candidate can plausibly carry: only those that would show up in the
+        output (a missing tail mask is invisible when the tile divides the extent)."""
+        out = []
+        kp = self.plan(variant, params)
+        split = params.get(
+            "split_k", params.get("SPLIT_K", params.get("splits", params.get("NUM_SPLITS", 1)))
+        )
+        for b in FAMILY_BUGS[self.op.family]:
+            if b == "missing_sync" and kp.smem < 256:
+                continue
+            if b == "splitk_race" and (split or 1) <= 1:
+                continue
+            if b == "no_rescale" and variant.level == 0:
+                continue
+            if b == "eps_outside" and self.op.name != "rmsnorm":
+                continue
+            if b == "wrong_scale" and self.task.dtype not in ("int4", "fp4"):
+                continue
+            if b == "no_tail_mask" and not self._has_tail(variant, params):
+                continue
+            # the bug must actually change this rung's source (not every rung has the spot)
+            if self.code(variant, params, b) == self.code(variant, params, None):
+                continue
+            out.append(b)
+        return out
+
+    def _has_tail(self, variant: Variant, params: Params) -> bool:
+        """Whether the candidate's tiling leaves a partial tile along its masked extent."""
+        from .kernels import decode_dims, ew_elems, gemm_mnk, prefill_dims, row_dims
+
+        p, s, fam = params, self.shape, self.op.family
+        if fam == "gemm":
+            m, n, _ = gemm_mnk(self.op, s)
+            bm = p.get("BM", p.get("BLOCK_M", p.get("TB", 1)))
+            bn = p.get("BN", p.get("BLOCK_N", p.get("TB", 1)))
+            return m % bm != 0 or n % bn != 0
+        if fam == "gemv":
+            rows = p.get("BLOCK_N", p.get("warps", 1) * p.get("rows", 1))
+            return s["N"] % max(1, rows) != 0
+        if fam == "attn_decode":
+            return decode_dims(self.op, s)["Skv"] % p.get("BLOCK_N", 32) != 0
+        if fam == "attn_prefill":
+            return prefill_dims(self.op, s)["Skv"] % p.get("BLOCK_N", 16) != 0
+        if fam == "rowwise":
+            _, n = row_dims(self.op, s)
+            return n % (p.get("threads", p.get("num_warps", 4) * 32) * 4) != 0
+        if fam == "elementwise":
+            return ew_elems(self.op, s) % p.get("threads", p.get("BLOCK", 128)) != 0
+        if fam == "sampling":
+            return s["V"] % p.get("BLOCK", p.get("threads", 256)) != 0
+        return s["Din"] % p.get("BLOCK_D", p.get("threads", 64)) != 0
+
+    # -- the harness --------------------------------------------------------------------
+    def submit(self, cand: Candidate, rng: random.Random, runs: int = 200) -> Submission:
+        """Compile, check and time a candidate. ``rng`` drives only noise and messages."""
+        params = cand.param_dict
+        v = cand.variant
+        code = self.code(v, params, cand.bug)
+        feats = features_used(v, self.op, self.task.dtype, params)
+        flag = nvcc_arch_flag(self.gpu.arch, feats)
+        missing = self.missing(v, params)
+        kp = self.plan(v, params)
+        over = kp.smem > self.gpu.smem_per_block_optin
+        int_mma = self.op.mma_path == "int8"
+        tensor_maps = self.op.family in ("gemm", "attn_decode", "attn_prefill")
+        cuda = self.task.impl == "cuda"
+        # Triton rejects unsupported types while compiling, before resources are checked.
+        if missing and not cuda:
+            detail = feature_error(missing, self.gpu, "triton", flag, rng)
+            return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
+        if cand.slip:
+            # fall back to another slip the source has room for (the engineer slipped somewhere)
+            kinds = [cand.slip] + [k for k in slip_kinds(self.task.impl) if k != cand.slip]
+            res = None
+            for kind in kinds:
+                res = inject_slip(code, self.task.impl, kind, rng)
+                if res is not None:
+                    break
+            if res is not None:
+                bad_code, slip = res
+                head = f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu\n" if cuda else ""
+                return Submission(
+                    COMPILE_ERROR,
+                    bad_code,
+                    head + slip.diagnostic,
+                    "slip",
+                    tuple(missing),
+                    slip=slip,
+                )
+        # nvcc's front end (the shared-memory static_assert) runs before ptxas sees any PTX
+        if over:
+            detail, _key = smem_error(self.task.impl, kp.smem, self.gpu, flag, code)
+            return Submission(COMPILE_ERROR, code, detail, "smem", tuple(missing))
+        if missing and "tma_multicast" in missing and self.gpu.arch in ("sm_80", "sm_86"):
+            detail, _key = cluster_error(code, flag)  # clusters do not exist before sm_90
+            return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
+        if missing:
+            detail = feature_error(missing, self.gpu, "cuda", flag, rng, int_mma, tensor_maps)
+            return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
+        pred = self.predicted(v, params)
+        assert pred is not None
+        if cand.bug:
+            name, dims = self.op.out(self.shape)
+            tail = tuple(d - 1 for d in dims)
+            detail = wrong_result(cand.bug, name, dims, rng, tail)
+            return Submission(WRONG_RESULT, code, detail, "bug", prediction=pred)
+        t, spread = benchmark(pred.time_ms, rng)
+        return Submission(OK, code, "", None, time_ms=t, spread_pct=spread, prediction=pred)

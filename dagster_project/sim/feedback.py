@@ -1,0 +1,339 @@
+"""Environment feedback text: the ``RESULT`` turns an agent reads after each candidate.
+
+Compile errors quote the emitted source (nvcc prints the offending line and a caret;
+ptxas names the PTX instruction and the target; Triton raises ``CompilationError`` with a
+relative line:col), wrong results quote max abs / rel error against the fp32 reference,
+and successes report latency, speedup vs baseline and vs best, and the resource usage
+the harness reads from ptxas / the Triton compiler.
+"""
+
+from __future__ import annotations
+
+import random
+
+from .hardware import GPU, min_arch_for
+from .kernels import KernelPlan
+from .timing import Prediction
+
+ATOL = 1e-2
+RTOL = 1e-2
+
+
+def hms(seconds: float) -> str:
+    """``H:MM:SS`` as in the card's ``elapsed_hms``."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+
+
+def stamp(seconds: float) -> str:
+    return f"[t+{hms(seconds)}]"
+
+
+def fmt_ms(ms: float) -> str:
+    """Four significant digits, as the harness prints latencies."""
+    return f"{ms:.4g}"
+
+
+# --------------------------------------------------------------------------------------
+# Gated features: what ptxas / Triton print when a feature is missing
+# --------------------------------------------------------------------------------------
+
+
+def _ptx_name(rng: random.Random) -> str:
+    return f"/tmp/tmpxft_{rng.randrange(0x1000, 0xFFFF):08x}_00000000-6_candidate.ptx"
+
+
+def ptxas_target(flag: str) -> str:
+    """The target name ptxas prints: arch-specific 'a' targets are reported without the 'a'."""
+    return flag[:-1] if flag.endswith("a") else flag
+
+
+def ptxas_feature_lines(
+    features: list[str],
+    flag: str,
+    rng: random.Random,
+    int_mma: bool = False,
+    tensor_maps: bool = True,
+) -> list[str]:
+    """ptxas error lines for PTX features the target lacks (wording as ptxas 13 prints it)."""
+    ptx = _ptx_name(rng)
+    line = rng.randrange(180, 420)
+    target = ptxas_target(flag)
+    out: list[str] = []
+
+    def err(msg: str) -> None:
+        nonlocal line
+        out.append(f"ptxas {ptx}, line {line}; error   : {msg}")
+        line += rng.randrange(3, 40)
+
+    t = f".target '{target}'"
+    for f in features:
+        if f == "tma":
+            err(
+                f"Feature '{'cp.async.bulk.tensor' if tensor_maps else 'cp.async.bulk'}' requires .target sm_90 or higher"
+            )
+            err("Feature '.mbarrier::complete_tx::bytes' requires .target sm_90 or higher")
+            err("Feature 'mbarrier.arrive.expect_tx' requires .target sm_90 or higher")
+            err("Feature 'mbarrier.try_wait.parity' requires .target sm_90 or higher")
+        elif f == "wgmma":
+            err(f"Instruction 'wgmma.fence' not supported on {t}")
+            if target == "sm_120":
+                err("Instruction 'wgmma.fence' cannot be compiled for architecture 'sm_120'")
+            kind = "integer types" if int_mma else "floating point types"
+            err(f"Instruction 'wgmma.mma_async with {kind}' not supported on {t}")
+            err(f"Instruction 'wgmma.commit_group' not supported on {t}")
+            err(f"Instruction 'wgmma.wait_group' not supported on {t}")
+        elif f == "setmaxnreg":
+            err(f"Instruction 'setmaxnreg.dec' not supported on {t}")
+            err(f"Instruction 'setmaxnreg.inc' not supported on {t}")
+        elif f == "tma_multicast":
+            err("Modifier '.multicast::cluster' requires .target sm_90 or higher")
+        elif f == "fp8_mma":
+            err("Feature 'mma with FP8 floating point type' requires .target sm_89 or higher")
+        elif f == "fp4_mma":
+            err(f"Instruction 'mma with block scale' not supported on {t}")
+            err(f"Feature '.kind::mxf4nvf4' not supported on {t}")
+            err(f"Feature '.block_scale' not supported on {t}")
+        elif f in ("cp_async", "mma_sync"):
+            err(
+                f"Feature '{'cp.async' if f == 'cp_async' else 'mma'}' requires .target {min_arch_for(f)} or higher"
+            )
+    out.append("ptxas fatal   : Ptx assembly aborted due to errors")
+    return out
+
+
+def cluster_error(code: str, flag: str) -> tuple[str, str]:
+    """nvcc front end on a ``__cluster_dims__`` kernel for a target without clusters (sm_8x)."""
+    lines = code.split("\n")
+    idx = next(i for i, ln in enumerate(lines) if "__cluster_dims__(" in ln)
+    src = lines[idx]
+    col = src.index("__cluster_dims__(")
+    diag = (
+        f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu\n"
+        f"candidate.cu({idx + 1}): error: __cluster_dims__ is not supported for this GPU architecture\n"
+        f"  {src.rstrip()}\n  {' ' * col}^\n\n"
+        f'1 error detected in the compilation of "candidate.cu".\n'
+    )
+    return diag, "__cluster_dims__ is not supported"
+
+
+def feature_key(features: list[str], tensor_maps: bool = True) -> str:
+    """Phrase a real ptxas log must contain for the first missing feature (validation)."""
+    f = features[0]
+    return {
+        "tma": "cp.async.bulk.tensor" if tensor_maps else "cp.async.bulk",
+        "wgmma": "wgmma.fence",
+        "setmaxnreg": "setmaxnreg",
+        "tma_multicast": ".multicast::cluster",
+        "fp8_mma": "mma with FP8 floating point type",
+        "fp4_mma": "mma with block scale",
+        "cp_async": "cp.async",
+        "mma_sync": "mma",
+    }[f]
+
+
+def triton_feature_error(features: list[str], gpu: GPU) -> str:
+    cc = {"sm_80": "80", "sm_86": "86", "sm_90a": "90", "sm_120": "120"}[gpu.arch]
+    f = features[0]
+    if f == "fp8_mma":
+        return (
+            "triton.compiler.errors.CompilationError: at 1:0:\n"
+            'ValueError("type fp8e4nv not supported in this architecture. '
+            "The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")"
+        )
+    if f == "fp4_mma":
+        return (
+            "triton.compiler.errors.CompilationError: at 1:0:\n"
+            f"NotImplementedError('dot_scaled with e2m1 operands requires block-scaled MMA (compute capability 12.0+), got {cc}')"
+        )
+    if f == "wgmma":
+        return (
+            "triton.compiler.errors.CompilationError: at 1:0:\n"
+            f"NotImplementedError('warp specialization requires wgmma (compute capability 9.0a), got {cc}')"
+        )
+    return (
+        "triton.compiler.errors.CompilationError: at 1:0:\n"
+        f"RuntimeError('tensor descriptors lower to TMA (cp.async.bulk.tensor), which needs compute capability >= 9.0, got {cc}')"
+    )
+
+
+def feature_error(
+    features: list[str],
+    gpu: GPU,
+    impl: str,
+    flag: str,
+    rng: random.Random,
+    int_mma: bool = False,
+    tensor_maps: bool = True,
+) -> str:
+    if impl == "triton":
+        return triton_feature_error(features, gpu)
+    head = f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu"
+    return (
+        head
+        + "\n"
+        + "\n".join(ptxas_feature_lines(features, flag, rng, int_mma, tensor_maps))
+        + "\n"
+    )
+
+
+def smem_error(impl: str, smem: int, gpu: GPU, flag: str, code: str) -> tuple[str, str]:
+    """Over-cap shared memory: nvcc static_assert (CUDA) or Triton OutOfResources.
+
+    Returns (diagnostic, key phrase).
+    """
+    if impl == "triton":
+        return (
+            f"triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {smem}, "
+            f"Hardware limit: {gpu.smem_per_block_optin}. Reducing block sizes or `num_stages` may help.",
+            "out of resource: shared memory",
+        )
+    lines = code.split("\n")
+    idx = next(
+        (
+            i
+            for i, ln in enumerate(lines)
+            if "static_assert(kSmemBytes <= KH_SMEM_OPTIN_BYTES" in ln
+        ),
+        None,
+    )
+    if idx is None:
+        raise ValueError("CUDA candidate has no shared-memory guard")
+    src = lines[idx]
+    shown = src.replace("KH_SMEM_OPTIN_BYTES", str(gpu.smem_per_block_optin))
+    msg_start = src.index('"')
+    message = src[msg_start + 1 : src.rindex('"')]
+    col = len(src) - len(src.lstrip())
+    diag = (
+        f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu\n"
+        f'candidate.cu({idx + 1}): error: static assertion failed with "{message}"\n'
+        f"  {shown.strip()}\n  {' ' * 0}^\n\n"
+        f'1 error detected in the compilation of "candidate.cu".\n'
+    )
+    _ = col
+    return diag, "static assertion failed"
+
+
+# --------------------------------------------------------------------------------------
+# Wrong results
+# --------------------------------------------------------------------------------------
+
+_BUG_PROFILE = {
+    # (fraction of outputs wrong (lo, hi), relative error magnitude (lo, hi))
+    "missing_sync": ((0.001, 0.05), (0.2, 3.0)),
+    "no_tail_mask": ((0.002, 0.03), (0.5, 50.0)),
+    "splitk_race": ((0.3, 0.95), (0.3, 0.9)),
+    "no_rescale": ((0.7, 1.0), (0.1, 0.8)),
+    "eps_outside": ((0.02, 0.2), (0.011, 0.06)),
+    "wrong_scale": ((0.5, 1.0), (0.3, 8.0)),
+    "wrong_index": ((0.2, 0.9), (0.5, 4.0)),
+    "stale_max": ((0.05, 0.4), (1.0, 1.0)),
+    "state_reset": ((0.5, 1.0), (0.2, 1.5)),
+}
+
+
+def wrong_result(
+    bug: str,
+    out_name: str,
+    dims: tuple[int, ...],
+    rng: random.Random,
+    tail_index: tuple[int, ...] | None = None,
+) -> str:
+    total = 1
+    for d in dims:
+        total *= d
+    (flo, fhi), (rlo, rhi) = _BUG_PROFILE[bug]
+    if out_name == "token":
+        rows = dims[0]
+        bad = max(1, int(round(rows * rng.uniform(flo, fhi))))
+        r = rng.randrange(rows)
+        return (
+            f"sampled tokens differ from the reference sampler (same uniforms) in {bad} of {rows} rows; "
+            f"first at token[{r}]: got {rng.randrange(32000)}, expected {rng.randrange(32000)}\n"
+            f"the selected set's probability mass is off by {rng.uniform(0.02, 0.3):.3f} on mismatching rows"
+        )
+    frac = rng.uniform(flo, fhi)
+    bad = max(1, min(total, int(round(total * frac))))
+    rel = rng.uniform(rlo, rhi)
+    expected = rng.uniform(0.05, 3.0) * (1 if rng.random() < 0.5 else -1)
+    got = expected * (1 + rel * (1 if rng.random() < 0.6 else -1))
+    if bug == "no_tail_mask" and tail_index is not None:
+        idx = tail_index
+    else:
+        idx = tuple(rng.randrange(d) for d in dims)
+    abs_err = abs(got - expected)
+    idx_s = ", ".join(str(i) for i in idx)
+    return (
+        f"max_abs_err {abs_err:.2e}, max_rel_err {rel:.2e} vs fp32 reference (atol {ATOL:.0e}, rtol {RTOL:.0e})\n"
+        f"{bad} of {total} outputs mismatch; first at {out_name}[{idx_s}]: got {got:.4f}, expected {expected:.4f}"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Successes
+# --------------------------------------------------------------------------------------
+
+
+def resource_line(impl: str, pred: Prediction, params: dict, kp: KernelPlan) -> str:
+    if impl == "triton":
+        nw = params.get("num_warps", kp.threads // 32)
+        ns = params.get("num_stages", 1)
+        return (
+            f"triton: num_warps={nw} num_stages={ns}, {kp.smem} B shared, grid {kp.grid}, "
+            f"{pred.ctas_per_sm} programs/SM, {pred.waves:.2f} waves"
+        )
+    spill = ""
+    if kp.regs > 255:
+        spill = f", {(kp.regs - 255) * 8} bytes spill stores"
+    return (
+        f"ptxas: {min(kp.regs, 255)} registers{spill}, {kp.smem} B smem, {kp.threads} threads x {kp.grid} CTAs, "
+        f"{pred.ctas_per_sm} CTAs/SM, {pred.waves:.2f} waves"
+    )
+
+
+def ok_result(
+    time_ms: float,
+    spread: float,
+    runs: int,
+    baseline_ms: float | None,
+    best_ms: float | None,
+    best_step: int | None,
+    improved: bool,
+    err: float,
+    resources: str,
+) -> str:
+    lines = []
+    if baseline_ms is None:
+        lines.append(
+            f"latency {fmt_ms(time_ms)} ms (median of {runs} runs, ±{spread:.1f}%) | baseline"
+        )
+    else:
+        sp = baseline_ms / time_ms
+        vs = best_ms / time_ms if best_ms else 1.0
+        tail = (
+            " -> new best"
+            if improved
+            else f" (best stays {fmt_ms(best_ms or 0)} ms from step {best_step})"
+        )
+        lines.append(
+            f"latency {fmt_ms(time_ms)} ms (median of {runs} runs, ±{spread:.1f}%) | "
+            f"{sp:.2f}x vs baseline {fmt_ms(baseline_ms)} ms | {vs:.2f}x vs best{tail}"
+        )
+    lines.append(f"correct: max_abs_err {err:.1e} (atol {ATOL:.0e}, rtol {RTOL:.0e})")
+    lines.append(resources)
+    return "\n".join(lines)
+
+
+def rebench_result(
+    time_ms: float,
+    spread: float,
+    runs: int,
+    baseline_ms: float,
+    best_ms: float,
+    best_step: int,
+    tag: str,
+) -> str:
+    return (
+        f"re-measured best (step {best_step}, {tag}) over {runs} runs: {fmt_ms(time_ms)} ms (±{spread:.1f}%), "
+        f"recorded {fmt_ms(best_ms)} ms | {baseline_ms / time_ms:.2f}x vs baseline {fmt_ms(baseline_ms)} ms"
+    )

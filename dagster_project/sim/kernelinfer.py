@@ -1,0 +1,649 @@
+"""kernelinfer: long-horizon single-agent optimisation sessions in the card's row format.
+
+Public API (used by the Dagster assets; no dagster import here):
+
+* ``build_tasks`` → (session tasks, held-out task specs), deterministic in ``seed``;
+* ``n_shards`` / ``generate_shard`` → card-format session dicts, 100 per shard, each a
+  pure function of (task, seed, ``GENERATOR_VERSION``) so shards can be built in any
+  order or process with byte-identical results;
+* ``session_frames`` / ``task_frame`` / ``holdout_frame`` → polars tables;
+* ``check_session`` → the mechanical invariants of a session (feature gating, smem caps,
+  best/baseline/speedup consistency, monotone timestamps, code-only assistant turns).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from functools import lru_cache
+from typing import Any
+
+import polars as pl
+
+from . import GENERATOR_VERSION
+from .agent import AgentProfile, Engineer, StepRecord
+from .env import COMPILE_ERROR, OK, WRONG_RESULT, KernelEnv
+from .feedback import fmt_ms, hms, ok_result, rebench_result, resource_line, stamp
+from .hardware import FEATURE_INSTRUCTION, get_gpu
+from .kernels import plan
+from .ops import get_op, shape_str
+from .rng import stream
+from .tasks import OBJECTIVE, TaskSpec, build_pool, split_holdout
+from .variants import features_used, get_variant
+
+DEFAULT_SEED = 20251129
+DEFAULT_SESSIONS = 1899
+DEFAULT_HOLDOUT = 195
+SHARD_SIZE = 100
+NAMESPACE = "kernelinfer"
+
+#: The card's published figures, for side-by-side reporting.
+CARD_STATS: dict[str, float] = {
+    "sessions": 1899,
+    "steps": 179_500,
+    "mean_steps": 94.6,
+    "mean_hours": 2.18,
+    "min_hours": 1.03,
+    "max_hours": 4.93,
+    "mean_speedup": 13.4,
+    "ok_share": 151.8 / 179.5,
+    "compile_error_share": 22.4 / 179.5,
+    "wrong_result_share": 5.3 / 179.5,
+    "holdout": 195,
+}
+
+SYSTEM_PROMPT = {
+    "cuda": (
+        "You are a GPU kernel optimization agent for LLM inference. Each turn you write one complete CUDA "
+        'source file (kernels plus the extern "C" launch wrapper) for the task. The harness compiles it with '
+        "nvcc, checks it against an fp32 reference and benchmarks it, then replies with a RESULT line. Use the "
+        "feedback to fix errors and make the kernel faster. Reply with the full kernel source only: no prose, "
+        "no explanations, no markdown."
+    ),
+    "triton": (
+        "You are a GPU kernel optimization agent for LLM inference. Each turn you write one complete Python "
+        "module with the @triton.jit kernel(s) and the launch function for the task. The harness compiles it "
+        "with Triton, checks it against an fp32 reference and benchmarks it, then replies with a RESULT line. "
+        "Use the feedback to fix errors and make the kernel faster. Reply with the full kernel source only: no "
+        "prose, no explanations, no markdown."
+    ),
+}
+
+#: Typical session length per family (steps); a session draws around this.
+_FAMILY_STEPS = {
+    "gemm": 104,
+    "attn_prefill": 104,
+    "attn_decode": 100,
+    "gemv": 90,
+    "sampling": 92,
+    "scan": 96,
+    "rowwise": 86,
+    "elementwise": 84,
+}
+
+
+# --------------------------------------------------------------------------------------
+# tasks and shards
+# --------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _tasks_cached(
+    seed: int, n_sessions: int, n_holdout: int
+) -> tuple[tuple[TaskSpec, ...], tuple[TaskSpec, ...]]:
+    pool = build_pool(seed, n_sessions + n_holdout, namespace=NAMESPACE)
+    sessions, holdout = split_holdout(pool, n_holdout, seed, namespace=NAMESPACE)
+    return tuple(sessions), tuple(holdout)
+
+
+def build_tasks(
+    seed: int = DEFAULT_SEED, n_sessions: int = DEFAULT_SESSIONS, n_holdout: int = DEFAULT_HOLDOUT
+) -> tuple[list[TaskSpec], list[TaskSpec]]:
+    """(session tasks in shard order, held-out task specs); combos unique across both."""
+    s, h = _tasks_cached(seed, n_sessions, n_holdout)
+    return list(s), list(h)
+
+
+def n_shards(n_sessions: int = DEFAULT_SESSIONS) -> int:
+    return max(1, math.ceil(n_sessions / SHARD_SIZE))
+
+
+def shard_tasks(
+    shard: int,
+    seed: int = DEFAULT_SEED,
+    n_sessions: int = DEFAULT_SESSIONS,
+    n_holdout: int = DEFAULT_HOLDOUT,
+) -> list[TaskSpec]:
+    """The session tasks of one shard (positions shard*100 .. shard*100+99)."""
+    if not 0 <= shard < n_shards(n_sessions):
+        raise ValueError(f"shard {shard} out of range for {n_sessions} sessions")
+    tasks, _ = build_tasks(seed, n_sessions, n_holdout)
+    return tasks[shard * SHARD_SIZE : (shard + 1) * SHARD_SIZE]
+
+
+def generate_shard(
+    shard: int,
+    seed: int = DEFAULT_SEED,
+    n_sessions: int = DEFAULT_SESSIONS,
+    n_holdout: int = DEFAULT_HOLDOUT,
+) -> list[dict[str, Any]]:
+    """Card-format session dicts of one shard (≤ ``SHARD_SIZE`` sessions).
+
+    A pure function of (shard's tasks, seed, GENERATOR_VERSION): no state is shared
+    between sessions, so shards can be produced in any order and any process.
+    """
+    return [simulate_session(t, seed) for t in shard_tasks(shard, seed, n_sessions, n_holdout)]
+
+
+# --------------------------------------------------------------------------------------
+# one session
+# --------------------------------------------------------------------------------------
+
+
+def _round4(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def _n_steps(task: TaskSpec, rng: Any) -> int:
+    base = _FAMILY_STEPS[get_op(task.op).family] * (0.94 if task.impl == "triton" else 1.0)
+    n = base * rng.lognormvariate(0.0, 0.38) * 0.935
+    return int(min(200, max(30, round(n))))
+
+
+def task_prompt(task: TaskSpec) -> str:
+    """The first user turn: the task statement."""
+    gpu = get_gpu(task.gpu)
+    op = task.spec
+    if task.impl == "cuda":
+        toolchain = f"CUDA C++ (nvcc -O3 -std=c++17 -arch={gpu.arch})"
+        entry = f'extern "C" cudaError_t launch_{task.op}(..., cudaStream_t stream) taking device pointers in signature order'
+    else:
+        toolchain = "Triton (Python, torch tensors on the device)"
+        entry = f"def {task.op}(...) taking torch tensors in signature order and returning the output(s)"
+    shape = ", ".join(f"{k}={v}" for k, v in task.shape.items())
+    return "\n".join(
+        [
+            f"Task: make `{task.op}` as fast as possible on this GPU.",
+            f"GPU: {gpu.name} ({gpu.arch}, {gpu.sms} SMs, {gpu.bw_tbs:g} TB/s {gpu.memory_kind}, "
+            f"{gpu.smem_cap_kb} KB shared memory per block)",
+            f"Implementation: {toolchain}",
+            f"Signature: {task.signature}",
+            f"Math: {op.desc}",
+            f"Shape: {shape}",
+            f"dtype: {task.dtype}",
+            f"Objective: {OBJECTIVE} (median of timed runs after warm-up); outputs must match the fp32 reference "
+            f"within atol 1e-2, rtol 1e-2.",
+            f"Entry point: {entry}.",
+            "Start with a straightforward correct kernel; you will get compile, correctness and timing feedback after "
+            "every submission. Reply with the complete source file only.",
+        ]
+    )
+
+
+def _pace(records: list[StepRecord], rng: Any) -> None:
+    """Scale thinking time so the session lasts a plausible 1-5 hours, then stamp steps."""
+    fixed = sum(r.compile_s + r.bench_s for r in records)
+    think = sum(r.think_s for r in records)
+    pace = rng.lognormvariate(0.0, 0.22) * 0.875
+    total = fixed + think * pace
+    lo, hi = 1.03 * 3600, 4.93 * 3600
+    if total < lo:
+        target = lo + rng.uniform(0.0, 0.35) * 3600
+        pace = max(0.05, (target - fixed) / max(think, 1.0))
+    elif total > hi:
+        target = hi - rng.uniform(0.0, 0.45) * 3600
+        pace = max(0.05, (target - fixed) / max(think, 1.0))
+    t = 0.0
+    for r in records:
+        t += r.think_s * pace + r.compile_s + r.bench_s
+        r.t_elapsed_s = t
+
+
+def _feedback(
+    rec: StepRecord, baseline_ms: float, best_before: tuple[float, int], impl: str, rng: Any
+) -> str:
+    st = stamp(rec.t_elapsed_s)
+    sub = rec.sub
+    if sub.status == COMPILE_ERROR:
+        return f"{st} RESULT compile_error\n{sub.detail.rstrip()}"
+    if sub.status == WRONG_RESULT:
+        return f"{st} RESULT wrong_result\n{sub.detail.rstrip()}"
+    pred = sub.prediction
+    assert pred is not None and sub.time_ms is not None
+    kp = pred.plan
+    err = 10 ** rng.uniform(-4.3, -2.4)
+    res = resource_line(impl, pred, rec.params, kp)
+    if rec.kind == "baseline":
+        body = ok_result(sub.time_ms, sub.spread_pct, 200, None, None, None, False, err, res)
+        return f"{st} RESULT ok (baseline)\n{body}"
+    if rec.kind == "rebench":
+        best_ms, best_step = best_before
+        body = rebench_result(
+            sub.time_ms, sub.spread_pct, 1000, baseline_ms, best_ms, best_step, rec.tag
+        )
+        return f"{st} RESULT rebench\n{body}"
+    best_ms, best_step = best_before
+    body = ok_result(
+        sub.time_ms, sub.spread_pct, 200, baseline_ms, best_ms, best_step, rec.kept, err, res
+    )
+    return f"{st} RESULT ok\n{body}"
+
+
+def simulate_session(
+    task: TaskSpec, seed: int = DEFAULT_SEED, profile: AgentProfile | None = None
+) -> dict[str, Any]:
+    """Run one session and return its card-format dict."""
+    rng = stream(NAMESPACE, "session", seed, task.task_id, task.seed)
+    env = KernelEnv(task)
+    n = _n_steps(task, rng)
+    agent = Engineer(env, rng, n, profile)
+    records = agent.run()
+    _pace(records, stream(NAMESPACE, "pace", seed, task.task_id))
+    fb_rng = stream(NAMESPACE, "feedback", seed, task.task_id)
+
+    # rounded times are what the dataset reports; best/speedup are derived from them
+    baseline_ms = _round4(records[0].sub.time_ms or 0.0)
+    trace: list[dict[str, Any]] = []
+    messages: list[dict[str, str]] = [
+        {"role": "system", "content": SYSTEM_PROMPT[task.impl]},
+        {"role": "user", "content": task_prompt(task)},
+    ]
+    best_ms, best_step = baseline_ms, 0
+    for rec in records:
+        t = _round4(rec.sub.time_ms) if (rec.status == OK and rec.sub.time_ms is not None) else None
+        feedback = _feedback(rec, baseline_ms, (best_ms, best_step), task.impl, fb_rng)
+        if rec.kept and rec.step > 0 and t is not None and t < best_ms:
+            best_ms, best_step = t, rec.step
+        elif rec.kept and rec.step > 0:
+            # rounding made the improvement vanish: the step is not an improvement after all
+            rec.kept = False
+        trace.append(
+            {
+                "step": rec.step,
+                "tag": rec.tag,
+                "kind": rec.kind,
+                "params": dict(rec.params) if rec.kind != "baseline" else {},
+                "status": rec.status,
+                "time_ms": t,
+                "kept": bool(rec.kept),
+            }
+        )
+        messages.append({"role": "assistant", "content": rec.sub.code})
+        messages.append({"role": "user", "content": feedback})
+    elapsed = int(round(records[-1].t_elapsed_s))
+    kept = sum(1 for r in trace[1:] if r["kept"])
+    rebench = sum(1 for r in trace if r["kind"] == "rebench")
+    errors = sum(1 for r in trace if r["status"] != OK)
+    reverted = sum(1 for r in trace[1:] if not r["kept"] and r["kind"] != "rebench")
+    return {
+        "session_id": task.session_id,
+        "op": task.op,
+        "impl": task.impl,
+        "gpu": task.gpu,
+        "arch": task.arch,
+        "dtype": task.dtype,
+        "shape": task.shape,
+        "signature": task.signature,
+        "desc": task.desc,
+        "objective": OBJECTIVE,
+        "baseline_ms": baseline_ms,
+        "best": {"step": best_step, "time_ms": best_ms, "speedup": round(baseline_ms / best_ms, 2)},
+        "attempts": {"kept": kept, "reverted": reverted, "errors": errors, "rebench": rebench},
+        "elapsed_s": elapsed,
+        "elapsed_hms": hms(elapsed),
+        "num_steps": len(trace),
+        "trace": trace,
+        "messages": messages,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# frames
+# --------------------------------------------------------------------------------------
+
+_STAMP = re.compile(r"^\[t\+(\d+):(\d{2}):(\d{2})\] RESULT")
+
+_TRACE_DTYPE = pl.List(
+    pl.Struct(
+        {
+            "step": pl.Int64,
+            "tag": pl.String,
+            "kind": pl.String,
+            "params": pl.String,
+            "status": pl.String,
+            "time_ms": pl.Float64,
+            "kept": pl.Boolean,
+        }
+    )
+)
+_MSG_DTYPE = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+
+
+def _stamp_seconds(text: str) -> int | None:
+    m = _STAMP.match(text)
+    if not m:
+        return None
+    h, mi, s = (int(x) for x in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+@lru_cache(maxsize=1)
+def _default_shard_index() -> dict[str, int]:
+    tasks, _ = build_tasks()
+    return {t.session_id: i // SHARD_SIZE for i, t in enumerate(tasks)}
+
+
+def session_frames(
+    sessions: list[dict[str, Any]], shard: int | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(sessions table, steps table) for a list of session dicts.
+
+    ``shard`` fills the ``shard`` column; when omitted it is looked up in the default
+    build (-1 for sessions outside it).
+    """
+    srows: list[dict[str, Any]] = []
+    steps: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "session_id",
+            "step",
+            "tag",
+            "kind",
+            "params",
+            "status",
+            "time_ms",
+            "kept",
+            "t_elapsed_s",
+            "code",
+            "feedback",
+        )
+    }
+    for s in sessions:
+        sh = shard if shard is not None else _default_shard_index().get(s["session_id"], -1)
+        trace = [{**t, "params": json.dumps(t["params"], sort_keys=True)} for t in s["trace"]]
+        srows.append(
+            {
+                "session_id": s["session_id"],
+                "op": s["op"],
+                "impl": s["impl"],
+                "gpu": s["gpu"],
+                "arch": s["arch"],
+                "dtype": s["dtype"],
+                "shape": json.dumps(s["shape"]),
+                "signature": s["signature"],
+                "desc": s["desc"],
+                "objective": s["objective"],
+                "baseline_ms": s["baseline_ms"],
+                "best": s["best"],
+                "attempts": s["attempts"],
+                "elapsed_s": s["elapsed_s"],
+                "elapsed_hms": s["elapsed_hms"],
+                "num_steps": s["num_steps"],
+                "trace": trace,
+                "messages": s["messages"],
+                "shard": sh,
+            }
+        )
+        msgs = s["messages"]
+        for t in s["trace"]:
+            i = t["step"]
+            fb = msgs[3 + 2 * i]["content"]
+            steps["session_id"].append(s["session_id"])
+            steps["step"].append(i)
+            steps["tag"].append(t["tag"])
+            steps["kind"].append(t["kind"])
+            steps["params"].append(json.dumps(t["params"], sort_keys=True))
+            steps["status"].append(t["status"])
+            steps["time_ms"].append(t["time_ms"])
+            steps["kept"].append(t["kept"])
+            steps["t_elapsed_s"].append(_stamp_seconds(fb))
+            steps["code"].append(msgs[2 + 2 * i]["content"])
+            steps["feedback"].append(fb)
+    schema = {
+        "session_id": pl.String,
+        "op": pl.String,
+        "impl": pl.String,
+        "gpu": pl.String,
+        "arch": pl.String,
+        "dtype": pl.String,
+        "shape": pl.String,
+        "signature": pl.String,
+        "desc": pl.String,
+        "objective": pl.String,
+        "baseline_ms": pl.Float64,
+        "best": pl.Struct({"step": pl.Int64, "time_ms": pl.Float64, "speedup": pl.Float64}),
+        "attempts": pl.Struct(
+            {"kept": pl.Int64, "reverted": pl.Int64, "errors": pl.Int64, "rebench": pl.Int64}
+        ),
+        "elapsed_s": pl.Int64,
+        "elapsed_hms": pl.String,
+        "num_steps": pl.Int64,
+        "trace": _TRACE_DTYPE,
+        "messages": _MSG_DTYPE,
+        "shard": pl.Int64,
+    }
+    sdf = pl.DataFrame(srows, schema=schema, orient="row") if srows else pl.DataFrame(schema=schema)
+    step_schema = {
+        "session_id": pl.String,
+        "step": pl.Int64,
+        "tag": pl.String,
+        "kind": pl.String,
+        "params": pl.String,
+        "status": pl.String,
+        "time_ms": pl.Float64,
+        "kept": pl.Boolean,
+        "t_elapsed_s": pl.Int64,
+        "code": pl.String,
+        "feedback": pl.String,
+    }
+    tdf = pl.DataFrame(steps, schema=step_schema)
+    return sdf, tdf
+
+
+def task_frame(tasks: list[TaskSpec]) -> pl.DataFrame:
+    """Session tasks in shard order (``shard`` = position // SHARD_SIZE)."""
+    rows = []
+    for i, t in enumerate(tasks):
+        rows.append(
+            {**_task_row(t), "session_id": t.session_id, "seed": t.seed, "shard": i // SHARD_SIZE}
+        )
+    schema = {**_TASK_SCHEMA, "session_id": pl.String, "seed": pl.Int64, "shard": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def holdout_frame(tasks: list[TaskSpec]) -> pl.DataFrame:
+    """Held-out task specs (no solutions): the fields of ``tasks_holdout.jsonl`` plus the prompt."""
+    rows = [{**_task_row(t), "prompt": task_prompt(t)} for t in tasks]
+    schema = {**_TASK_SCHEMA, "prompt": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+_TASK_SCHEMA = {
+    "task_id": pl.String,
+    "op": pl.String,
+    "impl": pl.String,
+    "gpu": pl.String,
+    "arch": pl.String,
+    "dtype": pl.String,
+    "shape": pl.String,
+    "signature": pl.String,
+    "desc": pl.String,
+    "objective": pl.String,
+}
+
+
+def _task_row(t: TaskSpec) -> dict[str, Any]:
+    rec = t.as_record()
+    rec["shape"] = json.dumps(rec["shape"])
+    return rec
+
+
+def holdout_record(t: TaskSpec) -> dict[str, Any]:
+    """One line of ``tasks_holdout.jsonl``."""
+    return {**t.as_record(), "prompt": task_prompt(t)}
+
+
+# --------------------------------------------------------------------------------------
+# invariants
+# --------------------------------------------------------------------------------------
+
+_PROSE = re.compile(
+    r"^(here is|here's|this kernel|i |i'm|let me|the following|explanation|note:|sure)", re.I
+)
+
+
+def _code_only(content: str, impl: str) -> str | None:
+    if "```" in content:
+        return "markdown fence"
+    first = next((ln for ln in content.splitlines() if ln.strip()), "")
+    if _PROSE.match(first.strip()):
+        return "starts with prose"
+    if impl == "cuda":
+        if "__global__" not in content:
+            return "no __global__ kernel"
+    else:
+        if "@triton.jit" not in content:
+            return "no @triton.jit kernel"
+        try:
+            ast.parse(content)
+        except SyntaxError as e:
+            return f"does not parse: {e.msg}"
+    return None
+
+
+def check_session(session: dict[str, Any]) -> list[str]:
+    """Violations of the session invariants (empty list = clean)."""
+    v: list[str] = []
+    sid = session.get("session_id", "?")
+    op = get_op(session["op"])
+    gpu = get_gpu(session["gpu"])
+    impl = session["impl"]
+    trace = session["trace"]
+    msgs = session["messages"]
+    if session["arch"] != gpu.arch:
+        v.append(f"{sid}: arch {session['arch']} does not match gpu {gpu.id}")
+    if session["num_steps"] != len(trace):
+        v.append(f"{sid}: num_steps {session['num_steps']} != len(trace) {len(trace)}")
+    if len(msgs) != 2 + 2 * len(trace):
+        v.append(f"{sid}: {len(msgs)} messages for {len(trace)} steps")
+        return v
+    if not trace or trace[0]["kind"] != "baseline" or trace[0]["step"] != 0:
+        v.append(f"{sid}: step 0 is not the baseline")
+    for t in trace:
+        i = t["step"]
+        fb = msgs[3 + 2 * i]["content"]
+        try:
+            variant = get_variant(op.family, impl, t["tag"])
+        except KeyError:
+            v.append(f"{sid}: step {i} unknown variant {t['tag']}")
+            continue
+        params = t["params"] if t["kind"] != "baseline" else _baseline_params(session, variant)
+        missing = sorted(
+            f for f in features_used(variant, op, session["dtype"], params) if f not in gpu.features
+        )
+        if missing:
+            if t["status"] != COMPILE_ERROR:
+                v.append(
+                    f"{sid}: step {i} uses {','.join(missing)} on {gpu.arch} but status is {t['status']}"
+                )
+            elif not (any(_mentions(fb, f, impl) for f in missing) or _front_end_error(fb, impl)):
+                v.append(
+                    f"{sid}: step {i} compile error does not name the missing feature {missing}"
+                )
+        if t["status"] == OK:
+            kp = plan(op, session["shape"], session["dtype"], gpu, variant, params)
+            if kp.smem > gpu.smem_per_block_optin:
+                v.append(
+                    f"{sid}: step {i} ok with {kp.smem} B smem over the {gpu.smem_per_block_optin} B cap"
+                )
+            if t["time_ms"] is None or t["time_ms"] <= 0:
+                v.append(f"{sid}: step {i} ok without a time")
+        elif t["time_ms"] is not None:
+            v.append(f"{sid}: step {i} {t['status']} carries a time")
+        if msgs[2 + 2 * i]["role"] != "assistant" or msgs[3 + 2 * i]["role"] != "user":
+            v.append(f"{sid}: step {i} message roles out of order")
+        why = _code_only(msgs[2 + 2 * i]["content"], impl)
+        if why:
+            v.append(f"{sid}: step {i} assistant turn is not code-only ({why})")
+    base = session["baseline_ms"]
+    best = session["best"]
+    if best["time_ms"] > base:
+        v.append(f"{sid}: best {best['time_ms']} slower than baseline {base}")
+    if abs(best["speedup"] - round(base / best["time_ms"], 2)) > 0.011:
+        v.append(f"{sid}: speedup {best['speedup']} != baseline/best {base / best['time_ms']:.3f}")
+    bstep = best["step"]
+    if not (0 <= bstep < len(trace)) or (trace[bstep]["time_ms"] != best["time_ms"] and bstep != 0):
+        v.append(f"{sid}: best step {bstep} does not hold the best time")
+    if trace and trace[0]["time_ms"] != base:
+        v.append(f"{sid}: baseline_ms differs from step 0 time")
+    last = -1
+    for i in range(len(trace)):
+        sec = _stamp_seconds(msgs[3 + 2 * i]["content"])
+        if sec is None:
+            v.append(f"{sid}: step {i} feedback lacks a [t+H:MM:SS] RESULT prefix")
+            continue
+        if sec <= last:
+            v.append(f"{sid}: step {i} timestamp {hms(sec)} does not increase")
+        last = sec
+    if last > session["elapsed_s"] + 1:
+        v.append(f"{sid}: last timestamp after elapsed_s")
+    if msgs[0]["role"] != "system" or msgs[1]["role"] != "user":
+        v.append(f"{sid}: conversation does not open with system + user task")
+    return v
+
+
+def _baseline_params(session: dict[str, Any], variant: Any) -> dict[str, Any]:
+    from .variants import default_params
+
+    return default_params(
+        variant, get_op(session["op"]), session["dtype"], session["shape"], get_gpu(session["gpu"])
+    )
+
+
+def _front_end_error(feedback: str, impl: str) -> bool:
+    """An nvcc front-end error (syntax, shared-memory static_assert) stops compilation
+    before ptxas ever sees the missing instruction, so it legitimately hides it."""
+    return impl == "cuda" and "candidate.cu(" in feedback and ": error:" in feedback
+
+
+def _mentions(feedback: str, feature: str, impl: str) -> bool:
+    if impl == "triton":
+        words = {
+            "fp8_mma": "fp8e4nv",
+            "fp4_mma": "e2m1",
+            "wgmma": "wgmma",
+            "tma": "TMA",
+            "tma_multicast": "multicast",
+            "setmaxnreg": "setmaxnreg",
+            "cp_async": "cp.async",
+            "mma_sync": "mma",
+        }
+        return words[feature] in feedback
+    return (
+        FEATURE_INSTRUCTION[feature].split(" ")[0] in feedback
+        or FEATURE_INSTRUCTION[feature] in feedback
+    )
+
+
+__all__ = [
+    "CARD_STATS",
+    "DEFAULT_SEED",
+    "DEFAULT_SESSIONS",
+    "DEFAULT_HOLDOUT",
+    "SHARD_SIZE",
+    "GENERATOR_VERSION",
+    "build_tasks",
+    "n_shards",
+    "generate_shard",
+    "simulate_session",
+    "session_frames",
+    "task_frame",
+    "holdout_frame",
+    "holdout_record",
+    "check_session",
+    "task_prompt",
+    "fmt_ms",
+    "shape_str",
+]

@@ -1,0 +1,229 @@
+"""Invariants of a finished kernelswarm episode, recomputed from the row alone.
+
+The checker trusts nothing the generator computed: it replays the messages in order,
+re-derives the shared best, every result reward, every leaderboard and the verdict, and
+re-evaluates arch gating and shared-memory limits with the simulator's own feature and
+kernel-plan models. An empty list means the row is internally consistent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..env import COMPILE_ERROR, OK, WRONG_RESULT
+from ..hardware import get_gpu
+from ..kernels import plan
+from ..ops import get_op
+from ..variants import features_used, get_variant
+from .agents import ENV, ENV_ID, LEAD, LEAD_ID
+from .rewards import UNSUPPORTED_ARCH, episode_speedup, result_reward, verdict_reward
+from .spec import CARD_OPS, SCENARIOS, TEAM_SIZES
+
+MESSAGE_KINDS: tuple[str, ...] = (
+    "plan",
+    "dispatch",
+    "candidate",
+    "result",
+    "status",
+    "review",
+    "verify",
+    "leaderboard",
+    "merge",
+    "redirect",
+    "handoff",
+    "verdict",
+)
+MESSAGE_FIELDS: tuple[str, ...] = (
+    "kind",
+    "role",
+    "sender",
+    "recipient",
+    "t_elapsed_s",
+    "content",
+    "params",
+    "status",
+    "time_ms",
+    "reward",
+)
+_ENV_KINDS = ("result", "leaderboard")
+_LEAD_KINDS = ("plan", "dispatch", "merge", "redirect", "verdict")
+_NAMED = ("dispatch", "handoff", "redirect")
+
+
+def _launch(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != "variant"}
+
+
+def check_episode(ep: dict[str, Any]) -> list[str]:
+    """Every violation of the episode invariants (empty list = clean)."""
+    eid = ep.get("episode_id", "?")
+    out: list[str] = []
+
+    def bad(msg: str) -> None:
+        out.append(f"{eid}: {msg}")
+
+    # -- identity, coverage, team ---------------------------------------------------------
+    if ep.get("op") not in CARD_OPS:
+        bad(f"op {ep.get('op')!r} is not one of the card's ops")
+        return out
+    sim_op, impl = CARD_OPS[ep["op"]]
+    if ep.get("impl") != impl:
+        bad(f"{ep['op']} must be {impl}, row says {ep.get('impl')}")
+    gpu = get_gpu(ep["gpu"])
+    if ep.get("arch") != gpu.arch:
+        bad(f"arch {ep.get('arch')} does not match {gpu.id} ({gpu.arch})")
+    if ep.get("scenario") not in SCENARIOS:
+        bad(f"unknown scenario {ep.get('scenario')!r}")
+    else:
+        lo, hi = TEAM_SIZES[ep["scenario"]]
+        if not lo <= ep["n_agents"] <= hi:
+            bad(f"{ep['n_agents']} agents outside {lo}-{hi} for {ep['scenario']}")
+    agents = ep["agents"]
+    ids = [a["id"] for a in agents]
+    if ep["n_agents"] != len(agents) or len(set(ids)) != len(ids):
+        bad("n_agents does not match a list of distinct agents")
+    if LEAD_ID in ids:
+        bad("the lead is listed among the specialists")
+    known = set(ids) | {LEAD_ID}
+    roles = {a["id"]: a["role"] for a in agents} | {LEAD_ID: LEAD, ENV_ID: ENV}
+    msgs = ep["messages"]
+    if ep["num_messages"] != len(msgs):
+        bad(f"num_messages {ep['num_messages']} != {len(msgs)}")
+    if not msgs:
+        bad("no messages")
+        return out
+    op = get_op(sim_op)
+    shape = ep["shape"]
+    dtype = ep["dtype"]
+
+    # -- order, kinds, senders ----------------------------------------------------------
+    last_t = -1
+    for i, m in enumerate(msgs):
+        if tuple(m) != MESSAGE_FIELDS:
+            bad(f"message {i} fields {tuple(m)} differ from {MESSAGE_FIELDS}")
+        if m["kind"] not in MESSAGE_KINDS:
+            bad(f"message {i} has unknown kind {m['kind']!r}")
+        if m["t_elapsed_s"] < last_t:
+            bad(f"message {i} time {m['t_elapsed_s']} goes back from {last_t}")
+        last_t = m["t_elapsed_s"]
+        if m["kind"] in _ENV_KINDS and m["sender"] != ENV_ID:
+            bad(f"message {i} {m['kind']} must come from env")
+        if m["kind"] in _LEAD_KINDS and m["sender"] != LEAD_ID:
+            bad(f"message {i} {m['kind']} must come from the lead")
+        if m["sender"] not in known | {ENV_ID}:
+            bad(f"message {i} sent by unknown {m['sender']!r}")
+        elif m["role"] != roles.get(m["sender"]):
+            bad(
+                f"message {i} role {m['role']!r} is not {m['sender']}'s role {roles.get(m['sender'])!r}"
+            )
+        if m["kind"] in _NAMED:
+            to = m["params"].get("to")
+            if to not in known or m["recipient"] != to:
+                bad(
+                    f"message {i} {m['kind']} names {to!r} (recipient {m['recipient']!r}), not an agent of the episode"
+                )
+    if msgs[0]["kind"] != "plan" or msgs[0]["time_ms"] != ep["baseline_ms"]:
+        bad("the first message must be the plan carrying the baseline time")
+    if msgs[-1]["kind"] != "verdict" or sum(m["kind"] == "verdict" for m in msgs) != 1:
+        bad("exactly one verdict, as the last message")
+    if ep["elapsed_s"] != msgs[-1]["t_elapsed_s"]:
+        bad(f"elapsed_s {ep['elapsed_s']} != last message time {msgs[-1]['t_elapsed_s']}")
+
+    # -- replay: rewards, gating, leaderboards, merges -----------------------------------
+    best = ep["baseline_ms"]
+    agent_best: dict[str, float] = {}
+    tries: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    offered: dict[str, list[dict[str, Any]]] = {}
+    for i, m in enumerate(msgs):
+        kind = m["kind"]
+        if kind == "candidate":
+            tries[m["sender"]] = tries.get(m["sender"], 0) + 1
+            offered.setdefault(m["sender"], []).append(m["params"])
+        elif kind == "result":
+            who = m["recipient"]
+            if who not in ids:
+                bad(f"result {i} addressed to {who!r}, not a specialist")
+            if m["params"] not in offered.get(who, []):
+                bad(f"result {i} judges a kernel {who} never submitted")
+            out.extend(f"{eid}: result {i} {v}" for v in _gating(op, impl, gpu, dtype, shape, m))
+            st = m["status"]
+            if st == OK and (m["time_ms"] is None or m["time_ms"] <= 0):
+                bad(f"result {i} ok without a positive time")
+                continue
+            if st != OK and m["time_ms"] is not None:
+                bad(f"result {i} {st} carries a time")
+            try:
+                want, was_kept = result_reward(st, m["time_ms"], best)
+            except ValueError as exc:
+                bad(f"result {i}: {exc}")
+                continue
+            if m["reward"] != want:
+                bad(
+                    f"result {i} reward {m['reward']} != {want} from the history (shared best {best})"
+                )
+            if was_kept:
+                best = m["time_ms"]
+                kept[who] = kept.get(who, 0) + 1
+            if st == OK:
+                agent_best[who] = min(agent_best.get(who, math.inf), m["time_ms"])
+        elif kind == "leaderboard":
+            ranking = m["params"].get("ranking", [])
+            times = [r["best_ms"] for r in ranking]
+            if times != sorted(times):
+                bad(f"leaderboard {i} is not sorted by time")
+            shown = {r["agent"]: r["best_ms"] for r in ranking}
+            if shown != agent_best:
+                bad(f"leaderboard {i} {shown} disagrees with results so far {agent_best}")
+        elif kind == "merge":
+            if m["time_ms"] != best:
+                bad(f"merge {i} shared best {m['time_ms']} != {best} from the results so far")
+        elif kind == "verdict":
+            if m["time_ms"] != ep["best_ms"]:
+                bad(f"verdict time {m['time_ms']} != best_ms {ep['best_ms']}")
+            if m["reward"] != verdict_reward(ep["speedup"]):
+                bad(f"verdict reward {m['reward']} != log2({ep['speedup']})/4")
+        elif kind in ("review",) and m["status"] not in ("pass", "fail"):
+            bad(f"review {i} status {m['status']!r} is not pass/fail")
+    if ep["best_ms"] != best:
+        bad(f"best_ms {ep['best_ms']} != minimum verified time {best}")
+    if ep["speedup"] != episode_speedup(ep["baseline_ms"], ep["best_ms"]):
+        bad(f"speedup {ep['speedup']} != baseline/best")
+    for a in agents:
+        aid = a["id"]
+        if a["tries"] != tries.get(aid, 0) or a["kept"] != kept.get(aid, 0):
+            bad(
+                f"agent {aid} tries/kept {a['tries']}/{a['kept']} != {tries.get(aid, 0)}/{kept.get(aid, 0)}"
+            )
+        if a["best_ms"] != agent_best.get(aid):
+            bad(f"agent {aid} best_ms {a['best_ms']} != {agent_best.get(aid)}")
+    return out
+
+
+def _gating(
+    op: Any, impl: str, gpu: Any, dtype: str, shape: dict[str, int], m: dict[str, Any]
+) -> list[str]:
+    """Arch gating and smem limits of one result, from the simulator's own models."""
+    params = m["params"]
+    try:
+        variant = get_variant(op.family, impl, params["variant"])
+    except KeyError:
+        return [f"names unknown rung {params.get('variant')!r}"]
+    launch = _launch(params)
+    missing = sorted(f for f in features_used(variant, op, dtype, launch) if f not in gpu.features)
+    st = m["status"]
+    # A gated kernel must never run. It usually fails as unsupported_arch, but nvcc's front
+    # end (a slip, the shared-memory static_assert) reports first when there is one, so a
+    # plain compile error is legitimate too.
+    if missing and st not in (UNSUPPORTED_ARCH, COMPILE_ERROR):
+        return [f"uses {','.join(missing)} on {gpu.arch} but is {st}"]
+    if not missing and st == UNSUPPORTED_ARCH:
+        return [f"is unsupported_arch although {gpu.arch} has every feature of {variant.tag}"]
+    if st == OK:
+        smem = plan(op, shape, dtype, gpu, variant, launch).smem
+        if smem > gpu.smem_per_block_optin:
+            return [f"ok with {smem} B smem over the {gpu.smem_per_block_optin} B cap"]
+    if st not in (OK, COMPILE_ERROR, WRONG_RESULT, UNSUPPORTED_ARCH):
+        return [f"unknown status {st!r}"]
+    return []

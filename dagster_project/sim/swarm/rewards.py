@@ -1,0 +1,74 @@
+"""The kernelswarm reward rule, in one place for the generator and the checker.
+
+A reward is attached to every environment ``result`` and to the closing ``verdict``:
+
+* kept improvement of the episode's shared best: ``min(1, log2(prev_best / new))``;
+* a correct kernel that does not beat the shared best: ``-0.05``;
+* compile error ``-0.1``, wrong result ``-0.3``, unsupported architecture ``-0.05``;
+* verdict: ``log2(speedup) / 4``.
+
+"Shared best" is the lowest verified (``ok``) time so far in message order, starting from
+the baseline the lead measured before planning. Because the rule only looks at the
+episode's own history, anyone can recompute every reward from the published messages;
+``checks.check_episode`` does exactly that. Rewards are rounded to ``REWARD_DIGITS``
+decimals on both sides so the comparison is exact rather than tolerance-based.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..env import COMPILE_ERROR, OK, WRONG_RESULT, Submission
+
+#: A compile error caused by a PTX feature the target lacks (wgmma on sm_80, ...). The
+#: harness reports it as a compile error; the swarm keeps it apart because it is priced
+#: differently and because the arch-gating check needs to see it.
+UNSUPPORTED_ARCH = "unsupported_arch"
+
+RESULT_STATUSES: tuple[str, ...] = (OK, COMPILE_ERROR, WRONG_RESULT, UNSUPPORTED_ARCH)
+
+NO_IMPROVEMENT = -0.05
+PENALTY: dict[str, float] = {
+    COMPILE_ERROR: -0.1,
+    WRONG_RESULT: -0.3,
+    UNSUPPORTED_ARCH: -0.05,
+}
+REWARD_DIGITS = 6
+
+
+def _r(x: float) -> float:
+    # + 0.0 folds -0.0 into 0.0 so JSON never shows a signed zero
+    return round(x, REWARD_DIGITS) + 0.0
+
+
+def result_status(sub: Submission) -> str:
+    """The swarm status of one harness outcome (feature errors become ``unsupported_arch``)."""
+    if sub.status == COMPILE_ERROR and sub.error_kind == "feature":
+        return UNSUPPORTED_ARCH
+    return sub.status
+
+
+def result_reward(status: str, time_ms: float | None, prev_best: float) -> tuple[float, bool]:
+    """``(reward, kept)`` of a result given the shared best before it."""
+    if status == OK:
+        if time_ms is None or time_ms <= 0:
+            raise ValueError("an ok result needs a positive time")
+        if time_ms < prev_best:
+            return _r(min(1.0, math.log2(prev_best / time_ms))), True
+        return NO_IMPROVEMENT, False
+    try:
+        return PENALTY[status], False
+    except KeyError:
+        raise ValueError(f"unknown result status {status!r}") from None
+
+
+def verdict_reward(speedup: float) -> float:
+    """Terminal bonus of an episode: a quarter of the log2 speedup over the baseline."""
+    if speedup <= 0:
+        raise ValueError("speedup must be positive")
+    return _r(math.log2(speedup) / 4.0)
+
+
+def episode_speedup(baseline_ms: float, best_ms: float) -> float:
+    """The speedup the card reports (two decimals), from which the verdict is priced."""
+    return round(baseline_ms / best_ms, 2)

@@ -1,0 +1,168 @@
+"""Roofline timing of a candidate kernel, deterministic or with benchmark noise.
+
+time = max(t_compute, t_memory) + 0.1·min(...)  (imperfect overlap)
+       + launches · launch overhead
+
+* t_compute = executed FLOPs / (path peak · compute_eff · tile · wave · issue factors)
+  plus CUDA-core ALU work (dequant, promotion) at the FP32 rate;
+* t_memory  = DRAM bytes / (spec BW · mem_eff · latency-hiding factor), where the
+  latency-hiding factor is Little's law: bytes in flight over all resident CTAs versus
+  bandwidth × DRAM latency, and a grid smaller than the SM count caps the pull rate;
+* a small deterministic per-config "idiosyncrasy" (±4%) makes the landscape rugged the
+  way real autotuning is, without any randomness between calls.
+
+Efficiencies come from the per-GPU tables in ``efficiency``; everything else from the
+``KernelPlan``. ``predict_time_ms`` is the public, noise-free entry point.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from .efficiency import efficiency
+from .hardware import GPU, get_gpu
+from .kernels import KernelPlan, occupancy, plan, spills
+from .ops import OpSpec, Shape, get_op
+from .rng import unit
+from .variants import Params, Variant, get_variant, missing_features
+
+
+class InfeasibleConfig(ValueError):
+    """The candidate cannot run on this GPU (missing feature, smem over cap, no occupancy)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Noise-free time and the factors behind it (useful for calibration and messages)."""
+
+    time_ms: float
+    t_compute_ms: float
+    t_memory_ms: float
+    launch_ms: float
+    ctas_per_sm: int
+    waves: float
+    bound: str
+    plan: KernelPlan
+
+
+def _latency_factor(gpu: GPU, kp: KernelPlan, occ: int) -> float:
+    active = min(kp.grid, gpu.sms * occ)
+    needed = gpu.bandwidth * gpu.dram_latency_ns * 1e-9
+    # The compiler keeps a few independent loads per thread in flight even in naive loops.
+    inflight = active * max(kp.inflight, kp.threads * 8.0)
+    f_lat = min(1.0, inflight / needed) ** 0.55
+    active_sms = min(kp.grid, gpu.sms)
+    f_fill = min(1.0, active_sms * 2.5 / gpu.sms) ** 0.8
+    return max(0.03, min(f_lat, f_fill))
+
+
+def _wave_factor(gpu: GPU, kp: KernelPlan, occ: int, tensor: bool) -> tuple[float, float]:
+    slots = gpu.sms * occ
+    waves = kp.grid / slots
+    if kp.persistent:
+        util = min(1.0, kp.grid / gpu.sms) * 0.97 if kp.grid < gpu.sms else 0.97
+    else:
+        full = math.ceil(waves)
+        util = kp.grid / (full * slots)
+        # Fewer co-resident CTAs each get more of the SM; partial compensation.
+        util = util**0.6 if occ > 1 else util
+        if kp.extra.get("causal_imbalance"):
+            util *= 0.9
+    resident = min(occ, max(1.0, kp.grid / gpu.sms)) * kp.threads / 32
+    need = 8.0 if tensor else 16.0
+    issue = min(1.0, (resident / need) ** (0.3 if tensor else 0.4))
+    return max(0.02, util * issue), waves
+
+
+def predict(
+    op: OpSpec, shape: Shape, dtype: str, gpu: GPU, variant: Variant, params: Params
+) -> Prediction:
+    """Noise-free prediction; raises ``InfeasibleConfig`` for configs that cannot run."""
+    missing = missing_features(variant, op, dtype, params, gpu)
+    if missing:
+        raise InfeasibleConfig(f"{variant.tag} needs {', '.join(missing)} which {gpu.arch} lacks")
+    kp = plan(op, shape, dtype, gpu, variant, params)
+    if kp.smem > gpu.smem_per_block_optin:
+        raise InfeasibleConfig(
+            f"{kp.smem} B shared memory over the {gpu.smem_per_block_optin} B cap"
+        )
+    occ = occupancy(gpu, kp.threads, kp.smem, kp.regs)
+    if occ == 0:
+        raise InfeasibleConfig("no CTA fits on an SM")
+    mem_eff, comp_eff = efficiency(gpu.id, variant.family, variant.impl, variant.tag)
+    peak = gpu.peak(kp.path) or gpu.peak("fp16")
+    wave, waves = _wave_factor(gpu, kp, occ, kp.path != "fp32")
+    spill = 0.55 if spills(gpu, kp.threads, kp.regs) else 1.0
+    t_c = kp.flops / (peak * comp_eff * kp.tile_eff * wave * spill) if kp.flops else 0.0
+    if kp.alu_flops:
+        t_c += kp.alu_flops / (gpu.peak("fp32") * 0.6 * max(wave, 0.05))
+    f_lat = _latency_factor(gpu, kp, occ)
+    t_m = kp.bytes / (gpu.bandwidth * mem_eff * f_lat)
+    core = max(t_c, t_m) + 0.1 * min(t_c, t_m)
+    quirk = 1.0 + 0.08 * (
+        unit(
+            "quirk",
+            op.name,
+            sorted(shape.items()),
+            dtype,
+            gpu.id,
+            variant.tag,
+            sorted(params.items()),
+        )
+        - 0.5
+    )
+    launch_us = gpu.launch_us * (1.4 if variant.impl == "triton" else 1.0)
+    launch = kp.launches * launch_us * 1e-6
+    total = max(core * quirk + launch, 2.0e-6)
+    return Prediction(
+        time_ms=total * 1e3,
+        t_compute_ms=t_c * 1e3,
+        t_memory_ms=t_m * 1e3,
+        launch_ms=launch * 1e3,
+        ctas_per_sm=occ,
+        waves=waves,
+        bound="compute" if t_c >= t_m else "memory",
+        plan=kp,
+    )
+
+
+def predict_time_ms(
+    op: str,
+    shape: Shape,
+    dtype: str,
+    gpu: str,
+    variant: str,
+    params: Params,
+    impl: str | None = None,
+) -> float:
+    """Deterministic latency in ms of one candidate (no benchmark noise).
+
+    ``variant`` is a rung tag such as ``"v3_split_kv"``; ``impl`` defaults to CUDA unless
+    the tag only exists for Triton. Raises ``InfeasibleConfig`` when the candidate cannot
+    run on ``gpu`` (a compile error in a session).
+    """
+    spec = get_op(op)
+    g = get_gpu(gpu)
+    if impl is None:
+        try:
+            v = get_variant(spec.family, "cuda", variant)
+        except KeyError:
+            v = get_variant(spec.family, "triton", variant)
+    else:
+        v = get_variant(spec.family, impl, variant)
+    return predict(spec, shape, dtype, g, v, params).time_ms
+
+
+def noise_sigma(time_ms: float) -> float:
+    """Relative run-to-run spread: a few percent for µs kernels, under 1% for long ones."""
+    return 0.006 + 0.03 / (1.0 + time_ms / 0.01)
+
+
+def benchmark(pred_ms: float, rng: random.Random) -> tuple[float, float]:
+    """A noisy median measurement and the spread the harness would report (both in ms/%)."""
+    sigma = noise_sigma(pred_ms)
+    measured = pred_ms * math.exp(rng.gauss(0.0, sigma))
+    spread = abs(rng.gauss(sigma, sigma / 3)) * 100
+    return measured, spread
