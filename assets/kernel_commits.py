@@ -48,8 +48,12 @@ def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -
     group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
     deps=[kernel_commit_files, dg.AssetKey("pr_gains")],
     metadata={"table": "datasets.kernel_commits"},
-    check_specs=[dg.AssetCheckSpec("diff_roundtrip", asset="kernel_commits", blocking=True,
-                                   description="every diff applied to before_code gives after_code exactly")],
+    check_specs=[
+        dg.AssetCheckSpec("diff_roundtrip", asset="kernel_commits", blocking=True,
+                          description="every diff applied to before_code gives after_code exactly"),
+        dg.AssetCheckSpec("oracle_patch_reward", asset="kernel_commits", blocking=True,
+                          description="the reference SEARCH/REPLACE edit scores 1.0 on >= 98.7% of rows"),
+    ],
     description="datasets.kernel_commits: optimise before_code the way the PR did (temporal split, gains attached).",
 )
 def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
@@ -101,3 +105,25 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
             bad.append(r["id"])
     yield dg.AssetCheckResult(check_name="diff_roundtrip", passed=not bad,
                               metadata={"rows": rows.height, "failing": len(bad), "failing_ids": dg.MetadataValue.json(bad[:20])})
+    yield oracle_check(rows)
+
+
+def oracle_check(rows: pl.DataFrame) -> dg.AssetCheckResult:
+    """patch_reward(oracle_edit(before, after)) over every row: the card promises 1.0 on
+    at least 98.7% of rows and >= 0.95 on all but a handful."""
+    from dagster_project.rewards import oracle_edit, patch_reward
+
+    scores = []
+    for r in rows.select("id", "path", "before_code", "after_code").iter_rows(named=True):
+        edit = oracle_edit(r["before_code"], r["after_code"], r["path"])
+        scores.append((r["id"], patch_reward(edit, r["before_code"], r["after_code"])))
+    n = len(scores)
+    perfect = sum(1 for _, v in scores if v == 1.0)
+    share = perfect / n if n else 1.0
+    low = [i for i, v in scores if v < 0.95]
+    return dg.AssetCheckResult(
+        check_name="oracle_patch_reward",
+        passed=share >= 0.987,
+        metadata={"rows": n, "share_1.0": round(share, 5), "below_0.95": len(low),
+                  "below_0.95_ids": dg.MetadataValue.json(low[:20])},
+    )
