@@ -60,8 +60,8 @@ class AgentProfile:
     """Behavioural knobs of one engineer."""
 
     skill: float = 0.8
-    p_slip: float = 0.19
-    p_bug: float = 0.085
+    p_slip: float = 0.2
+    p_bug: float = 0.112
     p_habit: float = 0.45
     p_smem_check: float = 0.8
     p_rebench: float = 0.035
@@ -177,10 +177,13 @@ class Engineer:
         p_slip = prof.p_slip * mult * (1.35 - 0.7 * prof.skill)
         if self.rng.random() < p_slip:
             return Candidate.of(v, p, slip=self.rng.choice(slip_kinds(self.task.impl)))
-        bugs = self.env.bugs_for(v, p) if kind in ("variant", "tune") else []
+        if kind not in ("variant", "tune"):
+            return Candidate.of(v, p)
         pb = prof.p_bug * (2.2 if kind == "variant" else 0.6) * (1.3 - 0.6 * prof.skill)
-        if bugs and self.rng.random() < pb:
-            return Candidate.of(v, p, bug=self.rng.choice(bugs))
+        if self.rng.random() < pb:
+            bugs = self.env.bugs_for(v, p)  # only bugs that would show up in this rung's output
+            if bugs:
+                return Candidate.of(v, p, bug=self.rng.choice(bugs))
         return Candidate.of(v, p)
 
     # ------------------------------------------------------------------ timing model

@@ -73,13 +73,20 @@ class KernelEnv:
         self.shape = task.shape
         self._pred: dict[tuple[str, tuple[tuple[str, object], ...]], Prediction | str] = {}
         self._code: dict[tuple[str, tuple[tuple[str, object], ...], str | None], str] = {}
+        self._plans: dict[tuple[str, tuple[tuple[str, object], ...]], KernelPlan] = {}
 
     # -- pure model queries -------------------------------------------------------------
     def variant(self, tag: str) -> Variant:
         return get_variant(self.op.family, self.task.impl, tag)
 
     def plan(self, variant: Variant, params: Params) -> KernelPlan:
-        return plan(self.op, self.shape, self.task.dtype, self.gpu, variant, params)
+        key = (variant.tag, tuple(params.items()))
+        kp = self._plans.get(key)
+        if kp is None:
+            kp = self._plans[key] = plan(
+                self.op, self.shape, self.task.dtype, self.gpu, variant, params
+            )
+        return kp
 
     def missing(self, variant: Variant, params: Params) -> list[str]:
         return sorted(

@@ -481,8 +481,9 @@ def _task_row(t: TaskSpec) -> dict[str, Any]:
 
 
 def holdout_record(t: TaskSpec) -> dict[str, Any]:
-    """One line of ``tasks_holdout.jsonl``."""
-    return {**t.as_record(), "prompt": task_prompt(t)}
+    """One line of ``tasks_holdout.jsonl``: the task spec only (no prompt, no solution),
+    which keeps the file near the card's ~78 kB; ``task_prompt`` rebuilds the prompt."""
+    return t.as_record()
 
 
 # --------------------------------------------------------------------------------------
