@@ -275,9 +275,12 @@ def run_case(
             actual, err = True, ""
         except SyntaxError as e:
             actual, err = False, f"SyntaxError: {e.msg} (line {e.lineno})"
-        # Triton diagnostics happen at JIT time; the parse must always succeed
+        # Triton diagnostics (slips, unsupported types) happen at JIT time, which needs a GPU;
+        # here every candidate, slipped or not, must at least be valid Python.
         rec.update(
             checker="ast",
+            compile_expected_ok=case.expected_ok,
+            expected_ok=True,
             actual_ok=actual,
             agree=actual,
             stderr_head=err,
