@@ -14,7 +14,7 @@ Modules (reusable by kernelinfer today and a multi-agent kernelswarm generator l
 * ``agent``      the engineer policy (skill-parameterised)
 * ``tasks``      task specs and unique task pools with holdout splits
 * ``kernelinfer`` sessions, shards, frames, invariants
-* ``export``     JSONL export + stats
+* ``export``     session statistics beside the card (the JSONL export is ``publish``)
 * ``compile_check`` real nvcc / ast validation of the templates
 
 ``GENERATOR_VERSION`` changes whenever generated output changes; simulated shards are
@@ -33,7 +33,6 @@ _LAZY = {
     "generate_shard": ("kernelinfer", "generate_shard"),
     "session_frames": ("kernelinfer", "session_frames"),
     "check_session": ("kernelinfer", "check_session"),
-    "write_kernelinfer_export": ("export", "write_kernelinfer_export"),
     "compile_sample": ("compile_check", "compile_sample"),
 }
 

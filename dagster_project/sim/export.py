@@ -1,30 +1,19 @@
-"""Publishable kernelinfer export and the statistics that go with it.
+"""kernelinfer statistics beside the card's figures (used by ``benchmarks/bench_sim.py``).
 
-Layout (as the card describes it):
-
-    batches/batch_000.jsonl …   100-session shards
-    sessions.jsonl              merged view
-    tasks_holdout.jsonl         held-out task specs (no solutions)
-    stats.json                  our figures beside the card's
-
-Files are written to temporary names and renamed at the end, so a crash leaves the
-previous export intact. Sessions are streamed: only one shard is held in memory.
+The JSONL export itself (batches/, sessions.jsonl, tasks_holdout.jsonl, stats.json) is
+written from the lake by ``dagster_project.publish.export_kernelinfer``; one writer of
+that layout, not two.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-from . import GENERATOR_VERSION
-from .kernelinfer import CARD_STATS, SHARD_SIZE, holdout_record
-from .tasks import TaskSpec
+from .kernelinfer import CARD_STATS
 
 
 class KernelinferStats:
@@ -98,73 +87,3 @@ def card_comparison(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
         }
     return out
 
-
-def _sessions(it: Iterable[Any]) -> Iterator[dict[str, Any]]:
-    for item in it:
-        if isinstance(item, dict):
-            yield item
-        else:
-            yield from item
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False)
-
-
-def write_kernelinfer_export(
-    sessions_iter: Iterable[Any], holdout: Iterable[TaskSpec | dict[str, Any]], out_dir: str | Path
-) -> dict[str, Any]:
-    """Write the export folder; ``sessions_iter`` yields session dicts or lists of them
-    (shards). Returns the stats written to stats.json."""
-    out = Path(out_dir)
-    batches = out / "batches"
-    batches.mkdir(parents=True, exist_ok=True)
-    stats = KernelinferStats()
-    tmp_files: list[tuple[Path, Path]] = []
-
-    def tmp(final: Path) -> Path:
-        t = final.with_name(final.name + ".tmp")
-        tmp_files.append((t, final))
-        return t
-
-    merged_path = tmp(out / "sessions.jsonl")
-    batch_idx = 0
-    batch_fh = None
-    in_batch = 0
-    with merged_path.open("w", encoding="utf-8") as merged:
-        for s in _sessions(sessions_iter):
-            if batch_fh is None or in_batch == SHARD_SIZE:
-                if batch_fh is not None:
-                    batch_fh.close()
-                    batch_idx += 1
-                batch_fh = tmp(batches / f"batch_{batch_idx:03d}.jsonl").open("w", encoding="utf-8")
-                in_batch = 0
-            line = _dump(s)
-            merged.write(line + "\n")
-            batch_fh.write(line + "\n")
-            in_batch += 1
-            stats.add(s)
-    if batch_fh is not None:
-        batch_fh.close()
-    hold_path = tmp(out / "tasks_holdout.jsonl")
-    n_hold = 0
-    with hold_path.open("w", encoding="utf-8") as fh:
-        for t in holdout:
-            rec = holdout_record(t) if isinstance(t, TaskSpec) else t
-            fh.write(_dump(rec) + "\n")
-            n_hold += 1
-    result = stats.result()
-    result["holdout"] = n_hold
-    result["generator_version"] = GENERATOR_VERSION
-    result["batches"] = batch_idx + (1 if stats.sessions else 0)
-    result["card_comparison"] = card_comparison(result)
-    stats_path = tmp(out / "stats.json")
-    stats_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    # stale batches from a bigger previous export would confuse readers
-    keep = {final.name for _t, final in tmp_files if final.parent == batches}
-    for old in batches.glob("batch_*.jsonl"):
-        if old.name not in keep:
-            old.unlink()
-    for t, final in tmp_files:
-        os.replace(t, final)
-    return result

@@ -7,14 +7,12 @@ import json
 import multiprocessing as mp
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.env import COMPILE_ERROR, OK, Candidate, KernelEnv
-from dagster_project.sim.export import write_kernelinfer_export
 from dagster_project.sim.kernelinfer import (
     DEFAULT_SESSIONS,
     SHARD_SIZE,
@@ -238,16 +236,3 @@ def test_frames_and_task_tables(small_build: dict[str, Any]) -> None:
     assert set(tf["session_id"]) == {s["session_id"] for s in small_build["sessions"]}
 
 
-def test_export_layout(small_build: dict[str, Any], tmp_path: Path) -> None:
-    sessions = small_build["sessions"]
-    stats = write_kernelinfer_export(
-        [sessions[:30], sessions[30:]], small_build["holdout"], tmp_path
-    )
-    assert (tmp_path / "batches" / "batch_000.jsonl").exists()
-    lines = (tmp_path / "sessions.jsonl").read_text().splitlines()
-    assert len(lines) == 60 and json.loads(lines[0])["session_id"] == sessions[0]["session_id"]
-    assert len((tmp_path / "tasks_holdout.jsonl").read_text().splitlines()) == 12
-    data = json.loads((tmp_path / "stats.json").read_text())
-    assert data["sessions"] == 60 == stats["sessions"] and data["holdout"] == 12
-    assert data["generator_version"] == GENERATOR_VERSION
-    assert "mean_speedup" in data["card_comparison"]
