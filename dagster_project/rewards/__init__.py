@@ -10,7 +10,10 @@
   which the publish step writes as ``code/reward.py``.
 
 The modules import nothing outside the standard library so they can be shipped as that
-single file; keep it that way.
+single file; keep it that way. Two parts are deliberately outside that set and are not
+imported here: ``gpu`` (the on-hardware execution reward, numpy/torch/triton, which runs
+on a GPU machine) and ``measured`` (planning GPU batches and ingesting their results into
+the lake, polars).
 """
 
 from __future__ import annotations

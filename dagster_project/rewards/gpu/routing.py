@@ -1,0 +1,114 @@
+"""MoE routing and the block alignment the fused-MoE kernel consumes, in numpy.
+
+The kernel does not see tokens, it sees *pairs* (token, chosen expert) grouped by expert
+in blocks of ``BLOCK_SIZE_M`` rows: ``sorted_token_ids`` lists pair indices expert by
+expert, each expert's run padded with the sentinel ``num_pairs`` to a multiple of
+``BLOCK_SIZE_M``; ``expert_ids`` names the expert of every block; and
+``num_tokens_post_padded`` is the padded length, past which blocks return at once. This
+is what both runtimes' ``moe_align_block_size`` produce; the runtimes compute it on the
+GPU, we compute it here because it is cheap, exact and testable on a CPU, and upload it.
+
+The buffers are allocated at their *upper bound* (every expert padded by at most
+``BLOCK_SIZE_M - 1``) exactly as the runtimes allocate them, because the launch grid
+covers the whole buffer: empty trailing blocks are part of what a config costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Which experts each token visits (``topk_ids``) and with what weight."""
+
+    topk_ids: np.ndarray  # [M, top_k] int32, distinct per row
+    topk_weights: np.ndarray  # [M, top_k] float32, rows sum to 1
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.topk_ids.size)
+
+
+def route(M: int, num_experts: int, top_k: int, *, n_shared: int = 0,
+          seed: int = 0) -> Routing:
+    """Random routing: each token picks ``top_k`` distinct routed experts uniformly from
+    the first ``num_experts - n_shared``, plus every fused shared expert (the last
+    ``n_shared`` ids), with softmax weights of random logits.
+
+    Uniform choice matches what the tuners benchmark with (random gating), so a tuned
+    config is measured under the load it was tuned for.
+    """
+    routed = num_experts - n_shared
+    if top_k < 1 or routed < top_k:
+        raise ValueError(f"cannot route top_k={top_k} over {routed} routed experts")
+    rng = np.random.default_rng(seed)
+    # argsort of uniform keys = a uniformly random permutation per row; keep top_k.
+    keys = rng.random((M, routed))
+    ids = np.argsort(keys, axis=1, kind="stable")[:, :top_k]
+    if n_shared:
+        shared = np.broadcast_to(np.arange(routed, num_experts), (M, n_shared))
+        ids = np.concatenate([ids, shared], axis=1)
+    logits = rng.standard_normal(ids.shape)
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return Routing(ids.astype(np.int32), w.astype(np.float32))
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The three alignment buffers, exactly as the kernel reads them."""
+
+    sorted_token_ids: np.ndarray | None  # [buffer_len] int32; None in vLLM's naive mode
+    expert_ids: np.ndarray  # [n_blocks] int32
+    num_tokens_post_padded: int
+    buffer_len: int  # sorted_token_ids length (the launch grid covers it)
+
+
+def buffer_len(num_pairs: int, num_experts: int, block_m: int, *, extra_expert: bool = False
+               ) -> int:
+    """Upper bound of the padded length: vLLM ``pairs + E·(BM-1)``, SGLang reserves one
+    more expert's padding (``extra_expert``)."""
+    e = num_experts + (1 if extra_expert else 0)
+    return num_pairs + e * (block_m - 1)
+
+
+def align_block_size(topk_ids: np.ndarray, block_m: int, num_experts: int,
+                     length: int | None = None) -> Alignment:
+    """Group pairs by expert (pair order kept within an expert), pad each expert's run
+    with the sentinel ``num_pairs`` to a multiple of ``block_m``.
+
+    Unused tail entries of ``expert_ids`` hold 0: the kernel returns before reading
+    them (``pid_m * BLOCK_SIZE_M >= num_tokens_post_padded``).
+    """
+    flat = np.asarray(topk_ids, dtype=np.int64).reshape(-1)
+    numel = flat.size
+    if numel and (flat.min() < 0 or flat.max() >= num_experts):
+        raise ValueError("expert id out of range")
+    size = buffer_len(numel, num_experts, block_m) if length is None else int(length)
+    counts = np.bincount(flat, minlength=num_experts)
+    padded = (counts + block_m - 1) // block_m * block_m
+    total = int(padded.sum())
+    if total > size:
+        raise ValueError(f"buffer of {size} cannot hold {total} padded pairs")
+    offsets = np.concatenate([[0], np.cumsum(padded)[:-1]])
+    order = np.argsort(flat, kind="stable")
+    sorted_e = flat[order]
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.arange(numel) - first[sorted_e]
+    sorted_ids = np.full(size, numel, dtype=np.int32)
+    sorted_ids[offsets[sorted_e] + rank] = order
+    n_blocks = (size + block_m - 1) // block_m
+    expert_ids = np.zeros(n_blocks, dtype=np.int32)
+    block_experts = np.repeat(np.arange(num_experts), padded // block_m)
+    expert_ids[: block_experts.size] = block_experts
+    return Alignment(sorted_ids, expert_ids, total, size)
+
+
+def naive_assignment(topk_ids: np.ndarray, block_m: int) -> Alignment:
+    """vLLM's low-latency path for very sparse batches: one block per pair, no sorting
+    (``sorted_token_ids`` is None, ``expert_ids`` is the flat routing)."""
+    flat = np.asarray(topk_ids, dtype=np.int32).reshape(-1)
+    return Alignment(None, flat.copy(), int(flat.size) * block_m, int(flat.size) * block_m)

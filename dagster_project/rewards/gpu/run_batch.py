@@ -1,0 +1,359 @@
+"""Measure one batch of rows on a GPU, resumably:
+
+    python -m dagster_project.rewards.gpu.run_batch IN.jsonl OUT.jsonl [--budget-s S]
+
+``IN.jsonl`` holds one row per line (``MeasureRow`` fields, ``kernel_source``
+included; optionally ``candidates``: ``[{"label", "config"}]``; else tuned, default and
+the tuned config's neighbours are measured). Every (row, candidate) result is appended
+to ``OUT.jsonl`` as soon as it exists, so a killed batch keeps what it measured, and a
+rerun with the same files skips everything already in ``OUT.jsonl``.
+
+Before a candidate runs its name goes to ``OUT.jsonl.attempts``. A candidate attempted
+twice without a result (it crashed the process twice) is recorded as
+``launch_failed`` instead of being retried forever. When a launch leaves the CUDA context
+unusable the runner writes that candidate's failure and exits with
+``EXIT_CONTEXT_LOST`` (75): run it in a loop (``benchmarks/gpu_measure_configs.sh``)
+and the next process carries on from there.
+
+With ``--workers`` > 0 every distinct kernel variant of the batch is first compiled in
+parallel worker processes into Triton's on-disk cache (compiling one variant takes
+seconds and a batch has hundreds); the timing pass then loads them. The whole run stops
+starting new candidates at ``--budget-s``.
+
+Only numpy, torch and triton are needed (no polars, duckdb or dagster): this module runs
+on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from .neighbours import Candidate, candidates
+from .spec import HARNESS_VERSION, LAUNCH_FAILED, Measurement, MeasureRow, failed
+
+EXIT_OK = 0
+EXIT_CONTEXT_LOST = 75  # EX_TEMPFAIL: restart me
+EXIT_USAGE = 2
+
+
+class Measure(Protocol):
+    def __call__(self, row: MeasureRow, cands: Sequence[Candidate], *,
+                 on_result: Callable[[Measurement], None] | None = ...,
+                 on_attempt: Callable[[Candidate], None] | None = ...,
+                 deadline: float | None = ...,
+                 indices: Sequence[int] | None = ...) -> list[Measurement]: ...
+
+
+@dataclass
+class BatchItem:
+    row: MeasureRow
+    cands: list[Candidate]
+
+
+def read_batch(path: Path) -> list[BatchItem]:
+    """The rows of a batch file and each row's candidates (explicit or generated)."""
+    items: list[BatchItem] = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            row = MeasureRow.from_json(d)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"{path}:{n}: not a batch row: {exc}") from exc
+        if d.get("candidates"):
+            cands = [Candidate(str(c["label"]), dict(c["config"])) for c in d["candidates"]]
+        else:
+            cands = candidates(row.best_config, row.default_config)
+        items.append(BatchItem(row, cands))
+    return items
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Result lines of ``OUT.jsonl`` (a torn last line from a kill is skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _attempts_path(out_path: Path) -> Path:
+    return out_path.with_name(out_path.name + ".attempts")
+
+
+def _append(path: Path, obj: dict[str, Any]) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(obj, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def row_meta(row: MeasureRow) -> dict[str, Any]:
+    """The shape a row was measured at, stored with each result (MoE rows get their K,
+    top-k and GEMMs from the planner, not from the lake row)."""
+    return {"kernel": row.kernel, "repo": row.repo, "quant": row.quant, "M": row.M,
+            "N": row.N, "K": row.K, "E": row.E, "top_k": row.top_k, "n_shared": row.n_shared,
+            "moe_gemms": row.moe_gemms, "model": row.model}
+
+
+@dataclass
+class BatchReport:
+    measured: int = 0
+    skipped_done: int = 0
+    crashed: int = 0
+    rows_started: int = 0
+    stopped_by_budget: bool = False
+    context_lost: bool = False
+    precompile: dict[str, Any] = field(default_factory=dict)
+
+
+def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
+              measure: Measure | None = None, env: dict[str, Any] | None = None,
+              workers: int = 0, precompile_share: float = 0.4) -> BatchReport:
+    """Measure every (row, candidate) of ``in_path`` not yet in ``out_path``."""
+    started = time.monotonic()
+    deadline = started + budget_s if budget_s else None
+    items = read_batch(in_path)
+    done = {(r.get("row_id"), r.get("label")) for r in read_results(out_path)}
+    report = BatchReport()
+    attempts_path = _attempts_path(out_path)
+    pending: Counter[tuple[str, str]] = Counter()
+    for a in read_results(attempts_path):
+        key = (a.get("row_id"), a.get("label"))
+        if key not in done:
+            pending[key] += 1  # type: ignore[index]
+    if measure is None:
+        from .device import environment, measure_candidates
+
+        measure = measure_candidates  # type: ignore[assignment]
+        env = {**environment(), **(env or {})}
+    env = env or {}
+
+    meta = {item.row.id: row_meta(item.row) for item in items}
+
+    def write(m: Measurement) -> None:
+        _append(out_path, {**m.to_json(), "harness_version": HARNESS_VERSION,
+                           "measured_at": datetime.now(UTC).isoformat(), "env": env,
+                           "row": meta.get(m.row_id, {})})
+        done.add((m.row_id, m.label))
+        report.measured += 1
+
+    # Candidates that took the process down twice are recorded, not retried.
+    for item in items:
+        for i, c in enumerate(item.cands):
+            if pending.get((item.row.id, c.label), 0) >= 2:
+                write(failed(item.row.id, c.label, c.config, LAUNCH_FAILED,
+                             "the process died twice while this config ran (crash or "
+                             "sticky CUDA error)", i))
+                report.crashed += 1
+
+    todo: list[tuple[BatchItem, list[int]]] = []
+    for item in items:
+        left = [i for i, c in enumerate(item.cands) if (item.row.id, c.label) not in done]
+        report.skipped_done += len(item.cands) - len(left)
+        if left:
+            todo.append((item, left))
+    if workers > 0 and todo:
+        share = budget_s * precompile_share if budget_s else None
+        pc_deadline = started + share if share else None
+        report.precompile = precompile_batch(todo, workers, pc_deadline)
+
+    for item, left in todo:
+        if deadline is not None and time.monotonic() > deadline:
+            report.stopped_by_budget = True
+            break
+        report.rows_started += 1
+        row = item.row
+
+        index_of = {c.label: i for i, c in enumerate(item.cands)}
+
+        def attempt(c: Candidate, row_id: str = row.id,
+                    index_of: dict[str, int] = index_of) -> None:
+            _append(attempts_path, {"row_id": row_id, "label": c.label,
+                                    "index": index_of.get(c.label)})
+
+        try:
+            measure(row, [item.cands[i] for i in left], on_result=write, on_attempt=attempt,
+                    deadline=deadline, indices=left)
+        except Exception as exc:
+            if type(exc).__name__ == "CudaContextLost":
+                report.context_lost = True
+                print(f"CUDA context lost on row {row.id}: {exc}; restart to resume",
+                      file=sys.stderr)
+                return report
+            raise
+    if deadline is not None and time.monotonic() > deadline:
+        report.stopped_by_budget = True
+    return report
+
+
+def precompile_batch(todo: Sequence[tuple[BatchItem, Sequence[int]]], workers: int,
+                     deadline: float | None) -> dict[str, Any]:
+    """Compile each distinct kernel variant of the batch once, in parallel processes."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    from .device import precompile
+    from .plan import plan_launches
+    from .routing import route
+    from .source import KernelSourceError, signature_of, source_hash
+    from .spec import ConfigError, normalise_config
+
+    tasks: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    seen: set[tuple] = set()
+    for item, left in todo:
+        row = item.row
+        if row.problem_error():
+            continue
+        try:
+            sig = signature_of(row.kernel_source, row.kernel)
+        except KernelSourceError:
+            continue
+        routing = (route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared,
+                         seed=row.seed) if row.kind == "moe" else None)
+        row_json = row.to_json()
+        for i in left:
+            cfg_raw = item.cands[i].config
+            try:
+                cfg, _ = normalise_config(cfg_raw)
+                launches = plan_launches(row, cfg, sig, routing)
+            except (ConfigError, ValueError):
+                continue
+            key = (source_hash(row.kernel_source), row.kernel,
+                   tuple(lch.spec_key() for lch in launches))
+            if key in seen:
+                continue
+            seen.add(key)
+            tasks.append((row_json, cfg_raw))
+    stats: dict[str, Any] = {"variants": len(tasks), "compiled": 0, "failed": 0,
+                             "unfinished": 0}
+    if not tasks:
+        return stats
+    t0 = time.monotonic()
+    chunk = max(1, min(4, math.ceil(len(tasks) / (workers * 4))))
+    chunks = [tasks[i:i + chunk] for i in range(0, len(tasks), chunk)]
+    ex = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    futures = [ex.submit(precompile, c) for c in chunks]
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        for fut in cf.as_completed(futures, timeout=timeout):
+            try:
+                res = fut.result()
+            except Exception:  # noqa: BLE001 - a dead worker only loses its pre-compile
+                stats["failed"] += chunk
+                continue
+            stats["compiled"] += sum(r == "ok" for r in res)
+            stats["failed"] += sum(r != "ok" for r in res)
+    except cf.TimeoutError:
+        stats["unfinished"] = sum(not f.done() for f in futures) * chunk
+    finally:
+        ex.shutdown(wait=False, cancel_futures=True)
+    stats["seconds"] = round(time.monotonic() - t0, 1)
+    return stats
+
+
+# -- summary --------------------------------------------------------------------------
+
+def _fmt(v: float | None, spec: str = ".1f") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def summarise(items: Iterable[BatchItem], results: Iterable[dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """Per row: tuned and default time, their ratio, the fastest candidate, counts."""
+    by_row: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_row.setdefault(str(r.get("row_id")), []).append(r)
+    out = []
+    for item in items:
+        rs = by_row.get(item.row.id, [])
+        ok = [r for r in rs if r.get("status") == "ok" and r.get("t_us")]
+        times = {r["label"]: float(r["t_us"]) for r in ok}
+        best = min(ok, key=lambda r: float(r["t_us"])) if ok else None
+        t_tuned, t_default = times.get("tuned"), times.get("default")
+        out.append({
+            "row_id": item.row.id, "kernel": item.row.kernel, "repo": item.row.repo,
+            "quant": item.row.quant, "M": item.row.M, "measured": len(rs),
+            "candidates": len(item.cands), "ok": len(ok),
+            "failures": dict(Counter(r.get("status") for r in rs if r.get("status") != "ok")),
+            "t_tuned_us": t_tuned, "t_default_us": t_default,
+            "speedup_vs_default": (t_default / t_tuned) if t_tuned and t_default else None,
+            "best_label": best["label"] if best else None,
+            "t_best_us": float(best["t_us"]) if best else None,
+            "tuned_is_best": (best is not None and best["label"] == "tuned"),
+        })
+    return out
+
+
+def format_summary(rows: Sequence[dict[str, Any]]) -> str:
+    head = (f"{'row':10} {'kernel':22} {'repo':6} {'quant':11} {'M':>5} {'tuned_us':>9} "
+            f"{'default_us':>10} {'speedup':>7} {'best':>16} {'best_us':>8} {'ok':>5} fails")
+    lines = [head, "-" * len(head)]
+    for s in rows:
+        fails = ",".join(f"{k}:{v}" for k, v in sorted(s["failures"].items())) or "-"
+        lines.append(
+            f"{s['row_id'][:10]:10} {s['kernel'][:22]:22} {s['repo'][:6]:6} {s['quant']:11} "
+            f"{s['M']:>5} {_fmt(s['t_tuned_us']):>9} {_fmt(s['t_default_us']):>10} "
+            f"{_fmt(s['speedup_vs_default'], '.2f'):>7} {str(s['best_label'])[:16]:>16} "
+            f"{_fmt(s['t_best_us']):>8} {s['ok']:>2}/{s['candidates']:<2} {fails}")
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in rows:
+        groups.setdefault((s["kernel"], s["quant"]), []).append(s)
+    lines.append("")
+    lines.append(f"{'kernel':30} {'quant':11} {'rows':>4} {'median_speedup':>14} "
+                 f"{'tuned_best':>10}")
+    for (kernel, quant), ss in sorted(groups.items()):
+        sp = [s["speedup_vs_default"] for s in ss if s["speedup_vs_default"]]
+        measured = [s for s in ss if s["t_tuned_us"]]
+        best = sum(s["tuned_is_best"] for s in measured)
+        lines.append(f"{kernel[:30]:30} {quant:11} {len(measured):>4} "
+                     f"{_fmt(statistics.median(sp) if sp else None, '.3f'):>14} "
+                     f"{best:>4}/{len(measured):<5}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dagster_project.rewards.gpu.run_batch",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("in_path", type=Path)
+    ap.add_argument("out_path", type=Path)
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="stop starting candidates after this many seconds")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="parallel pre-compile processes (0: compile while timing)")
+    ap.add_argument("--precompile-share", type=float, default=0.4,
+                    help="at most this fraction of the budget goes to pre-compiling")
+    args = ap.parse_args(argv)
+    if not args.in_path.is_file():
+        print(f"no batch file {args.in_path}", file=sys.stderr)
+        return EXIT_USAGE
+    args.out_path.parent.mkdir(parents=True, exist_ok=True)
+    report = run_batch(args.in_path, args.out_path, budget_s=args.budget_s,
+                       workers=args.workers, precompile_share=args.precompile_share)
+    items = read_batch(args.in_path)
+    print(format_summary(summarise(items, read_results(args.out_path))))
+    print(f"\nmeasured {report.measured} new, {report.skipped_done} already done, "
+          f"{report.crashed} crashed; rows started {report.rows_started}; "
+          f"budget stop: {report.stopped_by_budget}; precompile: {report.precompile}")
+    return EXIT_CONTEXT_LOST if report.context_lost else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

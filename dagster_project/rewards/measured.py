@@ -1,0 +1,426 @@
+"""The CPU side of measured configs: plan GPU batches, ingest their results, build the set.
+
+``dagster_project.rewards.gpu`` measures on a GPU machine that has neither the lake nor
+polars; this module is the other half and runs where the lake is:
+
+* ``plan_batch`` picks the next ``tuned_configs`` rows of one GPU that have no
+  measurement yet, stratified over (kernel, quantisation, repo) so every batch covers
+  every family, and completes each row with what the GPU side needs but the row does not
+  carry: the model's hidden size (MoE file names have no K) and top-k, fused shared
+  experts, which GEMMs the config governs. ``write_batch`` writes them as JSONL.
+* ``ingest_results`` reads the runner's result JSONL into ``raw.measured_configs`` (one
+  row per (tuned row, candidate), keyed upsert on the tuned row id; candidates of a row
+  measured across several runs are merged, the newest result winning).
+* ``build_measured_dataset`` rebuilds ``datasets.measured_configs`` (one row per
+  measured tuned row: the partial latency table, tuned/default/best times and
+  ``measured_speedup_vs_default``) from the SQL in ``sql/measured/``;
+  ``export_measured`` writes it to ``exports/measured_configs/``.
+
+Not part of the stdlib-only reward modules shipped as ``code/reward.py``: it uses polars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dagster_project.lake import Lake
+from dagster_project.mining.configs.candidates import match_models
+from dagster_project.mining.configs.names import ConfigNameError, parse_config_name
+from dagster_project.rewards.gpu.spec import MeasureRow, kernel_kind
+from sql import load_sql
+
+H200 = "NVIDIA H200"
+#: Batch sizes tried per config file, in order of preference (each mapped to the file's
+#: nearest M): decode, a mid batch, a prefill-sized batch, then fill-ins.
+TARGET_M = (1, 64, 1024, 16, 256, 4096, 8, 128, 2048)
+
+RAW_SCHEMA: dict[str, pl.DataType] = {
+    "row_id": pl.String(), "label": pl.String(), "cand_index": pl.Int64(),
+    "config": pl.String(), "status": pl.String(), "reason": pl.String(),
+    "t_us": pl.Float64(), "rel_err": pl.Float64(), "details": pl.String(),
+    "kernel": pl.String(), "repo": pl.String(), "quant": pl.String(), "M": pl.Int64(),
+    "N": pl.Int64(), "K": pl.Int64(), "E": pl.Int64(), "top_k": pl.Int64(),
+    "n_shared": pl.Int64(), "moe_gemms": pl.String(), "model": pl.String(),
+    "device": pl.String(), "torch_version": pl.String(), "triton_version": pl.String(),
+    "harness_version": pl.String(), "measured_at": pl.Datetime("us", "UTC"),
+    "source": pl.String(),
+}
+
+
+# -- planning ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelReading:
+    """How an MoE shape is read as a model: hidden size, top-k, fused shared experts."""
+
+    model: str
+    how: str
+    hidden: int
+    top_k: int
+    n_shared: int
+
+
+def model_reading(E: int, N: int, dtype: str | None, repo: str, candidates: Sequence[str],
+                  shapes: pl.DataFrame) -> ModelReading | None:
+    """The first candidate model (in the row's order) whose shape explains (E, N).
+
+    Plain tensor-parallel readings are preferred, then TP with fused shared experts
+    (``E = experts + shared``: every token also visits the shared experts), then expert
+    parallelism. Readings with shared experts replicated per rank are not used: which
+    replica a token visits is not in the data.
+    """
+    table = shapes.filter(pl.col("model").is_in(list(candidates))) if candidates else shapes
+    matches = match_models(E, N, None if dtype == "bf16/fp16" else dtype, repo, table)
+    shared = dict(zip(shapes["model"], shapes["shared_experts"], strict=True))
+    order = {m: i for i, m in enumerate(candidates)}
+
+    def rank(m: Any) -> tuple[int, int]:
+        how = m.how
+        kind = (0 if how.startswith("TP") and "shared" not in how else
+                1 if how.startswith("TP") and "fused shared" in how else
+                2 if how.startswith("EP") and "shared" not in how else
+                3 if how.startswith("EP") and "fused shared" in how else 9)
+        return kind, order.get(m.model, len(order))
+
+    usable = sorted((m for m in matches if rank(m)[0] < 9), key=rank)
+    if not usable:
+        return None
+    m = usable[0]
+    n_shared = int(shared.get(m.model) or 0) if "fused shared" in m.how else 0
+    return ModelReading(m.model, m.how, int(m.hidden_size), int(m.top_k), n_shared)
+
+
+def _per_channel(config_path: str) -> bool:
+    try:
+        return parse_config_name(config_path).per_channel_quant
+    except ConfigNameError:
+        return False
+
+
+def _uses_tma(best_config: str | None) -> bool:
+    try:
+        return bool(json.loads(best_config or "{}").get("USE_TMA"))
+    except ValueError:
+        return False
+
+
+def _stable(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def measurable_rows(lake: Lake, gpu: str = H200) -> tuple[list[MeasureRow], dict[str, int]]:
+    """Every row of ``gpu`` the harness can measure, completed for the GPU side, and the
+    count of rows left out per reason."""
+    rows = lake.query(load_sql("measured/rows_for_gpu"), {"gpu": gpu})
+    shapes = lake.read_table("raw", "moe_model_shapes")
+    paths = set(rows["config_path"].to_list())
+    out: list[MeasureRow] = []
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    readings: dict[tuple, ModelReading | None] = {}
+    for r in rows.iter_rows(named=True):
+        kind = kernel_kind(r["kernel"])
+        if kind is None:
+            skip(f"kernel {r['kernel']} not launched by the harness")
+            continue
+        if _uses_tma(r["best_config"]):
+            skip("tuned config asks for TMA descriptors")
+            continue
+        fields: dict[str, Any] = {**r, "per_channel_quant": _per_channel(r["config_path"])}
+        if kind == "moe":
+            key = (r["E"], r["N"], r["dtype"], r["repo"], tuple(r["candidate_models"] or ()))
+            if key not in readings:
+                readings[key] = model_reading(r["E"], r["N"], r["dtype"], r["repo"],
+                                              list(r["candidate_models"] or ()), shapes)
+            reading = readings[key]
+            if reading is None:
+                skip("no candidate model: hidden size and top_k unknown")
+                continue
+            down_twin = r["config_path"].removesuffix(".json") + "_down.json"
+            fields.update(K=reading.hidden, top_k=reading.top_k, n_shared=reading.n_shared,
+                          model=f"{reading.model} ({reading.how})",
+                          moe_gemms="down" if r["is_down"] else
+                          "up" if down_twin in paths else "both")
+        else:
+            fields["moe_gemms"] = "mm"
+        row = MeasureRow.from_json(fields)
+        problem = row.problem_error()
+        if problem:
+            skip(problem)
+            continue
+        out.append(row)
+    return out, skipped
+
+
+def measured_row_ids(lake: Lake) -> set[str]:
+    """Rows whose tuned config already has a result (any status)."""
+    if not lake.table_exists("raw", "measured_configs"):
+        return set()
+    df = lake.query("SELECT DISTINCT row_id FROM raw.measured_configs WHERE label = 'tuned'")
+    return set(df["row_id"].to_list())
+
+
+def stratum(row: MeasureRow) -> tuple[str, str, str]:
+    return (row.kernel, row.quant, row.repo)
+
+
+def select_batch(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int,
+                 m_per_file: int = 3) -> list[MeasureRow]:
+    """``n_rows`` unmeasured rows, round-robin over strata; within a stratum whole config
+    files in a stable pseudo-random order, ``m_per_file`` batch sizes each (``TARGET_M``).
+
+    Deterministic: the same lake and exclusions give the same batch, and the next batch
+    (with this one excluded) continues with files not measured yet before returning to
+    the other batch sizes of measured ones.
+    """
+    by_file: dict[tuple[str, str], list[MeasureRow]] = {}
+    done: dict[tuple[str, str], int] = {}
+    for r in rows:
+        key = (r.repo, str(r.config_path))
+        if r.id in exclude:
+            done[key] = done.get(key, 0) + 1
+        else:
+            by_file.setdefault(key, []).append(r)
+    strata: dict[tuple[str, str, str], list[list[MeasureRow]]] = {}
+    # Files nobody measured yet first (more shapes and models per batch), then the rest.
+    for _key, file_rows in sorted(by_file.items(),
+                                  key=lambda kv: (done.get(kv[0], 0), _stable(kv[0][1]))):
+        picked: list[MeasureRow] = []
+        for target in TARGET_M:
+            if len(picked) >= m_per_file:
+                break
+            near = min(file_rows, key=lambda r: (abs(r.M - target), r.M))
+            if near not in picked:
+                picked.append(near)
+        strata.setdefault(stratum(file_rows[0]), []).append(picked)
+    queues = {k: [r for group in v for r in group] for k, v in sorted(strata.items())}
+    chosen: list[MeasureRow] = []
+    while len(chosen) < n_rows and any(queues.values()):
+        for key in sorted(queues):
+            q = queues[key]
+            take = min(len(q), m_per_file, n_rows - len(chosen))  # a whole file's picks
+            chosen.extend(q[:take])
+            del q[:take]
+            if len(chosen) >= n_rows:
+                break
+    # Measure in rounds: every file's first batch size, then every second one, ... so a
+    # batch cut short by its time budget still covers every stratum (and the largest,
+    # slowest M come last).
+    rank = {r.id: i for picks in (p for v in strata.values() for p in v)
+            for i, r in enumerate(picks)}
+    order = {r.id: n for n, r in enumerate(chosen)}
+    return sorted(chosen, key=lambda r: (rank[r.id], order[r.id]))
+
+
+def plan_batch(lake: Lake, n_rows: int, *, gpu: str = H200, m_per_file: int = 3
+               ) -> tuple[list[MeasureRow], dict[str, int]]:
+    rows, skipped = measurable_rows(lake, gpu)
+    return select_batch(rows, measured_row_ids(lake), n_rows, m_per_file), skipped
+
+
+def write_batch(rows: Iterable[MeasureRow], path: Path) -> int:
+    """Write the batch JSONL (atomically: a half-written batch never exists)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    n = 0
+    with tmp.open("w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r.to_json()) + "\n")
+            n += 1
+    os.replace(tmp, path)
+    return n
+
+
+def next_batch_path(folder: Path) -> Path:
+    """``folder/batch-NNN.jsonl`` with the first unused number."""
+    n = 1
+    while (folder / f"batch-{n:03d}.jsonl").exists():
+        n += 1
+    return folder / f"batch-{n:03d}.jsonl"
+
+
+# -- ingest --------------------------------------------------------------------------
+
+def _result_rows(lines: Iterable[dict[str, Any]], source: str) -> list[dict[str, Any]]:
+    out = []
+    for d in lines:
+        if not d.get("row_id") or not d.get("label") or not d.get("status"):
+            continue
+        env = d.get("env") or {}
+        row = d.get("row") or {}
+        out.append({
+            "row_id": str(d["row_id"]), "label": str(d["label"]),
+            "cand_index": int(d.get("index") or 0),
+            "config": json.dumps(d.get("config") or {}, sort_keys=True),
+            "status": str(d["status"]), "reason": d.get("reason") or "",
+            "t_us": float(d["t_us"]) if d.get("t_us") is not None else None,
+            "rel_err": float(d["rel_err"]) if d.get("rel_err") is not None else None,
+            "details": json.dumps(d.get("details") or {}, sort_keys=True, default=str),
+            **{k: row.get(k) for k in ("kernel", "repo", "quant", "M", "N", "K", "E", "top_k",
+                                       "n_shared", "moe_gemms", "model")},
+            "device": env.get("device"), "torch_version": env.get("torch"),
+            "triton_version": env.get("triton"),
+            "harness_version": d.get("harness_version"),
+            "measured_at": d.get("measured_at"), "source": source,
+        })
+    return out
+
+
+def read_result_files(paths: Sequence[Path]) -> pl.DataFrame:
+    """Result lines of the runner as ``RAW_SCHEMA`` rows (torn lines skipped)."""
+    rows: list[dict[str, Any]] = []
+    for p in paths:
+        lines = []
+        for line in p.read_text().splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+        rows += _result_rows(lines, p.name)
+    strings = {k: (pl.String() if k == "measured_at" else v) for k, v in RAW_SCHEMA.items()}
+    df = pl.DataFrame(rows, schema=strings, orient="row") if rows else \
+        pl.DataFrame(schema=strings)
+    return df.with_columns(pl.col("measured_at").str.to_datetime(time_zone="UTC",
+                                                                 strict=False))
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    lines: int
+    rows: int
+    candidates: int
+    dataset_rows: int
+
+
+def ingest_results(lake: Lake, paths: Sequence[Path]) -> IngestReport:
+    """Upsert result files into ``raw.measured_configs`` and rebuild the dataset."""
+    new = read_result_files(paths)
+    if new.is_empty():
+        return IngestReport(0, 0, 0, build_measured_dataset(lake))
+    ids = new["row_id"].unique().to_list()
+    frames = [new]
+    if lake.table_exists("raw", "measured_configs"):
+        old = lake.query("SELECT * FROM raw.measured_configs WHERE row_id IN "
+                         "(SELECT unnest($ids))", {"ids": ids})
+        if old.height:
+            frames.insert(0, old.select(list(RAW_SCHEMA)).cast(RAW_SCHEMA))  # type: ignore[arg-type]
+    merged = (pl.concat(frames, how="vertical_relaxed")
+              .with_row_index("_order")
+              .sort("_order")
+              .unique(["row_id", "label"], keep="last", maintain_order=True)
+              .drop("_order")
+              .sort(["row_id", "cand_index"]))
+    lake.replace_rows("raw", "measured_configs", merged, "row_id", ids)
+    return IngestReport(new.height, len(ids), merged.height, build_measured_dataset(lake))
+
+
+def build_measured_dataset(lake: Lake) -> int:
+    """Rebuild ``datasets.measured_configs`` from ``raw.measured_configs`` (empty table,
+    with the dataset's columns, when nothing has been measured yet)."""
+    if not lake.table_exists("raw", "measured_configs"):
+        lake.replace_rows("raw", "measured_configs", pl.DataFrame(schema=RAW_SCHEMA),
+                          "row_id", [])
+    df = lake.query(load_sql("measured/dataset"))
+    return lake.replace_table("datasets", "measured_configs", df)
+
+
+def export_measured(lake: Lake, folder: Path) -> Path:
+    """``folder/measured_configs.parquet``, written to a temp name and renamed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    df = lake.read_table("datasets", "measured_configs")
+    path = folder / "measured_configs.parquet"
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        df.write_parquet(tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def status_frame(lake: Lake, gpu: str = H200) -> pl.DataFrame:
+    """Per (kernel, quant, repo): rows of the GPU, rows measured, median measured speedup
+    of tuned over default, share where the tuned config is still the fastest."""
+    build_needed = not lake.table_exists("datasets", "measured_configs")
+    if build_needed:
+        return pl.DataFrame()
+    return lake.query(load_sql("measured/status"), {"gpu": gpu})
+
+
+# -- a batch on this machine's GPU ---------------------------------------------------
+
+def gpu_disabled() -> bool:
+    """``KERNELHOUSE_GPU_DISABLE=1`` keeps the asset off the GPU even where one exists."""
+    return os.environ.get("KERNELHOUSE_GPU_DISABLE") == "1"
+
+
+def cuda_available() -> bool:
+    """A CUDA GPU torch can use is present (False where torch is not even installed)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken driver is "no GPU" too
+        return False
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """One budgeted batch measured in this process: where it went and what it did."""
+
+    batch: Path
+    results: Path
+    rows: int
+    measured: int
+    stopped_by_budget: bool
+    context_lost: bool
+    precompile: dict[str, Any]
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        return default
+
+
+def run_local_batch(lake: Lake, folder: Path, *, gpu: str = H200) -> LocalRun | None:
+    """Plan the next batch, measure it on this machine's GPU, ingest it.
+
+    Sized by ``KERNELHOUSE_GPU_BATCH_ROWS`` (24), ``KERNELHOUSE_GPU_BUDGET_S`` (900) and
+    ``KERNELHOUSE_GPU_WORKERS`` (pre-compile processes; default: CPUs - 1, at most 12).
+    Returns ``None`` when nothing is left to measure. Only rows of ``gpu`` are planned:
+    measuring them on another GPU would say nothing about their tuning.
+    """
+    from dagster_project.rewards.gpu.run_batch import run_batch
+
+    n_rows = int(_env_number("KERNELHOUSE_GPU_BATCH_ROWS", 24))
+    budget = _env_number("KERNELHOUSE_GPU_BUDGET_S", 900.0)
+    workers = int(_env_number("KERNELHOUSE_GPU_WORKERS",
+                              float(max(0, min(12, (os.cpu_count() or 2) - 1)))))
+    batch, _ = plan_batch(lake, n_rows, gpu=gpu)
+    if not batch:
+        return None
+    path = next_batch_path(folder)
+    write_batch(batch, path)
+    results = path.with_name(path.name.replace("batch-", "out-"))
+    report = run_batch(path, results, budget_s=budget, workers=workers)
+    ingest_results(lake, [results])
+    return LocalRun(path, results, len(batch), report.measured, report.stopped_by_budget,
+                    report.context_lost, report.precompile)

@@ -1,0 +1,88 @@
+-- datasets.measured_configs: one row per measured tuned_configs row.
+-- latency_table is the partial latency table (every candidate measured, in candidate
+-- order); times are medians in microseconds from dagster_project/rewards/gpu.
+WITH m AS (
+    SELECT * FROM raw.measured_configs
+),
+agg AS (
+    SELECT
+        row_id,
+        list({'label': label, 'config': config, 'status': status, 't_us': t_us,
+              'rel_err': rel_err, 'reason': reason} ORDER BY cand_index) AS latency_table,
+        max(t_us) FILTER (WHERE label = 'tuned' AND status = 'ok') AS t_tuned_us,
+        max(t_us) FILTER (WHERE label = 'default' AND status = 'ok') AS t_default_us,
+        min(t_us) FILTER (WHERE status = 'ok') AS t_best_us,
+        arg_min(label, t_us) FILTER (WHERE status = 'ok') AS best_label,
+        arg_min(config, t_us) FILTER (WHERE status = 'ok') AS best_measured_config,
+        max(status) FILTER (WHERE label = 'tuned') AS tuned_status,
+        max(status) FILTER (WHERE label = 'default') AS default_status,
+        count(*) AS n_candidates,
+        count(*) FILTER (WHERE status = 'ok') AS n_ok,
+        count(*) FILTER (WHERE status = 'invalid_config') AS n_invalid_config,
+        count(*) FILTER (WHERE status = 'out_of_resources') AS n_out_of_resources,
+        count(*) FILTER (WHERE status = 'compile_failed') AS n_compile_failed,
+        count(*) FILTER (WHERE status = 'launch_failed') AS n_launch_failed,
+        count(*) FILTER (WHERE status = 'wrong_result') AS n_wrong_result,
+        count(*) FILTER (WHERE status = 'harness_error') AS n_harness_error,
+        any_value(quant) AS quant,
+        any_value("K") AS k_measured,
+        any_value(top_k) AS top_k,
+        any_value(n_shared) AS n_shared,
+        any_value(moe_gemms) AS moe_gemms,
+        any_value(model) AS model_reading,
+        any_value(device) AS device,
+        any_value(torch_version) AS torch_version,
+        any_value(triton_version) AS triton_version,
+        max(harness_version) AS harness_version,
+        max(measured_at) AS measured_at
+    FROM m
+    GROUP BY row_id
+)
+SELECT
+    t.id,
+    t.kernel,
+    t.repo,
+    t.dtype,
+    a.quant,
+    t.gpu,
+    t.config_path,
+    t."E",
+    t."N",
+    coalesce(t."K", a.k_measured) AS "K",
+    t."M",
+    t.block_shape,
+    a.top_k,
+    a.n_shared,
+    a.moe_gemms,
+    a.model_reading,
+    t.best_config,
+    t.default_config,
+    a.latency_table,
+    a.t_tuned_us,
+    a.t_default_us,
+    a.t_default_us / a.t_tuned_us AS measured_speedup_vs_default,
+    t.speedup_vs_default AS documented_speedup_vs_default,
+    a.t_best_us,
+    a.best_label,
+    a.best_measured_config,
+    a.best_label = 'tuned' AS tuned_is_best,
+    a.t_tuned_us / a.t_best_us AS tuned_gap,
+    a.tuned_status,
+    a.default_status,
+    a.n_candidates,
+    a.n_ok,
+    a.n_invalid_config,
+    a.n_out_of_resources,
+    a.n_compile_failed,
+    a.n_launch_failed,
+    a.n_wrong_result,
+    a.n_harness_error,
+    a.device,
+    a.torch_version,
+    a.triton_version,
+    a.harness_version,
+    a.measured_at,
+    t.split
+FROM agg AS a
+JOIN datasets.tuned_configs AS t ON t.id = a.row_id
+ORDER BY t.kernel, a.quant, t.repo, t.config_path, t."M"
