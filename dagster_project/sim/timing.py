@@ -77,9 +77,19 @@ def _wave_factor(gpu: GPU, kp: KernelPlan, occ: int, tensor: bool) -> tuple[floa
 
 
 def predict(
-    op: OpSpec, shape: Shape, dtype: str, gpu: GPU, variant: Variant, params: Params
+    op: OpSpec,
+    shape: Shape,
+    dtype: str,
+    gpu: GPU,
+    variant: Variant,
+    params: Params,
+    eff: tuple[float, float] | None = None,
 ) -> Prediction:
-    """Noise-free prediction; raises ``InfeasibleConfig`` for configs that cannot run."""
+    """Noise-free prediction; raises ``InfeasibleConfig`` for configs that cannot run.
+
+    ``eff`` replaces the table's ``(mem_eff, compute_eff)`` for this rung, so the
+    calibration fit can try candidate efficiencies without writing a table.
+    """
     missing = missing_features(variant, op, dtype, params, gpu)
     if missing:
         raise InfeasibleConfig(f"{variant.tag} needs {', '.join(missing)} which {gpu.arch} lacks")
@@ -91,7 +101,7 @@ def predict(
     occ = occupancy(gpu, kp.threads, kp.smem, kp.regs)
     if occ == 0:
         raise InfeasibleConfig("no CTA fits on an SM")
-    mem_eff, comp_eff = efficiency(gpu.id, variant.family, variant.impl, variant.tag)
+    mem_eff, comp_eff = eff or efficiency(gpu.id, variant.family, variant.impl, variant.tag)
     peak = gpu.peak(kp.path) or gpu.peak("fp16")
     wave, waves = _wave_factor(gpu, kp, occ, kp.path != "fp32")
     spill = 0.55 if spills(gpu, kp.threads, kp.regs) else 1.0

@@ -79,6 +79,11 @@ SWARM_SCHEMA: dict[str, pl.DataType] = {
     "elapsed_s": pl.Int64(), "speedup": pl.Float64(),
 }
 
+CALIBRATION_SCHEMA: dict[str, pl.DataType] = {
+    "op": pl.String(), "source": pl.String(), "variant": pl.String(), "gpu": pl.String(),
+    "status": pl.String(), "measured_ms": pl.Float64(), "predicted_ms": pl.Float64(),
+    "ratio": pl.Float64(), "predicted_before_ms": pl.Float64(), "ratio_before": pl.Float64(),
+}
 CONFIG_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 GPUS = {
     "NVIDIA_H100_80GB_HBM3": "H100",
@@ -103,6 +108,7 @@ class Seed:
     steps: pl.DataFrame
     holdout: pl.DataFrame
     swarm: pl.DataFrame
+    calibration: pl.DataFrame
 
 
 def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -272,6 +278,26 @@ def kernelswarm(rng: random.Random) -> pl.DataFrame:
     return _frame(rows, SWARM_SCHEMA)
 
 
+def calibration(rng: random.Random) -> pl.DataFrame:
+    """sim.calibration rows: two ops, three sources, failed points without a ratio."""
+    rows = []
+    for i in range(23):
+        op = ["rmsnorm", "gemm_fp16"][i % 2]
+        source = ["cuda_template", "triton_template", "torch"][i % 3]
+        status = "ok" if i % 7 else rng.choice(["wrong_result", "error"])
+        meas = round(rng.uniform(0.005, 2.0), 5)
+        pred = round(meas * rng.choice([0.3, 0.7, 1.0, 1.2, 1.6, 4.0]), 5)
+        before = round(meas * rng.uniform(0.1, 5.0), 5)
+        ok = status == "ok"
+        rows.append({
+            "op": op, "source": source, "variant": f"v{i % 5}", "gpu": "h200", "status": status,
+            "measured_ms": meas if ok else None, "predicted_ms": pred,
+            "ratio": pred / meas if ok else None, "predicted_before_ms": before,
+            "ratio_before": before / meas if ok else None,
+        })
+    return _frame(rows, CALIBRATION_SCHEMA)
+
+
 def build(root: Path) -> Seed:
     """Write every seeded table into a fresh lake under ``root`` (the sessions and steps
     as Parquet partitions behind views, as the real build stores them)."""
@@ -280,6 +306,7 @@ def build(root: Path) -> Seed:
     tuned, commits, gains = tuned_configs(rng), kernel_commits(rng), pr_gains(rng)
     sessions, steps, holdout = kernelinfer(rng)
     swarm = kernelswarm(rng)
+    calib = calibration(rng)
     lake.replace_table("datasets", "tuned_configs", tuned)
     lake.replace_table("datasets", "kernel_commits", commits)
     lake.replace_table("derived", "pr_gains", gains)
@@ -291,7 +318,8 @@ def build(root: Path) -> Seed:
     lake.refresh_view("sim", "kernelinfer_steps")
     lake.replace_table("sim", "kernelinfer_tasks_holdout", holdout)
     lake.replace_table("sim", "kernelswarm_episodes", swarm)
-    return Seed(lake, tuned, commits, gains, sessions, steps, holdout, swarm)
+    lake.replace_table("sim", "calibration", calib)
+    return Seed(lake, tuned, commits, gains, sessions, steps, holdout, swarm, calib)
 
 
 # -- expected-value helpers (plain Python, independent of DuckDB) ------------------------------

