@@ -11,7 +11,7 @@ renders and compiles consistently.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .hardware import GPU
@@ -39,6 +39,30 @@ class KernelPlan:
     alu_flops: float = 0.0
     persistent: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Dependent memory round trips on one program's critical path (see ``timing``): loops
+    #: whose every iteration ends in a block-wide reduction the next iteration waits on, or
+    #: a thread walking a contiguous segment element by element. 0 for kernels whose loads
+    #: are independent enough that only bandwidth matters.
+    chain: float = 0.0
+    #: Local-memory (spill) traffic in bytes over all programs: register tiles larger than
+    #: the register file are stored and re-read through L1/L2 at a per-SM rate.
+    spill_local: float = 0.0
+
+
+#: Registers a thread can devote to a register-resident tile: the 255-register cap less
+#: the ~30 that indices, masks, pointers and reduction temporaries take.
+TILE_REG_BUDGET = 224
+
+
+def tile_spill_bytes(elems_per_thread: float, threads: int, programs: int, uses: int) -> float:
+    """Local-memory traffic of a register tile of ``elems_per_thread`` fp32 values.
+
+    What exceeds ``TILE_REG_BUDGET`` is stored once and re-read by each of the ``uses``
+    passes the kernel makes over the tile (max, exp-sum and store for a softmax; sum of
+    squares and scale-store for a norm), in every one of ``programs`` programs.
+    """
+    excess = max(0.0, elems_per_thread - TILE_REG_BUDGET)
+    return excess * 4.0 * threads * programs * (1 + uses)
 
 
 def occupancy(gpu: GPU, threads: int, smem: int, regs: int) -> int:
@@ -770,15 +794,34 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
         )
     # triton
     threads = p["num_warps"] * 32
+    # passes over a row: max, exp-sum and store for a softmax; statistic and apply otherwise
+    uses = 3 if op.name == "logits_softmax" else 2
     if tag == "v0_scalar":
+        # one program per row loops over BLOCK-sized chunks; every iteration ends in a
+        # tl.sum/tl.max across the program that the next chunk's accumulation waits on
         return KernelPlan(
-            threads, rows, 0, 32, 1, flops, "fp32", two_pass, p["BLOCK"] * e, extra={}
+            threads,
+            rows,
+            0,
+            32,
+            1,
+            flops,
+            "fp32",
+            two_pass,
+            p["BLOCK"] * e,
+            extra={},
+            chain=uses * _cdiv(n, p["BLOCK"]),
         )
     block = 1 << max(0, (n - 1).bit_length())
     fits = block * e <= 64 * 1024
     r = p.get("ROWS", 1)
-    byts = ideal if fits else ideal * 1.5
-    regs = 32 + int(min(block * e * r / (threads * 4), 400)) if fits else 64
+    # The whole [ROWS, BLOCK] tile is held in registers (upcast to fp32): past the register
+    # budget it spills to local memory, which each pass over the tile re-reads. DRAM sees
+    # the row once either way.
+    per_thread = block * r / threads
+    spill = tile_spill_bytes(per_thread, threads, _cdiv(rows, r), uses)
+    byts = ideal
+    regs = 32 + int(min(per_thread, 400))
     grid = _cdiv(rows, r)
     if tag in ("v3_persistent", "v4_pipelined"):
         grid = min(grid, gpu.sms * p.get("waves", 2) * 2)
@@ -796,6 +839,7 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
         inflight,
         persistent=tag in ("v3_persistent", "v4_pipelined"),
         extra={"fits": fits, "BLOCK": block},
+        spill_local=spill,
     )
 
 
@@ -941,7 +985,43 @@ def _plan_elementwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Pa
     )
 
 
+def sampling_chain(op: OpSpec, s: Shape, v: Variant, p: Params) -> float:
+    """Dependent round trips one row's program makes (read off the templates).
+
+    The samplers give a whole row to one program, so at small batch the row's *serial*
+    work, not DRAM bandwidth, sets the time:
+
+    * Triton rungs loop over the row in ``BLOCK`` chunks, and every chunk ends in a
+      ``tl.sum``/``tl.max`` the loop carries: one trip per chunk per pass. Passes: the
+      statistics (split over ``SPLITS`` programs in the rejection rung), one per bisection
+      round of the threshold (32 in the two-pass and fused rungs, ``ROUNDS`` after; min-p
+      needs none), and two for the inverse-CDF draw. The naive rung's scan-draw kernel
+      makes two passes over the sorted row (three when it must find the cut first).
+    * CUDA rungs 1-4 stream their passes with coalesced, independent loads (bandwidth), but
+      the draw has each thread walk its own contiguous ``V / threads`` segment element by
+      element: one trip per element. The naive CUDA rung's one-thread-per-row scan is left
+      to bandwidth (not measured).
+    """
+    vocab = s["V"]
+    if v.impl == "cuda":
+        if v.tag == "v0_sort":
+            return 0.0
+        return float(_cdiv(vocab, p["threads"]))
+    chunks = _cdiv(vocab, p["BLOCK"])
+    if v.tag == "v0_sort":
+        return float((2 if op.name == "topk_sample" else 3) * chunks)
+    rounds = 0 if op.name == "minp_sample" else (32 if v.level <= 2 else p.get("ROUNDS", 32))
+    stats = _cdiv(chunks, p.get("SPLITS", 1))
+    return float(stats + (rounds + 2) * chunks)
+
+
 def _plan_sampling(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
+    return replace(_plan_sampling_work(op, s, dt, gpu, v, p), chain=sampling_chain(op, s, v, p))
+
+
+def _plan_sampling_work(
+    op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
+) -> KernelPlan:
     b, vocab = s["B"], s["V"]
     e = ELEM_BYTES[dt]
     flops = op.flops(s, dt)
@@ -1110,20 +1190,8 @@ def _apply_minb(kp: KernelPlan, p: Params, gpu: GPU) -> KernelPlan:
     extra = dict(kp.extra)
     extra["reg_capped"] = True
     # spilling what does not fit: local-memory traffic in L1
-    return KernelPlan(
-        kp.threads,
-        kp.grid,
-        kp.smem,
-        max(24, cap),
-        kp.launches,
-        kp.flops,
-        kp.path,
-        kp.bytes * (1.0 + 0.02 * (kp.regs - cap)),
-        kp.inflight,
-        kp.tile_eff,
-        kp.alu_flops,
-        kp.persistent,
-        extra,
+    return replace(
+        kp, regs=max(24, cap), bytes=kp.bytes * (1.0 + 0.02 * (kp.regs - cap)), extra=extra
     )
 
 

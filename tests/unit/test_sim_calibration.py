@@ -155,12 +155,16 @@ def test_fit_recovers_a_perturbed_table_from_synthetic_measurements() -> None:
         truth[key] = (min(1.0, mem * fm), min(1.0, comp * fc))
     pts = [p for p in calibration_points() if p.key in moved and p.source != "torch"]
     assert len(pts) >= 9
-    measured = [Measured(p, predict_point(p, table=truth).time_ms, 0.5, "ok") for p in pts]
+    measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
     before = error_metrics(pairs_for(measured, base))
     fit = fit_efficiency(measured, base=base)
     after = error_metrics(pairs_for(measured, fit.table))
     assert before.median_abs_log_err > 0.1
-    assert after.median_abs_log_err < 0.02
+    # The prior pulls a little toward the base: the softmax points of rowwise/triton/v1_block
+    # are spill-bound (serial), so only its rmsnorm points pin mem_eff.
+    assert after.median_abs_log_err < 0.035
+    exact = fit_efficiency(measured, base=base, prior=0.0)
+    assert error_metrics(pairs_for(measured, exact.table)).median_abs_log_err < 0.02
     assert after.share_within == 1.0
     for r in fit.rungs:
         assert r.err_after <= r.err_before
@@ -181,7 +185,7 @@ def test_freeze_and_shrink_limit_the_fit() -> None:
     truth = dict(base)
     truth[key] = (base[key][0] * 0.25, base[key][1])
     pts = [p for p in calibration_points() if p.key == key and p.source != "torch"]
-    measured = [Measured(p, predict_point(p, table=truth).time_ms, 0.5, "ok") for p in pts]
+    measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
     full = fit_efficiency(measured, base=base)
     half = fit_efficiency(measured, base=base, shrink={key: 0.5})
     frozen = fit_efficiency(measured, base=base, freeze={key})
@@ -197,7 +201,7 @@ def test_scaled_table_moves_a_sister_gpu_by_the_same_factors(tmp_path: Path) -> 
     pts = [p for p in calibration_points() if p.key == key and p.source != "torch"]
     truth = dict(base)
     truth[key] = (base[key][0], base[key][1] * 0.5)
-    measured = [Measured(p, predict_point(p, table=truth).time_ms, 0.5, "ok") for p in pts]
+    measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
     fit = fit_efficiency(measured, base=base)
     sister = {k: (v[0] * 0.9, v[1] * 0.9) for k, v in base.items()}
     scaled = scaled_table(sister, fit)
