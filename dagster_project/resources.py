@@ -33,8 +33,10 @@ class LakeResource(dg.ConfigurableResource):
         return s
 
     def lake(self) -> Lake:
+        """The lake of these settings; on an ``s3://`` root, with the store's credentials
+        and endpoint already resolved from the same environment."""
         s = self.settings()
-        return Lake(s.lake_path, s.parquet_root)
+        return Lake(s.lake_path, s.parquet_root, object_store=s.object_store)
 
     def repo_snapshot(self, repo: str) -> tuple[GitRepo, str]:
         """The clone of ``repo`` and the head sha ``repo_clone`` recorded for it: every

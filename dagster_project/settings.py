@@ -9,8 +9,10 @@ or an export by accident.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPOS = ("vllm", "sglang", "flashinfer")
 
@@ -68,6 +70,126 @@ def _secret(name: str) -> SecretStr | None:
 
 
 @dataclass(frozen=True)
+class ObjectStore:
+    """How to reach an S3-compatible lake, from the standard AWS variables.
+
+    Unset values are left to botocore's own chain (``~/.aws``, an instance role), so a
+    cluster that already has credentials needs no extra configuration. The secret key and
+    session token are ``SecretStr``: a repr, ``public()`` or a log line shows set/unset only.
+    """
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: SecretStr | None = field(default=None, repr=False)
+    session_token: SecretStr | None = field(default=None, repr=False)
+
+    def storage_options(self) -> dict[str, object]:
+        """Keyword arguments for ``s3fs.S3FileSystem``. Holds secrets: never log it."""
+        opts: dict[str, object] = {}
+        if self.access_key_id:
+            opts["key"] = self.access_key_id
+        if self.secret_access_key:
+            opts["secret"] = self.secret_access_key.get()
+        if self.session_token:
+            opts["token"] = self.session_token.get()
+        if self.endpoint_url:
+            opts["endpoint_url"] = self.endpoint_url
+        if self.region:
+            opts["client_kwargs"] = {"region_name": self.region}
+        return opts
+
+    def public(self) -> dict[str, str]:
+        endpoint = self.endpoint_url
+        if endpoint:  # an endpoint may carry user:password@ — never show it
+            parts = urlsplit(endpoint)
+            if parts.username or parts.password:
+                endpoint = parts._replace(netloc=parts.hostname or "").geturl() + " (userinfo hidden)"
+        return {
+            "AWS_ENDPOINT_URL": endpoint or "unset (AWS S3)",
+            "AWS_REGION": self.region or "unset",
+            "AWS_ACCESS_KEY_ID": "set" if self.access_key_id else "unset",
+            "AWS_SECRET_ACCESS_KEY": "set" if self.secret_access_key else "unset",
+        }
+
+
+def load_object_store() -> ObjectStore:
+    """Read the AWS variables now (``AWS_ENDPOINT_URL_S3`` wins over ``AWS_ENDPOINT_URL``
+    and ``AWS_REGION`` over ``AWS_DEFAULT_REGION``, as the AWS SDKs order them)."""
+    endpoint = _env("AWS_ENDPOINT_URL_S3") or _env("AWS_ENDPOINT_URL")
+    if endpoint:
+        parts = urlsplit(endpoint)
+        name = "AWS_ENDPOINT_URL_S3" if _env("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SettingsError(
+                f"{name} must be an http(s) URL such as http://127.0.0.1:9000 "
+                f"(got a value with scheme {parts.scheme or 'none'!r})"
+            )
+    return ObjectStore(
+        endpoint_url=endpoint,
+        region=_env("AWS_REGION") or _env("AWS_DEFAULT_REGION"),
+        access_key_id=_env("AWS_ACCESS_KEY_ID"),
+        secret_access_key=_secret("AWS_SECRET_ACCESS_KEY"),
+        session_token=_secret("AWS_SESSION_TOKEN"),
+    )
+
+
+# S3 bucket names: 3-63 of lowercase letters, digits, dots and hyphens, alphanumeric at
+# both ends. Checked here so a typo fails before a run, naming the variable.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_GLOB_CHARS = set("*?[]{}")
+
+
+def parse_lake_uri(raw: str) -> str:
+    """Validate ``KERNELHOUSE_LAKE_URI``: ``s3://bucket[/prefix]`` or a local folder.
+
+    Returns the normalised root (no trailing slash; a local path made absolute). Glob
+    characters are refused because the DuckDB views read ``<root>/<table>/*.parquet``.
+    """
+    if any(c in _GLOB_CHARS for c in raw):
+        raise SettingsError(
+            f"KERNELHOUSE_LAKE_URI={raw!r} contains glob characters (* ? [ ] {{ }}); "
+            "the lake root is used inside a glob, pick a plain name"
+        )
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", raw)
+    if match is None:
+        return str(Path(raw).expanduser().resolve())
+    scheme = match.group(1).lower()
+    if scheme != "s3":
+        raise SettingsError(
+            f"KERNELHOUSE_LAKE_URI={raw!r}: scheme {scheme}:// is not supported; use "
+            "s3://bucket[/prefix] (any S3-compatible store, see AWS_ENDPOINT_URL) or a "
+            "local folder path"
+        )
+    parts = urlsplit(raw)
+    bucket = parts.netloc
+    if parts.query or parts.fragment or not _BUCKET.match(bucket or ""):
+        raise SettingsError(
+            f"KERNELHOUSE_LAKE_URI={raw!r}: expected s3://bucket[/prefix] with a valid "
+            "bucket name (3-63 lowercase letters, digits, dots, hyphens)"
+        )
+    prefix = "/".join(p for p in parts.path.split("/") if p)
+    return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+
+
+def parse_dask_scheduler(raw: str) -> str:
+    """Validate ``KERNELHOUSE_DASK_SCHEDULER`` (``tcp://host:port``; a bare ``host:port``
+    means tcp, as in Dask)."""
+    address = raw if "://" in raw else f"tcp://{raw}"
+    parts = urlsplit(address)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in ("tcp", "tls", "ucx", "ws", "wss") or not parts.hostname or port is None:
+        raise SettingsError(
+            f"KERNELHOUSE_DASK_SCHEDULER={raw!r}: expected a scheduler address such as "
+            "tcp://10.0.0.5:8786"
+        )
+    return address
+
+
+@dataclass(frozen=True)
 class Settings:
     """Resolved configuration of one kernelhouse run."""
 
@@ -88,6 +210,7 @@ class Settings:
     sim_seed: int
     sim_sessions: int
     sim_episodes: int
+    object_store: ObjectStore = field(default_factory=ObjectStore, repr=False)
 
     # -- derived paths -------------------------------------------------------------
     @property
@@ -96,8 +219,9 @@ class Settings:
 
     @property
     def parquet_root(self) -> str:
-        """Where partitioned tables live: ``KERNELHOUSE_HOME/lake``."""
-        return str(self.home / "lake")
+        """Where partitioned tables live: ``KERNELHOUSE_LAKE_URI`` when set (a bucket
+        prefix or a folder), else ``KERNELHOUSE_HOME/lake``."""
+        return self.lake_uri or str(self.home / "lake")
 
     @property
     def repos_dir(self) -> Path:
@@ -129,11 +253,26 @@ class Settings:
             "KERNELHOUSE_LLM_FALLBACK_MODEL": self.llm_fallback_model,
             "KERNELHOUSE_HUB_REPO_PREFIX": self.hub_repo_prefix or "unset (local export only)",
             "KERNELHOUSE_EXECUTOR": self.executor,
+            "KERNELHOUSE_DASK_SCHEDULER": self.dask_scheduler
+            or ("unset (a local cluster per run)" if self.executor == "dask" else "unset"),
+            "KERNELHOUSE_LAKE_URI": self.lake_uri or "unset (KERNELHOUSE_HOME/lake)",
+            **(self.object_store.public() if self.parquet_root.startswith("s3://") else {}),
         }
 
     def secrets(self) -> list[str]:
         """Every secret value, so log/export scrubbers can redact them."""
-        return [s.get() for s in (self.github_token, self.hf_token, self.llm_api_key) if s]
+        store = self.object_store
+        return [
+            s.get()
+            for s in (
+                self.github_token,
+                self.hf_token,
+                self.llm_api_key,
+                store.secret_access_key,
+                store.session_token,
+            )
+            if s
+        ]
 
 
 def _int_env(name: str, default: int) -> int:
@@ -156,11 +295,12 @@ def load_settings() -> Settings:
         raise SettingsError(
             f"KERNELHOUSE_EXECUTOR={executor!r}: use in_process, multiprocess or dask"
         )
-    if _env("KERNELHOUSE_LAKE_URI"):
-        raise SettingsError(
-            "KERNELHOUSE_LAKE_URI is set, but an object-store lake is not supported yet; "
-            "unset it to keep the lake under KERNELHOUSE_HOME"
-        )
+    raw_lake = _env("KERNELHOUSE_LAKE_URI")
+    lake_uri = parse_lake_uri(raw_lake) if raw_lake else None
+    raw_scheduler = _env("KERNELHOUSE_DASK_SCHEDULER")
+    dask_scheduler = parse_dask_scheduler(raw_scheduler) if raw_scheduler else None
+    # AWS variables matter only for an s3:// lake; a stray bad one elsewhere is no error.
+    store = load_object_store() if lake_uri and lake_uri.startswith("s3://") else ObjectStore()
     hf_token = _secret("HF_TOKEN")
     llm_key = _secret("KERNELHOUSE_LLM_API_KEY") or hf_token
     return Settings(
@@ -177,11 +317,12 @@ def load_settings() -> Settings:
         or DEFAULT_LLM_FALLBACK_MODEL,
         hub_repo_prefix=_env("KERNELHOUSE_HUB_REPO_PREFIX"),
         executor=executor,
-        lake_uri=_env("KERNELHOUSE_LAKE_URI"),
-        dask_scheduler=_env("KERNELHOUSE_DASK_SCHEDULER"),
+        lake_uri=lake_uri,
+        dask_scheduler=dask_scheduler,
         sim_seed=_int_env("KERNELHOUSE_SIM_SEED", 20260),
         sim_sessions=_int_env("KERNELHOUSE_SIM_SESSIONS", 1899),
         sim_episodes=_int_env("KERNELHOUSE_SIM_EPISODES", 2400),
+        object_store=store,
     )
 
 

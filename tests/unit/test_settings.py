@@ -71,7 +71,103 @@ def test_bad_executor(monkeypatch: pytest.MonkeyPatch) -> None:
         load_settings()
 
 
-def test_object_store_lake_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", "s3://bucket/prefix")
+def test_lake_uri_unset_keeps_the_lake_under_home(kh_home: Path) -> None:
+    s = load_settings()
+    assert s.lake_uri is None
+    assert s.parquet_root == str(kh_home.resolve() / "lake")
+
+
+@pytest.mark.parametrize(
+    ("raw", "root"),
+    [
+        ("s3://kh-lake/prefix/", "s3://kh-lake/prefix"),
+        ("s3://kh-lake", "s3://kh-lake"),
+        ("s3://kh-lake//a//b", "s3://kh-lake/a/b"),
+    ],
+)
+def test_s3_lake_uri_is_the_parquet_root(monkeypatch: pytest.MonkeyPatch, raw: str, root: str) -> None:
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", raw)
+    s = load_settings()
+    assert s.lake_uri == root and s.parquet_root == root
+
+
+def test_local_lake_uri_is_made_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", "shared/lake")
+    assert load_settings().parquet_root == str((tmp_path / "shared" / "lake").resolve())
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["gs://bucket/x", "https://example.com/lake", "s3://Bad_Bucket/x", "s3:///nobucket",
+     "s3://bucket/x?versionId=1", "s3://bucket/shard-*"],
+)
+def test_bad_lake_uri_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", raw)
     with pytest.raises(SettingsError, match="KERNELHOUSE_LAKE_URI"):
+        load_settings()
+
+
+def test_aws_variables_configure_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", "s3://kh-lake/p")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9001")  # the S3-specific one wins
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")  # AWS_REGION wins, as in the SDKs
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value-xyz")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "sessiontoken-abc")
+    s = load_settings()
+    opts = s.object_store.storage_options()
+    assert opts == {
+        "key": "AKIAEXAMPLEKEY",
+        "secret": "s3cr3t-value-xyz",
+        "token": "sessiontoken-abc",
+        "endpoint_url": "http://127.0.0.1:9001",
+        "client_kwargs": {"region_name": "eu-central-1"},
+    }
+    public = s.public()
+    assert public["KERNELHOUSE_LAKE_URI"] == "s3://kh-lake/p"
+    assert public["AWS_SECRET_ACCESS_KEY"] == "set" and public["AWS_ACCESS_KEY_ID"] == "set"
+    assert public["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9001"
+    shown = repr(s) + str(public) + repr(s.object_store)
+    for secret in ("s3cr3t-value-xyz", "sessiontoken-abc", "AKIAEXAMPLEKEY"):
+        assert secret not in shown
+    assert {"s3cr3t-value-xyz", "sessiontoken-abc"} <= set(s.secrets())
+
+
+def test_endpoint_userinfo_is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", "s3://kh-lake")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://user:hunter2@minio.internal:9000")
+    public = load_settings().public()
+    assert "hunter2" not in str(public) and "minio.internal" in str(public)
+
+
+def test_bad_endpoint_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELHOUSE_LAKE_URI", "s3://kh-lake")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "127.0.0.1:9000")
+    with pytest.raises(SettingsError, match="AWS_ENDPOINT_URL"):
+        load_settings()
+
+
+def test_aws_variables_ignored_for_a_local_lake(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "not a url")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value-xyz")
+    s = load_settings()
+    assert "AWS_SECRET_ACCESS_KEY" not in s.public() and s.object_store.storage_options() == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "address"),
+    [("tcp://10.0.0.5:8786", "tcp://10.0.0.5:8786"), ("127.0.0.1:8786", "tcp://127.0.0.1:8786")],
+)
+def test_dask_scheduler(monkeypatch: pytest.MonkeyPatch, raw: str, address: str) -> None:
+    monkeypatch.setenv("KERNELHOUSE_DASK_SCHEDULER", raw)
+    assert load_settings().dask_scheduler == address
+
+
+@pytest.mark.parametrize("raw", ["http://10.0.0.5:8786", "tcp://10.0.0.5", "tcp://:8786"])
+def test_bad_dask_scheduler_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("KERNELHOUSE_DASK_SCHEDULER", raw)
+    with pytest.raises(SettingsError, match="KERNELHOUSE_DASK_SCHEDULER"):
         load_settings()
