@@ -13,6 +13,8 @@ from dagster_project.resources import LakeResource
         dg.AssetKey("tuned_configs"),
         dg.AssetKey("kernel_commits"),
         dg.AssetKey("kernelinfer_sessions"),
+        dg.AssetKey("sim_calibration"),
+        dg.AssetKey("measured_configs"),
     ],
     description="(Re)create the analysis.* views from sql/analysis/*.sql.",
 )

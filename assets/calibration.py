@@ -13,6 +13,7 @@ import polars as pl
 
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
+from dagster_project.versions import table_version
 
 _SCRIPT = "benchmarks/gpu_calibrate.py"
 
@@ -73,6 +74,7 @@ def sim_calibration(lake: LakeResource) -> dg.MaterializeResult:
     a = error_metrics(pairs_for(measured))
     status = points.group_by("status").len().sort("status").to_dicts()
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(handle, "sim.calibration", "sim.calibration_summary")),
         metadata={
             "dagster/row_count": points.height,
             "points_ok": a.n,

@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.resources import LakeResource, LLMResource
+from dagster_project.versions import table_version
 
 
 @dg.asset(
@@ -42,7 +43,7 @@ def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMReso
             part = with_speedup.filter(pl.col("scope") == scope)
             if part.height:
                 plots += plots_markdown(part, "histogram", x="speedup", log_x=True, title=f"{scope} speedups") + "\n\n"
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "derived.pr_gains")), metadata={
         "plots": dg.MetadataValue.md(plots or "no measurements yet"),
         "dagster/row_count": gains.height,
         "new_extractions": new,

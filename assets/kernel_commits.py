@@ -6,6 +6,7 @@ import polars as pl
 
 from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
+from dagster_project.versions import table_version
 
 GROUP = "kernel_commits"
 
@@ -23,8 +24,10 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
 
     repo = context.partition_key
     git, head = lake.repo_snapshot(repo)
-    counters = refresh_perf_commits(lake.lake(), git, DEFAULT_SPECS[repo], repo, head)
-    return dg.MaterializeResult(metadata={"dagster/row_count": int(counters.get("total_commits", 0)), **counters})
+    handle = lake.lake()
+    counters = refresh_perf_commits(handle, git, DEFAULT_SPECS[repo], repo, head)
+    version = table_version(handle, "raw.perf_commits", where="repo = ?", params=[repo])
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("total_commits", 0)), **counters})
 
 
 @dg.asset(
@@ -40,8 +43,10 @@ def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -
 
     repo = context.partition_key
     git, _ = lake.repo_snapshot(repo)
-    counters = refresh_commit_files(lake.lake(), git, DEFAULT_SPECS[repo], repo)
-    return dg.MaterializeResult(metadata={"dagster/row_count": int(counters.get("rows", 0)), **counters})
+    handle = lake.lake()
+    counters = refresh_commit_files(handle, git, DEFAULT_SPECS[repo], repo)
+    version = table_version(handle, "raw.kernel_commit_files", "raw.kernel_commit_excluded", where="repo = ?", params=[repo])
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("rows", 0)), **counters})
 
 
 @dg.asset(
@@ -83,7 +88,7 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
     for col in ("kernel_speedup", "e2e_speedup"):
         if rows[col].is_not_null().any():
             plots += "\n\n" + plots_markdown(rows.filter(pl.col(col).is_not_null()), "histogram", x=col, log_x=True, title=col)
-    yield dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.kernel_commits")), metadata={
         "plots": dg.MetadataValue.md(plots),
         "dagster/row_count": rows.height,
         "prs": rows.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique().height,

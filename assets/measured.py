@@ -12,6 +12,7 @@ import polars as pl
 
 from dagster_project.frames import md_table
 from dagster_project.resources import LakeResource
+from dagster_project.versions import table_version
 
 GROUP = "measured"
 NO_GPU = ("skipped: no CUDA GPU here; ingest device results with `kernelhouse gpu ingest` "
@@ -58,7 +59,7 @@ def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     ds = handle.read_table("datasets", "measured_configs")
     status = status_frame(handle)
     timed = ds.filter(pl.col("t_tuned_us").is_not_null())
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.measured_configs")), metadata={
         "dagster/row_count": rows,
         **run_meta,
         "rows_with_tuned_time": timed.height,

@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.resources import GitHubResource, LakeResource
+from dagster_project.versions import table_version
 
 
 @dg.asset(
@@ -19,10 +20,12 @@ def pr_bodies(context: dg.AssetExecutionContext, lake: LakeResource, github: Git
     from dagster_project.settings import GITHUB_SLUGS
 
     handle = lake.lake()
-    needed = pr_numbers_needed(
-        handle.read_table_or_none("derived", "config_attribution"),
-        handle.read_table_or_none("raw", "kernel_commit_files"),
-    )
+    # Only the PR columns: kernel_commit_files also holds every file's code and diff.
+    needed = pr_numbers_needed(*(
+        handle.query(f"SELECT DISTINCT repo, pr_number FROM {table}")
+        if handle.table_exists(*table.split(".")) else None
+        for table in ("derived.config_attribution", "raw.kernel_commit_files")
+    ))
     offline = not api_reachable(github.base_url())
     if offline:
         context.log.warning("GitHub API unreachable: materialising from the cached PR bodies only")
@@ -44,7 +47,9 @@ def pr_bodies(context: dg.AssetExecutionContext, lake: LakeResource, github: Git
 
         handle.replace_table("raw", "pr_bodies", pl.DataFrame(schema=BODIES_SCHEMA))
         n = 0
-    return dg.MaterializeResult(metadata={
+    # Fetch times and ETags are bookkeeping: only content changes are new data.
+    version = table_version(handle, "raw.pr_bodies", columns=("pr_key", "title", "body", "state", "merged_at", "status"))
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "dagster/row_count": int(n),
         "offline": offline,
         **{k: int(v) for k, v in counters.items()},

@@ -11,6 +11,7 @@ from dagster_project.partitions import kernelinfer_shards, kernelswarm_shards
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.swarm.spec import SWARM_VERSION
+from dagster_project.versions import params_version, table_version
 
 
 @dg.asset(
@@ -31,6 +32,7 @@ def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
     handle.replace_table("sim", "kernelinfer_tasks", task_frame(tasks))
     handle.replace_table("sim", "kernelinfer_tasks_holdout", holdout_frame(holdout))
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(handle, "sim.kernelinfer_tasks", "sim.kernelinfer_tasks_holdout")),
         metadata={
             "dagster/row_count": len(tasks),
             "holdout": len(holdout),
@@ -63,11 +65,14 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     s = lake.settings()
     shard = int(context.partition_key)
     handle = lake.lake()
+    # A shard is a pure function of these: an exact data version at no cost.
+    version = dg.DataVersion(params_version(
+        generator=GENERATOR_VERSION, seed=s.sim_seed, sessions=s.sim_sessions, shard=shard))
     if shard >= n_shards(s.sim_sessions):
         # A smaller build (KERNELHOUSE_SIM_SESSIONS) has no such shard: drop any stale file.
         for table in ("kernelinfer_sessions", "kernelinfer_steps"):
             handle.delete_partition(table, context.partition_key)
-        yield dg.MaterializeResult(metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_sessions} sessions"})
+        yield dg.MaterializeResult(data_version=version, metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_sessions} sessions"})
         yield dg.AssetCheckResult(check_name="session_invariants", passed=True, metadata={"sessions_checked": 0})
         return
     sessions = generate_shard(shard, seed=s.sim_seed, n_sessions=s.sim_sessions)
@@ -79,6 +84,7 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     violations = {x["session_id"]: v for x in sessions if (v := check_session(x))}
     statuses = steps_df.group_by("status").len().to_dicts() if steps_df.height else []
     yield dg.MaterializeResult(
+        data_version=version,
         metadata={
             "dagster/row_count": sess_df.height,
             "steps": steps_df.height,
@@ -120,13 +126,15 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
 
     s = lake.settings()
     shard = int(context.partition_key)
+    version = dg.DataVersion(params_version(
+        generator=GENERATOR_VERSION, swarm=SWARM_VERSION, seed=s.sim_seed, episodes=s.sim_episodes, shard=shard))
     episodes = generate_swarm_shard(shard, seed=s.sim_seed, n_episodes=s.sim_episodes)
     handle = lake.lake()
     if not episodes:
         # A smaller build (KERNELHOUSE_SIM_EPISODES) has no such shard: drop any stale file.
         for table in ("kernelswarm_episodes", "kernelswarm_agents", "kernelswarm_messages"):
             handle.delete_partition(table, context.partition_key)
-        yield dg.MaterializeResult(metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_episodes} episodes"})
+        yield dg.MaterializeResult(data_version=version, metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_episodes} episodes"})
         yield dg.AssetCheckResult(check_name="episode_invariants", passed=True, metadata={"episodes_checked": 0})
         return
     ep_df, agents_df, msgs_df = episode_frames(episodes, shard)
@@ -138,6 +146,7 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
         handle.replace_table("sim", "kernelswarm_tasks_holdout", swarm_holdout_frame(holdout))
     violations = {e["episode_id"]: v for e in episodes if (v := check_episode(e))}
     yield dg.MaterializeResult(
+        data_version=version,
         metadata={
             "dagster/row_count": ep_df.height,
             "messages": msgs_df.height,

@@ -9,6 +9,7 @@ import polars as pl
 
 from dagster_project.frames import md_table
 from dagster_project.resources import LakeResource
+from dagster_project.versions import table_version
 
 CONFIG_REPOS = ("vllm", "sglang")
 GROUP = "tuned_configs"
@@ -34,7 +35,7 @@ def config_files(lake: LakeResource) -> dg.MaterializeResult:
     files = _concat(frames, FILES_SCHEMA)
     lake.lake().replace_table("raw", "config_files", files)
     bad = files.filter(pl.col("parse_status") != "ok")
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.config_files")), metadata={
         "dagster/row_count": files.height,
         "per_repo": dg.MetadataValue.json(dict(files.group_by("repo").len().iter_rows())),
         "unparsed": dg.MetadataValue.json(bad.select("path", "parse_status", "parse_error").head(20).to_dicts()),
@@ -63,7 +64,7 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
     if previous is not None and previous.height:
         reused = entries.join(previous.select("blob_oid").unique(), on="blob_oid", how="semi").height
     handle.replace_table("raw", "config_entries", entries)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "raw.config_entries")), metadata={
         "dagster/row_count": entries.height,
         "reused_rows": reused,
         "distinct_M": entries["M"].n_unique() if entries.height else 0,
@@ -85,7 +86,7 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
         frames.append(extract_kernel_sources(git, repo, head))
     kernels = _concat(frames, KERNELS_SCHEMA)
     lake.lake().replace_table("raw", "kernel_sources", kernels)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.kernel_sources")), metadata={
         "dagster/row_count": kernels.height,
         "kernels": dg.MetadataValue.json(kernels.select("repo", "kernel", "path").to_dicts()),
     })
@@ -105,7 +106,7 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     online = hub_reachable()
     shapes = refresh_model_shapes(fetch_model_config, snapshot) if online else snapshot
     lake.lake().replace_table("raw", "moe_model_shapes", shapes)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.moe_model_shapes")), metadata={
         "dagster/row_count": shapes.height,
         "source": "hub" if online else "snapshot (offline)",
         "refreshed_from_hub": int(shapes["source"].str.starts_with("hf:").sum()),
@@ -131,7 +132,7 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
     att = _concat(frames, ATTRIBUTION_SCHEMA)
     handle.replace_table("derived", "config_attribution", att)
     with_pr = att.filter(pl.col("pr_number").is_not_null()).height
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "derived.config_attribution")), metadata={
         "dagster/row_count": att.height,
         "with_pr": with_pr,
         "share_with_pr": round(with_pr / att.height, 4) if att.height else 0.0,
@@ -175,7 +176,7 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     if speedups.height:
         plots += "\n\n" + plots_markdown(speedups, "histogram", x="speedup_vs_default", log_x=True,
                                           title="documented speedup vs default")
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.tuned_configs")), metadata={
         "plots": dg.MetadataValue.md(plots),
         "dagster/row_count": rows.height,
         "train": split.get("train", 0),

@@ -1,5 +1,6 @@
 """Cold build and no-op refresh of the mined layers on real clones, timed as a user runs
-them (`kernelhouse build`, wall clock including Python and Dagster start-up).
+them (`kernelhouse build`, then `kernelhouse refresh`; wall clock including Python and
+Dagster start-up).
 
     KERNELHOUSE_VLLM_SOURCE=… KERNELHOUSE_SGLANG_SOURCE=… KERNELHOUSE_FLASHINFER_SOURCE=… \\
         python benchmarks/bench_refresh.py
@@ -51,11 +52,13 @@ def main() -> None:
     for repo, path in MIRRORS.items():
         env.setdefault(f"KERNELHOUSE_{repo}_SOURCE", path)
     walls = []
-    for label in ("cold build", "no-op refresh"):
+    for label, verb in (("cold build", "build"), ("no-op refresh", "refresh")):
         t = time.monotonic()
-        proc = subprocess.run([exe, "build", "--select", SELECTION], env=env, capture_output=True, text=True)
+        proc = subprocess.run([exe, verb, "--select", SELECTION], env=env, capture_output=True, text=True)
         walls.append(time.monotonic() - t)
         print(f"{label:14s} {walls[-1]:7.1f} s  rc={proc.returncode}")
+        if verb == "refresh":
+            print("  " + proc.stderr.strip().splitlines()[-1])  # "N ran, M up to date"
         if label == "cold build":
             before = tables(home / "lake.duckdb")
     changed = [k for k, v in tables(home / "lake.duckdb").items() if before.get(k) != v]

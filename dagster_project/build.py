@@ -12,8 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import dagster as dg
+
+# A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``).
+Result = dg.ExecuteInProcessResult | dg.JobExecutionResult
+# Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
+Launch = Callable[[list[dg.AssetKey], str | None], Callable[[], Result]]
 
 # The CLI prints its own progress; Dagster's DEBUG event stream would drown it.
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -38,6 +44,9 @@ class BuildOutcome:
     failed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     checks_failed: list[str] = field(default_factory=list)
+    fresh: list[str] = field(default_factory=list)  # refresh: up to date, not run
+    reasons: dict[str, str] = field(default_factory=dict)  # refresh: why each one ran
+    rows_by_run: dict[str, int] = field(default_factory=dict)  # per asset[partition]
 
     @property
     def ok(self) -> bool:
@@ -99,6 +108,28 @@ def plan_stages(defs: dg.Definitions, selection: str | None) -> list[Stage]:
     return stages
 
 
+# Assets that observe the outside world (a git remote, the Hub, the GitHub API): a
+# refresh runs them whenever their source answers, and their content data versions
+# decide what else must run.
+OBSERVERS = frozenset({"repo_clone", "moe_model_shapes", "pr_bodies"})
+
+
+def _unreachable(name: str) -> str | None:
+    """Why an observer has nothing to observe right now (its service does not answer),
+    else None. A git source is always tried: an unreachable one is a build error."""
+    if name == "moe_model_shapes":
+        from dagster_project.mining.hub import hub_reachable
+
+        return None if hub_reachable() else "the Hugging Face Hub is unreachable (or HF_HUB_OFFLINE=1)"
+    if name == "pr_bodies":
+        from dagster_project.github.sync import api_reachable
+        from dagster_project.settings import load_settings
+
+        url = load_settings().github_api_url
+        return None if api_reachable(url, timeout_s=2.0) else f"the GitHub API ({url or 'api.github.com'}) is unreachable"
+    return None
+
+
 def run_build(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -107,13 +138,64 @@ def run_build(
     partitions: list[str] | None = None,
     on_run: Callable[[Stage, str | None, str], None] | None = None,
     quiet: bool = True,
+    refresh: bool = False,
+    launch: Launch | None = None,
 ) -> BuildOutcome:
-    """Run every stage; returns row counts per asset, failures and skipped assets."""
+    """Run every stage; returns row counts per asset, failures and skipped assets.
+
+    With ``refresh``, an asset runs only when it observes the outside world
+    (``OBSERVERS``) or Dagster calls it stale or missing: its code version changed, or an
+    input's data version differs from the one recorded at its last materialisation.
+    Every table-writing asset reports a content fingerprint as its data version
+    (``versions.py``), so a re-run that wrote the same rows does not cascade.
+
+    With ``launch`` (a distributed build, ``definitions.DaskRuns``), each run is started
+    through it instead of in this process, and the runs of one stage's partitions are all
+    in flight before their results are collected."""
     graph = defs.resolve_asset_graph()
     all_assets = list(defs.assets or []) + list(defs.asset_checks or [])
     resources = defs.resources or {}
     outcome = BuildOutcome()
     failed: set[tuple[dg.AssetKey, str | None]] = set()
+    # One stale-status resolver (it caches event-log reads) until something runs.
+    resolver: list[Any] = []
+    probes: dict[str, str | None] = {}
+    pending: list[tuple[Stage, str | None, list[dg.AssetKey], Callable[[], Result]]] = []
+
+    def materialize(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey]) -> None:
+        resolver.clear()
+        if on_run:
+            on_run(stage, pkey, "start")
+        if launch is not None:
+            wait = launch(run_keys, pkey)
+            if refresh:  # the next wave's staleness depends on this run
+                finish(stage, pkey, run_keys, wait())
+            else:
+                pending.append((stage, pkey, run_keys, wait))
+            return
+        result = dg.materialize(
+            all_assets,
+            instance=instance,
+            resources=resources,
+            partition_key=pkey,
+            selection=run_keys,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG if quiet else None,
+            tags={"kernelhouse/cli": "refresh" if refresh else "build"},
+        )
+        finish(stage, pkey, run_keys, result)
+
+    def finish(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey], result: Result) -> None:
+        _collect(result, outcome, pkey)
+        if not result.success:
+            message = _failure_message(result)
+            for k in _failed_keys(result, run_keys):
+                failed.add((k, pkey))
+                label = k.to_user_string() + (f"[{pkey}]" if pkey else "")
+                outcome.failed[label] = message
+        if on_run:
+            on_run(stage, pkey, "ok" if result.success else "failed")
+
     for stage in plan_stages(defs, selection):
         for pkey in stage.partition_keys:
             if partitions and pkey is not None and pkey not in partitions:
@@ -124,28 +206,83 @@ def run_build(
                 outcome.skipped[k.to_user_string()] = "an upstream asset failed"
             if not run_keys:
                 continue
-            if on_run:
-                on_run(stage, pkey, "start")
-            result = dg.materialize(
-                all_assets,
-                instance=instance,
-                resources=resources,
-                partition_key=pkey,
-                selection=run_keys,
-                raise_on_error=False,
-                run_config=QUIET_RUN_CONFIG if quiet else None,
-                tags={"kernelhouse/cli": "build"},
-            )
-            _collect(result, outcome, pkey)
-            if not result.success:
-                message = _failure_message(result)
-                for k in _failed_keys(result, run_keys):
-                    failed.add((k, pkey))
-                    label = k.to_user_string() + (f"[{pkey}]" if pkey else "")
-                    outcome.failed[label] = message
-            if on_run:
-                on_run(stage, pkey, "ok" if result.success else "failed")
+            if not refresh:
+                materialize(stage, pkey, run_keys)
+                continue
+            # Waves: run what is stale now, then look again (a child is stale only once
+            # its parent has written different data), until nothing in the stage is.
+            remaining = set(run_keys)
+            while remaining:
+                remaining -= {k for k in remaining if _is_blocked(graph, k, pkey, failed)}
+                if not resolver:
+                    resolver.append(stale_status_resolver(instance, graph))
+                reasons = stale_reasons(graph, resolver[0], remaining, pkey, probes)
+                # Hold back anything downstream of a stale asset: once that one ran,
+                # the child may or may not be stale, and only then can Dagster tell.
+                ready = sorted(
+                    (k for k in reasons if not (_upstream(graph, k) & set(reasons))),
+                    key=lambda k: k.to_user_string(),
+                )
+                if not ready:
+                    break
+                for k in ready:
+                    outcome.reasons[_label(k, pkey)] = reasons[k]
+                materialize(stage, pkey, ready)
+                remaining -= set(ready)
+            for k in remaining:
+                outcome.fresh.append(_label(k, pkey))
+        for stage_, pkey, run_keys, wait in pending:  # this stage's launched runs
+            finish(stage_, pkey, run_keys, wait())
+        pending.clear()
     return outcome
+
+
+def _label(key: dg.AssetKey, pkey: str | None) -> str:
+    return key.to_user_string() + (f"[{pkey}]" if pkey else "")
+
+
+def stale_status_resolver(instance: dg.DagsterInstance, graph: dg.AssetGraph) -> Any:
+    """Dagster's own stale-status resolver, the one behind the UI's stale markers."""
+    # Its constructor wants a loading context; the instance-backed one is enough
+    # outside a web request.
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._core.loader import LoadingContextForTest
+
+    return CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+
+
+def stale_reasons(
+    graph: dg.AssetGraph,
+    resolver: Any,
+    keys: set[dg.AssetKey],
+    pkey: str | None,
+    probes: dict[str, str | None] | None = None,
+) -> dict[dg.AssetKey, str]:
+    """Which of ``keys`` must run on a refresh, with the reason Dagster gives (the same
+    stale/missing status and causes the UI shows)."""
+    from dagster._core.definitions.data_version import StaleStatus
+
+    out: dict[dg.AssetKey, str] = {}
+    probes = {} if probes is None else probes  # one reachability probe per service and run
+    for key in keys:
+        name = key.to_user_string()
+        # An observer whose service does not answer has nothing new to see: it runs
+        # only by the ordinary rule (missing, or its inputs changed).
+        if name in OBSERVERS and name not in probes:
+            probes[name] = _unreachable(name)
+        if name in OBSERVERS and probes[name] is None:
+            out[key] = "observes an external source"
+            continue
+        part = pkey if graph.get(key).is_partitioned else None
+        status = resolver.get_status(key, part)
+        if status == StaleStatus.MISSING:
+            out[key] = "never materialised"
+        elif status == StaleStatus.STALE:
+            causes = resolver.get_stale_root_causes(key, part)
+            out[key] = "; ".join(
+                f"{c.asset_key.to_user_string()} {c.reason}" for c in causes[:3]
+            ) or "stale"
+    return out
 
 
 def _is_blocked(
@@ -177,7 +314,7 @@ def _upstream(graph: dg.AssetGraph, key: dg.AssetKey) -> set[dg.AssetKey]:
     return seen
 
 
-def _collect(result: dg.ExecuteInProcessResult, outcome: BuildOutcome, pkey: str | None) -> None:
+def _collect(result: Result, outcome: BuildOutcome, pkey: str | None) -> None:
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
         name = mat.asset_key.to_user_string()
@@ -185,6 +322,7 @@ def _collect(result: dg.ExecuteInProcessResult, outcome: BuildOutcome, pkey: str
         rows = md.get("dagster/row_count") or md.get("rows")
         if rows is not None:
             outcome.rows[name] = outcome.rows.get(name, 0) + int(rows.value)  # type: ignore[union-attr]
+            outcome.rows_by_run[name + (f"[{pkey}]" if pkey else "")] = int(rows.value)  # type: ignore[union-attr]
         else:
             outcome.rows.setdefault(name, 0)
     for ev in result.get_asset_check_evaluations():
@@ -193,7 +331,7 @@ def _collect(result: dg.ExecuteInProcessResult, outcome: BuildOutcome, pkey: str
     outcome.runs.append((result.run_id, pkey, result.success, ""))
 
 
-def _failed_keys(result: dg.ExecuteInProcessResult, run_keys: list[dg.AssetKey]) -> set[dg.AssetKey]:
+def _failed_keys(result: Result, run_keys: list[dg.AssetKey]) -> set[dg.AssetKey]:
     materialized = {
         e.step_materialization_data.materialization.asset_key
         for e in result.get_asset_materialization_events()
@@ -201,7 +339,7 @@ def _failed_keys(result: dg.ExecuteInProcessResult, run_keys: list[dg.AssetKey])
     return {k for k in run_keys if k not in materialized}
 
 
-def _failure_message(result: dg.ExecuteInProcessResult) -> str:
+def _failure_message(result: Result) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data:
             err = event.step_failure_data.error

@@ -48,8 +48,91 @@ def _prepare_instance():  # noqa: ANN202 - dagster types imported lazily
 def build(
     select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
     partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
+    distributed: Annotated[bool, typer.Option("--distributed", help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.")] = False,
 ) -> None:
     """Materialise the whole graph (or a selection) with progress and a summary."""
+    try:
+        settings, instance = _prepare_instance()
+    except SettingsError as exc:
+        _fail(str(exc))
+        return
+    import contextlib
+
+    from dagster_project.build import QUIET_RUN_CONFIG, Launch, plan_stages, run_build
+    from dagster_project.definitions import build_definitions
+
+    defs = build_definitions()
+    try:
+        stages = plan_stages(defs, select)
+    except Exception as exc:  # a bad selection string
+        _fail(f"--select {select!r}: {exc}")
+        return
+    if any(k.to_user_string() == "repo_clone" for s in stages for k in s.keys):
+        try:
+            validate_sources(settings)
+        except SettingsError as exc:
+            _fail(str(exc))
+    total = sum(len(s.partition_keys) for s in stages)
+    done = launched = 0
+    started = time.monotonic()
+    distributed = distributed or settings.executor == "dask"
+
+    def on_run(stage, pkey, state):  # noqa: ANN001
+        nonlocal done, launched
+        tag = f"[{pkey}]" if pkey else ""
+        if state == "start":
+            launched += 1
+            console.print(f"[dim]{launched}/{total}[/] {stage.label} {tag}")
+        else:
+            done += 1
+            colour = "green" if state == "ok" else "red"
+            # Distributed runs finish out of launch order: say which one finished.
+            which = f" {stage.label} {tag}" if distributed else ""
+            console.print(f"    [{colour}]{state}[/]{which} ({time.monotonic() - started:.1f}s)")
+
+    with contextlib.ExitStack() as stack:
+        launch: Launch | None = None
+        if distributed:
+            from dagster_project.definitions import DaskRuns, DistributedError, dask_cluster
+
+            try:
+                cluster = stack.enter_context(dask_cluster(settings.dask_scheduler))
+            except DistributedError as exc:
+                _fail(str(exc))
+                return
+            where = "local cluster" if cluster.started_here else "KERNELHOUSE_DASK_SCHEDULER"
+            console.print(f"distributed: Dask scheduler {cluster.address} ({where}, {cluster.threads} worker threads)")
+            launch = stack.enter_context(DaskRuns(
+                instance, cluster.address, cluster.threads,
+                run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build"},
+            ))
+        outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run, launch=launch)
+    table = Table(title="kernelhouse build", show_lines=False)
+    table.add_column("asset")
+    table.add_column("rows", justify="right")
+    table.add_column("status")
+    for name in sorted(set(outcome.rows) | {k.split("[")[0] for k in outcome.failed} | set(outcome.skipped)):
+        failed = [k for k in outcome.failed if k.split("[")[0] == name]
+        status = "[red]failed[/]" if failed else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
+        table.add_row(name, f"{outcome.rows.get(name, 0):,}", status)
+    out.print(table)
+    for name, msg in outcome.failed.items():
+        console.print(f"[red]{name}[/]: {msg}")
+    for name in outcome.checks_failed:
+        console.print(f"[yellow]check failed[/]: {name}")
+    console.print(f"home: {settings.home}  ({time.monotonic() - started:.1f}s)")
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def refresh(
+    select: Annotated[str | None, typer.Option("--select", "-s", help="Limit the refresh to a selection (default: the whole graph).")] = None,
+) -> None:
+    """Bring the lake up to date doing only the work that changed: fetch the repos, then
+    run only assets that Dagster calls stale or missing (an input's data changed, or the
+    simulator's code version did). A refresh with nothing new upstream runs nothing
+    else. `kernelhouse build` rebuilds unconditionally."""
     try:
         settings, instance = _prepare_instance()
     except SettingsError as exc:
@@ -69,35 +152,32 @@ def build(
             validate_sources(settings)
         except SettingsError as exc:
             _fail(str(exc))
-    total = sum(len(s.partition_keys) for s in stages)
-    done = 0
     started = time.monotonic()
 
     def on_run(stage, pkey, state):  # noqa: ANN001
-        nonlocal done
-        tag = f"[{pkey}]" if pkey else ""
         if state == "start":
-            console.print(f"[dim]{done + 1}/{total}[/] {stage.label} {tag}")
-        else:
-            done += 1
-            colour = "green" if state == "ok" else "red"
-            console.print(f"    [{colour}]{state}[/] ({time.monotonic() - started:.1f}s)")
+            console.print(f"[dim]run[/] {stage.label} {f'[{pkey}]' if pkey else ''}")
 
-    outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run)
-    table = Table(title="kernelhouse build", show_lines=False)
-    table.add_column("asset")
-    table.add_column("rows", justify="right")
-    table.add_column("status")
-    for name in sorted(set(outcome.rows) | {k.split("[")[0] for k in outcome.failed} | set(outcome.skipped)):
-        failed = [k for k in outcome.failed if k.split("[")[0] == name]
-        status = "[red]failed[/]" if failed else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
-        table.add_row(name, f"{outcome.rows.get(name, 0):,}", status)
+    outcome = run_build(defs, instance, select, on_run=on_run, refresh=True)
+    table = Table(title="kernelhouse refresh")
+    for col in ("asset", "rows", "why it ran"):
+        table.add_column(col)
+    from rich.markup import escape
+
+    for label, why in sorted(outcome.reasons.items()):
+        status = "[red]failed[/]" if label in outcome.failed else escape(why)
+        table.add_row(escape(label), f"{outcome.rows_by_run.get(label, 0):,}", status)
     out.print(table)
     for name, msg in outcome.failed.items():
         console.print(f"[red]{name}[/]: {msg}")
+    for name in outcome.skipped:
+        console.print(f"[yellow]skipped[/] {name}: {outcome.skipped[name]}")
     for name in outcome.checks_failed:
         console.print(f"[yellow]check failed[/]: {name}")
-    console.print(f"home: {settings.home}  ({time.monotonic() - started:.1f}s)")
+    console.print(
+        f"{len(outcome.reasons)} ran, {len(outcome.fresh)} up to date, home: {settings.home}"
+        f"  ({time.monotonic() - started:.1f}s)"
+    )
     if not outcome.ok:
         raise typer.Exit(1)
 
@@ -277,6 +357,10 @@ def check(
 
 gains_app = typer.Typer(no_args_is_help=True, help="Benchmark gains extracted from PR text.")
 app.add_typer(gains_app, name="gains")
+
+from dagster_project.cli_gpu import gpu_app  # noqa: E402 - sub-app kept in its own module
+
+app.add_typer(gpu_app, name="gpu")
 
 
 @gains_app.command("extract")

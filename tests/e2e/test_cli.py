@@ -34,6 +34,12 @@ def test_build_then_sql(use_engine_repos, kh_home: Path) -> None:
     assert all(r["commit_count"] > 3 for r in rows)
     st = _kh("status")
     assert st.returncode == 0 and "repo_clone" in st.stdout
+    # Nothing changed since the build: the refresh only fetches (GitHub and the Hub are
+    # unreachable here, so their observers have nothing to look at).
+    rf = _kh("refresh")
+    assert rf.returncode == 0, rf.stdout + rf.stderr
+    assert "repo_clone[vllm]" in rf.stdout and "tuned_configs" not in rf.stdout
+    assert "3 ran," in rf.stderr, rf.stderr
 
 
 def test_sql_is_read_only_and_reports_errors(use_engine_repos, kh_home: Path) -> None:
