@@ -189,7 +189,7 @@ def automation_for(group: str | None, name: str = "") -> dg.AutomationCondition 
 def _with_policy(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
     """Attach the refresh policy; simulated code versions also carry the generation
     parameters (seed, sizes), so changing them marks the shards stale like a new
-    generator version does."""
+    generator version does; simulated shard keys follow the configured sizes."""
     name = spec.key.to_user_string()
     code_version = spec.code_version
     if spec.group_name == "simulated" and code_version:
@@ -197,8 +197,17 @@ def _with_policy(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
             f"{code_version}+seed{settings.sim_seed}"
             f".s{settings.sim_sessions}.e{settings.sim_episodes}"
         )
+    from dagster_project import partitions
+
+    pdef = spec.partitions_def
+    if name == "kernelinfer_sessions":
+        pdef = partitions.shard_partitions(settings.sim_sessions, partitions.KERNELINFER_SHARDS)
+    elif name == "kernelswarm_episodes":
+        pdef = partitions.shard_partitions(settings.sim_episodes, partitions.KERNELSWARM_SHARDS)
     return spec.replace_attributes(
-        automation_condition=automation_for(spec.group_name, name), code_version=code_version
+        automation_condition=automation_for(spec.group_name, name),
+        code_version=code_version,
+        partitions_def=pdef,
     )
 
 

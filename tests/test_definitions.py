@@ -40,3 +40,26 @@ def test_executor_configurable(monkeypatch) -> None:  # noqa: ANN001
 
     monkeypatch.setenv("KERNELHOUSE_EXECUTOR", "multiprocess")
     assert build_definitions().executor.name == "multiprocess"
+
+
+def test_simulated_shard_keys_follow_the_configured_size(monkeypatch) -> None:  # noqa: ANN001
+    """Ten times the sessions is ten times the shards (the unit of parallel work); a
+    smaller build keeps the default keys so an earlier build's shards get cleaned up."""
+    import dagster as dg
+
+    from dagster_project.definitions import build_definitions
+
+    def shard_counts() -> tuple[int, int]:
+        graph = build_definitions().resolve_asset_graph()
+        return tuple(  # type: ignore[return-value]
+            len(graph.get(dg.AssetKey(k)).partitions_def.get_partition_keys())
+            for k in ("kernelinfer_sessions", "kernelswarm_episodes")
+        )
+
+    assert shard_counts() == (19, 24)  # tests build 40 sessions / episodes
+    monkeypatch.setenv("KERNELHOUSE_SIM_SESSIONS", "18990")
+    monkeypatch.setenv("KERNELHOUSE_SIM_EPISODES", "2401")
+    assert shard_counts() == (190, 25)
+    defs = build_definitions()
+    keys = defs.resolve_job_def("kernelinfer_job").partitions_def.get_partition_keys()
+    assert keys[0] == "000" and keys[-1] == "189"
