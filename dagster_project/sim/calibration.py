@@ -591,7 +591,8 @@ def fit_efficiency(
 #: GEMMs measured 16-25x slower on an H200 than the simulator believed (fp32 FMA loops next
 #: to 990-TFLOPS tensor cores): moving them lifts the full build's mean speedup from 13.3 to
 #: 32.6 against the card's 13.4 (±4%); with them frozen it is 13.68 (+2.1%; 13.54, +1.1%,
-#: since generator 1.3.0 models serial trips, spills and device-only launch cost). Every other
+#: since generator 1.3.0 models serial trips, spills and device-only launch cost; 13.36,
+#: -0.3%, since 1.4.0 adds per-SM issue limits and CUDA rowwise trips). Every other
 #: rung, the other families' baselines included, takes its full fitted value. (Taking a
 #: quarter of every baseline's factor instead kept the card too, at +1.8%, but fitted worse
 #: on every metric.)

@@ -47,6 +47,13 @@ class KernelPlan:
     #: Local-memory (spill) traffic in bytes over all programs: register tiles larger than
     #: the register file are stored and re-read through L1/L2 at a per-SM rate.
     spill_local: float = 0.0
+    #: Thread-instructions the busiest SM must issue in sequence: a one-CTA-per-row kernel
+    #: that walks its row once per pass is bounded by one SM's issue rate when there are
+    #: fewer rows than SMs, however idle DRAM and the other SMs are.
+    sm_issue: float = 0.0
+    #: Programs that make the ``chain`` (0: every program). When only some do (the last of
+    #: a row's split CTAs selects and draws alone), only those are counted in waves.
+    chain_programs: int = 0
 
 
 #: Registers a thread can devote to a register-resident tile: the 255-register cap less
@@ -715,6 +722,19 @@ def row_dims(op: OpSpec, s: Shape) -> tuple[int, int]:
     return s["T"] * 2 * s["Hkv"], s["D"]
 
 
+def _cuda_row_chain(n: int, step: int, rows_per_block: int) -> float:
+    """Dependent round trips of a CUDA rowwise block (rungs 1-3), read off the template.
+
+    The statistic loop loads ``step`` elements per iteration and folds them into the running
+    statistic before the next iteration's loads issue (in-order issue per warp): one trip
+    per iteration. The block reduction then gates the apply pass, whose loads (the weight,
+    the re-read row) start a further trip. A block that owns several rows does them one
+    after another. This is the fixed cost that keeps these rungs at ~5 µs on a 64-row
+    problem where Triton, which loads its whole row in one batch, takes under 3 µs.
+    """
+    return float(rows_per_block * (_cdiv(n, max(step, 1)) + 1))
+
+
 def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
     rows, n = row_dims(op, s)
     e = ELEM_BYTES[dt]
@@ -754,6 +774,7 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
                 two_pass if tag == "v1_block_reduce" else ideal * 1.1,
                 inflight,
                 extra={},
+                chain=_cuda_row_chain(n, threads * p.get("unroll", 1), rows_per_block=1),
             )
         if tag == "v3_vec_onepass":
             threads, vec, r = p["threads"], p["vec"], p["rows"]
@@ -763,6 +784,9 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
             byts = ideal if fits else ideal * 1.5
             inflight = min(row_bytes, threads * vec * 8) * r
             extra = {"fits": fits}
+            # a row that fits is one batch of independent vector loads; one that does not
+            # is streamed by the statistic loop
+            step = n if fits else threads * vec * 8 // e
             return KernelPlan(
                 threads,
                 _cdiv(rows, r),
@@ -774,6 +798,7 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
                 byts,
                 inflight,
                 extra=extra,
+                chain=_cuda_row_chain(n, step, rows_per_block=min(r, rows)),
             )
         threads, r, st = p["threads"], p["rows"], p["stages"]
         chunk = min(row_bytes, 32768)
@@ -791,6 +816,9 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
             (st - 1) * r * chunk,
             persistent=True,
             extra={"chunk": chunk},
+            # the ring prefetches the next row while this one is reduced: only the apply
+            # pass (weight loads issued after the block reduction) is a round trip per row
+            chain=float(min(r, rows)),
         )
     # triton
     threads = p["num_warps"] * 32
@@ -814,7 +842,10 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
         )
     block = 1 << max(0, (n - 1).bit_length())
     fits = block * e <= 64 * 1024
-    r = p.get("ROWS", 1)
+    # Triton specialises an integer argument equal to 1 as a constant: with one row, every
+    # row of a [ROWS, BLOCK] tile past the first is provably masked off (program ids are
+    # non-negative), so its loads, math and registers fold away at compile time.
+    r = 1 if rows == 1 else p.get("ROWS", 1)
     # The whole [ROWS, BLOCK] tile is held in registers (upcast to fp32): past the register
     # budget it spills to local memory, which each pass over the tile re-reads. DRAM sees
     # the row once either way.
@@ -1015,8 +1046,52 @@ def sampling_chain(op: OpSpec, s: Shape, v: Variant, p: Params) -> float:
     return float(stats + (rounds + 2) * chunks)
 
 
+#: Thread-instructions per element of one pass over a row in the CUDA samplers (load,
+#: convert, temperature, order key or exp, compare, histogram atomic or accumulate, loop
+#: control). Rung 1 walks the row with a plain strided scalar loop (~12). Rungs 2-4 load
+#: vectors but unpack them in a loop bounded at run time (``e < kVec && i0 + e < kV``, with
+#: a per-element tail select), which the compiler cannot unroll: ~7 more per element. The
+#: two values are what one SM's issue rate (128 lanes a clock) makes of the measured cost of
+#: a pass at batch 1: 6 µs (rung 1) and 9-11 µs (rungs 2-4) over a 128K-entry row.
+SAMPLER_ISSUE_SCALAR = 12.0
+SAMPLER_ISSUE_VEC_LOOP = 19.0
+
+
+def sampling_passes(op: OpSpec, v: Variant, p: Params) -> float:
+    """Passes one CTA makes over its whole row before the draw (read off the CUDA templates).
+
+    Rungs 1-2 compute the max and the exp-sum in two passes, then select the threshold by an
+    8-bit (rung 1: ``radix_bits``) radix select, one histogram pass per digit. Rungs 3-4
+    split the statistics over ``split`` CTAs (each streams ``1/split`` of the row), and the
+    last CTA to finish selects alone: a radix select (rung 3) or ``rounds`` bisection passes
+    (rung 4). Min-p needs no selection. Rung 2's register cache does not save passes: it is
+    indexed by a runtime chunk counter, so it lives in local memory and is re-read each pass.
+    """
+    select_bits = p.get("radix_bits", 8)
+    if op.name == "minp_sample":
+        select = 0.0
+    elif v.tag == "v4_sortfree":
+        select = float(p.get("rounds", 8))
+    else:
+        select = float(_cdiv(32, select_bits))
+    if v.level >= 3:
+        return 1.0 / p.get("split", 1) + select
+    return 2.0 + select
+
+
 def _plan_sampling(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
-    return replace(_plan_sampling_work(op, s, dt, gpu, v, p), chain=sampling_chain(op, s, v, p))
+    kp = replace(_plan_sampling_work(op, s, dt, gpu, v, p), chain=sampling_chain(op, s, v, p))
+    if v.impl != "cuda" or v.tag == "v0_sort":
+        return kp
+    # One CTA owns a row's selection: when rows are few, each SM walks whole rows pass after
+    # pass at one SM's issue rate (rows on one SM share it), however idle DRAM is.
+    rows_per_sm = _cdiv(s["B"], gpu.sms)
+    per_elem = SAMPLER_ISSUE_SCALAR if v.level == 1 else SAMPLER_ISSUE_VEC_LOOP
+    return replace(
+        kp,
+        sm_issue=s["V"] * per_elem * sampling_passes(op, v, p) * rows_per_sm,
+        chain_programs=s["B"],
+    )
 
 
 def _plan_sampling_work(

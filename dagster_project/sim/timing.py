@@ -11,7 +11,9 @@ time = max(t_compute, t_memory, t_serial) + 0.1·min(t_compute, t_memory)
 * t_serial  = what one program must do in sequence, however idle the rest of the GPU is:
   ``chain`` dependent round trips (``TRIP_LATENCIES`` DRAM latencies each: an L2 round
   trip plus the block-wide reduction that closes a loop iteration) per wave of programs,
-  plus local-memory ``spill_local`` traffic at ``SPILL_BYTES_PER_CYCLE`` per busy SM.
+  plus local-memory ``spill_local`` traffic at ``SPILL_BYTES_PER_CYCLE`` per busy SM,
+  plus the ``sm_issue`` thread-instructions the busiest SM issues in sequence at
+  ``ISSUE_LANES_PER_CYCLE`` (a lone CTA making many passes over its row is issue-bound).
   This is how a one-row-per-program sampler at batch 1 or a softmax holding a 150K-entry
   row in registers is slow although it moves few DRAM bytes;
 * a small deterministic per-config "idiosyncrasy" (±4%) makes the landscape rugged the
@@ -54,6 +56,9 @@ TRIP_LATENCIES = 0.73
 #: local stores and loads, far below L1 bandwidth. Fitted on the Triton softmax rungs that
 #: hold 130K-150K-entry rows in registers (about 7 GB/s per SM at 1.98 GHz).
 SPILL_BYTES_PER_CYCLE = 3.5
+#: Thread-instructions one SM issues per clock: four schedulers, one warp instruction
+#: (32 lanes) each. A lone CTA walking its row element by element cannot go faster.
+ISSUE_LANES_PER_CYCLE = 128.0
 
 
 class InfeasibleConfig(ValueError):
@@ -146,11 +151,13 @@ def predict(
     t_m = kp.bytes / (gpu.bandwidth * mem_eff * f_lat)
     t_s = 0.0
     if kp.chain:
-        program_waves = math.ceil(kp.grid / (gpu.sms * occ))
+        program_waves = math.ceil((kp.chain_programs or kp.grid) / (gpu.sms * occ))
         t_s += kp.chain * TRIP_LATENCIES * gpu.dram_latency_ns * 1e-9 * program_waves
     if kp.spill_local:
         busy_sms = min(kp.grid, gpu.sms)
         t_s += kp.spill_local / (busy_sms * SPILL_BYTES_PER_CYCLE * gpu.clock_ghz * 1e9)
+    if kp.sm_issue:
+        t_s += kp.sm_issue / (ISSUE_LANES_PER_CYCLE * gpu.clock_ghz * 1e9)
     core = max(t_c, t_m, t_s) + 0.1 * min(t_c, t_m)
     quirk = 1.0 + 0.08 * (
         unit(
