@@ -44,21 +44,16 @@ def _prepare_instance():  # noqa: ANN202 - dagster types imported lazily
     return settings, dg.DagsterInstance.get()
 
 
-@app.command()
-def build(
-    select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
-    partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
-    distributed: Annotated[bool, typer.Option("--distributed", help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.")] = False,
-) -> None:
-    """Materialise the whole graph (or a selection) with progress and a summary."""
+def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
+    """Shared start of `build` and `refresh`: settings, instance, Definitions and the
+    staged plan of the selection; fails with one line on a bad setting, selection or
+    repo source (sources are checked only when the plan fetches)."""
     try:
         settings, instance = _prepare_instance()
     except SettingsError as exc:
         _fail(str(exc))
-        return
-    import contextlib
-
-    from dagster_project.build import QUIET_RUN_CONFIG, Launch, plan_stages, run_build
+        raise  # unreachable: _fail exits
+    from dagster_project.build import plan_stages
     from dagster_project.definitions import build_definitions
 
     defs = build_definitions()
@@ -66,12 +61,27 @@ def build(
         stages = plan_stages(defs, select)
     except Exception as exc:  # a bad selection string
         _fail(f"--select {select!r}: {exc}")
-        return
+        raise
     if any(k.to_user_string() == "repo_clone" for s in stages for k in s.keys):
         try:
             validate_sources(settings)
         except SettingsError as exc:
             _fail(str(exc))
+    return settings, instance, defs, stages
+
+
+@app.command()
+def build(
+    select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
+    partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
+    distributed: Annotated[bool, typer.Option("--distributed", help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.")] = False,
+) -> None:
+    """Materialise the whole graph (or a selection) with progress and a summary."""
+    import contextlib
+
+    from dagster_project.build import QUIET_RUN_CONFIG, Launch, run_build
+
+    settings, instance, defs, stages = _plan(select)
     total = sum(len(s.partition_keys) for s in stages)
     done = launched = 0
     started = time.monotonic()
@@ -133,25 +143,9 @@ def refresh(
     run only assets that Dagster calls stale or missing (an input's data changed, or the
     simulator's code version did). A refresh with nothing new upstream runs nothing
     else. `kernelhouse build` rebuilds unconditionally."""
-    try:
-        settings, instance = _prepare_instance()
-    except SettingsError as exc:
-        _fail(str(exc))
-        return
-    from dagster_project.build import plan_stages, run_build
-    from dagster_project.definitions import build_definitions
+    from dagster_project.build import run_build
 
-    defs = build_definitions()
-    try:
-        stages = plan_stages(defs, select)
-    except Exception as exc:  # a bad selection string
-        _fail(f"--select {select!r}: {exc}")
-        return
-    if any(k.to_user_string() == "repo_clone" for s in stages for k in s.keys):
-        try:
-            validate_sources(settings)
-        except SettingsError as exc:
-            _fail(str(exc))
+    settings, instance, defs, _ = _plan(select)
     started = time.monotonic()
 
     def on_run(stage, pkey, state):  # noqa: ANN001
