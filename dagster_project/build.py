@@ -191,8 +191,7 @@ def run_build(
             message = _failure_message(result)
             for k in _failed_keys(result, run_keys):
                 failed.add((k, pkey))
-                label = k.to_user_string() + (f"[{pkey}]" if pkey else "")
-                outcome.failed[label] = message
+                outcome.failed[_label(k, pkey)] = message
         if on_run:
             on_run(stage, pkey, "ok" if result.success else "failed")
 
@@ -213,7 +212,10 @@ def run_build(
             # its parent has written different data), until nothing in the stage is.
             remaining = set(run_keys)
             while remaining:
-                remaining -= {k for k in remaining if _is_blocked(graph, k, pkey, failed)}
+                now_blocked = {k for k in remaining if _is_blocked(graph, k, pkey, failed)}
+                for k in now_blocked:
+                    outcome.skipped[k.to_user_string()] = "an upstream asset failed"
+                remaining -= now_blocked
                 if not resolver:
                     resolver.append(stale_status_resolver(instance, graph))
                 reasons = stale_reasons(graph, resolver[0], remaining, pkey, probes)

@@ -115,6 +115,20 @@ def test_refresh_runs_only_what_changed(upstream: RepoBuilder, kh_home: Path, tm
     out = run_build(defs, instance, MINED, refresh=True)
     assert {r.split("[")[0] for r in _ran(out)} <= OBSERVERS, _ran(out)
 
+    # 4. The upstream disappears: the fetch fails, nothing downstream of it runs, the
+    #    lake keeps its data, and once the source is back a refresh is clean again.
+    kept = _snapshot(kh_home)
+    gone = upstream.path.with_name("vllm-moved")
+    upstream.path.rename(gone)
+    out = run_build(defs, instance, MINED, refresh=True)
+    assert not out.ok and "repo_clone[vllm]" in out.failed
+    assert "config_files" in out.skipped and "tuned_configs" not in _ran(out)
+    for name, df in kept.items():
+        assert df.equals(_snapshot(kh_home)[name]), name
+    gone.rename(upstream.path)
+    out = run_build(defs, instance, MINED, refresh=True)
+    assert out.ok and {r.split("[")[0] for r in _ran(out)} <= OBSERVERS, _ran(out)
+
 
 def test_simulated_shards_regenerate_only_on_code_version_change(
     kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
