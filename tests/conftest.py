@@ -73,3 +73,25 @@ def use_engine_repos(engine_repos, monkeypatch: pytest.MonkeyPatch):
     for name, repo in engine_repos.items():
         monkeypatch.setenv(f"KERNELHOUSE_{name.upper()}_SOURCE", str(repo.path))
     return engine_repos
+
+
+@pytest.fixture
+def vllm_upstream(engine_repos, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A private copy of the vLLM fixture repo that a test may add commits to (the other
+    engines as built), returned as a ``RepoBuilder`` on that copy. The fixture's PR-less
+    fork tip is dropped: commits added on top would turn it into upstream history."""
+    import shutil
+
+    from tests.fixtures.factory import RepoBuilder
+
+    up = tmp_path / "vllm-upstream"
+    shutil.copytree(engine_repos["vllm"].path, up)
+    for name in ("sglang", "flashinfer"):
+        monkeypatch.setenv(f"KERNELHOUSE_{name.upper()}_SOURCE", str(engine_repos[name].path))
+    monkeypatch.setenv("KERNELHOUSE_VLLM_SOURCE", str(up))
+    b = RepoBuilder.__new__(RepoBuilder)
+    b.path, b._clock, b.shas = up, 1_790_000_000, {}
+    trimmed = engine_repos["vllm"].planted["commits"]["trimmed"]
+    if trimmed:
+        b.git("reset", "-q", "--hard", f"HEAD~{len(trimmed)}")
+    return b

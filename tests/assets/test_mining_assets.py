@@ -4,7 +4,6 @@ planted config file, row, PR attribution, exclusion and gate, then incremental r
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -101,20 +100,8 @@ def _perf_md(kh_home: Path) -> dict:
     return {k: {m: v.value for m, v in md.items()} for k, md in mats.items()}
 
 
-def test_incremental_refresh(engine_repos, offline_github, kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A private copy of vLLM that this test may change.
-    up = tmp_path / "vllm-upstream"
-    shutil.copytree(engine_repos["vllm"].path, up)
-    for name in ("sglang", "flashinfer"):
-        monkeypatch.setenv(f"KERNELHOUSE_{name.upper()}_SOURCE", str(engine_repos[name].path))
-    monkeypatch.setenv("KERNELHOUSE_VLLM_SOURCE", str(up))
-    b = RepoBuilder.__new__(RepoBuilder)
-    b.path, b._clock, b.shas = up, 1_790_000_000, {}
-    # Drop the fixture's PR-less fork tip: commits added on top would turn it into
-    # upstream history (correctly mined then), which is not what this test measures.
-    trimmed = engine_repos["vllm"].planted["commits"]["trimmed"]
-    if trimmed:
-        b.git("reset", "-q", "--hard", f"HEAD~{len(trimmed)}")
+def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home: Path) -> None:
+    b = vllm_upstream
     assert _build().ok
     lake = _lake(kh_home)
     before = _table_snapshot(lake)

@@ -5,7 +5,6 @@ stop a re-run that produced the same rows from cascading."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -47,23 +46,7 @@ def _ran(outcome) -> set[str]:  # noqa: ANN001
     return set(outcome.reasons)
 
 
-@pytest.fixture
-def upstream(engine_repos, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RepoBuilder:
-    """A private vLLM upstream this test may add commits to; the others as built."""
-    up = tmp_path / "vllm-upstream"
-    shutil.copytree(engine_repos["vllm"].path, up)
-    for name in ("sglang", "flashinfer"):
-        monkeypatch.setenv(f"KERNELHOUSE_{name.upper()}_SOURCE", str(engine_repos[name].path))
-    monkeypatch.setenv("KERNELHOUSE_VLLM_SOURCE", str(up))
-    b = RepoBuilder.__new__(RepoBuilder)
-    b.path, b._clock, b.shas = up, 1_790_000_000, {}
-    trimmed = engine_repos["vllm"].planted["commits"]["trimmed"]
-    if trimmed:  # drop the PR-less fork tip, as the incremental test does
-        b.git("reset", "-q", "--hard", f"HEAD~{len(trimmed)}")
-    return b
-
-
-def test_refresh_runs_only_what_changed(upstream: RepoBuilder, kh_home: Path, tmp_path: Path) -> None:
+def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path) -> None:
     instance = _instance(tmp_path)
     defs = build_definitions()
     assert run_build(defs, instance, MINED).ok
@@ -82,8 +65,8 @@ def test_refresh_runs_only_what_changed(upstream: RepoBuilder, kh_home: Path, tm
     # 2. A new vLLM head that touches no kernel and no config: the vLLM miners look
     #    (their input changed) but write the same rows, so their children stay put.
     #    tuned_configs does re-run: its rows carry the snapshot commit, which moved.
-    upstream.write("docs/notes.md", "fixture: documentation only\n")
-    head = upstream.commit("[Doc] notes")
+    vllm_upstream.write("docs/notes.md", "fixture: documentation only\n")
+    head = vllm_upstream.commit("[Doc] notes")
     out = run_build(defs, instance, MINED, refresh=True)
     assert out.ok
     ran = _ran(out)
@@ -102,10 +85,10 @@ def test_refresh_runs_only_what_changed(upstream: RepoBuilder, kh_home: Path, tm
 
     # 3. A real perf commit: its rows flow all the way to the dataset.
     kernel = "csrc/fixture_refresh_kernel.cu"
-    upstream.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float* x) { x[threadIdx.x] += 1.f; }\n")
-    upstream.commit("[Kernel] add k (#9101)")
-    upstream.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float4* x) { float4 v = x[threadIdx.x]; v.x += 1.f; x[threadIdx.x] = v; }\n")
-    sha = upstream.commit("[Perf] Vectorise k (#9102)")
+    vllm_upstream.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float* x) { x[threadIdx.x] += 1.f; }\n")
+    vllm_upstream.commit("[Kernel] add k (#9101)")
+    vllm_upstream.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float4* x) { float4 v = x[threadIdx.x]; v.x += 1.f; x[threadIdx.x] = v; }\n")
+    sha = vllm_upstream.commit("[Perf] Vectorise k (#9102)")
     out = run_build(defs, instance, MINED, refresh=True)
     assert out.ok
     assert {"perf_commits[vllm]", "kernel_commit_files[vllm]", "kernel_commits"} <= _ran(out)
@@ -118,14 +101,14 @@ def test_refresh_runs_only_what_changed(upstream: RepoBuilder, kh_home: Path, tm
     # 4. The upstream disappears: the fetch fails, nothing downstream of it runs, the
     #    lake keeps its data, and once the source is back a refresh is clean again.
     kept = _snapshot(kh_home)
-    gone = upstream.path.with_name("vllm-moved")
-    upstream.path.rename(gone)
+    gone = vllm_upstream.path.with_name("vllm-moved")
+    vllm_upstream.path.rename(gone)
     out = run_build(defs, instance, MINED, refresh=True)
     assert not out.ok and "repo_clone[vllm]" in out.failed
     assert "config_files" in out.skipped and "tuned_configs" not in _ran(out)
     for name, df in kept.items():
         assert df.equals(_snapshot(kh_home)[name]), name
-    gone.rename(upstream.path)
+    gone.rename(vllm_upstream.path)
     out = run_build(defs, instance, MINED, refresh=True)
     assert out.ok and {r.split("[")[0] for r in _ran(out)} <= OBSERVERS, _ran(out)
 
@@ -154,7 +137,7 @@ def test_simulated_shards_regenerate_only_on_code_version_change(
     assert not _ran(out)
 
 
-def test_automation_sensor_reacts_to_changed_data_only(upstream: RepoBuilder, kh_home: Path, tmp_path: Path) -> None:
+def test_automation_sensor_reacts_to_changed_data_only(vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path) -> None:
     """The daemon path: after the daily fetch, the automation conditions request work
     only downstream of a head that really moved."""
     instance = _instance(tmp_path)
@@ -169,8 +152,8 @@ def test_automation_sensor_reacts_to_changed_data_only(upstream: RepoBuilder, kh
     assert sum(same.get_num_requested(k) for k in mined) == 0
 
     # A new vLLM head: the vLLM miners and the repo-wide assets are requested.
-    upstream.write("docs/more.md", "fixture\n")
-    upstream.commit("[Doc] more")
+    vllm_upstream.write("docs/more.md", "fixture\n")
+    vllm_upstream.commit("[Doc] more")
     assert run_build(defs, instance, "repo_clone", partitions=["vllm"]).ok
     moved = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=same.cursor)
     assert moved.get_requested_partitions(dg.AssetKey("perf_commits")) == {"vllm"}
