@@ -221,8 +221,16 @@ class Watched:
     """Runs cases in a worker process; a case past its timeout or a dead worker is
     recorded and the rest continue in a fresh worker."""
 
-    def __init__(self, manifest: Path, out: Path, libs: dict[int, str], deadline: float) -> None:
+    def __init__(
+        self,
+        manifest: Path,
+        out: Path,
+        libs: dict[int, str],
+        deadline: float,
+        case_timeout: float = 25.0,
+    ) -> None:
         self.manifest, self.out, self.libs, self.deadline = manifest, out, libs, deadline
+        self.case_timeout = case_timeout
         self.results = out / "results.jsonl"
         self.progress = out / "progress.log"
         self._mark = 0
@@ -236,8 +244,10 @@ class Watched:
         with self.results.open("a") as fh:
             fh.write(json.dumps(rec) + "\n")
 
-    def run(self, ids: list[int], first_timeout: float = 60.0, case_timeout: float = 25.0) -> None:
+    def run(self, ids: list[int], first_timeout: float = 60.0) -> None:
         pending = list(ids)
+        case_timeout = self.case_timeout
+        first_timeout = max(first_timeout, case_timeout)  # a fresh worker's first case too
         libs_file = self.out / "libs.json"
         libs_file.write_text(json.dumps({str(k): v for k, v in self.libs.items()}))
         while pending and time.time() < self.deadline:
@@ -299,6 +309,19 @@ class Watched:
         return int(lines[-1]) if lines else None
 
 
+def parse_ids(spec: str) -> set[int]:
+    """``"183-210,216,222"`` → the manifest ids it names (ranges inclusive): a re-run of
+    the points an earlier run's deadline cut off, or a repeat of contested ones."""
+    ids: set[int] = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        lo, _, hi = part.partition("-")
+        try:
+            ids.update(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise SystemExit(f"--ids: {part!r} is not an id or a range like 183-210") from None
+    return ids
+
+
 def _cmd_out(cmd: list[str]) -> str:
     """A tool's stdout, or the reason it could not run (the table must still print)."""
     try:
@@ -333,6 +356,9 @@ def run(args: argparse.Namespace) -> None:
     print("env:", json.dumps(env))
     if args.skip_compile_check:
         cases = [c for c in cases if c["kind"] == "calib"]
+    if args.ids:
+        wanted = parse_ids(args.ids)
+        cases = [c for c in cases if c["id"] in wanted]
     cuda_cases = [c for c in cases if c["impl"] == "cuda"]
     # measured points' libraries first: the GPU waits for those
     cuda_cases.sort(key=lambda c: (c["kind"] != "calib", c["id"]))
@@ -341,7 +367,7 @@ def run(args: argparse.Namespace) -> None:
     futs: dict[int, Future[dict[str, Any]]] = {
         c["id"]: pool.submit(compile_case, c, src_dir, build) for c in cuda_cases
     }
-    watched = Watched(manifest, out, {}, deadline)
+    watched = Watched(manifest, out, {}, deadline, case_timeout=args.case_timeout)
     first = [c["id"] for c in _by_shape(cases) if c["impl"] in ("triton", "torch")]
     watched.run(first)
     libs: dict[int, str] = {}
@@ -1006,6 +1032,13 @@ def main() -> None:
     )
     r.add_argument(
         "--budget", type=float, default=255.0, help="seconds before remaining points are skipped"
+    )
+    r.add_argument("--ids", default="", help="only these manifest ids, e.g. 183-210,216")
+    r.add_argument(
+        "--case-timeout",
+        type=float,
+        default=25.0,
+        help="seconds one point may take (Triton's JIT of whole-row tiles can take minutes)",
     )
     w = sub.add_parser("worker")
     w.add_argument("--manifest", required=True)
