@@ -500,6 +500,24 @@ def _rung_loss(pts: Sequence[tuple[CalibPoint, float]], gpu: str, mem: float, co
     return tot / len(pts)
 
 
+def _fast_loss(preds: Sequence[tuple[Prediction, float]], mem: float, comp: float) -> float:
+    """``_rung_loss`` from predictions planned once (``Prediction.device_ms_at``)."""
+    return sum(math.log(p.device_ms_at(mem, comp) / meas) ** 2 for p, meas in preds) / len(preds)
+
+
+#: The coarse joint grid that seeds the coordinate descent: factors 1/16x..16x in half
+#: octaves on both efficiencies at once. Coordinate descent alone stalls in the diagonal
+#: valleys where a rung's points are split between compute- and memory-bound (a GEMV at
+#: batch 4 vs batch 1): lowering one efficiency only pays once the other has risen.
+_SEED_FACTORS: tuple[float, ...] = tuple(2.0 ** (i / 2.0) for i in range(-8, 9))
+
+
+def _planned(pt: CalibPoint, gpu: str, mem: float, comp: float) -> Prediction:
+    spec = get_op(pt.op)
+    v = get_variant(spec.family, pt.impl, pt.variant)
+    return predict(spec, pt.shape, pt.dtype, get_gpu(gpu), v, pt.params, eff=(mem, comp))
+
+
 def fit_efficiency(
     measured: Iterable[Measured],
     gpu: str = CALIBRATION_GPU,
@@ -515,7 +533,8 @@ def fit_efficiency(
 
     Each rung's points depend only on that rung's two efficiencies, so rungs are fitted
     independently: coordinate descent over multiplicative factors minimising the mean
-    squared log error plus ``prior · (log² f_mem + log² f_comp)``. The prior keeps an
+    squared log error plus ``prior · (log² f_mem + log² f_comp)``, started from the best
+    point of a coarse joint grid (``_SEED_FACTORS``). The prior keeps an
     efficiency the points do not constrain (a memory-bound rung's compute_eff, say) where
     it was instead of letting it drift. Rungs measured only through a library kernel
     (``fallback_sources``) are fitted on those points when no template point exists.
@@ -546,6 +565,7 @@ def fit_efficiency(
         mem0, comp0 = base_table[key]
         try:
             before = _rung_loss(pts, gpu, mem0, comp0)
+            preds = [(_planned(pt, gpu, mem0, comp0), meas) for pt, meas in pts]
         except InfeasibleConfig:
             continue
         fm, fc = 1.0, 1.0
@@ -553,14 +573,19 @@ def fit_efficiency(
         def obj(
             a: float,
             b: float,
-            _pts: Sequence[tuple[CalibPoint, float]] = pts,
+            _preds: Sequence[tuple[Prediction, float]] = preds,
             _m0: float = mem0,
             _c0: float = comp0,
         ) -> float:
             m, c = _clamp(_m0 * a), _clamp(_c0 * b)
-            return _rung_loss(_pts, gpu, m, c) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
+            return _fast_loss(_preds, m, c) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
 
         best = obj(fm, fc)
+        for a in _SEED_FACTORS:
+            for b in _SEED_FACTORS:
+                val = obj(a, b)
+                if val < best - 1e-12:
+                    best, fm, fc = val, a, b
         for _ in range(rounds):
             moved = False
             for f in _FACTORS:

@@ -54,6 +54,15 @@ class KernelPlan:
     #: Programs that make the ``chain`` (0: every program). When only some do (the last of
     #: a row's split CTAs selects and draws alone), only those are counted in waves.
     chain_programs: int = 0
+    #: Dependent ALU cycles each ``chain`` trip adds after its loads land: the statistic
+    #: updates a thread folds in sequence before the next iteration's loads issue (an
+    #: online softmax's branchy max/exp-sum update costs ~100x a sum of squares' FFMA).
+    trip_cycles: float = 0.0
+    #: Local-memory bytes one CTA keeps spilled (its register tile past the budget). While
+    #: an SM's resident CTAs' spills fit in its L1 they are re-read from there at no cost
+    #: the model charges; past it, a pass over the tile evicts what the next pass needs
+    #: (cyclic access through LRU), so every spilled byte goes to L2.
+    spill_footprint: float = 0.0
 
 
 #: Registers a thread can devote to a register-resident tile: the 255-register cap less
@@ -723,7 +732,7 @@ def row_dims(op: OpSpec, s: Shape) -> tuple[int, int]:
 
 
 def _cuda_row_chain(n: int, step: int, rows_per_block: int) -> float:
-    """Dependent round trips of a CUDA rowwise block (rungs 1-3), read off the template.
+    """Dependent round trips of a CUDA rowwise block (rungs 0-3), read off the template.
 
     The statistic loop loads ``step`` elements per iteration and folds them into the running
     statistic before the next iteration's loads issue (in-order issue per warp): one trip
@@ -733,6 +742,28 @@ def _cuda_row_chain(n: int, step: int, rows_per_block: int) -> float:
     problem where Triton, which loads its whole row in one batch, takes under 3 µs.
     """
     return float(rows_per_block * (_cdiv(n, max(step, 1)) + 1))
+
+
+#: Dependent cycles of one ``stat_add`` of the CUDA rowwise templates (per element, in
+#: sequence within a thread). A sum of squares or an abs-max is one FFMA/FMNMX (~4-6
+#: cycles). The softmax's online (max, sum) update branches on ``x > m``; lanes diverge,
+#: so a warp runs both sides, each a subtract, an ``__expf`` (FMUL + MUFU.EX2) and an
+#: FFMA. Fitted on the H200's CUDA softmax rungs at batch 1, where one CTA walks a 128K
+#: row: the vector rung (two unguarded updates per trip) gives 113 cycles per element
+#: over a 0.45 µs trip, the single-warp rung (four per trip) 124.
+ROW_STAT_CYCLES = {"logits_softmax": 113.0}
+ROW_STAT_CYCLES_DEFAULT = 5.0
+#: Rungs 1-2 wrap every update in a bounds test (``if (i < kN) stat_add(...)``, after a
+#: guarded load): a second branch around the divergent update, whose paths reconverge
+#: twice. The same batch-1 softmax rows put these rungs at 165 cycles per element.
+GUARDED_STAT_FACTOR = 1.45
+#: Iterations nvcc unrolls a constant-trip-count scalar loop by (its default of 4), hoisting
+#: their independent loads ahead of the dependent statistic updates: one trip per four.
+NVCC_UNROLL = 4
+
+
+def _row_stat_cycles(op: OpSpec) -> float:
+    return ROW_STAT_CYCLES.get(op.name, ROW_STAT_CYCLES_DEFAULT)
 
 
 def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
@@ -747,6 +778,8 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
         if tag == "v0_scalar":
             threads = p["threads"]
             warps = threads // 32
+            # each warp walks its own row 32 elements at a time; the warps of a block run
+            # side by side, so the block's critical path is one row's
             return KernelPlan(
                 threads,
                 _cdiv(rows, warps),
@@ -758,23 +791,29 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
                 two_pass,
                 threads * e,
                 extra={},
+                chain=_cuda_row_chain(n, 32 * NVCC_UNROLL, rows_per_block=1),
+                trip_cycles=NVCC_UNROLL * _row_stat_cycles(op),
             )
         if tag in ("v1_block_reduce", "v2_warp_shuffle"):
+            # the two rungs share their loops (``unroll`` loads per thread per statistic
+            # iteration, then an apply pass re-reading the row); they differ only in how
+            # the block combines its partial statistics (a shared-memory tree vs shuffles)
             threads = p["threads"]
             per_thread = max(1, n // threads)
-            inflight = threads * e * min(per_thread, 2 if tag == "v1_block_reduce" else 4)
+            inflight = threads * e * min(per_thread, p.get("unroll", 1))
             return KernelPlan(
                 threads,
                 rows,
-                threads * 4,
+                threads * 4 if tag == "v1_block_reduce" else threads // 32 * 8,
                 32,
                 1,
                 flops,
                 "fp32",
-                two_pass if tag == "v1_block_reduce" else ideal * 1.1,
+                two_pass,
                 inflight,
                 extra={},
                 chain=_cuda_row_chain(n, threads * p.get("unroll", 1), rows_per_block=1),
+                trip_cycles=p.get("unroll", 1) * _row_stat_cycles(op) * GUARDED_STAT_FACTOR,
             )
         if tag == "v3_vec_onepass":
             threads, vec, r = p["threads"], p["vec"], p["rows"]
@@ -784,9 +823,12 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
             byts = ideal if fits else ideal * 1.5
             inflight = min(row_bytes, threads * vec * 8) * r
             extra = {"fits": fits}
-            # a row that fits is one batch of independent vector loads; one that does not
-            # is streamed by the statistic loop
-            step = n if fits else threads * vec * 8 // e
+            # a row that fits is one batch of independent vector loads (then per x vec
+            # statistic updates in sequence); one that does not is streamed by the
+            # statistic loop, one vector per thread per iteration
+            lanes = max(1, vec // e)  # elements per vector load
+            step = n if fits else threads * lanes
+            folded = _cdiv(n, threads) if fits else lanes
             return KernelPlan(
                 threads,
                 _cdiv(rows, r),
@@ -799,6 +841,7 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
                 inflight,
                 extra=extra,
                 chain=_cuda_row_chain(n, step, rows_per_block=min(r, rows)),
+                trip_cycles=folded * _row_stat_cycles(op),
             )
         threads, r, st = p["threads"], p["rows"], p["stages"]
         chunk = min(row_bytes, 32768)
@@ -817,8 +860,10 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
             persistent=True,
             extra={"chunk": chunk},
             # the ring prefetches the next row while this one is reduced: only the apply
-            # pass (weight loads issued after the block reduction) is a round trip per row
+            # pass (weight loads issued after the block reduction) is a round trip per row,
+            # after the thread's share of the row is folded from shared memory in sequence
             chain=float(min(r, rows)),
+            trip_cycles=_cdiv(n, threads) * _row_stat_cycles(op),
         )
     # triton
     threads = p["num_warps"] * 32
@@ -851,6 +896,7 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
     # the row once either way.
     per_thread = block * r / threads
     spill = tile_spill_bytes(per_thread, threads, _cdiv(rows, r), uses)
+    footprint = tile_spill_bytes(per_thread, threads, 1, 0)
     byts = ideal
     regs = 32 + int(min(per_thread, 400))
     grid = _cdiv(rows, r)
@@ -871,6 +917,7 @@ def _plan_rowwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
         persistent=tag in ("v3_persistent", "v4_pipelined"),
         extra={"fits": fits, "BLOCK": block},
         spill_local=spill,
+        spill_footprint=footprint,
     )
 
 
@@ -962,6 +1009,11 @@ def _plan_elementwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Pa
             vec, u = p["vec"], p["unroll"]
             grid = _cdiv(n * e, threads * vec * u)
             regs = 24 + vec // 4 * u * streams
+            # The unrolled body starts each step with ``if (vi >= total) break;``: the next
+            # step's loads sit behind that branch, and a GPU does not issue loads past an
+            # unresolved branch, so with in-order issue they wait for this step's stores
+            # (one round trip per step). Bandwidth hides it at scale; a small tensor pays
+            # ``unroll`` trips (the H200's 5.9 µs at 64 x 14336, slowest of the ladder).
             return KernelPlan(
                 threads,
                 grid,
@@ -971,8 +1023,9 @@ def _plan_elementwise(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Pa
                 flops,
                 "fp32",
                 ideal,
-                threads * vec * u * streams * 1.0,
+                threads * vec * streams * 1.0,
                 extra={},
+                chain=float(u),
             )
         chunk, st = p["chunk"], p["stages"]
         smem = st * chunk * min(streams, 2) + 64

@@ -11,7 +11,9 @@ time = max(t_compute, t_memory, t_serial) + 0.1·min(t_compute, t_memory)
 * t_serial  = what one program must do in sequence, however idle the rest of the GPU is:
   ``chain`` dependent round trips (``TRIP_LATENCIES`` DRAM latencies each: an L2 round
   trip plus the block-wide reduction that closes a loop iteration) per wave of programs,
-  plus local-memory ``spill_local`` traffic at ``SPILL_BYTES_PER_CYCLE`` per busy SM,
+  (plus ``trip_cycles`` of dependent ALU work per trip), plus local-memory
+  ``spill_local`` traffic at ``SPILL_BYTES_PER_CYCLE`` per busy SM when the resident
+  CTAs' spills overflow L1 (``spill_footprint``; spills L1 holds are not charged),
   plus the ``sm_issue`` thread-instructions the busiest SM issues in sequence at
   ``ISSUE_LANES_PER_CYCLE`` (a lone CTA making many passes over its row is issue-bound).
   This is how a one-row-per-program sampler at batch 1 or a softmax holding a 150K-entry
@@ -59,6 +61,8 @@ SPILL_BYTES_PER_CYCLE = 3.5
 #: Thread-instructions one SM issues per clock: four schedulers, one warp instruction
 #: (32 lanes) each. A lone CTA walking its row element by element cannot go faster.
 ISSUE_LANES_PER_CYCLE = 128.0
+#: No kernel is reported faster than this past the host's share of its launch (µs).
+MIN_KERNEL_US = 2.0
 
 
 class InfeasibleConfig(ValueError):
@@ -79,11 +83,36 @@ class Prediction:
     plan: KernelPlan
     t_serial_ms: float = 0.0
     host_ms: float = 0.0  # host-side launch overhead included in time_ms
+    #: The part of ``t_compute_ms`` at the FP32 ALU rate (dequant, promotion), which the
+    #: rung's compute_eff does not scale; the per-config quirk factor; the efficiencies used.
+    t_alu_ms: float = 0.0
+    quirk: float = 1.0
+    eff: tuple[float, float] = (1.0, 1.0)
 
     @property
     def device_ms(self) -> float:
         """Time on the device alone: what a CUDA-graph replay of the kernel measures."""
         return self.time_ms - self.host_ms
+
+    def device_ms_at(self, mem_eff: float, comp_eff: float) -> float:
+        """``device_ms`` had the rung's efficiencies been ``(mem_eff, comp_eff)``: compute
+        time scales with 1/compute_eff (but for the ALU part), memory time with 1/mem_eff,
+        and the rest of the plan is unchanged. The calibration fit's inner loop, which
+        would otherwise re-plan every point for every candidate pair."""
+        m0, c0 = self.eff
+        t_c = (self.t_compute_ms - self.t_alu_ms) * c0 / comp_eff + self.t_alu_ms
+        t_m = self.t_memory_ms * m0 / mem_eff
+        floor = self.host_ms + MIN_KERNEL_US * 1e-3
+        total = _combine(t_c, t_m, self.t_serial_ms, self.quirk, self.launch_ms, floor)
+        return total - self.host_ms
+
+
+def _combine(t_c: float, t_m: float, t_s: float, quirk: float, launch: float, floor: float) -> float:
+    """Total time from its parts (one unit throughout): the slowest of compute, memory and
+    serial time plus a tenth of the lesser of compute and memory, times the quirk, plus the
+    launch cost; never under ``floor`` (the host's launch cost plus 2 µs)."""
+    core = max(t_c, t_m, t_s) + 0.1 * min(t_c, t_m)
+    return max(core * quirk + launch, floor)
 
 
 def _latency_factor(gpu: GPU, kp: KernelPlan, occ: int) -> float:
@@ -95,6 +124,15 @@ def _latency_factor(gpu: GPU, kp: KernelPlan, occ: int) -> float:
     active_sms = min(kp.grid, gpu.sms)
     f_fill = min(1.0, active_sms * 2.5 / gpu.sms) ** 0.8
     return max(0.03, min(f_lat, f_fill))
+
+
+def _spills_fit_l1(gpu: GPU, kp: KernelPlan, occ: int) -> bool:
+    """Whether the spills of an SM's resident CTAs stay in its L1 (the unified L1/shared
+    array less the CTAs' shared memory): a few spilled registers per thread cost little,
+    a 100K-entry row tile thrashes L1 and every pass re-reads it from L2."""
+    resident = min(occ, max(1, math.ceil(kp.grid / gpu.sms)))
+    l1 = gpu.smem_per_sm - resident * kp.smem
+    return kp.spill_footprint * resident <= l1
 
 
 def _wave_factor(gpu: GPU, kp: KernelPlan, occ: int, tensor: bool) -> tuple[float, float]:
@@ -145,20 +183,24 @@ def predict(
     wave, waves = _wave_factor(gpu, kp, occ, kp.path != "fp32")
     spill = 0.55 if spills(gpu, kp.threads, kp.regs) else 1.0
     t_c = kp.flops / (peak * comp_eff * kp.tile_eff * wave * spill) if kp.flops else 0.0
+    t_alu = 0.0
     if kp.alu_flops:
-        t_c += kp.alu_flops / (gpu.peak("fp32") * 0.6 * max(wave, 0.05))
+        t_alu = kp.alu_flops / (gpu.peak("fp32") * 0.6 * max(wave, 0.05))
+        t_c += t_alu
     f_lat = _latency_factor(gpu, kp, occ)
     t_m = kp.bytes / (gpu.bandwidth * mem_eff * f_lat)
     t_s = 0.0
     if kp.chain:
         program_waves = math.ceil((kp.chain_programs or kp.grid) / (gpu.sms * occ))
-        t_s += kp.chain * TRIP_LATENCIES * gpu.dram_latency_ns * 1e-9 * program_waves
-    if kp.spill_local:
+        trip_s = TRIP_LATENCIES * gpu.dram_latency_ns * 1e-9 + kp.trip_cycles / (
+            gpu.clock_ghz * 1e9
+        )
+        t_s += kp.chain * trip_s * program_waves
+    if kp.spill_local and not _spills_fit_l1(gpu, kp, occ):
         busy_sms = min(kp.grid, gpu.sms)
         t_s += kp.spill_local / (busy_sms * SPILL_BYTES_PER_CYCLE * gpu.clock_ghz * 1e9)
     if kp.sm_issue:
         t_s += kp.sm_issue / (ISSUE_LANES_PER_CYCLE * gpu.clock_ghz * 1e9)
-    core = max(t_c, t_m, t_s) + 0.1 * min(t_c, t_m)
     quirk = 1.0 + 0.08 * (
         unit(
             "quirk",
@@ -174,7 +216,7 @@ def predict(
     launch_us = gpu.launch_us * (1.4 if variant.impl == "triton" else 1.0)
     launch = kp.launches * launch_us * 1e-6
     host = kp.launches * max(0.0, launch_us - GRAPH_LAUNCH_US) * 1e-6
-    total = max(core * quirk + launch, host + 2.0e-6)
+    total = _combine(t_c, t_m, t_s, quirk, launch, host + MIN_KERNEL_US * 1e-6)
     bound = "compute" if t_c >= t_m else "memory"
     return Prediction(
         time_ms=total * 1e3,
@@ -187,6 +229,9 @@ def predict(
         plan=kp,
         t_serial_ms=t_s * 1e3,
         host_ms=host * 1e3,
+        t_alu_ms=t_alu * 1e3,
+        quirk=quirk,
+        eff=(mem_eff, comp_eff),
     )
 
 
