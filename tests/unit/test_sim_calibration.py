@@ -179,6 +179,25 @@ def test_fit_recovers_a_perturbed_table_from_synthetic_measurements() -> None:
     assert fit.table[untouched] == base[untouched]
 
 
+def test_joint_grid_seed_finds_a_diagonal_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rung whose points straddle compute- and memory-bound (the Triton GEMV at batch 4
+    vs batch 1) moved on both efficiencies at once: coordinate descent from the base
+    stalls, the coarse joint grid lands in the right valley."""
+    from dagster_project.sim import calibration
+
+    base = dict(load_table(baseline_table_path()))
+    key = ("gemv", "triton", "v2_vec_evict")
+    truth = dict(base)
+    truth[key] = (min(1.0, base[key][0] * 2.0), base[key][1] * 0.3)
+    pts = [p for p in calibration_points() if p.key == key and p.source != "torch"]
+    measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
+    seeded = fit_efficiency(measured, base=base)
+    assert error_metrics(pairs_for(measured, seeded.table)).median_abs_log_err < 0.02
+    monkeypatch.setattr(calibration, "_SEED_FACTORS", (1.0,))
+    descent_only = fit_efficiency(measured, base=base)
+    assert error_metrics(pairs_for(measured, descent_only.table)).median_abs_log_err > 0.1
+
+
 def test_freeze_and_shrink_limit_the_fit() -> None:
     base = dict(load_table(baseline_table_path()))
     key = ("rowwise", "triton", "v1_block")
