@@ -31,7 +31,6 @@ def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> d
         build_measured_dataset,
         cuda_available,
         export_measured,
-        gpu_disabled,
         run_local_batch,
         status_frame,
     )
@@ -39,8 +38,13 @@ def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     handle = lake.lake()
     settings = lake.settings()
     run_meta: dict = {}
-    if cuda_available() and not gpu_disabled():
-        run = run_local_batch(handle, settings.home / "gpu")
+    gpu = settings.gpu
+    if gpu.disabled:
+        context.log.info("KERNELHOUSE_GPU_DISABLE=1: not measuring on this machine's GPU")
+        run_meta["gpu_batch"] = "disabled by KERNELHOUSE_GPU_DISABLE"
+    elif cuda_available():
+        run = run_local_batch(handle, settings.home / "gpu", rows=gpu.rows,
+                              budget_s=gpu.budget_s, workers=gpu.workers)
         if run is None:
             context.log.info("every measurable H200 row is measured already")
             run_meta["gpu_batch"] = "nothing left to measure"

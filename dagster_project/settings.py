@@ -190,6 +190,73 @@ def parse_dask_scheduler(raw: str) -> str:
 
 
 @dataclass(frozen=True)
+class GpuBatch:
+    """How the ``measured_configs`` asset uses a CUDA GPU on the machine it runs on.
+
+    ``KERNELHOUSE_GPU_DISABLE`` (``1``/``true``) keeps it off the GPU even where one
+    exists (a shared workstation); ``KERNELHOUSE_GPU_BATCH_ROWS`` rows per
+    materialisation, measured within ``KERNELHOUSE_GPU_BUDGET_S`` seconds by
+    ``KERNELHOUSE_GPU_WORKERS`` pre-compile processes (unset: CPUs - 1, at most 12).
+    """
+
+    disabled: bool = False
+    rows: int = 24
+    budget_s: float = 900.0
+    workers: int | None = None
+
+    def public(self) -> dict[str, str]:
+        return {
+            "KERNELHOUSE_GPU_DISABLE": "1" if self.disabled else "0",
+            "KERNELHOUSE_GPU_BATCH_ROWS": str(self.rows),
+            "KERNELHOUSE_GPU_BUDGET_S": f"{self.budget_s:g}",
+            "KERNELHOUSE_GPU_WORKERS": str(self.workers)
+            if self.workers is not None
+            else "unset (CPUs - 1, at most 12)",
+        }
+
+
+def _flag_env(name: str) -> bool:
+    raw = _env(name)
+    if raw is None:
+        return False
+    low = raw.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r}: use 1 or 0")
+
+
+def _positive_env(name: str, default: float) -> float:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not a number") from exc
+    if not 0 < value < float("inf"):
+        raise SettingsError(f"{name}={raw!r} must be a positive number")
+    return value
+
+
+def load_gpu_batch() -> GpuBatch:
+    """The ``KERNELHOUSE_GPU_*`` variables, each checked and named when malformed."""
+    rows = _int_env("KERNELHOUSE_GPU_BATCH_ROWS", 24)
+    if rows < 1:
+        raise SettingsError(f"KERNELHOUSE_GPU_BATCH_ROWS={rows} must be at least 1")
+    workers = _int_env("KERNELHOUSE_GPU_WORKERS", -1)
+    if workers < -1:
+        raise SettingsError(f"KERNELHOUSE_GPU_WORKERS={workers} must be 0 or more")
+    return GpuBatch(
+        disabled=_flag_env("KERNELHOUSE_GPU_DISABLE"),
+        rows=rows,
+        budget_s=_positive_env("KERNELHOUSE_GPU_BUDGET_S", 900.0),
+        workers=None if workers == -1 else workers,
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     """Resolved configuration of one kernelhouse run."""
 
@@ -211,6 +278,7 @@ class Settings:
     sim_sessions: int
     sim_episodes: int
     object_store: ObjectStore = field(default_factory=ObjectStore, repr=False)
+    gpu: GpuBatch = field(default_factory=GpuBatch)
 
     # -- derived paths -------------------------------------------------------------
     @property
@@ -257,6 +325,7 @@ class Settings:
             or ("unset (a local cluster per run)" if self.executor == "dask" else "unset"),
             "KERNELHOUSE_LAKE_URI": self.lake_uri or "unset (KERNELHOUSE_HOME/lake)",
             **(self.object_store.public() if self.parquet_root.startswith("s3://") else {}),
+            **self.gpu.public(),
         }
 
     def secrets(self) -> list[str]:
@@ -323,6 +392,7 @@ def load_settings() -> Settings:
         sim_sessions=_int_env("KERNELHOUSE_SIM_SESSIONS", 1899),
         sim_episodes=_int_env("KERNELHOUSE_SIM_EPISODES", 2400),
         object_store=store,
+        gpu=load_gpu_batch(),
     )
 
 

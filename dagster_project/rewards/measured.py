@@ -362,11 +362,6 @@ def status_frame(lake: Lake, gpu: str = H200) -> pl.DataFrame:
 
 # -- a batch on this machine's GPU ---------------------------------------------------
 
-def gpu_disabled() -> bool:
-    """``KERNELHOUSE_GPU_DISABLE=1`` keeps the asset off the GPU even where one exists."""
-    return os.environ.get("KERNELHOUSE_GPU_DISABLE") == "1"
-
-
 def cuda_available() -> bool:
     """A CUDA GPU torch can use is present (False where torch is not even installed)."""
     try:
@@ -392,29 +387,29 @@ class LocalRun:
     precompile: dict[str, Any]
 
 
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        return default
+def run_local_batch(
+    lake: Lake,
+    folder: Path,
+    *,
+    gpu: str = H200,
+    rows: int = 24,
+    budget_s: float = 900.0,
+    workers: int | None = None,
+) -> LocalRun | None:
+    """Plan the next batch of ``rows``, measure it on this machine's GPU within
+    ``budget_s``, ingest it.
 
-
-def run_local_batch(lake: Lake, folder: Path, *, gpu: str = H200) -> LocalRun | None:
-    """Plan the next batch, measure it on this machine's GPU, ingest it.
-
-    Sized by ``KERNELHOUSE_GPU_BATCH_ROWS`` (24), ``KERNELHOUSE_GPU_BUDGET_S`` (900) and
-    ``KERNELHOUSE_GPU_WORKERS`` (pre-compile processes; default: CPUs - 1, at most 12).
-    Returns ``None`` when nothing is left to measure. Only rows of ``gpu`` are planned:
-    measuring them on another GPU would say nothing about their tuning.
+    ``workers`` pre-compile processes (None: CPUs - 1, at most 12); the asset passes
+    the ``KERNELHOUSE_GPU_*`` settings. Returns ``None`` when nothing is left to measure.
+    Only rows of ``gpu`` are planned: measuring them on another GPU would say nothing
+    about their tuning.
     """
     from dagster_project.rewards.gpu.run_batch import run_batch
 
-    n_rows = int(_env_number("KERNELHOUSE_GPU_BATCH_ROWS", 24))
-    budget = _env_number("KERNELHOUSE_GPU_BUDGET_S", 900.0)
-    workers = int(_env_number("KERNELHOUSE_GPU_WORKERS",
-                              float(max(0, min(12, (os.cpu_count() or 2) - 1)))))
-    batch, _ = plan_batch(lake, n_rows, gpu=gpu)
+    if workers is None:
+        workers = max(0, min(12, (os.cpu_count() or 2) - 1))
+    budget = budget_s
+    batch, _ = plan_batch(lake, rows, gpu=gpu)
     if not batch:
         return None
     path = next_batch_path(folder)

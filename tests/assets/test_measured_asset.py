@@ -38,3 +38,19 @@ def test_asset_rebuilds_from_ingested_results_without_a_gpu(
     exported = pl.read_parquet(kh_home / "exports" / "measured_configs" /
                                "measured_configs.parquet")
     assert exported.height == 2 and set(exported["best_label"]) == {"tuned"}
+
+
+def test_gpu_disable_keeps_the_asset_off_a_present_gpu(
+        kh_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KERNELHOUSE_GPU_DISABLE=1 wins over a GPU that is there: nothing is planned or
+    measured (a batch would need torch), the dataset is still rebuilt and exported."""
+    monkeypatch.setattr(measured, "cuda_available", lambda: True)
+    monkeypatch.setenv("KERNELHOUSE_GPU_DISABLE", "1")
+    kh_home.mkdir(parents=True, exist_ok=True)
+    make_lake(kh_home)
+    result = dg.materialize([measured_configs],
+                            resources={"lake": LakeResource(home=str(kh_home))})
+    assert result.success
+    md = result.asset_materializations_for_node("measured_configs")[0].metadata
+    assert md["gpu_batch"].value == "disabled by KERNELHOUSE_GPU_DISABLE"
+    assert not (kh_home / "gpu").exists()

@@ -171,3 +171,37 @@ def test_bad_dask_scheduler_names_the_variable(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("KERNELHOUSE_DASK_SCHEDULER", raw)
     with pytest.raises(SettingsError, match="KERNELHOUSE_DASK_SCHEDULER"):
         load_settings()
+
+
+def test_gpu_batch_defaults_and_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = load_settings().gpu
+    assert (gpu.disabled, gpu.rows, gpu.budget_s, gpu.workers) == (False, 24, 900.0, None)
+    monkeypatch.setenv("KERNELHOUSE_GPU_DISABLE", "true")
+    monkeypatch.setenv("KERNELHOUSE_GPU_BATCH_ROWS", "40")
+    monkeypatch.setenv("KERNELHOUSE_GPU_BUDGET_S", "390")
+    monkeypatch.setenv("KERNELHOUSE_GPU_WORKERS", "0")
+    s = load_settings()
+    assert (s.gpu.disabled, s.gpu.rows, s.gpu.budget_s, s.gpu.workers) == (True, 40, 390.0, 0)
+    assert s.public()["KERNELHOUSE_GPU_BATCH_ROWS"] == "40"
+    assert s.public()["KERNELHOUSE_GPU_DISABLE"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("KERNELHOUSE_GPU_DISABLE", "maybe"),
+        ("KERNELHOUSE_GPU_BATCH_ROWS", "0"),
+        ("KERNELHOUSE_GPU_BATCH_ROWS", "many"),
+        ("KERNELHOUSE_GPU_BUDGET_S", "-5"),
+        ("KERNELHOUSE_GPU_BUDGET_S", "nan"),
+        ("KERNELHOUSE_GPU_WORKERS", "-3"),
+    ],
+)
+def test_bad_gpu_batch_variable_is_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, raw: str
+) -> None:
+    """A malformed batch setting fails loudly instead of silently measuring a default-sized
+    batch on a lent GPU."""
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()
