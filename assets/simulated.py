@@ -174,16 +174,14 @@ def sim_compile_validation(context: dg.AssetExecutionContext, lake: LakeResource
 
     Sample size: ``KERNELHOUSE_SIM_COMPILE_SAMPLE`` (default 48; 0 = every class).
     """
-    import os
     import tempfile
 
     import polars as pl
 
     from dagster_project.sim.compile_check import compile_sample, nvcc_path, summarize
 
-    n_raw = os.environ.get("KERNELHOUSE_SIM_COMPILE_SAMPLE", "48")
-    n = int(n_raw) if n_raw.strip() else 48
     s = lake.settings()
+    n = s.sim_compile_sample
     if nvcc_path() is None:
         context.log.warning("nvcc not found: only Triton candidates are checked (ast)")
     with tempfile.TemporaryDirectory(prefix="kh-nvcc-") as work:

@@ -277,6 +277,8 @@ class Settings:
     sim_seed: int
     sim_sessions: int
     sim_episodes: int
+    #: Template instantiations ``sim_compile_validation`` compiles (0: every class).
+    sim_compile_sample: int = 48
     object_store: ObjectStore = field(default_factory=ObjectStore, repr=False)
     gpu: GpuBatch = field(default_factory=GpuBatch)
 
@@ -354,6 +356,13 @@ def _int_env(name: str, default: int) -> int:
         raise SettingsError(f"{name}={raw!r} is not an integer") from exc
 
 
+def _non_negative_env(name: str, default: int) -> int:
+    value = _int_env(name, default)
+    if value < 0:
+        raise SettingsError(f"{name}={value} must be 0 or more")
+    return value
+
+
 def load_settings() -> Settings:
     """Read the environment now. Cheap; call it wherever configuration is needed."""
     home = Path(_env("KERNELHOUSE_HOME", "./data") or "./data").expanduser().resolve()
@@ -391,6 +400,7 @@ def load_settings() -> Settings:
         sim_seed=_int_env("KERNELHOUSE_SIM_SEED", 20260),
         sim_sessions=_int_env("KERNELHOUSE_SIM_SESSIONS", 1899),
         sim_episodes=_int_env("KERNELHOUSE_SIM_EPISODES", 2400),
+        sim_compile_sample=_non_negative_env("KERNELHOUSE_SIM_COMPILE_SAMPLE", 48),
         object_store=store,
         gpu=load_gpu_batch(),
     )

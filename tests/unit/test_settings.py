@@ -195,6 +195,8 @@ def test_gpu_batch_defaults_and_values(monkeypatch: pytest.MonkeyPatch) -> None:
         ("KERNELHOUSE_GPU_BUDGET_S", "-5"),
         ("KERNELHOUSE_GPU_BUDGET_S", "nan"),
         ("KERNELHOUSE_GPU_WORKERS", "-3"),
+        ("KERNELHOUSE_SIM_COMPILE_SAMPLE", "-1"),
+        ("KERNELHOUSE_SIM_COMPILE_SAMPLE", "all"),
     ],
 )
 def test_bad_gpu_batch_variable_is_named(
