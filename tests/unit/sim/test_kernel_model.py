@@ -48,25 +48,12 @@ def test_one_warp_rung_walks_its_row_in_unrolled_trips() -> None:
 
 def test_vector_rung_streams_one_vector_per_trip_when_the_row_does_not_fit() -> None:
     params = {"threads": 256, "vec": 8, "rows": 2, "minb": 2}
-    long_row = plan(
-        OPS["logits_softmax"],
-        {"B": 64, "V": 151936},
-        "fp32",
-        H200,
-        VARIANTS[("rowwise", "cuda", "v3_vec_onepass")],
-        params,
-    )
+    vec_rung = VARIANTS[("rowwise", "cuda", "v3_vec_onepass")]
+    long_row = plan(OPS["logits_softmax"], {"B": 64, "V": 151936}, "fp32", H200, vec_rung, params)
     assert not long_row.extra["fits"]
     # 8-byte vectors of fp32 = 2 elements per thread per trip, two rows per block in turn
     assert long_row.chain == 2 * (-(-151936 // (256 * 2)) + 1)
-    short_row = plan(
-        OPS["rmsnorm"],
-        {"T": 64, "H": 4096},
-        "bf16",
-        H200,
-        VARIANTS[("rowwise", "cuda", "v3_vec_onepass")],
-        params,
-    )
+    short_row = plan(OPS["rmsnorm"], {"T": 64, "H": 4096}, "bf16", H200, vec_rung, params)
     assert short_row.extra["fits"] and short_row.chain == 2 * 2
 
 
