@@ -178,7 +178,8 @@ def refresh(
 
 @app.command()
 def status() -> None:
-    """What is materialised, when, with how many rows, and which checks failed."""
+    """What is materialised, when, with how many rows, and which checks failed; then the
+    configuration this run resolved (secrets as set/unset)."""
     import dagster as dg
 
     from dagster_project.definitions import build_definitions
@@ -223,6 +224,12 @@ def status() -> None:
         for r in counts.iter_rows():
             t2.add_row(*[f"{v:,}" if isinstance(v, int) else str(v) for v in r])
         out.print(t2)
+    conf = Table(title="configuration (secrets shown as set/unset)")
+    conf.add_column("setting")
+    conf.add_column("value")
+    for name, value in settings.public().items():
+        conf.add_row(name, str(value))
+    out.print(conf)
     _ = dg  # imported for its side effect of configuring the instance
     if failing:
         console.print(f"[red]{failing} check(s) failing[/]")

@@ -327,6 +327,10 @@ class Settings:
             or ("unset (a local cluster per run)" if self.executor == "dask" else "unset"),
             "KERNELHOUSE_LAKE_URI": self.lake_uri or "unset (KERNELHOUSE_HOME/lake)",
             **(self.object_store.public() if self.parquet_root.startswith("s3://") else {}),
+            "KERNELHOUSE_SIM_SEED": self.sim_seed,
+            "KERNELHOUSE_SIM_SESSIONS": self.sim_sessions,
+            "KERNELHOUSE_SIM_EPISODES": self.sim_episodes,
+            "KERNELHOUSE_SIM_COMPILE_SAMPLE": self.sim_compile_sample,
             **self.gpu.public(),
         }
 

@@ -32,8 +32,13 @@ def test_build_then_sql(use_engine_repos, kh_home: Path) -> None:
     rows = json.loads(q.stdout)
     assert [r["repo"] for r in rows] == ["flashinfer", "sglang", "vllm"]
     assert all(r["commit_count"] > 3 for r in rows)
-    st = _kh("status")
+    st = _kh("status", env={"GITHUB_TOKEN": "ghp_statusNeverShowsMe", "KERNELHOUSE_GPU_BATCH_ROWS": "40"})
     assert st.returncode == 0 and "repo_clone" in st.stdout
+    # the configuration table: what the run would use, secrets only as set/unset
+    conf = {ln.split("│")[1].strip(): ln.split("│")[2].strip()
+            for ln in st.stdout.splitlines() if ln.count("│") == 3}
+    assert conf["KERNELHOUSE_GPU_BATCH_ROWS"] == "40" and conf["GITHUB_TOKEN"] == "set"
+    assert "ghp_statusNeverShowsMe" not in st.stdout + st.stderr
     # Nothing changed since the build: the refresh only fetches (GitHub and the Hub are
     # unreachable here, so their observers have nothing to look at).
     rf = _kh("refresh")
