@@ -89,6 +89,16 @@ def _dtype_for(op: OpSpec, gpu_id: str, rng_choice: float) -> str:
     return dtypes[int(rng_choice * len(dtypes))]
 
 
+#: Passes over the ops (200 draws per op each) without one new combination after which a
+#: pool is called exhausted: the shapes are sampled, so the last few unused combinations of
+#: a nearly full space take many draws, but a full one never yields another.
+_STALLED_PASSES = 25
+
+
+class PoolExhausted(ValueError):
+    """More unique tasks were asked for than the ops' shape sets hold."""
+
+
 def build_pool(
     seed: int,
     total: int,
@@ -108,7 +118,15 @@ def build_pool(
     seen: set[tuple[str, str, tuple[tuple[str, int], ...], str]] = set()
     tasks: list[TaskSpec] = []
     gpu_cursor = {op: rng.randrange(len(GPU_IDS)) for op in order}
+    stalled = 0  # consecutive passes over the ops that found no new combination
     while len(tasks) < total:
+        if stalled >= _STALLED_PASSES:
+            raise PoolExhausted(
+                f"only {len(tasks)} unique (op, gpu, shape, dtype) tasks of {', '.join(ops)} "
+                f"could be drawn ({namespace}), {total} were asked for: the ops' shape sets "
+                "do not hold that many combinations; build fewer sessions or episodes"
+            )
+        before = len(tasks)
         rng.shuffle(order)
         for op_name in order:
             if len(tasks) >= total:
@@ -142,6 +160,7 @@ def build_pool(
                 tasks.append(TaskSpec(idx, op_name, impl, gpu_id, dtype, items, sseed))
                 gpu_cursor[op_name] += 1
                 break
+        stalled = stalled + 1 if len(tasks) == before else 0
     return tasks
 
 

@@ -62,3 +62,24 @@ def test_shards_beyond_the_build_are_empty() -> None:
     assert ks.generate_swarm_shard(3, n_episodes=150) == []
     with pytest.raises(ValueError):
         ks.generate_swarm_shard(-1)
+
+
+def test_a_pool_larger_than_the_shape_space_fails_fast_naming_the_op() -> None:
+    """Each (op, gpu, shape, dtype) is drawn at most once: asking for more than an op's
+    shape set holds stops with an error instead of drawing forever (a 10x kernelswarm
+    build used to hang here)."""
+    import time
+
+    from dagster_project.sim.tasks import PoolExhausted, build_pool
+
+    t0 = time.monotonic()
+    with pytest.raises(PoolExhausted, match="moe_scatter") as err:
+        build_pool(1, 100_000, ops=("moe_scatter",), impls={"moe_scatter": "cuda"}, namespace="t")
+    assert time.monotonic() - t0 < 30
+    drawn = int(str(err.value).split("only ")[1].split(" ")[0])
+    assert 400 < drawn < 100_000
+    # exactly that many can be drawn, and they are unique
+    pool = build_pool(1, drawn, ops=("moe_scatter",), impls={"moe_scatter": "cuda"}, namespace="t")
+    assert len({(t.gpu, t.shape_items, t.dtype) for t in pool}) == drawn
+    with pytest.raises(PoolExhausted):
+        ks.build_swarm_tasks(20260, 24_000)
