@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -475,7 +476,21 @@ def ui(
     os.execv(exe, args)
 
 
+def restore_interrupt_signals() -> None:
+    """Give SIGINT its default handler back when this process inherited it ignored.
+
+    A non-interactive shell starts background commands (``cmd &`` in a script, cron
+    wrappers) with SIGINT ignored, and Dagster maps SIGTERM onto SIGINT's handler. Left
+    alone, SIGTERM is then ignored too: ``kernelhouse ui`` cannot be stopped by its PID,
+    and every ``tail`` Dagster starts to capture a step's logs inherits the ignored
+    SIGTERM, so each step waits out two 30 s kill timeouts after it finishes.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main() -> None:
+    restore_interrupt_signals()
     debug = "--debug" in sys.argv
     if debug:
         sys.argv.remove("--debug")

@@ -11,6 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from dagster_project.cli import restore_interrupt_signals
+
+# Processes the tests start (Dask workers, `kernelhouse ui`) must be stoppable with
+# SIGTERM even when the suite itself was started in the background with SIGINT ignored.
+restore_interrupt_signals()
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ["DAGSTER_DISABLE_TELEMETRY"] = "1"

@@ -41,10 +41,14 @@ def test_ui_serves_all_assets_and_stops_by_pid(kh_home: Path, tmp_path: Path) ->
     port = _free_port()
     exe = Path(sys.executable).with_name("kernelhouse")
     log = (tmp_path / "ui.log").open("wb")
+    # Started the way a script's `kernelhouse ui &` is: with SIGINT ignored. Dagster maps
+    # SIGTERM onto SIGINT's handler, so without the CLI restoring SIGINT the UI would
+    # ignore the SIGTERM this test stops it with.
     proc = subprocess.Popen(
         [str(exe), "ui", "--port", str(port)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path,
         env={**os.environ},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
     )
     try:
         deadline = time.monotonic() + 120
