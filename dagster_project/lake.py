@@ -26,7 +26,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +73,23 @@ def parquet_bytes(df: pl.DataFrame) -> bytes:
     buf = io.BytesIO()
     df.write_parquet(buf, compression="zstd", statistics=False)
     return buf.getvalue()
+
+
+def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
+    """Have ``write`` fill a temporary sibling of ``path``, then rename it into place.
+
+    Readers see the old file or the whole new one, never a torn one; a failed write
+    leaves the old file and no temporary behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
 
 
 def s3_filesystem(store: ObjectStore) -> AbstractFileSystem:
@@ -275,15 +292,7 @@ class Lake:
                 raise LakeError(f"writing {uri} failed; previous object kept: {exc}") from exc
             _UNVIEWED.setdefault((self.parquet_root, table), set()).add(uri)
             return uri
-        path = Path(uri)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_atomically(Path(uri), lambda tmp: tmp.write_bytes(data))
         _UNVIEWED.setdefault((self.parquet_root, table), set()).add(uri)
         return uri
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,7 +25,7 @@ from typing import Any, Literal
 import duckdb
 import polars as pl
 
-from dagster_project.lake import Lake, fetch_frame, qualified
+from dagster_project.lake import Lake, fetch_frame, qualified, write_atomically
 
 from . import svg
 
@@ -158,15 +156,7 @@ def build_report(
     report = collect_report(lake, refresh_views=refresh_views, max_rows=max_rows)
     text = render_html(report) if fmt == "html" else render_markdown(report)
     path = Path(out_path) if out_path is not None else lake.path.parent / "exports" / f"report.{fmt}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def collect_report(lake: Lake, *, refresh_views: bool = True, max_rows: int = 50) -> Report:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,10 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.lake import Lake
+from dagster_project.lake import Lake, write_atomically
 from dagster_project.mining.configs.candidates import match_models
 from dagster_project.mining.configs.names import ConfigNameError, parse_config_name
+from dagster_project.rewards.gpu.run_batch import read_results
 from dagster_project.rewards.gpu.spec import MeasureRow, kernel_kind
 from sql import load_sql
 
@@ -232,15 +232,9 @@ def plan_batch(lake: Lake, n_rows: int, *, gpu: str = H200, m_per_file: int = 3
 
 def write_batch(rows: Iterable[MeasureRow], path: Path) -> int:
     """Write the batch JSONL (atomically: a half-written batch never exists)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    n = 0
-    with tmp.open("w") as fh:
-        for r in rows:
-            fh.write(json.dumps(r.to_json()) + "\n")
-            n += 1
-    os.replace(tmp, path)
-    return n
+    lines = [json.dumps(r.to_json()) + "\n" for r in rows]
+    write_atomically(path, lambda tmp: tmp.write_text("".join(lines)))
+    return len(lines)
 
 
 def next_batch_path(folder: Path) -> Path:
@@ -282,13 +276,7 @@ def read_result_files(paths: Sequence[Path]) -> pl.DataFrame:
     """Result lines of the runner as ``RAW_SCHEMA`` rows (torn lines skipped)."""
     rows: list[dict[str, Any]] = []
     for p in paths:
-        lines = []
-        for line in p.read_text().splitlines():
-            try:
-                lines.append(json.loads(line))
-            except ValueError:
-                continue
-        rows += _result_rows(lines, p.name)
+        rows += _result_rows(read_results(p), p.name)
     strings = {k: (pl.String() if k == "measured_at" else v) for k, v in RAW_SCHEMA.items()}
     df = pl.DataFrame(rows, schema=strings, orient="row") if rows else \
         pl.DataFrame(schema=strings)
@@ -338,17 +326,10 @@ def build_measured_dataset(lake: Lake) -> int:
 
 def export_measured(lake: Lake, folder: Path) -> Path:
     """``folder/measured_configs.parquet``, written to a temp name and renamed."""
-    folder.mkdir(parents=True, exist_ok=True)
     df = lake.read_table("datasets", "measured_configs")
-    path = folder / "measured_configs.parquet"
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        df.write_parquet(tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return write_atomically(
+        folder / "measured_configs.parquet", lambda tmp: df.write_parquet(tmp, compression="zstd")
+    )
 
 
 def status_frame(lake: Lake, gpu: str = H200) -> pl.DataFrame:

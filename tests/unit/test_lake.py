@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake, LakeError
+from dagster_project.lake import Lake, LakeError, write_atomically
 
 
 @pytest.fixture
@@ -107,3 +107,18 @@ def test_missing_table_error_names_it(lake: Lake) -> None:
     lake.replace_table("raw", "t", pl.DataFrame({"a": [1]}))
     with pytest.raises(LakeError, match="raw.nope"):
         lake.read_table("raw", "nope")
+
+
+def test_write_atomically_keeps_the_old_file_when_the_writer_fails(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "table.parquet"
+    assert write_atomically(path, lambda tmp: tmp.write_text("v1")) == path
+    assert path.read_text() == "v1"
+
+    def torn(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomically(path, torn)
+    assert path.read_text() == "v1"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["table.parquet"]
