@@ -491,13 +491,8 @@ def _clamp(x: float) -> float:
 
 
 def _rung_loss(pts: Sequence[tuple[CalibPoint, float]], gpu: str, mem: float, comp: float) -> float:
-    tot = 0.0
-    for pt, meas in pts:
-        spec, g = get_op(pt.op), get_gpu(gpu)
-        v = get_variant(spec.family, pt.impl, pt.variant)
-        t = predict(spec, pt.shape, pt.dtype, g, v, pt.params, eff=(mem, comp)).device_ms
-        tot += math.log(t / meas) ** 2
-    return tot / len(pts)
+    """Mean squared log error of a rung's points at ``(mem, comp)``."""
+    return _fast_loss([(_planned(pt, gpu, mem, comp), meas) for pt, meas in pts], mem, comp)
 
 
 def _fast_loss(preds: Sequence[tuple[Prediction, float]], mem: float, comp: float) -> float:
@@ -513,9 +508,7 @@ _SEED_FACTORS: tuple[float, ...] = tuple(2.0 ** (i / 2.0) for i in range(-8, 9))
 
 
 def _planned(pt: CalibPoint, gpu: str, mem: float, comp: float) -> Prediction:
-    spec = get_op(pt.op)
-    v = get_variant(spec.family, pt.impl, pt.variant)
-    return predict(spec, pt.shape, pt.dtype, get_gpu(gpu), v, pt.params, eff=(mem, comp))
+    return predict_point(pt, gpu, {pt.key: (mem, comp)})
 
 
 def fit_efficiency(
