@@ -28,7 +28,7 @@ import importlib.util
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,19 +163,27 @@ def _import_root(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [alias.name.split(".", 1)[0] for alias in node.names]
 
 
-def engine_imports(tree: ast.Module) -> list[EngineImport]:
-    """Module-level imports (also inside module-level ``if``/``try``) of non-kept modules."""
-    out: list[EngineImport] = []
+def _module_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    """Module-level statements in source order, with the bodies of module-level
+    ``if``/``try`` blocks (all branches) flattened in: what runs at import either way."""
     stack: list[ast.stmt] = list(tree.body)
     while stack:
         node = stack.pop(0)
         if isinstance(node, ast.If | ast.Try):
-            stack.extend(node.body)
-            stack.extend(getattr(node, "orelse", []))
-            for handler in getattr(node, "handlers", []):
-                stack.extend(handler.body)
-            stack.extend(getattr(node, "finalbody", []))
+            stack[:0] = [
+                *node.body,
+                *getattr(node, "orelse", []),
+                *(stmt for handler in getattr(node, "handlers", []) for stmt in handler.body),
+                *getattr(node, "finalbody", []),
+            ]
             continue
+        yield node
+
+
+def engine_imports(tree: ast.Module) -> list[EngineImport]:
+    """Module-level imports (also inside module-level ``if``/``try``) of non-kept modules."""
+    out: list[EngineImport] = []
+    for node in _module_statements(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
         if all(root in _KEPT_ROOTS for root in _import_root(node)):
@@ -194,9 +202,7 @@ def engine_imports(tree: ast.Module) -> list[EngineImport]:
 def _defined_at_module(tree: ast.Module) -> set[str]:
     """Names bound by module-level statements (descending into ``if``/``try`` only)."""
     names: set[str] = set()
-    stack: list[ast.stmt] = list(tree.body)
-    while stack:
-        node = stack.pop(0)
+    for node in _module_statements(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Import | ast.ImportFrom):
@@ -206,12 +212,6 @@ def _defined_at_module(tree: ast.Module) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.If | ast.Try):
-            stack.extend(node.body)
-            stack.extend(getattr(node, "orelse", []))
-            for handler in getattr(node, "handlers", []):
-                stack.extend(handler.body)
-            stack.extend(getattr(node, "finalbody", []))
     return names
 
 
