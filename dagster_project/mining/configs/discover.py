@@ -3,7 +3,9 @@
 One ``ls-tree`` lists the files of every config directory the repo ever had (only the
 ones present at the ref answer), and one ``cat-file --batch`` reads them all. Nothing is
 dropped silently: a name outside the grammar is kept with ``parse_status = 'bad_name'``
-and a malformed file with ``'bad_json'``, each with the reason in ``parse_error``.
+a malformed file with ``'bad_json'`` and one over the size cap with ``'too_large'``
+(``entries.parse_config_blob``), each with the reason in ``parse_error``; only ``ok``
+files become entries and rows, so one bad upstream file never stops the rest.
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def discover_config_files(
         if name is not None:
             blob = blobs[oid]
             if blob.error:
-                row.update(parse_status="bad_json", parse_error=blob.error)
+                row.update(parse_status=blob.status, parse_error=blob.error)
             else:
                 row.update(triton_version=blob.triton_version, n_entries=len(blob.entries))
         out.append(row)

@@ -13,6 +13,7 @@ process-wide cache and a refresh only re-parses blobs whose id it has not seen.
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,43 +32,138 @@ ENTRIES_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+#: Version of the parsing rules below (limits, what counts as malformed). It is part of
+#: the miner version (``dagster_project.mining.versions``): a change re-mines.
+PARSE_RULES_VERSION = "2"
+
+#: Largest config file parsed. Real tuned configs are at most ~8 KB (vLLM 5.0 KB, SGLang
+#: 7.6 KB at the snapshot); a cap 128x that keeps a runaway 20 MB file from adding
+#: 100,000 rows while leaving every real file far below it.
+MAX_CONFIG_BYTES = 1 << 20
+#: Deepest nesting accepted: a tuned config is ``{M: {key: value}}`` (2 levels), at most a
+#: list inside a value (3). Anything deeper is not a launch-config map.
+MAX_NESTING = 4
+INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)
+
+
 @dataclass(frozen=True)
 class ParsedBlob:
-    """One config file's content: ``entries`` is ((M, config JSON), …) in file order."""
+    """One config file's content: ``entries`` is ((M, config JSON), …) in file order.
+
+    ``status`` is ``ok`` or why the file is skipped: ``bad_json`` (unreadable or not a
+    config map; ``error`` says what and where) or ``too_large`` (over ``MAX_CONFIG_BYTES``).
+    """
 
     entries: tuple[tuple[int, str], ...] = ()
     triton_version: str | None = None
     error: str | None = None  # set when the JSON is malformed or not a config map
+    status: str = "ok"
+
+
+class _Malformed(ValueError):
+    """Raised inside the parser for content JSON itself accepts but a config must not have."""
+
+
+def _reject_constant(name: str) -> float:
+    raise _Malformed(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses to inf
+        raise _Malformed(f"non-finite number {text[:30]}")
+    return value
+
+
+def _check_values(doc: object) -> str | None:
+    """Why ``doc`` is not a plausible config tree (too deep, an int beyond int64), or None.
+
+    Iterative, so a deep document cannot overflow the stack here either.
+    """
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_NESTING:
+                return f"nesting deeper than {MAX_NESTING} levels"
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((c, depth + 1) for c in children)
+        elif isinstance(node, int) and not isinstance(node, bool) and \
+                not INT64_MIN <= node <= INT64_MAX:
+            return f"integer {str(node)[:30]}... beyond int64"
+    return None
+
+
+def _m_key(key: str) -> int | None:
+    """The batch size a top-level key names, or None: ASCII decimal digits within int64.
+
+    ``str.isdigit`` alone accepts ``"²"`` and other Unicode digits that ``int`` rejects.
+    """
+    if not (key.isascii() and key.isdigit()) or len(key) > 19:
+        return None
+    m = int(key)
+    return m if m <= INT64_MAX else None
 
 
 def parse_config_blob(data: bytes) -> ParsedBlob:
-    """Parse a config file; malformed files come back with ``error`` set, never raise."""
+    """Parse a config file; malformed files come back with ``error`` set, never raise.
+
+    Malformed means: over ``MAX_CONFIG_BYTES``, not UTF-8, invalid JSON, NaN/Infinity,
+    nesting beyond ``MAX_NESTING``, integers beyond int64, top-level keys that are not
+    ASCII decimal M values (``triton_version`` aside) or entries that are not objects.
+    """
     try:
-        doc = json.loads(data.decode("utf-8"))
+        return _parse(data)
+    except Exception as exc:  # noqa: BLE001 - the contract is "never raises": name it instead
+        return ParsedBlob(error=f"unparseable: {type(exc).__name__}: {str(exc)[:120]}",
+                          status="bad_json")
+
+
+def _parse(data: bytes) -> ParsedBlob:
+    if len(data) > MAX_CONFIG_BYTES:
+        return ParsedBlob(error=f"{len(data):,} bytes, over the {MAX_CONFIG_BYTES:,}-byte cap",
+                          status="too_large")
+    try:
+        doc = json.loads(data.decode("utf-8"), parse_constant=_reject_constant,
+                         parse_float=_finite_float)
     except UnicodeDecodeError as exc:
-        return ParsedBlob(error=f"not UTF-8: {exc.reason} at byte {exc.start}")
+        return ParsedBlob(error=f"not UTF-8: {exc.reason} at byte {exc.start}", status="bad_json")
     except json.JSONDecodeError as exc:
-        return ParsedBlob(error=f"invalid JSON: {exc.msg} (line {exc.lineno} col {exc.colno})")
+        return ParsedBlob(error=f"invalid JSON: {exc.msg} (line {exc.lineno} col {exc.colno})",
+                          status="bad_json")
+    except _Malformed as exc:
+        return ParsedBlob(error=str(exc), status="bad_json")
+    except RecursionError:
+        return ParsedBlob(error=f"nesting deeper than {MAX_NESTING} levels", status="bad_json")
+    except ValueError as exc:  # e.g. an integer literal over Python's 4,300-digit limit
+        return ParsedBlob(error=f"invalid JSON value: {str(exc)[:120]}", status="bad_json")
     if not isinstance(doc, dict):
-        return ParsedBlob(error=f"top level is a {type(doc).__name__}, not an object")
+        return ParsedBlob(error=f"top level is a {type(doc).__name__}, not an object",
+                          status="bad_json")
+    problem = _check_values(doc)
+    if problem:
+        return ParsedBlob(error=problem, status="bad_json")
     triton_version = doc.get("triton_version")
     entries: list[tuple[int, str]] = []
     bad_keys: list[str] = []
     for key, value in doc.items():
         if key == "triton_version":
             continue
-        if not (key.isdigit() and isinstance(value, dict)):
+        m = _m_key(key)
+        if m is None or not isinstance(value, dict):
             bad_keys.append(key)
             continue
-        entries.append((int(key), json.dumps(value)))
+        entries.append((m, json.dumps(value)))
     if bad_keys:
-        shown = ", ".join(repr(k) for k in bad_keys[:5])
-        return ParsedBlob(error=f"top-level keys that are not M -> config objects: {shown}")
+        shown = ", ".join(ascii(k[:40]) for k in bad_keys[:5])
+        return ParsedBlob(error=f"top-level keys that are not M -> config objects: {shown}",
+                          status="bad_json")
     if not entries:
-        return ParsedBlob(error="no M entries")
+        return ParsedBlob(error="no M entries", status="bad_json")
     return ParsedBlob(
         entries=tuple(entries),
-        triton_version=None if triton_version is None else str(triton_version),
+        triton_version=None if triton_version is None else str(triton_version)[:64],
     )
 
 
