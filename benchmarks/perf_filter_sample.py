@@ -1,0 +1,118 @@
+"""Draw the labelled sample of ``bench_perf_filter.py`` from the real clones (issue 21).
+
+Candidates are the non-merge commits that touch kernel paths (``RepoSpec.pathspecs``,
+with a kernel-kind file), as ``find_perf_commits`` sees them, with every title kept. Two
+strata, drawn per repo in proportion to its size with a fixed hash order (so the draw is
+reproducible and independent of the labeller):
+
+* ``selected``: the title rule at drawing time (``perf_filter.RULES_VERSION``) passes it;
+* ``rejected``: it does not, but the title has a perf-ish word (``PERFISH`` below).
+
+Each row also gets ``split``: ``dev`` (the rule may be tuned on it) or ``heldout``
+(scored only), from the sha's hash. Labels and reasons are added by hand afterwards;
+titles are never stored (they are third-party text): ``bench_perf_filter.py`` reads
+them from the clones again. Population sizes go to ``perf_filter_sample.json`` so the
+benchmark can also weight the strata back to the population.
+
+    .venv/bin/python benchmarks/perf_filter_sample.py --per-stratum 110
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from dagster_project.mining.commits import mine, perf_filter
+from dagster_project.mining.commits.specs import DEFAULT_SPECS
+from dagster_project.mining.git import GitRepo
+
+HERE = Path(__file__).parent
+OUT = HERE / "data" / "perf_filter_sample.csv"
+META = HERE / "data" / "perf_filter_sample.json"
+SOURCES = {
+    "vllm": "/work/.mirror/local-inference-lab+vllm/repo",
+    "sglang": "/work/.mirror/nokiaMS+sglang/repo",
+    "flashinfer": "/work/.mirror/flashinfer-ai+flashinfer/repo",
+}
+#: Words that make a rejected title a plausible miss (wider than the rule on purpose).
+PERFISH = re.compile(
+    r"perf|optimi|\bopt\b|speed|fast|fuse|fusion|fusing|latency|throughput|efficien|improv"
+    r"|reduc|overhead|tun(e|ed|ing)\b|accelerat|vectori|bandwidth|boost|split[\s-]?k"
+    r"|persistent|warp[\s-]?spec",
+    re.IGNORECASE,
+)
+
+
+def source(repo: str) -> str:
+    return os.environ.get(f"KERNELHOUSE_{repo.upper()}_SOURCE", SOURCES[repo])
+
+
+def candidates(repo: str) -> list[dict]:
+    """Every kernel-touching commit of ``repo`` with its subject (title rule bypassed)."""
+    git = GitRepo(Path(source(repo)))
+    original = mine.match_title
+    mine.match_title = lambda subject, rule="mid": perf_filter.TitleMatch("any", "")
+    try:
+        df = mine.find_perf_commits(git, DEFAULT_SPECS[repo], head="HEAD")
+    finally:
+        mine.match_title = original
+    return df.select("repo", "sha", "subject").to_dicts()
+
+
+def _order(sha: str) -> str:
+    return hashlib.sha256(f"perf-filter-sample|{sha}".encode()).hexdigest()
+
+
+def split_of(sha: str) -> str:
+    return "dev" if int(hashlib.sha256(f"split|{sha}".encode()).hexdigest(), 16) % 2 == 0 else "heldout"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-stratum", type=int, default=110)
+    args = ap.parse_args()
+    strata: dict[str, list[dict]] = {"selected": [], "rejected": []}
+    population: dict[str, dict[str, int]] = {}
+    for repo in SOURCES:
+        counts = {"selected": 0, "rejected": 0, "candidates": 0}
+        per = {"selected": [], "rejected": []}
+        for c in candidates(repo):
+            counts["candidates"] += 1
+            if perf_filter.match_title(c["subject"]) is not None:
+                per["selected"].append(c)
+            elif PERFISH.search(c["subject"]):
+                per["rejected"].append(c)
+        counts["selected"], counts["rejected"] = len(per["selected"]), len(per["rejected"])
+        population[repo] = counts
+        for k, v in per.items():
+            strata[k].extend(v)
+    rows = []
+    for name, items in strata.items():
+        total = len(items)
+        by_repo: dict[str, list[dict]] = {}
+        for c in items:
+            by_repo.setdefault(c["repo"], []).append(c)
+        for repo, cs in by_repo.items():
+            n = max(1, round(args.per_stratum * len(cs) / total))
+            for c in sorted(cs, key=lambda c: _order(c["sha"]))[:n]:
+                rows.append({"repo": repo, "sha": c["sha"], "stratum": name,
+                             "split": split_of(c["sha"]), "label": "", "reason": ""})
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with OUT.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["repo", "sha", "stratum", "split", "label", "reason"])
+        w.writeheader()
+        w.writerows(rows)
+    heads = {r: GitRepo(Path(source(r))).head("HEAD") for r in SOURCES}
+    META.write_text(json.dumps({"drawn_with_title_rule": perf_filter.RULES_VERSION,
+                                "heads": heads, "population": population,
+                                "per_stratum": args.per_stratum}, indent=2) + "\n")
+    print(f"{len(rows)} rows -> {OUT}; population {population}")
+
+
+if __name__ == "__main__":
+    main()
