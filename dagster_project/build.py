@@ -16,6 +16,8 @@ from typing import Any
 
 import dagster as dg
 
+from dagster_project.home import damaged_now, exclusive_build, run_tags
+
 # A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``).
 Result = dg.ExecuteInProcessResult | dg.JobExecutionResult
 # Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
@@ -47,6 +49,7 @@ class BuildOutcome:
     fresh: list[str] = field(default_factory=list)  # refresh: up to date, not run
     reasons: dict[str, str] = field(default_factory=dict)  # refresh: why each one ran
     rows_by_run: dict[str, int] = field(default_factory=dict)  # per asset[partition]
+    notes: list[str] = field(default_factory=list)  # what the start swept (home.py)
 
     @property
     def ok(self) -> bool:
@@ -130,6 +133,7 @@ def _unreachable(name: str) -> str | None:
     return None
 
 
+@exclusive_build  # one build per home; sweeps what a killed build left (home.py)
 def run_build(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -181,7 +185,7 @@ def run_build(
             selection=run_keys,
             raise_on_error=False,
             run_config=QUIET_RUN_CONFIG if quiet else None,
-            tags={"kernelhouse/cli": "refresh" if refresh else "build"},
+            tags={"kernelhouse/cli": "refresh" if refresh else "build", **run_tags()},
         )
         finish(stage, pkey, run_keys, result)
 
@@ -266,8 +270,12 @@ def stale_reasons(
 
     out: dict[dg.AssetKey, str] = {}
     probes = {} if probes is None else probes  # one reachability probe per service and run
+    damaged = damaged_now()  # views whose files are gone: never "up to date"
     for key in keys:
         name = key.to_user_string()
+        if name in damaged:
+            out[key] = damaged[name]
+            continue
         # An observer whose service does not answer has nothing new to see: it runs
         # only by the ordinary rule (missing, or its inputs changed).
         if name in OBSERVERS and name not in probes:

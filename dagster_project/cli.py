@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dagster_project.settings import SettingsError, ensure_home, load_settings, validate_sources
@@ -30,7 +31,10 @@ out = Console()
 
 
 def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    """Print one error line and exit. The message often quotes user or upstream text (a
+    setting's value, a path, DuckDB's error, a failed asset's reason), so it is escaped:
+    rich would read ``[/prefix]`` or ``[red]`` in it as markup."""
+    console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 
@@ -71,6 +75,12 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     return settings, instance, defs, stages
 
 
+def _print_notes(notes: list[str]) -> None:
+    """What the build's start cleaned up after a killed build (home.py)."""
+    for note in notes:
+        console.print(f"[yellow]recovered[/]: {escape(note)}")
+
+
 @app.command()
 def build(
     select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
@@ -81,6 +91,7 @@ def build(
     import contextlib
 
     from dagster_project.build import QUIET_RUN_CONFIG, Launch, run_build
+    from dagster_project.home import BuildLocked, run_tags
 
     settings, instance, defs, stages = _plan(select)
     total = sum(len(s.partition_keys) for s in stages)
@@ -90,15 +101,15 @@ def build(
 
     def on_run(stage, pkey, state):  # noqa: ANN001
         nonlocal done, launched
-        tag = f"[{pkey}]" if pkey else ""
+        tag = escape(f"[{pkey}]") if pkey else ""
         if state == "start":
             launched += 1
-            console.print(f"[dim]{launched}/{total}[/] {stage.label} {tag}")
+            console.print(f"[dim]{launched}/{total}[/] {escape(stage.label)} {tag}")
         else:
             done += 1
             colour = "green" if state == "ok" else "red"
             # Distributed runs finish out of launch order: say which one finished.
-            which = f" {stage.label} {tag}" if distributed else ""
+            which = f" {escape(stage.label)} {tag}" if distributed else ""
             console.print(f"    [{colour}]{state}[/]{which} ({time.monotonic() - started:.1f}s)")
 
     with contextlib.ExitStack() as stack:
@@ -115,9 +126,14 @@ def build(
             console.print(f"distributed: Dask scheduler {cluster.address} ({where}, {cluster.threads} worker threads)")
             launch = stack.enter_context(DaskRuns(
                 instance, cluster.address, cluster.threads,
-                run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build"},
+                run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
             ))
-        outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run, launch=launch)
+        try:
+            outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run, launch=launch)
+        except BuildLocked as exc:
+            _fail(str(exc))
+            return
+    _print_notes(outcome.notes)
     table = Table(title="kernelhouse build", show_lines=False)
     table.add_column("asset")
     table.add_column("rows", justify="right")
@@ -125,13 +141,13 @@ def build(
     for name in sorted(set(outcome.rows) | {k.split("[")[0] for k in outcome.failed} | set(outcome.skipped)):
         failed = [k for k in outcome.failed if k.split("[")[0] == name]
         status = "[red]failed[/]" if failed else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
-        table.add_row(name, f"{outcome.rows.get(name, 0):,}", status)
+        table.add_row(escape(name), f"{outcome.rows.get(name, 0):,}", status)
     out.print(table)
     for name, msg in outcome.failed.items():
-        console.print(f"[red]{name}[/]: {msg}")
+        console.print(f"[red]{escape(name)}[/]: {escape(msg)}")
     for name in outcome.checks_failed:
-        console.print(f"[yellow]check failed[/]: {name}")
-    console.print(f"home: {settings.home}  ({time.monotonic() - started:.1f}s)")
+        console.print(f"[yellow]check failed[/]: {escape(name)}")
+    console.print(f"home: {escape(str(settings.home))}  ({time.monotonic() - started:.1f}s)")
     if not outcome.ok:
         raise typer.Exit(1)
 
@@ -145,32 +161,36 @@ def refresh(
     simulator's code version did). A refresh with nothing new upstream runs nothing
     else. `kernelhouse build` rebuilds unconditionally."""
     from dagster_project.build import run_build
+    from dagster_project.home import BuildLocked
 
     settings, instance, defs, _ = _plan(select)
     started = time.monotonic()
 
     def on_run(stage, pkey, state):  # noqa: ANN001
         if state == "start":
-            console.print(f"[dim]run[/] {stage.label} {f'[{pkey}]' if pkey else ''}")
+            console.print(f"[dim]run[/] {escape(stage.label)} {escape(f'[{pkey}]') if pkey else ''}")
 
-    outcome = run_build(defs, instance, select, on_run=on_run, refresh=True)
+    try:
+        outcome = run_build(defs, instance, select, on_run=on_run, refresh=True)
+    except BuildLocked as exc:
+        _fail(str(exc))
+        return
+    _print_notes(outcome.notes)
     table = Table(title="kernelhouse refresh")
     for col in ("asset", "rows", "why it ran"):
         table.add_column(col)
-    from rich.markup import escape
-
     for label, why in sorted(outcome.reasons.items()):
         status = "[red]failed[/]" if label in outcome.failed else escape(why)
         table.add_row(escape(label), f"{outcome.rows_by_run.get(label, 0):,}", status)
     out.print(table)
     for name, msg in outcome.failed.items():
-        console.print(f"[red]{name}[/]: {msg}")
+        console.print(f"[red]{escape(name)}[/]: {escape(msg)}")
     for name in outcome.skipped:
-        console.print(f"[yellow]skipped[/] {name}: {outcome.skipped[name]}")
+        console.print(f"[yellow]skipped[/] {escape(name)}: {escape(outcome.skipped[name])}")
     for name in outcome.checks_failed:
-        console.print(f"[yellow]check failed[/]: {name}")
+        console.print(f"[yellow]check failed[/]: {escape(name)}")
     console.print(
-        f"{len(outcome.reasons)} ran, {len(outcome.fresh)} up to date, home: {settings.home}"
+        f"{len(outcome.reasons)} ran, {len(outcome.fresh)} up to date, home: {escape(str(settings.home))}"
         f"  ({time.monotonic() - started:.1f}s)"
     )
     if not outcome.ok:
@@ -193,7 +213,7 @@ def status() -> None:
         return
     defs = build_definitions()
     graph = defs.resolve_asset_graph()
-    table = Table(title=f"kernelhouse status — {settings.home}")
+    table = Table(title=f"kernelhouse status — {escape(str(settings.home))}")
     for col in ("asset", "group", "last materialised (UTC)", "rows", "checks"):
         table.add_column(col)
     failing = 0
@@ -223,13 +243,13 @@ def status() -> None:
         for col in counts.columns:
             t2.add_column(col)
         for r in counts.iter_rows():
-            t2.add_row(*[f"{v:,}" if isinstance(v, int) else str(v) for v in r])
+            t2.add_row(*[f"{v:,}" if isinstance(v, int) else escape(str(v)) for v in r])
         out.print(t2)
     conf = Table(title="configuration (secrets shown as set/unset)")
     conf.add_column("setting")
     conf.add_column("value")
     for name, value in settings.public().items():
-        conf.add_row(name, str(value))
+        conf.add_row(name, escape(str(value)))
     out.print(conf)
     _ = dg  # imported for its side effect of configuring the instance
     if failing:
@@ -255,37 +275,47 @@ def sql(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout (required for parquet).")] = None,
     limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
 ) -> None:
-    """Run read-only SQL on the lake and print (or write) the result."""
-    import duckdb
+    """Run one read-only statement on the lake and print (or write) the result.
 
-    from dagster_project.lake import Lake
+    Only reads run: one SELECT-type statement (WITH, FROM, VALUES, DESCRIBE, SHOW and
+    SUMMARIZE included) on a read-only connection that reaches no file outside the lake,
+    with DuckDB's configuration locked. Anything that would change a table, view, setting
+    or file is refused with the reason, and the lake is left as it was."""
+    import polars as pl
 
-    settings = load_settings()
+    from dagster_project.lake import Lake, LakeError, QueryRefused
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        _fail(str(exc))
+        return
     text = query
     if _looks_like_file(query):
         p = Path(query)
         if not p.is_file():
             _fail(f"SQL file {query} does not exist")
         text = p.read_text()
-    lake = Lake(settings.lake_path, settings.parquet_root)
+    lake = Lake(settings.lake_path, settings.parquet_root, object_store=settings.object_store)
     if not settings.lake_path.exists():
         _fail(f"no lake at {settings.lake_path} (KERNELHOUSE_HOME={settings.home}); run `kernelhouse build` first")
     try:
-        with lake.connect(read_only=True) as con:
-            import polars as pl
-
-            from dagster_project.lake import fetch_frame
-
-            df = fetch_frame(con, text, None)
-    except duckdb.Error as exc:
-        _fail(f"query failed: {str(exc).splitlines()[0]}")
+        df = lake.read_only_query(text)
+    except QueryRefused as exc:
+        _fail(f"refused: {exc}")
+        return
+    except LakeError as exc:
+        _fail(str(exc).splitlines()[0])
+        return
+    except Exception as exc:  # DuckDB's own error for a bad query (binder, catalog, ...)
+        _fail(f"query failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return
     assert isinstance(df, pl.DataFrame)
     if fmt == "parquet":
         if output is None:
             _fail("--format parquet needs --output FILE")
         df.write_parquet(output)  # type: ignore[arg-type]
-        console.print(f"wrote {df.height} rows to {output}")
+        console.print(f"wrote {df.height} rows to {escape(str(output))}")
         return
     if fmt == "csv":
         text_out = df.write_csv()
@@ -293,10 +323,11 @@ def sql(
         text_out = json.dumps(df.to_dicts(), default=str, indent=1)
     elif fmt == "table":
         table = Table(show_lines=False)
+        # Column names and values are the user's (or the data's): shown as text, not markup.
         for c in df.columns:
-            table.add_column(c, overflow="fold")
+            table.add_column(escape(c), overflow="fold")
         for r in df.head(limit).iter_rows():
-            table.add_row(*["" if v is None else str(v)[:200] for v in r])
+            table.add_row(*["" if v is None else escape(str(v)[:200]) for v in r])
         out.print(table)
         if df.height > limit:
             console.print(f"[dim]{df.height:,} rows ({limit} shown; use --format csv for all)[/]")
@@ -306,7 +337,7 @@ def sql(
         return
     if output:
         output.write_text(text_out)
-        console.print(f"wrote {df.height} rows to {output}")
+        console.print(f"wrote {df.height} rows to {escape(str(output))}")
     else:
         sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
 
@@ -348,8 +379,8 @@ def check(
         record(lake, res)
         for o in res.outcomes:
             verdict = "[green]pass[/]" if o.success else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
-            table.add_row(res.suite, o.type.removeprefix("expect_"), o.column or "", verdict,
-                          str(o.observed)[:60], str(o.expected)[:60])
+            table.add_row(escape(res.suite), o.type.removeprefix("expect_"), escape(o.column or ""), verdict,
+                          escape(str(o.observed)[:60]), escape(str(o.expected)[:60]))
             if not o.success and res.blocking:
                 blocking_failed.append(f"{res.suite}: {o.type}({o.column or ''})")
     out.print(table)
@@ -402,7 +433,7 @@ def gains_extract(
         for c in cols:
             table.add_column(c, overflow="fold")
         for r in rows:
-            table.add_row(*["" if r.get(c) is None else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in cols])
+            table.add_row(*["" if r.get(c) is None else (f"{r[c]:.3g}" if isinstance(r[c], float) else escape(str(r[c]))) for c in cols])
         out.print(table)
     if not res.ok:
         _fail(f"extraction failed: {res.error}")
@@ -435,7 +466,7 @@ def stats(
         card, ours = r.get("card"), r.get("ours")
         ratio = f"{ours / card:.2f}" if isinstance(card, int | float) and isinstance(ours, int | float) and card else ""
         fmt_num = lambda v: "" if v is None else (f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}" if isinstance(v, int | float) else str(v))  # noqa: E731
-        table.add_row(str(r["metric"]), fmt_num(card), fmt_num(ours), ratio, str(r.get("note") or ""))
+        table.add_row(escape(str(r["metric"])), escape(fmt_num(card)), escape(fmt_num(ours)), ratio, escape(str(r.get("note") or "")))
     out.print(table)
 
 
@@ -454,7 +485,7 @@ def report(
     if not settings.lake_path.exists():
         _fail(f"no lake at {settings.lake_path}; run `kernelhouse build` first")
     path = build_report(Lake(settings.lake_path, settings.parquet_root), fmt, output)  # type: ignore[arg-type]
-    console.print(f"wrote {path}")
+    console.print(f"wrote {escape(str(path))}")
 
 
 @app.command()
@@ -472,7 +503,7 @@ def ui(
 
     exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
     args = [exe, "dev", "-m", "dagster_project.definitions", "-h", "127.0.0.1", "-p", str(port)]
-    console.print(f"Dagster UI on http://127.0.0.1:{port}  (DAGSTER_HOME={settings.dagster_home})")
+    console.print(f"Dagster UI on http://127.0.0.1:{port}  (DAGSTER_HOME={escape(str(settings.dagster_home))})")
     os.execv(exe, args)
 
 
@@ -497,12 +528,12 @@ def main() -> None:
     try:
         app()
     except SettingsError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(1)
     except Exception as exc:  # one-line reason unless --debug
         if debug:
             raise
-        console.print(f"[bold red]error:[/] {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc).splitlines()[0] if str(exc) else '')}")
         sys.exit(1)
 
 

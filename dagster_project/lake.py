@@ -16,6 +16,16 @@ reader sees the old object or the new one), and the same s3fs filesystem object 
 registered on every DuckDB connection, so the views' ``s3://`` globs resolve from any
 process, read-only ``kernelhouse sql`` included, without DuckDB's httpfs extension
 (which would have to be downloaded). Both backends store the same bytes for a frame.
+
+Three more guarantees (issue 22):
+- ``read_only_query`` is the SQL door for users (``kernelhouse sql``): one read statement,
+  checked with DuckDB's own parser, on a read-only connection that can reach no file
+  outside the partition root, with its configuration locked.
+- A home is relocatable: views store the absolute glob of the root they were made on,
+  and the first connection of a process re-binds views made on another root (a copied,
+  moved or restored home) to this one.
+- Temporary files carry the writer's PID, so a sweep at build start (``home.py``) can
+  tell an orphan of a killed writer from the temporary of a live one.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ import contextlib
 import io
 import os
 import random
+import re
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -46,6 +58,10 @@ _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
 
 class LakeError(RuntimeError):
     """A lake read or write failed; the message names the table."""
+
+
+class QueryRefused(LakeError):
+    """``read_only_query`` would not run a statement; the message says why."""
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -75,16 +91,43 @@ def parquet_bytes(df: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
+FAULT_VAR = "KERNELHOUSE_FAULT_STOP"
+
+
+def fault_point(name: str) -> None:
+    """Where the fault-injection tier (tests/faults) kills a build: with ``name`` listed in
+    ``KERNELHOUSE_FAULT_STOP`` the process stops itself (SIGSTOP) right here, so the test
+    can ``kill -9`` it at exactly this point instead of racing a timer. Points:
+    ``partition_write`` (temporary written, not renamed), ``transaction`` (table replaced,
+    not committed), ``export`` (export folder written, not swapped in). Unset, this is one
+    dictionary lookup."""
+    wanted = os.environ.get(FAULT_VAR)
+    if wanted and name in wanted.split(","):
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+# ``.<name>.<writer pid>.<uuid>.tmp`` (or ``.<name>.<uuid>.tmp`` before the PID was
+# recorded): a temporary of ``write_atomically``; ``home.sweep_temporaries`` parses it.
+TEMP_NAME = re.compile(r"^\.(?P<name>.+?)\.(?:(?P<pid>\d+)\.)?(?P<uuid>[0-9a-f]{32})\.tmp$")
+
+
+def temp_path(path: Path) -> Path:
+    """A fresh temporary sibling of ``path``, named with this process's PID."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+
+
 def write_atomically(path: Path, write: Callable[[Path], object]) -> Path:
     """Have ``write`` fill a temporary sibling of ``path``, then rename it into place.
 
     Readers see the old file or the whole new one, never a torn one; a failed write
-    leaves the old file and no temporary behind.
+    leaves the old file and no temporary behind (a killed one leaves a temporary that the
+    next build sweeps: its name carries the dead writer's PID).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = temp_path(path)
     try:
         write(tmp)
+        fault_point("partition_write")
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -134,6 +177,12 @@ class Lake:
         if read_only and not self.path.exists():
             raise LakeError(f"no lake at {self.path}: run `kernelhouse build` first")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._rebind_once()
+        with self._open(read_only=read_only) as con:
+            yield con
+
+    @contextlib.contextmanager
+    def _open(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
         while True:
@@ -153,6 +202,120 @@ class Lake:
             yield con
         finally:
             con.close()
+
+    # -- a home that moves --------------------------------------------------------
+    def _rebind_once(self) -> None:
+        """Re-bind moved views the first time this process opens this lake."""
+        key = (str(self.path), self.parquet_root)
+        if key in _BOUND or not self.path.exists():
+            return
+        _BOUND.add(key)
+        # Best effort, once: a lake on a read-only disk, or one whose writer lock another
+        # process holds past the timeout, still opens; its moved views then fail to read
+        # with DuckDB's message naming the old path, and ``broken_views`` lists them.
+        with contextlib.suppress(LakeError, duckdb.Error, OSError):
+            self.rebind_views()
+
+    def moved_views(self) -> list[tuple[str, str, str]]:
+        """(schema, view, partition folder) of every view over a partition glob of another
+        root than this lake's: the home was copied, moved or restored from a backup."""
+        if not self.path.exists():
+            return []
+        with self._open(read_only=True) as con:
+            rows = con.execute(
+                "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        moved = []
+        for schema, view, sql in rows:
+            match = _VIEW_GLOB.search(sql or "")
+            if match and match.group("root").replace("''", "'") != self.parquet_root:
+                moved.append((str(schema), str(view), match.group("table").replace("''", "'")))
+        return moved
+
+    def rebind_views(self) -> list[str]:
+        """Point every moved view (``moved_views``) at this lake's root; returns the views
+        re-bound. A view whose partition folder is empty here is left as it is (it cannot
+        be bound) and shows as broken (``broken_views``) until its asset runs again.
+
+        Why re-bind rather than store relative globs: DuckDB resolves a relative path
+        against the reading process's working directory, so any plain ``duckdb`` client
+        (a user's shell, Great Expectations) would read nothing; absolute globs work
+        everywhere, and only a moved home needs this one-off rewrite."""
+        moved = self.moved_views()
+        if not moved:
+            return []
+        done = []
+        with self._open(read_only=False) as con:
+            for schema, view, table in moved:
+                if not self.partition_files(table):
+                    continue
+                pattern = f"{self.parquet_root}/{table}/*.parquet".replace("'", "''")
+                con.execute(
+                    f"CREATE OR REPLACE VIEW {qualified(schema, view)} AS "
+                    f"SELECT * FROM read_parquet('{pattern}', union_by_name = true)"
+                )
+                done.append(f"{schema}.{view}")
+        return done
+
+    def broken_views(self) -> list[str]:
+        """Views of the lake that no longer read (their partition files are gone, or they
+        point at another root): a refresh must rebuild them, not call them up to date."""
+        if not self.path.exists():
+            return []
+        broken = []
+        with self.connect(read_only=True) as con:
+            views = con.execute(
+                "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal "
+                "AND schema_name IN ('raw','derived','datasets','sim','analysis') ORDER BY 1, 2"
+            ).fetchall()
+            for schema, view in views:
+                try:
+                    con.execute(f"SELECT * FROM {qualified(schema, view)} LIMIT 0").fetchall()
+                except duckdb.Error:
+                    broken.append(f"{schema}.{view}")
+        return broken
+
+    # -- the read-only SQL door ----------------------------------------------------
+    def read_only_query(self, sql: str) -> pl.DataFrame:
+        """Run one user statement that can only read: ``kernelhouse sql``'s door.
+
+        Three independent walls, each enough for what it guards:
+        1. DuckDB's own parser splits the text (``duckdb.extract_statements``): exactly one
+           statement, of type SELECT (which covers WITH, FROM-first, VALUES, DESCRIBE,
+           SHOW, SUMMARIZE and PIVOT-free queries). COPY, EXPORT, ATTACH, DETACH, SET,
+           RESET, USE, INSTALL, LOAD, PRAGMA, CALL, CREATE, INSERT, UPDATE, DELETE, DROP,
+           ALTER, CHECKPOINT, VACUUM and transactions are refused by type, before
+           anything runs.
+        2. The connection is read-only: no catalog or table change can commit.
+        3. External access is off except for the partition root (``allowed_directories``;
+           the database's own files are allowed by DuckDB), extension auto-loading is off
+           and the configuration is locked, so no later statement can widen it. Reading
+           ``/etc/passwd`` or another home's files is refused.
+        DuckDB's allow-list also permits writes under the root, which is why wall 1 does
+        not rely on wall 3 (a ``COPY … TO`` a partition file is refused by type).
+
+        The walls are database-wide settings of DuckDB's per-process instance, so this
+        runs on a connection of its own, in a process (the CLI) that opens no other.
+        """
+        statement = _one_read_statement(sql)
+        if not self.path.exists():
+            raise LakeError(f"no lake at {self.path}: run `kernelhouse build` first")
+        self._rebind_once()
+        with self._open(read_only=True) as con:
+            root = self.parquet_root.rstrip("/") + "/"
+            con.execute("SET allowed_directories = ?", [[root]])
+            con.execute("SET autoinstall_known_extensions = false")
+            con.execute("SET autoload_known_extensions = false")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+            try:
+                return fetch_frame(con, statement.query, None)
+            except duckdb.PermissionException as exc:
+                where = _refused_path(str(exc))
+                raise QueryRefused(
+                    f"{'reading ' + where if where else 'that access'} is refused: kernelhouse sql "
+                    f"reads only the lake (tables, views and files under {root})"
+                ) from exc
 
     def _configure(self, con: duckdb.DuckDBPyConnection) -> None:
         """Per-connection set-up: UTC, and on a bucket the s3fs filesystem, so views over
@@ -220,6 +383,7 @@ class Lake:
                 con.execute(
                     f"CREATE OR REPLACE TABLE {qualified(schema, table)} AS SELECT * FROM _incoming"
                 )
+                fault_point("transaction")
                 con.execute("COMMIT")
             except Exception as exc:
                 con.execute("ROLLBACK")
@@ -260,6 +424,7 @@ class Lake:
                     )
                 cols = ", ".join(_ident(c) for c in df.columns)
                 con.execute(f"INSERT INTO {qn} ({cols}) SELECT {cols} FROM _incoming")
+                fault_point("transaction")
                 con.execute("COMMIT")
             except Exception as exc:
                 con.execute("ROLLBACK")
@@ -375,6 +540,47 @@ class Lake:
 # Partition files this process wrote since it last refreshed their table's view, per
 # (partition root, table): what ``refresh_view`` checks before it keeps a view.
 _UNVIEWED: dict[tuple[str, str], set[str]] = {}
+
+# (lake file, partition root) pairs whose views this process has checked for a move.
+_BOUND: set[tuple[str, str]] = set()
+
+# The glob ``refresh_view`` writes into a view: read_parquet('<root>/<table>/*.parquet'.
+# Only ever matched against view text this module generated.
+_VIEW_GLOB = re.compile(r"read_parquet\('(?P<root>(?:[^']|'')+)/(?P<table>(?:[^'/]|'')+)/\*\.parquet'")
+
+# Statement types ``read_only_query`` runs: only SELECT (DuckDB's parser gives DESCRIBE,
+# SHOW, SUMMARIZE, VALUES and FROM-first queries this type too).
+READ_STATEMENT_TYPES = frozenset({duckdb.StatementType.SELECT})
+
+
+def _one_read_statement(sql: str) -> duckdb.Statement:
+    """The single read statement in ``sql``, else QueryRefused saying what was found."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryRefused(f"the SQL does not parse: {str(exc).splitlines()[0]}") from exc
+    if not statements:
+        raise QueryRefused("no SQL statement given")
+    if len(statements) > 1:
+        kinds = ", ".join(st.type.name for st in statements)
+        raise QueryRefused(
+            f"one statement at a time: got {len(statements)} ({kinds}); kernelhouse sql "
+            "runs a single read statement"
+        )
+    statement = statements[0]
+    if statement.type not in READ_STATEMENT_TYPES:
+        raise QueryRefused(
+            f"{statement.type.name} statements are refused: kernelhouse sql only reads "
+            "(SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE); it cannot change a "
+            "table, view, setting or file"
+        )
+    return statement
+
+
+def _refused_path(message: str) -> str | None:
+    """The file DuckDB's permission error names (for the message), if it names one."""
+    match = re.search(r'Cannot access (?:file|directory) "([^"]+)"', message)
+    return match.group(1) if match else None
 
 
 def _view_columns(

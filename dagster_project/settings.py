@@ -367,6 +367,16 @@ def _non_negative_env(name: str, default: int) -> int:
     return value
 
 
+def _count_env(name: str, default: int, what: str) -> int:
+    """A size that must be at least 1: ``KERNELHOUSE_SIM_SESSIONS=-5`` once built an empty
+    dataset and reported ok, ``KERNELHOUSE_SIM_EPISODES=-1`` failed 24 runs without naming
+    the variable. Refused here, before any run, naming it."""
+    value = _int_env(name, default)
+    if value < 1:
+        raise SettingsError(f"{name}={value}: the number of {what} must be at least 1")
+    return value
+
+
 def load_settings() -> Settings:
     """Read the environment now. Cheap; call it wherever configuration is needed."""
     home = Path(_env("KERNELHOUSE_HOME", "./data") or "./data").expanduser().resolve()
@@ -402,8 +412,8 @@ def load_settings() -> Settings:
         lake_uri=lake_uri,
         dask_scheduler=dask_scheduler,
         sim_seed=_int_env("KERNELHOUSE_SIM_SEED", 20260),
-        sim_sessions=_int_env("KERNELHOUSE_SIM_SESSIONS", 1899),
-        sim_episodes=_int_env("KERNELHOUSE_SIM_EPISODES", 2400),
+        sim_sessions=_count_env("KERNELHOUSE_SIM_SESSIONS", 1899, "simulated sessions"),
+        sim_episodes=_count_env("KERNELHOUSE_SIM_EPISODES", 2400, "simulated episodes"),
         sim_compile_sample=_non_negative_env("KERNELHOUSE_SIM_COMPILE_SAMPLE", 48),
         object_store=store,
         gpu=load_gpu_batch(),

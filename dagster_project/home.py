@@ -1,0 +1,294 @@
+"""Crash hygiene of a kernelhouse home: one build at a time, and what a killed one left.
+
+A ``kill -9`` (or a power cut) mid-build cannot clean up after itself, so the next build
+does it, before any work, while it holds the home's build lock:
+
+- **One build per home.** ``KERNELHOUSE_HOME/build.lock`` holds the holder's PID, host
+  and start time. The lock itself is an ``fcntl.flock`` on that file, which the kernel
+  drops when the holder dies, so a lock left by a killed build is never in the way: the
+  next build takes it over and says whose it was. A second build while the first lives
+  fails at once with a message naming the holder.
+- **Orphaned temporaries.** ``lake.write_atomically`` names its temporary
+  ``.<file>.<pid>.<uuid>.tmp``; one whose writer is gone is an orphan (the rename never
+  happened) and is deleted and reported. A live writer's temporary is left alone (a UI
+  run may be writing while the CLI builds), unless it is older than a day.
+- **Runs of dead builds.** Dagster records a run STARTED when it begins and only the
+  running process ever finishes it, so a killed build's runs stay STARTED forever.
+  Every run the CLI starts carries ``kernelhouse/process`` (host, PID and the process's
+  start time); under the lock, an in-progress CLI run of any other process belongs to a
+  dead build and is marked failed.
+- **Broken views.** A refresh asks which lake views no longer read (their partition
+  files were lost): their assets run again instead of being called up to date.
+
+No dagster import at module level: the lock and the sweep are plain file operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dagster_project.lake import TEMP_NAME, Lake
+from dagster_project.settings import Settings, load_settings
+
+LOCK_NAME = "build.lock"
+# A live writer's temporary older than this is an orphan anyway (no single file write
+# takes a day); it covers a PID reused by an unrelated process.
+TEMP_MAX_AGE_S = 24 * 3600
+# Folders of the home that temporaries can be in (repos/ holds git clones: never walked).
+_SWEPT = ("lake", "exports")
+IN_PROGRESS = ("NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+
+class BuildLocked(RuntimeError):
+    """Another live build holds this home's lock; the message names it."""
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux ``/proc``), which tells
+    a PID's current process from an earlier one with the same number."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_identity(pid: int | None = None) -> str:
+    """``host:pid:start`` of a process (this one by default)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or '?'}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+def run_tags() -> dict[str, str]:
+    """Tags for every run the CLI starts: which process started it."""
+    return {"kernelhouse/process": process_identity()}
+
+
+@dataclass
+class Housekeeping:
+    """What a build found and fixed at its start (printed by the CLI)."""
+
+    stale_lock: str | None = None
+    swept: list[str] = field(default_factory=list)
+    failed_runs: list[str] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.stale_lock:
+            out.append(f"took over the build lock of a build that died ({self.stale_lock})")
+        if self.swept:
+            out.append(f"removed {len(self.swept)} temporary file(s) a killed write left: "
+                       + ", ".join(self.swept[:5]) + (" ..." if len(self.swept) > 5 else ""))
+        if self.failed_runs:
+            out.append(f"marked {len(self.failed_runs)} run(s) of a build that died as failed: "
+                       + ", ".join(r[:8] for r in self.failed_runs))
+        for asset, why in sorted(self.damaged.items()):
+            out.append(f"{asset} runs again: {why}")
+        return out
+
+
+# -- the lock -------------------------------------------------------------------------
+_HELD: dict[str, Any] = {}  # lock path -> open file of the lock this process holds
+
+
+@contextlib.contextmanager
+def build_lock(home: Path) -> Iterator[str | None]:
+    """Hold ``home``'s build lock for the block; yields a description of the dead build
+    whose lock it took over, if any. Re-entrant within one process.
+
+    Raises BuildLocked at once (no waiting: a second build would only redo the first's
+    work) when another live process holds it."""
+    path = Path(home) / LOCK_NAME
+    key = str(path)
+    if key in _HELD:
+        yield None
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = path.open("a+")
+    try:
+        if sys.platform != "win32":
+            import fcntl
+
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(path)
+                raise BuildLocked(
+                    f"another build is running on KERNELHOUSE_HOME={home} "
+                    f"({_describe(holder)}; lock {path}); wait for it to finish or stop that process"
+                ) from None
+        previous = _read_holder(path)
+        stale = _describe(previous) if previous else None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                             "identity": process_identity(), "started": time.time(),
+                             "argv": sys.argv[:4]}))
+        fh.flush()
+        _HELD[key] = fh
+        try:
+            yield stale
+        finally:
+            del _HELD[key]
+            fh.seek(0)
+            fh.truncate()  # an empty lock file: nobody holds it
+            fh.flush()
+    finally:
+        fh.close()  # closing drops the flock
+
+
+def _read_holder(path: Path) -> dict[str, Any] | None:
+    try:
+        text = path.read_text().strip()
+        return json.loads(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def _describe(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "holder unknown"
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(holder.get("started") or 0)))
+    return f"PID {holder.get('pid')} on {holder.get('host')}, started {started}"
+
+
+# -- temporaries ------------------------------------------------------------------------
+def orphaned_temporaries(settings: Settings, now: float | None = None) -> list[Path]:
+    """Temporaries of ``write_atomically`` in the home whose writer is gone (or that are
+    older than a day). A bucket lake has none: a PUT is atomic and leaves nothing."""
+    now = time.time() if now is None else now
+    roots = [settings.home / name for name in _SWEPT]
+    if not settings.parquet_root.startswith("s3://"):
+        roots.append(Path(settings.parquet_root))
+    found: set[Path] = set()
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                match = TEMP_NAME.match(name)
+                if not match:
+                    continue
+                path = Path(dirpath) / name
+                pid = match.group("pid")
+                try:
+                    age = now - path.stat().st_mtime
+                except OSError:
+                    continue
+                if pid is None or not pid_alive(int(pid)) or age > TEMP_MAX_AGE_S:
+                    found.add(path)
+    return sorted(found)
+
+
+def sweep_temporaries(settings: Settings) -> list[str]:
+    """Delete the orphaned temporaries; returns their paths relative to the home."""
+    removed = []
+    for path in orphaned_temporaries(settings):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            try:
+                removed.append(str(path.relative_to(settings.home)))
+            except ValueError:
+                removed.append(str(path))
+    return removed
+
+
+# -- runs of dead builds ------------------------------------------------------------------
+def fail_dead_runs(instance: Any) -> list[str]:
+    """Mark failed every in-progress run the CLI started from a process other than this
+    one (call it holding the build lock: then no other CLI build is alive). Returns the
+    run ids."""
+    import dagster as dg
+
+    me = process_identity()
+    statuses = [dg.DagsterRunStatus(s) for s in IN_PROGRESS]
+    failed = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses)):
+        tags = run.tags or {}
+        if "kernelhouse/cli" not in tags or tags.get("kernelhouse/process") == me:
+            continue
+        who = tags.get("kernelhouse/process", "an earlier kernelhouse")
+        instance.report_run_failed(
+            run, f"the kernelhouse build that ran this ({who}) died; marked failed by the next build"
+        )
+        failed.append(run.run_id)
+    return failed
+
+
+# -- views that no longer read --------------------------------------------------------------
+def damaged_assets(defs: Any, lake: Lake) -> dict[str, str]:
+    """Assets whose lake views no longer read (partition files lost), by name, with why.
+    An asset names its tables in its ``tables`` metadata."""
+    broken = set(lake.broken_views())
+    if not broken:
+        return {}
+    graph = defs.resolve_asset_graph()
+    out = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        tables = str((node.metadata or {}).get("tables") or "")
+        hit = sorted(t for t in (x.strip() for x in tables.split(",")) if t in broken)
+        if hit and node.is_materializable:
+            out[key.to_user_string()] = f"view {', '.join(hit)} no longer reads (its partition files are missing)"
+    return out
+
+
+_DAMAGED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("kh_damaged", default=None)
+
+
+def damaged_now() -> dict[str, str]:
+    """The damaged assets the current refresh found at its start (``exclusive_build``)."""
+    return _DAMAGED.get() or {}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def exclusive_build(fn: F) -> F:
+    """Wrap ``build.run_build``: take the home's lock, sweep what a killed build left,
+    fail its runs, and (on a refresh) find damaged views; the findings go on the outcome's
+    ``notes``. ``fn``'s first two arguments are the Definitions and the instance."""
+
+    @functools.wraps(fn)
+    def wrapper(defs: Any, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        settings = load_settings()
+        with build_lock(settings.home) as stale:
+            found = Housekeeping(stale_lock=stale)
+            found.swept = sweep_temporaries(settings)
+            found.failed_runs = fail_dead_runs(instance)
+            if kwargs.get("refresh"):
+                lake = Lake(settings.lake_path, settings.parquet_root, object_store=settings.object_store)
+                found.damaged = damaged_assets(defs, lake)
+            token = _DAMAGED.set(found.damaged)
+            try:
+                outcome = fn(defs, instance, *args, **kwargs)
+            finally:
+                _DAMAGED.reset(token)
+            notes = getattr(outcome, "notes", None)
+            if isinstance(notes, list):
+                notes[:0] = found.notes()
+            return outcome
+
+    return wrapper  # type: ignore[return-value]
