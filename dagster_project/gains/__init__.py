@@ -18,9 +18,9 @@ from dagster_project.gains.extract import (
     extract_text,
     pr_text,
 )
+from dagster_project.gains.extract.choose import EXTRACTOR_VERSION, extract_table
 from dagster_project.gains.llm_extractor import PROMPT_VERSION, LLMConfig, LLMExtractor, LLMResult
 from dagster_project.gains.schema import GAIN_FIELDS, LLM_OUTPUT_SCHEMA, Measurement
-from dagster_project.gains.table_extractor import EXTRACTOR_VERSION, extract_table
 
 __all__ = [
     "EXTRACTOR_VERSION",

@@ -1,9 +1,26 @@
-"""Verbatim audit: do a pair's baseline and optimized values appear in the PR text?
+"""The audit: may a measurement be used? Every value verbatim, from one comparison.
 
-The card reports that in 98.8% of extracted pairs both values appear verbatim, the rest
-being mostly averages the extractor computed itself. The audit is what lets us make (and
-re-check) that claim: it catches a model that rounded, converted, averaged or invented a
-number, and it is cheap enough to run on every extraction.
+A **pair** passes only when
+
+1. both values appear verbatim in the PR text (``baseline_verbatim``,
+   ``optimized_verbatim``), under the number normalisation below; and
+2. they come from one structure of that text under the right roles (``same_structure``):
+   one table row / record line / sentence holding both as two different numbers, the
+   baseline not in a column or cell labelled as the PR's side (or a reference) and the
+   optimized value not in a baseline one; or two rows of one table / two runs of one
+   comparison labelled baseline and optimized, in the same column or metric; and
+3. a stated ratio written beside it (``stated_speedup``) is itself verbatim
+   (``stated_verbatim``) and agrees with the pair within 5% (``stated_agrees``).
+
+A **ratio-only** measurement passes when its stated ratio is verbatim. ``audit_pass`` is
+therefore set on every measurement, which is what the 98.8% gate counts, and
+``audit_reason`` says in words why a measurement failed. Failed measurements are kept
+(with their flags) but never feed a speedup column
+(:attr:`~dagster_project.gains.schema.Measurement.usable_speedup`).
+
+The structure index is built with the deterministic extractor's own document model, so
+the LLM's numbers are checked against exactly the rows, records and sentences a reader
+sees, whatever the LLM says about where it found them.
 
 "Verbatim" is judged on the *value*, after the number-format normalisation of
 :mod:`dagster_project.gains.numbers`:
@@ -14,28 +31,27 @@ text in the PR                extracted value                 verbatim?
 ``1,234.50``                  ``1234.5``                      yes (separator, trailing zero)
 ``12.3ms`` / ``12.3 ms``      ``12.3``                        yes (unit is not part of the number)
 ``1.2e3``                     ``1200``                        yes (same value)
-``+4.0%`` / ``−4%``           ``4``                           yes (sign ignored; see below)
+``+4.0%`` / ``−4%``           ``4``                           yes (sign ignored)
 ``12.5k tok/s``               ``12500``                       yes (``k`` suffix expands)
 ``0.7621450612``              ``0.762``                       **no** (rounded)
 ``10.1``, ``10.3`` (runs)     ``10.2`` (their mean)           **no** (computed)
 ``H100``                      ``100``                         **no** (part of a name)
 ============================  ==============================  =========
-
-Signs are ignored because extracted baselines/optimized values are magnitudes (a "−4%"
-cell is still the number 4 in the text). Stated-only measurements are not audited (the
-card's rate is over baseline/optimized pairs), so their flags stay ``None``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from dagster_project.gains.numbers import iter_numbers
 from dagster_project.gains.schema import Measurement
 
 _K_SUFFIX = re.compile(r"[kK](?![A-Za-z])")
+#: a stated ratio may differ from its pair by this much before it is flagged
+STATED_TOLERANCE = 0.05
 
 
 def text_values(text: str) -> frozenset[float]:
@@ -58,29 +74,176 @@ def appears_verbatim(value: float | None, text_or_values: str | frozenset[float]
     return v in values or round(v, 9) in values
 
 
-def audit_measurement(m: Measurement, text: str | frozenset[float]) -> Measurement:
-    """Set ``baseline_verbatim``, ``optimized_verbatim`` and ``audit_pass`` on ``m``."""
-    values = text_values(text) if isinstance(text, str) else text
+# ------------------------------------------------------------------ structure index
+
+
+@dataclass
+class Unit:
+    """One row / record line / sentence: its numbers, each with the role of its column or
+    cell and a slot (column index or metric) for comparing across rows of one group."""
+
+    group: str
+    role: str | None
+    tokens: list[tuple[float, str | None, str]] = field(default_factory=list)
+
+
+def _tokens(text: str, role: str | None, slot: str) -> list[tuple[float, str | None, str]]:
+    out = []
+    for v in text_values(text):
+        out.append((v, role, slot))
+    return out
+
+
+@dataclass
+class StructureIndex:
+    """The units of one PR text (see :func:`structure_index`)."""
+
+    units: list[Unit]
+    values: frozenset[float]
+    flat: str
+
+    def same_structure(self, baseline: float, optimized: float) -> bool:
+        b, o = round(abs(baseline), 9), round(abs(optimized), 9)
+        by_group: dict[str, list[Unit]] = {}
+        for u in self.units:
+            hits_b = [t for t in u.tokens if round(t[0], 9) == b and t[1] not in ("optimized", "reference")]
+            hits_o = [t for t in u.tokens if round(t[0], 9) == o and t[1] not in ("baseline", "reference")]
+            # two different numbers of the unit (equal values need two occurrences)
+            if hits_b and hits_o and b != o:
+                return True
+            by_group.setdefault(u.group, []).append(u)
+        for units in by_group.values():
+            bslots = {t[2] for u in units if u.role == "baseline" for t in u.tokens if round(t[0], 9) == b}
+            oslots = {t[2] for u in units if u.role == "optimized" for t in u.tokens if round(t[0], 9) == o}
+            if bslots & oslots:
+                return True
+        return False
+
+    def phrase_verbatim(self, phrase: str | None) -> bool:
+        if not phrase:
+            return False
+        p = re.sub(r"\s+", "", phrase).lower().strip("*_`()")
+        return bool(p) and p in self.flat
+
+
+def structure_index(text: str) -> StructureIndex:
+    """Rows, records and sentences of ``text`` with their numbers and roles."""
+    # imported here: the extract package imports this module
+    from dagster_project.gains.extract.aligned import aligned_grids
+    from dagster_project.gains.extract.document import Block, Grid, clean_cell, split_blocks
+    from dagster_project.gains.extract.prose import sentences
+    from dagster_project.gains.extract.records import collect_runs, pair_runs
+    from dagster_project.gains.extract.tables import CELL_ARROW, classify
+    from dagster_project.gains.extract.vocab import role_of
+
+    units: list[Unit] = []
+    blocks = split_blocks(text)
+
+    def add_grid(g: Grid, gid: str) -> None:
+        cols = classify(g)
+        col_role = [c.role.kind if c.kind in ("variant", "metric") else None for c in cols]
+        for r, row in enumerate(g.rows):
+            row_role = None
+            for cell in row[:2]:
+                rk = role_of(cell).kind
+                if rk in ("baseline", "optimized", "reference") and not re.search(r"\d", cell):
+                    row_role = rk
+                    break
+            u = Unit(gid, row_role)
+            for j, cell in enumerate(row):
+                m = CELL_ARROW.match(cell)
+                if m:
+                    u.tokens += _tokens(m.group("b"), "baseline", str(j)) + _tokens(m.group("o"), "optimized", str(j))
+                    continue
+                u.tokens += _tokens(cell, col_role[j] if j < len(col_role) else None, str(j))
+            units.append(u)
+            _ = r
+
+    for b in blocks:
+        if b.kind == "table" and b.grid is not None:
+            add_grid(b.grid, f"t{b.index}")
+        elif b.kind == "code":
+            for k, g in enumerate(aligned_grids(b.lines)):
+                add_grid(g, f"t{b.index}.{k}")
+            for i, ln in enumerate(b.lines):
+                units.append(Unit(f"l{b.index}.{i}", None, _tokens(ln, None, "")))
+        else:
+            for i, s in enumerate(sentences(b)):
+                units.append(Unit(f"s{b.index}.{i}", None, _tokens(s, None, "")))
+    title = text.partition("\n")[0]
+    for i, s in enumerate(sentences(Block("text", [title], -1))):
+        units.append(Unit(f"title.{i}", None, _tokens(s, None, "")))
+    record_blocks = [b for b in blocks if b.kind != "table"]
+    for k, (rb, ro) in enumerate(pair_runs(collect_runs(record_blocks))):
+        for run, role in ((rb, "baseline"), (ro, "optimized")):
+            u = Unit(f"r{k}", role)
+            for rec in run.records:
+                slot = re.sub(r"[^a-z0-9/%]+", " ", rec.metric.lower()).strip() + "|" + repr(rec.keys)
+                u.tokens.append((round(abs(rec.value), 9), role, slot))
+            units.append(u)
+    flat = re.sub(r"\s+", "", clean_cell(text)).lower()
+    return StructureIndex(units, text_values(text), flat)
+
+
+# ------------------------------------------------------------------------- audit
+
+
+def _agrees(m: Measurement) -> bool | None:
+    if m.stated_speedup is None or not m.is_pair:
+        return None
+    assert m.baseline is not None and m.optimized is not None
+    if m.baseline <= 0 or m.optimized <= 0:
+        return None
+    options = [m.speedup] if m.speedup is not None else [m.optimized / m.baseline, m.baseline / m.optimized]
+    return any(abs(m.stated_speedup / x - 1) <= STATED_TOLERANCE for x in options if x)
+
+
+def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement:
+    """Set every audit flag, ``audit_pass`` and ``audit_reason`` on ``m`` (module docstring)."""
+    idx = structure_index(text) if isinstance(text, str) else text
+    reasons: list[str] = []
     if m.is_pair:
-        m.baseline_verbatim = appears_verbatim(m.baseline, values)
-        m.optimized_verbatim = appears_verbatim(m.optimized, values)
-        m.audit_pass = m.baseline_verbatim and m.optimized_verbatim
+        assert m.baseline is not None and m.optimized is not None
+        m.baseline_verbatim = appears_verbatim(m.baseline, idx.values)
+        m.optimized_verbatim = appears_verbatim(m.optimized, idx.values)
+        if not m.baseline_verbatim:
+            reasons.append("baseline not in the text")
+        if not m.optimized_verbatim:
+            reasons.append("optimized not in the text")
+        m.same_structure = bool(m.baseline_verbatim and m.optimized_verbatim) and idx.same_structure(
+            m.baseline, m.optimized
+        )
+        if m.baseline_verbatim and m.optimized_verbatim and not m.same_structure:
+            reasons.append("values not from one row/record/sentence under baseline and optimized roles")
     else:
-        m.baseline_verbatim = m.optimized_verbatim = m.audit_pass = None
+        m.baseline_verbatim = m.optimized_verbatim = m.same_structure = None
+    if m.stated_speedup is not None:
+        m.stated_verbatim = idx.phrase_verbatim(m.stated_text)
+        if not m.stated_verbatim:
+            reasons.append("stated ratio not in the text")
+        m.stated_agrees = _agrees(m)
+        if m.stated_agrees is False:
+            reasons.append("stated ratio disagrees with the pair by more than 5%")
+    else:
+        m.stated_verbatim = m.stated_agrees = None
+    if not m.is_pair and m.stated_speedup is None:
+        reasons.append("neither a pair nor a stated ratio")
+    m.audit_pass = not reasons
+    m.audit_reason = "; ".join(reasons)
     return m
 
 
 def audit_all(measurements: Iterable[Measurement], text: str) -> list[Measurement]:
-    """Audit every measurement against the same PR text (number scan done once)."""
-    values = text_values(text)
-    return [audit_measurement(m, values) for m in measurements]
+    """Audit every measurement against the same PR text (structure index built once)."""
+    idx = structure_index(text)
+    return [audit_measurement(m, idx) for m in measurements]
 
 
 def audit_rate(measurements: Iterable[Measurement | dict[str, Any]]) -> float | None:
-    """Share of audited baseline/optimized pairs whose two values are both verbatim.
+    """Share of audited measurements (pairs and stated ratios) that passed.
 
     Accepts measurements or their row dicts (as read back from the lake). ``None`` when
-    there is no audited pair, so an empty dataset does not report a perfect 100%.
+    nothing was audited, so an empty dataset does not report a perfect 100%.
     """
     total = passed = 0
     for m in measurements:

@@ -7,8 +7,8 @@ ones (latency, time, TTFT/TPOT/ITL). Direction comes from the unit first (a time
 lower-is-better, anything "per second" or FLOPS is higher-is-better) and from metric words
 second; when neither decides, ``speedup`` stays ``None`` rather than guessing.
 
-``stated_speedup`` is only kept for measurements without a baseline/optimized pair: the
-PR gave a ratio ("1.3x faster", "23% lower latency") and nothing to compute it from.
+``stated_speedup`` is the ratio the PR states: the value of a ratio-only claim ("1.3x
+faster", "23% lower latency"), or an explicit ratio written beside a pair, kept next to it.
 Percentages are converted with the conventions in :func:`parse_stated_speedup`.
 """
 
@@ -258,16 +258,15 @@ def _from_percent(p: float, sign: float, text: str, higher_is_better: bool | Non
 def finalise(m: Measurement) -> Measurement:
     """Fill the derived fields of ``m`` in place and return it.
 
-    Canonical unit, direction when not given, computed ``speedup``; a stated ratio is
-    dropped when a pair exists (the card keeps ``stated_speedup`` only when a PR states
-    nothing but a ratio).
+    Canonical unit, direction when not given, computed ``speedup``. A stated ratio
+    written beside a pair is kept as ``stated_speedup`` next to it (the audit checks that
+    the two agree); it never replaces the pair.
     """
     m.unit = normalise_unit(m.unit)
     if m.higher_is_better is None:
         m.higher_is_better = infer_higher_is_better(m.metric, m.unit)
     if m.is_pair:
         m.speedup = compute_speedup(m.baseline, m.optimized, m.higher_is_better)
-        m.stated_speedup = None
     else:
         m.speedup = None
     return m

@@ -17,6 +17,7 @@ import polars as pl
 
 from dagster_project.gains.attribution import attribute_config_row, kernel_commit_speedups
 from dagster_project.gains.extract import body_sha256, extract_pr_gains, pr_text
+from dagster_project.gains.extract.choose import EXTRACTOR_VERSION
 from dagster_project.gains.llm_extractor import (
     PROMPT_VERSION,
     LLMConfig,
@@ -24,7 +25,6 @@ from dagster_project.gains.llm_extractor import (
     llm_cache_key,
 )
 from dagster_project.gains.schema import Measurement
-from dagster_project.gains.table_extractor import EXTRACTOR_VERSION
 
 RUNS_SCHEMA: dict[str, pl.DataType] = {
     "run_key": pl.String(),

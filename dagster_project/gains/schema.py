@@ -43,12 +43,13 @@ class Measurement:
     """One documented measurement: a baseline/optimized pair or a stated ratio.
 
     ``speedup`` is always computed in code (see :mod:`.normalise`), normalised so that a
-    value above 1 means the PR is better. ``stated_speedup`` is filled only when the PR
-    states a ratio and no baseline/optimized pair for that measurement.
+    value above 1 means the PR is better. ``stated_speedup`` is the ratio the PR states:
+    the only value of a ratio-only claim, or an explicit multiplicative ratio written
+    beside a pair (kept next to it, never instead of it).
 
     Audit flags are ``None`` until :func:`dagster_project.gains.audit.audit_measurement`
-    has run; for stated-only measurements they stay ``None`` (nothing to check: the
-    card's audit covers baseline/optimized pairs).
+    has run; afterwards ``audit_pass`` is set for every measurement, pairs and stated
+    ratios alike, and only audited measurements feed speedup columns.
     """
 
     scope: Scope
@@ -69,10 +70,28 @@ class Measurement:
     extractor: ExtractorName | None = None
     extractor_version: str | None = None
     model_used: str | None = None
-    # verbatim audit
+    #: the ratio/percentage as written ("1.41x", "~10% gain"), when one was stated
+    stated_text: str | None = None
+    #: the header/label naming each side ("main", "this PR", "torch", "triton")
+    baseline_label: str | None = None
+    optimized_label: str | None = None
+    #: the structure both values came from: "table:row", "table:rows", "records", "sentence"…
+    structure: str | None = None
+    #: the row / record / sentence text the values were read from (trimmed, for review)
+    evidence: str | None = None
+    # audit (see dagster_project.gains.audit): every flag plain, the verdict and its reason
     baseline_verbatim: bool | None = None
     optimized_verbatim: bool | None = None
+    #: both values sit in one row/record/sentence (or two role-labelled records of one
+    #: comparison), baseline under a baseline role and optimized under an optimized role
+    same_structure: bool | None = None
+    #: the stated ratio's text appears verbatim in the PR
+    stated_verbatim: bool | None = None
+    #: a stated ratio beside a pair agrees with the pair within 5% (None: nothing to compare)
+    stated_agrees: bool | None = None
     audit_pass: bool | None = None
+    #: why the audit failed ("" when it passed)
+    audit_reason: str | None = None
     #: which layout produced it (``table:columns``, ``runs``, ``prose:stated``, ``llm``…);
     #: kept in lake rows for debugging, never in the card's ``gains``
     source: str | None = field(default=None, compare=False)
@@ -86,6 +105,15 @@ class Measurement:
     def documented_speedup(self) -> float | None:
         """The speedup to use downstream: computed from the pair, else the stated ratio."""
         return self.speedup if self.speedup is not None else self.stated_speedup
+
+    @property
+    def usable_speedup(self) -> float | None:
+        """:attr:`documented_speedup` if the measurement passed the audit, else ``None``.
+
+        The one rule for every derived speedup column (kernel_speedup, e2e_speedup,
+        speedup_vs_default): an unaudited or audit-failed value never feeds them.
+        """
+        return self.documented_speedup if self.audit_pass is True else None
 
     def to_gain(self) -> dict[str, Any]:
         """The card's ``gains`` entry (exactly :data:`GAIN_FIELDS`, in order)."""

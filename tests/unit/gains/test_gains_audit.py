@@ -9,7 +9,7 @@ from dagster_project.gains.audit import (
     audit_all,
     audit_measurement,
     audit_rate,
-    text_values,
+    structure_index,
 )
 from dagster_project.gains.numbers import canonical, iter_numbers, parse_number
 from dagster_project.gains.schema import Measurement
@@ -50,22 +50,25 @@ def test_number_parsing() -> None:
 
 
 def test_flags_and_rate() -> None:
-    text = "main 1,234.50 us, PR 1010 us; runs 10.1 / 10.3"
+    text = "title\nmain 1,234.50 us, PR 1010 us; runs 10.1 / 10.3. Overall 1.3x faster."
     good = Measurement(scope="kernel", metric="latency", baseline=1234.5, optimized=1010.0)
     bad = Measurement(scope="e2e", metric="latency", baseline=10.2, optimized=1010.0)
-    stated = Measurement(scope="e2e", metric="speedup", stated_speedup=1.3)
-    audit_all([good, bad, stated], text)
-    assert (good.baseline_verbatim, good.optimized_verbatim, good.audit_pass) == (True, True, True)
+    stated = Measurement(scope="e2e", metric="speedup", stated_speedup=1.3, stated_text="1.3x")
+    invented = Measurement(scope="e2e", metric="speedup", stated_speedup=1.7, stated_text="1.7x")
+    audit_all([good, bad, stated, invented], text)
+    assert (good.baseline_verbatim, good.optimized_verbatim, good.same_structure, good.audit_pass) == (
+        True, True, True, True)
     assert (bad.baseline_verbatim, bad.optimized_verbatim, bad.audit_pass) == (False, True, False)
-    assert stated.audit_pass is None
-    assert audit_rate([good, bad, stated]) == 0.5
+    assert bad.audit_reason == "baseline not in the text"
+    # stated ratios are audited too: every extracted value counts in the rate
+    assert (stated.stated_verbatim, stated.audit_pass) == (True, True)
+    assert (invented.stated_verbatim, invented.audit_pass) == (False, False)
+    assert audit_rate([good, bad, stated, invented]) == 0.5
     assert audit_rate([good.to_row(), bad.to_row()]) == 0.5
-    assert audit_rate([stated]) is None
+    assert audit_rate([]) is None
 
 
-def test_audit_accepts_precomputed_values() -> None:
-    values = text_values("x 3.5 y")
-    m = audit_measurement(
-        Measurement(scope="kernel", metric="t", baseline=3.5, optimized=3.50), values
-    )
-    assert m.audit_pass is True
+def test_audit_accepts_a_prebuilt_index() -> None:
+    idx = structure_index("t\n| bs | main | PR |\n|---|---|---|\n| 1 | 3.5 | 3.1 |")
+    m = audit_measurement(Measurement(scope="kernel", metric="t", baseline=3.5, optimized=3.10), idx)
+    assert m.audit_pass is True and m.same_structure is True

@@ -238,7 +238,9 @@ def test_stated_only_measurement_and_no_llm_speedup(httpserver: HTTPServer) -> N
     serve(httpserver, {PRIMARY: [ok(json.dumps({"measurements": [item]}), PRIMARY)]})
     llm, _ = extractor(httpserver)
     (m,) = extract_text(PR_TEXT, extractor="llm", llm=llm)
-    assert m.stated_speedup == round(1 / 0.77, 4) and m.speedup is None and m.audit_pass is None
+    # the phrase is not in the PR text: kept with its flags, never usable
+    assert m.stated_speedup == round(1 / 0.77, 4) and m.speedup is None
+    assert (m.stated_verbatim, m.audit_pass, m.usable_speedup) == (False, False, None)
 
 
 def test_cache_key_changes_with_each_input() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from dagster_project.gains.evaluation import evaluate, load_labels
 from dagster_project.gains.extract import extract_text
-from dagster_project.gains.table_extractor import EXTRACTOR_VERSION, extract_table
+from dagster_project.gains.extract.choose import EXTRACTOR_VERSION, extract_table
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "prs"
 

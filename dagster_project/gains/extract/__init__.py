@@ -1,5 +1,12 @@
-"""One entry point for both extractors: ``extract_text`` (what ``kernelhouse gains
-extract`` exposes) and ``extract_pr_gains`` (what the ``pr_gains`` asset calls per PR).
+"""Gains extraction: the document model and one module per block kind (deterministic
+extractor, :mod:`.choose`), and one entry point for both extractors: ``extract_text``
+(what ``kernelhouse gains extract`` exposes) and ``extract_pr_gains`` (what the
+``pr_gains`` asset calls per PR).
+
+Modules: :mod:`.document` (blocks and context), :mod:`.tables` (markdown/HTML/aligned
+tables), :mod:`.aligned` (whitespace/pandas tables), :mod:`.records` (label/value runs and
+benchmark output), :mod:`.prose` (sentences), :mod:`.candidate` (metadata rules),
+:mod:`.vocab` (role and metric words), :mod:`.choose` (pairs from candidates).
 
 Whatever the extractor, the same post-processing runs here: speedups are recomputed in
 code (:func:`~dagster_project.gains.normalise.finalise`) and every pair is audited
@@ -14,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dagster_project.gains.audit import audit_all
+from dagster_project.gains.extract.choose import EXTRACTOR_VERSION, extract_table
 from dagster_project.gains.llm_extractor import LLMExtractor, LLMResult
 from dagster_project.gains.normalise import finalise
 from dagster_project.gains.schema import Measurement
-from dagster_project.gains.table_extractor import EXTRACTOR_VERSION, extract_table
 
 
 def pr_text(title: str | None, body: str | None) -> str:

@@ -1,0 +1,169 @@
+"""A candidate comparison, the common output of every block kind, and how it becomes a
+:class:`~dagster_project.gains.schema.Measurement`.
+
+Block modules only say what they read (the two values as written, their labels, the row's
+key cells, the header's metric and unit, a stated ratio, and the text of the row / record /
+sentence each value came from). Filling ``scope``, ``batch_size``, ``shape``, ``hardware``,
+``model``, ``unit`` and direction from that and the block's context happens here once, so
+every layout gets the same metadata rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from dagster_project.gains.extract.document import Block
+from dagster_project.gains.extract.vocab import (
+    BATCH_KEY,
+    E2E_WORDS,
+    HW_KEY,
+    KERNEL_WORDS,
+    MODEL_KEY,
+    SHAPE_KEYS_KERNEL,
+    metric_from_unit,
+    unit_in,
+)
+from dagster_project.gains.mentions import distinct_gpus, find_models, find_shape
+from dagster_project.gains.normalise import infer_higher_is_better, normalise_unit
+from dagster_project.gains.numbers import parse_number
+from dagster_project.gains.schema import Measurement
+
+
+@dataclass
+class Candidate:
+    """One comparison read from a block (see module docstring)."""
+
+    baseline: float | None
+    optimized: float | None
+    metric: str
+    unit: str | None
+    block: Block
+    structure: str  # "table:row", "table:rows", "table:cell", "records", "sentence"
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    baseline_label: str | None = None
+    optimized_label: str | None = None
+    stated: float | None = None
+    stated_text: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    higher_is_better: bool | None = None
+    scope_hint: str | None = None
+    batch_hint: int | None = None
+
+    @property
+    def is_pair(self) -> bool:
+        return self.baseline is not None and self.optimized is not None
+
+
+_MKN = re.compile(r"^\(?\s*(\d+)\s*[,x×]\s*\d+\s*[,x×]\s*\d+\s*\)?$")
+_PROSE_BATCH = re.compile(r"\bbatch[ _-]?size\s*(?:=|:|of|is)?\s*(\d+)\b|\bbs\s*=\s*(\d+)\b|\bM\s*=\s*(\d+)\b", re.I)
+
+
+def _int(text: str) -> int | None:
+    s = text.strip().replace(",", "")
+    if re.fullmatch(r"\d+(?:\.0+)?", s):
+        return int(float(s))
+    return None
+
+
+def _scope(c: Candidate, unit: str | None) -> str:
+    if c.scope_hint:
+        return c.scope_hint
+    metric = c.metric or ""
+    u = normalise_unit(unit)
+    keys = [k for k, _ in c.keys]
+    if E2E_WORDS.search(metric) or u in ("tok/s", "req/s"):
+        return "e2e"
+    if re.search(r"kernel", metric, re.I) or u in ("us", "ns", "TFLOPS", "GFLOPS", "GB/s", "TB/s"):
+        return "kernel"
+    if any(SHAPE_KEYS_KERNEL.match(k.strip()) for k in keys):
+        return "kernel"
+    b = c.block
+    for text in (b.label, b.heading, b.before, b.after):
+        k, e = KERNEL_WORDS.search(text), E2E_WORDS.search(text)
+        if k and not e:
+            return "kernel"
+        if e and not k:
+            return "e2e"
+    if u == "s":
+        return "e2e"
+    return "kernel" if re.search(r"\bkernel|\bop\b|\bgemm\b", b.title, re.I) else "e2e"
+
+
+def to_measurement(c: Candidate) -> Measurement:
+    """The measurement a candidate describes, with context-filled fields (not yet audited)."""
+    b = c.block
+    unit = c.unit or unit_in(c.metric) or unit_in(b.label) or unit_in(b.before.split("\n")[-1] if b.before else "")
+    if unit is None:
+        unit = unit_in(b.after) or unit_in(b.heading)
+    batch = c.batch_hint
+    shape_parts: list[str] = []
+    model = hardware = None
+    for name, value in c.keys:
+        n = name.strip()
+        if BATCH_KEY.match(n) and batch is None:
+            batch = _int(value)
+            if batch is None:
+                shape_parts.append(f"{n}={value}")
+            else:
+                shape_parts.append(f"{n}={value}")
+        elif re.fullmatch(r"\(?m,\s*n,\s*k\)?|mkn|shape", n, re.I) and _MKN.match(value) and batch is None:
+            m = _MKN.match(value)
+            batch = int(m.group(1)) if m else None
+            shape_parts.append(f"{n}={value}")
+        elif MODEL_KEY.match(n) and value:
+            model = value
+        elif HW_KEY.match(n) and value:
+            hardware = value
+        elif value:
+            shape_parts.append(f"{n}={value}" if n else value)
+    ctx = b.context
+    if hardware is None:
+        gpus = distinct_gpus(f"{b.label}\n{b.heading}\n{b.before}") or distinct_gpus(ctx)
+        hardware = gpus[0] if len(gpus) == 1 else None
+    if model is None:
+        models = find_models(f"{b.label}\n{b.heading}\n{b.before}")
+        model = models[0] if models and len(set(models)) == 1 else None
+    if batch is None and c.structure != "sentence":
+        found = {int(next(g for g in m.groups() if g)) for m in _PROSE_BATCH.finditer(f"{b.label}\n{b.before}")}
+        if len(found) == 1:
+            batch = found.pop()
+    ctx_shape = find_shape(f"{b.label}\n{b.before}")
+    shape = ", ".join(shape_parts) if shape_parts else None
+    if ctx_shape:
+        shape = f"{ctx_shape}, {shape}" if shape else ctx_shape
+    metric = (c.metric or "").strip() or metric_from_unit(unit)
+    hib = c.higher_is_better
+    if hib is None:
+        hib = infer_higher_is_better(metric, unit)
+    if hib is None:
+        hib = infer_higher_is_better(f"{b.label} {b.before}", None)
+    return Measurement(
+        scope=_scope(c, unit),  # type: ignore[arg-type]
+        metric=metric,
+        unit=normalise_unit(unit),
+        higher_is_better=hib,
+        baseline=abs(c.baseline) if c.baseline is not None else None,
+        optimized=abs(c.optimized) if c.optimized is not None else None,
+        stated_speedup=c.stated,
+        stated_text=c.stated_text,
+        hardware=hardware,
+        model=model,
+        shape=shape,
+        batch_size=batch,
+        baseline_label=c.baseline_label,
+        optimized_label=c.optimized_label,
+        structure=c.structure,
+        evidence=" || ".join(e.strip() for e in c.evidence)[:500] if c.evidence else None,
+        source=f"{b.kind}:{c.structure}",
+    )
+
+
+def value_of(cell: str) -> float | None:
+    """A measurement value from a cell; ``None`` for ranges, ratios, words and empty cells."""
+    s = cell.strip()
+    if not s or re.search(r"\d\s*[-–~]\s*\d+(?:\.\d+)?\s*[x%]", s) or re.search(r"\d[x×]\s*$", s):
+        return None
+    if re.match(r"^[±+-]?\s*\d", s) is None and not re.match(r"^[~≈<>]?\s*\*?\*?\d", s):
+        return None
+    return parse_number(s)

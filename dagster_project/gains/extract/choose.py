@@ -1,0 +1,88 @@
+"""The deterministic extractor: blocks → candidates (one module per block kind) → pairs.
+
+Choosing among candidates, in one place:
+
+* a pair is one comparison; the same (baseline, optimized) values found twice (a table and
+  the sentence restating it) are one measurement, the table's reading kept;
+* a stated ratio beside a pair stays on it as ``stated_speedup``; a ratio-only claim in
+  prose is kept only for a scope without pairs (otherwise it summarises them);
+* values are never computed here: everything is copied from one row / record / sentence.
+
+Bump :data:`EXTRACTOR_VERSION` whenever output can change: the lake re-extracts PRs whose
+stored version differs.
+"""
+
+from __future__ import annotations
+
+from dagster_project.gains.extract.aligned import aligned_grids
+from dagster_project.gains.extract.candidate import Candidate, to_measurement
+from dagster_project.gains.extract.document import Block, split_blocks
+from dagster_project.gains.extract.prose import prose_candidates
+from dagster_project.gains.extract.records import run_candidates
+from dagster_project.gains.extract.tables import table_candidates
+from dagster_project.gains.normalise import finalise
+from dagster_project.gains.schema import Measurement
+
+EXTRACTOR_VERSION = "2.0"
+
+
+def candidates(text: str) -> list[Candidate]:
+    """Every candidate comparison in ``text`` (first line = title), in block order."""
+    title = text.partition("\n")[0]
+    blocks = split_blocks(text)
+    found: list[Candidate] = []
+    record_blocks: list[Block] = []
+    for b in blocks:
+        if b.kind == "table" and b.grid is not None:
+            found.extend(table_candidates(b.grid, b))
+        elif b.kind == "code":
+            got: list[Candidate] = []
+            for g in aligned_grids(b.lines):
+                sub = Block("table", b.lines, b.index, g, b.heading, b.before, b.label, b.after, b.title)
+                got.extend(table_candidates(g, sub))
+            found.extend(got)
+            if not got:
+                record_blocks.append(b)
+        else:
+            record_blocks.append(b)
+    found.extend(run_candidates(record_blocks))
+    found.extend(prose_candidates([b for b in blocks if b.kind == "text"], title))
+    return found
+
+
+def choose(found: list[Candidate]) -> list[Measurement]:
+    """Measurements from candidates (rules in the module docstring), finalised."""
+    out: list[Measurement] = []
+    seen_pairs: set[tuple[float, float]] = set()
+    stated_only: list[Measurement] = []
+    for c in found:
+        m = finalise(to_measurement(c))
+        if m.is_pair:
+            key = (m.baseline, m.optimized)
+            if key in seen_pairs:  # type: ignore[comparison-overlap]
+                continue
+            seen_pairs.add(key)  # type: ignore[arg-type]
+            out.append(m)
+        elif m.stated_speedup is not None:
+            stated_only.append(m)
+    paired_scopes = {m.scope for m in out}
+    seen_stated: set[tuple[float, str]] = set()
+    for m in stated_only:
+        s = m.stated_speedup or 0.0
+        if m.structure == "sentence" and m.scope in paired_scopes:
+            continue  # a summary ("overall 1.8x faster") of pairs already read
+        key = (s, m.evidence or "")
+        if key in seen_stated:
+            continue
+        seen_stated.add(key)
+        out.append(m)
+    return out
+
+
+def extract_table(text: str) -> list[Measurement]:
+    """Deterministic measurements of one PR text (first line title), speedups computed,
+    not yet audited (:func:`dagster_project.gains.extract.extract_pr_gains` audits)."""
+    out = choose(candidates(text))
+    for m in out:
+        m.extractor, m.extractor_version = "table", EXTRACTOR_VERSION
+    return out

@@ -1,0 +1,171 @@
+"""Prose sentences to candidates: transitions (``from 12.1 ms to 10.3 ms``, ``58.4 → 51.9
+ms``, "12 ms before and 10 ms after") and stated ratios ("1.5x faster", "~10% gain",
+"20% uplift", "5.5% E2E speedup", "~2% perf degrade").
+
+A number in a sentence is taken only with a performance cue next to it: a known unit on
+the value, a metric word before the transition, a ratio cue word (faster, speedup, gain,
+uplift, improvement, reduction, regression, degrade, slower). Ranges ("4–11%", "2-5x"),
+hardware counts ("8x H100"), accuracy/memory/count sentences and config transitions
+("batch size from 1 to 256") are refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dagster_project.gains.extract.candidate import Candidate
+from dagster_project.gains.extract.document import Block, clean_cell
+from dagster_project.gains.extract.vocab import (
+    ACCURACY,
+    E2E_WORDS,
+    KERNEL_WORDS,
+    METRIC_WORDS,
+    NON_PERF,
+    metric_from_unit,
+)
+from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit, parse_stated_speedup
+from dagster_project.gains.numbers import parse_number
+
+_V = r"\d[\d,]*(?:\.\d+)?"
+_U = rf"(?:{UNIT_PATTERN})"
+_ARROW = r"(?:→|->|=>|⟶|➡️?|➜|-->|⇒)"
+TRANSITION = re.compile(
+    rf"(?:\bfrom\s+)?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?(?![\w.])\s*(?:{_ARROW}|\bto\b)\s*(?P<o>{_V})\s*(?P<uo>{_U})?(?![\w.])",
+    re.I,
+)
+INLINE_ROLES = re.compile(
+    rf"\b(?:before|baseline|main)\b\s*[:=(]?\s*(?P<b>{_V})\s*(?P<ub>{_U})?\)?[,;]?\s*(?:and|vs\.?|,|;)?\s*"
+    rf"\b(?:after|this pr|with this pr|pr|optimized|new)\b\s*[:=(]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?",
+    re.I,
+)
+VALUE_ROLES = re.compile(
+    rf"(?P<b>{_V})\s*(?P<ub>{_U})\s*(?:\(|on\s+|for\s+|with\s+|in\s+)?\b(?:before|baseline|main|originally)\b\)?[,;]?\s*(?:and|vs\.?|,|->|to)?\s*"
+    rf"(?P<o>{_V})\s*(?P<uo>{_U})\s*(?:\(|with\s+|on\s+|for\s+|in\s+)?\b(?:after|this pr|now|the pr|with the pr)\b",
+    re.I,
+)
+_HEDGE = r"(?:up\s+to\s+|~\s*|about\s+|around\s+|roughly\s+|approximately\s+|approx\.?\s+|nearly\s+|almost\s+|over\s+|≈\s*|>\s*|an?\s+)?"
+_CUE = (
+    r"(?:faster|slower|speed-?ups?|speed\s+up|improvements?|improved|gains?|uplifts?|boosts?|better|"
+    r"quicker|reductions?|lower|higher|less|more|regressions?|degrad\w*|drop|increase|decrease|"
+    r"perf(?:ormance)?|throughput|latency|e2e|end-to-end|kernel|ttft|tpot|itl|time|tok/s|overhead|"
+    r"acceleration|win)"
+)
+STATED = re.compile(
+    rf"(?<![\w.\-–])(?P<hedge>{_HEDGE})(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[x×X%])(?![\w])"
+    rf"(?P<tail>[^.;:\n]{{0,60}})",
+)
+_BEFORE_CUE = re.compile(
+    r"(?:speed-?up|improve\w*|gain|uplift|boost|reduc\w*|lower\w*|increas\w*|decreas\w*|faster|"
+    r"regress\w*|degrad\w*|drop\w*|cut\w*|accelerat\w*|higher|better)\s+(?:\w+\s+){0,4}?(?:by|of|is|was|:)?\s*"
+    r"(?:about|around|roughly|approximately|~|up to|nearly|over|≈)?\s*$",
+    re.I,
+)
+_RANGE_BEFORE = re.compile(r"\d\s*(?:[-–~]|to)\s*$")
+_GPU_AFTER = re.compile(r"^\s*(?:[A-Z]{1,3}\d{2,4}|GPUs?|nodes?|cards?|devices?|the\b|more\s+(?:memory|tokens))", re.I)
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])|\n")
+
+
+def sentences(block: Block) -> list[str]:
+    """The sentences of a text block (list bullets and lines are sentences too)."""
+    out: list[str] = []
+    for ln in block.lines:
+        s = re.sub(r"(?<=[A-Za-z])\s+/\s*(?=s\b|sec\b)", "/", clean_cell(ln).strip())  # "tok / s"
+        if not s:
+            continue
+        out.extend(p.strip() for p in _SENT_SPLIT.split(s) if p.strip())
+    return out
+
+
+def _scope_of(s: str, block: Block) -> str | None:
+    e, k = E2E_WORDS.search(s), KERNEL_WORDS.search(s)
+    if e and not k:
+        return "e2e"
+    if k and not e:
+        return "kernel"
+    return None
+
+
+def _metric_before(s: str, start: int) -> str:
+    window = s[max(0, start - 60) : start]
+    found = list(METRIC_WORDS.finditer(window))
+    return found[-1].group(0) if found else ""
+
+
+def prose_candidates(blocks: list[Block], title: str) -> list[Candidate]:
+    """Transitions and stated ratios in the title and every text block."""
+    out: list[Candidate] = []
+    title_block = Block("text", [title], -1, title=title)
+    for b in [title_block, *[b for b in blocks if b.kind == "text"]]:
+        for s in sentences(b):
+            out.extend(_transitions(s, b))
+            out.extend(_stated(s, b))
+    return out
+
+
+def _bad_context(window: str) -> bool:
+    return bool(ACCURACY.search(window) or re.search(
+        r"\bbatch[ _-]?size\b|\bbs\b|\btp\b|\bgpus?\b|\bconcurrency\b|\bnum_prompts\b|\brequests\b|"
+        r"\biterations?\b|\bwarmup\b|\bmemory\b|\bptx\b|\blines?\b|\bregisters?\b|\bversion\b|"
+        r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b", window, re.I))
+
+
+def _transitions(s: str, b: Block) -> list[Candidate]:
+    out: list[Candidate] = []
+    taken: list[tuple[int, int]] = []
+    for rx, structure in ((INLINE_ROLES, "sentence"), (VALUE_ROLES, "sentence"), (TRANSITION, "sentence")):
+        for m in rx.finditer(s):
+            if any(a <= m.start() < z for a, z in taken):
+                continue
+            ub, uo = m.group("ub"), m.group("uo")
+            unit = normalise_unit(uo or ub)
+            metric = _metric_before(s, m.start())
+            lead = s[max(0, m.start() - 40) : m.start()]
+            if rx is TRANSITION:
+                if not unit and not metric:
+                    continue
+                if _bad_context(lead[-25:]) or (not unit and NON_PERF.search(lead)):
+                    continue
+                if re.search(r"\d\s*[-–]\s*$|\bv\d*\.?$|\bsm_?$", lead):
+                    continue
+            if ub and uo and normalise_unit(ub) != normalise_unit(uo):
+                continue
+            if ACCURACY.search(s[max(0, m.start() - 50) : m.end() + 20]):
+                continue
+            bv, ov = parse_number(m.group("b")), parse_number(m.group("o"))
+            if bv is None or ov is None or bv == ov:
+                continue
+            taken.append((m.start(), m.end()))
+            out.append(Candidate(bv, ov, metric or metric_from_unit(unit), unit, b, structure,
+                                 scope_hint=_scope_of(s, b), evidence=[s]))
+    return out
+
+
+def _stated(s: str, b: Block) -> list[Candidate]:
+    out: list[Candidate] = []
+    for m in STATED.finditer(s):
+        start = m.start("n")
+        lead = s[max(0, start - 50) : start]
+        tail = m.group("tail")
+        if _RANGE_BEFORE.search(s[max(0, m.start() - 6) : m.start()]) or re.match(r"^\s*(?:[-–~]|to)\s*\d", tail):
+            continue
+        if m.group("u") in "xX×" and (_GPU_AFTER.match(tail) or re.match(r"^\s*(?:the\s+)?(?:number|size|more memory)", tail, re.I)):
+            continue
+        cue_after = re.match(rf"^\s*(?:\w+\s+){{0,3}}?{_CUE}\b", tail, re.I)
+        cue_before = _BEFORE_CUE.search(lead)
+        if not (cue_after or cue_before):
+            continue
+        window = f"{lead} {m.group(0)}"
+        if ACCURACY.search(window) or re.search(r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
+                                                r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+", window + tail[:20], re.I):
+            continue
+        phrase = f"{m.group('n')}{m.group('u')}{tail}"
+        if m.group("u") == "%":
+            phrase = f"{lead[-30:]} {phrase}"
+        v = parse_stated_speedup(phrase)
+        if v is None:
+            continue
+        metric = _metric_before(s, start) or (METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else "")
+        out.append(Candidate(None, None, metric, None, b, "sentence", stated=v,
+                             stated_text=s[m.start("n") : m.end("u")],
+                             scope_hint=_scope_of(s, b), evidence=[s]))
+    return out

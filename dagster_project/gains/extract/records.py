@@ -1,0 +1,296 @@
+"""Label/value records and the runs they form: benchmark output and ``main:`` lines.
+
+A **record** is one ``key: value unit`` reading (``Avg latency: 1.23 seconds``,
+``Request throughput (req/s): 8.30``, ``Batch size: 16, Kernel time: 98.6 us``, tqdm's
+``9.5it/s … input: 1234.5 toks/s, output: 234.5 toks/s``). Keys that name a condition
+(batch size, M, num_tokens) become the record's keys, the others its metric.
+
+A **run** is the records under one role: a code block labelled by the line before it
+(``main:`` / ``this PR:``, ``Default config:``, "Throughput before (…)") or by its first
+line, a paragraph after a role line (``**After**``), or a single role line with its values
+(``- main: 9,812 tok/s``, ``Kernel: 9 us`` / ``PyTorch: 93 us``). Runs are paired in
+document order, baseline with the optimized run next to it, and one measurement is made
+per metric (and keys) present in both; counts, durations and settings never are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from dagster_project.gains.extract.candidate import Candidate
+from dagster_project.gains.extract.document import Block, clean_cell
+from dagster_project.gains.extract.vocab import (
+    BATCH_KEY,
+    CONCURRENCY_KEY,
+    METRIC_WORDS,
+    SHAPE_KEYS_KERNEL,
+    Role,
+    is_non_measurement,
+    role_of,
+    strip_role_words,
+    unit_in,
+)
+from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit
+from dagster_project.gains.numbers import parse_number
+
+_VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_UNIT = rf"(?:{UNIT_PATTERN}|%)"
+_PART = re.compile(
+    rf"(?P<key>[A-Za-z][\w .()/%#@\-]*?)\s*(?::|=|\bis\b)\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
+    re.I,
+)
+_EXTRA = re.compile(rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w.])", re.I)
+_TQDM_RATE = re.compile(r"(?P<val>\d+(?:\.\d+)?)\s*(?P<unit>it/s|s/it)\b")
+_TQDM_SPEED = re.compile(r"(?P<key>input|output)\s*:\s*(?P<val>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>toks?/s)", re.I)
+_ROLE_LINE_MAX = 90
+
+
+@dataclass
+class Rec:
+    """One reading of a run."""
+
+    metric: str
+    value: float
+    text: str
+    unit: str | None
+    keys: tuple[tuple[str, str], ...]
+    line: str
+
+
+@dataclass
+class Run:
+    """Records under one role, from one block (or one line)."""
+
+    role: Role
+    label: str
+    block: Block
+    records: list[Rec] = field(default_factory=list)
+
+
+def _key_name(key: str) -> str:
+    k = clean_cell(key).strip(" -*:")
+    return re.sub(r"^(?:\d+\.\s+|[-*+]\s+)", "", k)
+
+
+def parse_records(line: str) -> list[Rec]:
+    """The records of one line (see module docstring); empty for prose."""
+    s = clean_cell(line.strip().lstrip("-*+> ").strip())
+    if not s:
+        return []
+    out: list[Rec] = []
+    keys: list[tuple[str, str]] = []
+    if "it/s" in s or "toks/s" in s:
+        for m in _TQDM_RATE.finditer(s):
+            if m.group("unit") == "it/s":
+                out.append(Rec("it/s", float(m.group("val")), m.group("val"), "it/s", (), line))
+        for m in _TQDM_SPEED.finditer(s):
+            v = parse_number(m.group("val"))
+            if v is not None:
+                out.append(Rec(f"{m.group('key').lower()} tok/s", v, m.group("val"), "tok/s", (), line))
+        if out:
+            return out
+    if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
+        return []
+    # "bs=1: 0.459s" (keys, then the value) and "kernel_name     3.136 us" (aligned pairs)
+    m = re.match(rf"^(?P<head>(?:[\w.]+\s*=\s*[\w.]+[\s,]*)+):\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?\s*$", s, re.I)
+    if m:
+        v = parse_number(m.group("val"))
+        ks = tuple((a.strip(), b.strip()) for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head")))
+        return [Rec("", v, m.group("val"), m.group("unit"), ks, line)] if v is not None else []
+    m = re.match(rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$", line.strip())
+    if m and ":" not in m.group("name"):
+        v = parse_number(m.group("val"))
+        return [Rec(m.group("name"), v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
+    for m in _PART.finditer(s):
+        key = _key_name(m.group("key"))
+        v = parse_number(m.group("val"))
+        if v is None or not key:
+            continue
+        unit = m.group("unit")
+        is_key = bool(BATCH_KEY.match(key) or SHAPE_KEYS_KERNEL.match(key) or CONCURRENCY_KEY.match(key) or re.fullmatch(
+            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep", key, re.I
+        ))
+        if is_key and (unit is None or unit == "%"):
+            keys.append((key, m.group("val")))
+            continue
+        out.append(Rec(key, v, m.group("val"), unit, (), line))
+        rest = s[m.end():]
+        while True:
+            e = _EXTRA.match(rest)
+            if not e:
+                break
+            ev = parse_number(e.group("val"))
+            if ev is not None:
+                out.append(Rec(f"{key} {e.group('unit')}", ev, e.group("val"), e.group("unit"), (), line))
+            rest = rest[e.end():]
+    return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
+
+
+def role_line(line: str) -> Role | None:
+    """The role a short label line names (``main:``, ``**This PR**``, ``Default config:``)."""
+    s = clean_cell(line).strip().rstrip(":").strip()
+    s = re.sub(r"^[-*+>#\s]+", "", s)
+    if not s or len(s) > _ROLE_LINE_MAX:
+        return None
+    if len(re.findall(r"\d+(?:\.\d+)?", re.sub(r"#\d+|\b[A-Za-z]+\d+\w*|\w+-\d\w*", "", s))) > 1:
+        return None
+    if not (line.rstrip().endswith(":") or len(s.split()) <= 6 or re.match(r"^\s*(?:#|\*\*|__)", line)):
+        return None
+    head, sep, tail = s.partition(":")
+    if sep and tail.strip():
+        s = head  # "Backend: sglang" is a key/value line; only a label before ":" names a role
+    r = role_of(s)
+    return r if r.kind in ("baseline", "optimized") else None
+
+
+def _role_value(line: str) -> tuple[Role, str, str] | None:
+    """``main: 9,812 tok/s`` / ``Kernel: 9 us`` → (role, label, rest)."""
+    s = clean_cell(line.strip().lstrip("-*+> "))
+    m = re.match(r"^(?P<label>[^:=]{1,40}?)\s*[:=]\s*(?P<rest>.+)$", s)
+    if not m:
+        return None
+    label = m.group("label")
+    r = role_of(label)
+    if r.kind not in ("baseline", "optimized"):
+        return None
+    if METRIC_WORDS.search(strip_role_words(label)) and r.strength < 2:
+        return None
+    return r, label, m.group("rest")
+
+
+def _value_records(rest: str, line: str) -> list[Rec]:
+    recs = parse_records(rest)
+    if recs:
+        return recs
+    m = re.match(rf"^\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?P<tail>.*)$", rest, re.I)
+    if not m:
+        return []
+    v = parse_number(m.group("val"))
+    tail = m.group("tail") or ""
+    if v is None or re.match(r"^\s*[-–~]\s*\d", tail):
+        return []
+    unit = m.group("unit")
+    if unit == "%":
+        return []
+    out = [Rec("", v, m.group("val"), unit, (), line)]
+    for e in re.finditer(rf"[,;/]\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})", tail, re.I):
+        ev = parse_number(e.group("val"))
+        if ev is not None:
+            out.append(Rec(e.group("unit"), ev, e.group("val"), e.group("unit"), (), line))
+    return out
+
+
+def collect_runs(blocks: list[Block]) -> list[Run]:
+    """Every run in document order (see module docstring)."""
+    runs: list[Run] = []
+    for b in blocks:
+        if b.kind == "code":
+            lines = b.lines
+            role = None
+            label = ""
+            first = next((ln for ln in lines if ln.strip()), "")
+            r0 = role_line(first)
+            if r0 is not None and not parse_records(first):
+                role, label = r0, first.strip()
+            elif b.label and role_line(b.label):
+                role, label = role_line(b.label), b.label
+            elif b.heading and role_line(b.heading):
+                role, label = role_line(b.heading), b.heading
+            run = Run(role or Role(None), label, b)
+            for ln in lines:
+                inner = role_line(ln) if ln.strip() and not parse_records(ln) else None
+                if inner is not None and (inner.strength < 2 or (run.role.strength == 2 and not run.records)):
+                    inner = None
+                if inner is not None and run.records:
+                    runs.append(run)
+                    run = Run(inner, ln.strip(), b)
+                    continue
+                if inner is not None:
+                    run.role, run.label = inner, ln.strip()
+                    continue
+                run.records.extend(parse_records(ln))
+            runs.append(run)
+        elif b.kind == "text":
+            run: Run | None = None  # type: ignore[no-redef]
+            for ln in b.lines:
+                if not ln.strip():
+                    continue
+                rv = _role_value(ln)
+                if rv is not None:
+                    recs = _value_records(rv[2], ln)
+                    if recs:
+                        if run is not None and run.records:
+                            runs.append(run)
+                        run = None
+                        runs.append(Run(rv[0], rv[1], b, recs))
+                        continue
+                r = role_line(ln)
+                if r is not None and not parse_records(ln):
+                    if run is not None and run.records:
+                        runs.append(run)
+                    run = Run(r, ln.strip(), b)
+                    continue
+                recs = parse_records(ln)
+                if run is not None and recs:
+                    run.records.extend(recs)
+                elif run is not None and not recs and run.records:
+                    runs.append(run)
+                    run = None
+                elif run is not None and not recs and len(ln.strip()) > _ROLE_LINE_MAX:
+                    run = None
+            if run is not None and run.records:
+                runs.append(run)
+    return [r for r in runs if r.records]
+
+
+def _norm_metric(m: str) -> str:
+    return re.sub(r"[^a-z0-9/%]+", " ", m.lower()).strip()
+
+
+def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
+    """Baseline runs with the optimized run next to them, in document order."""
+    out: list[tuple[Run, Run]] = []
+    pending: Run | None = None
+    for r in runs:
+        if r.role.kind not in ("baseline", "optimized"):
+            continue
+        if pending is None or pending.role.kind == r.role.kind:
+            pending = r
+            continue
+        b, o = (pending, r) if pending.role.kind == "baseline" else (r, pending)
+        out.append((b, o))
+        pending = None
+    return out
+
+
+def run_candidates(blocks: list[Block]) -> list[Candidate]:
+    """One candidate per metric (and keys) present in both runs of a pair."""
+    out: list[Candidate] = []
+    for b, o in pair_runs(collect_runs(blocks)):
+        index = {}
+        for rec in b.records:
+            index.setdefault((_norm_metric(rec.metric), rec.keys), rec)
+        seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        for rec in o.records:
+            k = (_norm_metric(rec.metric), rec.keys)
+            if k in seen or k not in index:
+                continue
+            seen.add(k)
+            base = index[k]
+            metric = rec.metric
+            if metric and is_non_measurement(metric):
+                continue
+            unit = normalise_unit(rec.unit or base.unit)
+            unit = unit or unit_in(metric)
+            if not metric and not unit:
+                ctx = f"{o.block.label}\n{o.block.before}"
+                unit = unit_in(ctx)
+            if not metric and unit is None and not METRIC_WORDS.search(f"{o.block.before}\n{o.block.heading}"):
+                continue
+            out.append(Candidate(
+                base.value, rec.value, metric or "", unit, o.block, "records", keys=list(rec.keys),
+                baseline_label=b.label, optimized_label=o.label,
+                evidence=[base.line, rec.line],
+            ))
+    return out

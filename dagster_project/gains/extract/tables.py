@@ -1,0 +1,356 @@
+"""Tables (markdown, HTML, and the aligned text tables of :mod:`.aligned`) to candidates.
+
+A table compares variants either by **column** (``| M | main (us) | PR (us) | speedup |``,
+also several metrics side by side: ``main TTFT | PR TTFT | main TPOT | PR TPOT``) or by
+**row** (``| main | 12.1 | 3.4 |`` / ``| PR | 10.9 | 3.1 |``), or inside one **cell**
+(``12.4 → 10.9``); a table with no variants but ratio cells (``1.41x`` per shape) is a grid
+of ratio-only claims. Which column is the baseline and which the PR's variant is decided by
+role words (:func:`~dagster_project.gains.extract.vocab.role_of`): strong words (main, before,
+default / this PR, after, tuned) beat implementation names (torch / triton), and reference
+columns (TensorRT, FA3, "for reference") are never either side.
+
+Rows that are not measurements are skipped: totals/averages/geomeans (except the average of
+a table of repeated runs, which *is* the measurement), config rows (``BLOCK_SIZE_M``,
+``num_warps``), accuracy/count/memory/share rows, and a last row cut off by truncation
+(dropped when the grid is built, :mod:`.document`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dagster_project.gains.extract.candidate import Candidate, value_of
+from dagster_project.gains.extract.document import Block, Grid
+from dagster_project.gains.extract.vocab import (
+    ACCURACY,
+    AGGREGATE,
+    BATCH_KEY,
+    CONFIG_KEY,
+    HW_KEY,
+    METRIC_WORDS,
+    MODEL_KEY,
+    MULTIPLICATIVE_HEADER,
+    RUN_ROW,
+    SHAPE_KEYS_KERNEL,
+    SPEEDUP_HEADER,
+    Role,
+    is_non_measurement,
+    role_of,
+    strip_role_words,
+    unit_in,
+)
+from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit, parse_stated_speedup
+
+ARROW = r"(?:→|->|=>|⟶|➡️?|➜|-->|⇒|to)"
+_NUM = r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+"
+CELL_ARROW = re.compile(
+    rf"^\s*(?P<b>{_NUM})\s*(?P<ub>[A-Za-zµμ/%]+)?\s*{ARROW}\s*(?P<o>{_NUM})\s*(?P<uo>[A-Za-zµμ/%]+)?"
+    r"(?P<rest>.*)$"
+)
+_RATIO_CELL = re.compile(r"^\s*[~≈]?\s*\(?\s*[-+]?\d+(?:\.\d+)?\s*[x×X]\s*\)?\s*$")
+_PCT_CELL = re.compile(r"^\s*\(?\s*[-+\u2212]?\d+(?:\.\d+)?\s*%\s*\)?\s*$")
+
+
+@dataclass
+class Column:
+    """One column's reading: header, kind and (for variants) its role."""
+
+    j: int
+    header: str
+    kind: str  # "key" | "variant" | "speedup" | "metric" | "arrow" | "ratio" | "skip"
+    role: Role
+    residual: str
+
+
+def _numeric_share(cells: list[str]) -> float:
+    filled = [c for c in cells if c.strip() and c.strip() not in ("-", "—", "N/A", "n/a", "OOM", "x")]
+    if not filled:
+        return 0.0
+    return sum(value_of(c) is not None for c in filled) / len(filled)
+
+
+def _is_key_header(h: str) -> bool:
+    s = h.strip()
+    return bool(
+        BATCH_KEY.match(s) or SHAPE_KEYS_KERNEL.match(s) or MODEL_KEY.match(s) or HW_KEY.match(s)
+        or re.fullmatch(r"(?:seq[_ ]?len|input[_ ]?len|output[_ ]?len|isl|osl|tp|ep|dp|dtype|"
+                        r"concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|request[_ ]?rate|"
+                        r"config|case|setting|scenario|dataset|task|test|workload|kernel|op|layer|"
+                        r"provider|backend|method|impl(?:ementation)?|mode|quant|precision|"
+                        r"context(?:[_ ]len)?|prompt[_ ]?len|gen[_ ]?len|\w+[_ ]?size|num_\w+|n_\w+|"
+                        r"\w|#)(?:\s*\(.*\))?", s, re.I)
+    )
+
+
+def classify(grid: Grid) -> list[Column]:
+    """Kind and role of every column of ``grid``."""
+    cols: list[Column] = []
+    width = len(grid.header)
+    for j in range(width):
+        h = grid.header[j]
+        cells = [r[j] if j < len(r) else "" for r in grid.rows]
+        role = role_of(h)
+        residual = strip_role_words(h)
+        share = _numeric_share(cells)
+        filled = [c for c in cells if c.strip()]
+        if filled and sum(bool(CELL_ARROW.match(c)) for c in filled) >= max(1, len(filled) // 2):
+            kind = "arrow"
+        elif SPEEDUP_HEADER.search(h) and role.strength < 2:
+            kind = "speedup"
+        elif filled and sum(bool(_RATIO_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)):
+            kind = "ratio"
+        elif filled and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)) and role.kind is None:
+            kind = "speedup" if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I) else "skip"
+        elif share < 0.5 or (j == 0 and not role.kind) or (_is_key_header(h) and not role.kind):
+            kind = "key"
+        elif ACCURACY.search(h) or (is_non_measurement(residual) and not METRIC_WORDS.search(h)) or re.search(
+            r"[(\[\s](?:[kmgt]i?b|bytes)\s*[)\]]|\bmemory\b|\bmem\b", h, re.I
+        ):
+            kind = "skip"
+        elif role.kind:
+            kind = "variant"
+        else:
+            kind = "metric"
+        cols.append(Column(j, h, kind, role, residual))
+    return cols
+
+
+def _norm_residual(s: str) -> str:
+    s = re.sub(r"[(\[][^)\]]*[)\]]", " ", s.lower())
+    s = re.sub(rf"(?<![a-z])(?:{UNIT_PATTERN})(?![a-z])", " ", s)
+    return re.sub(r"[^a-z0-9]+", " ", s).strip()
+
+
+def _choose(cols: list[Column]) -> tuple[Column | None, Column | None]:
+    """The baseline and the PR's variant among one metric's variant columns."""
+    base = [c for c in cols if c.role.kind == "baseline"]
+    opt = [c for c in cols if c.role.kind == "optimized"]
+    if not base or not opt:
+        return None, None
+    bmax = max(c.role.strength for c in base)
+    omax = max(c.role.strength for c in opt)
+    b = next(c for c in base if c.role.strength == bmax)
+    o = [c for c in opt if c.role.strength == omax][-1]
+    return b, o
+
+
+def _row_label(row: list[str], keys: list[Column]) -> str:
+    for c in keys:
+        if c.j < len(row) and row[c.j].strip():
+            return row[c.j].strip()
+    return row[0].strip() if row else ""
+
+
+def _stated_from(cell: str, header: str) -> tuple[float | None, str | None]:
+    """An explicit multiplicative ratio in a speedup cell (``1.41x``, or a bare number
+    under a Speedup/Ratio header); percentages beside a pair are not kept as stated."""
+    s = cell.strip()
+    if not s or re.search(r"\d\s*[-–]\s*\d", s):
+        return None, None
+    if re.search(r"\d\s*[x×X]\b|\d\s*[x×X]$", s) or (
+        MULTIPLICATIVE_HEADER.search(header) and "%" not in s and "%" not in header
+        and re.fullmatch(r"[~≈]?\s*\(?\s*\d+(?:\.\d+)?\s*\)?", s)
+    ):
+        v = parse_stated_speedup(s)
+        return (v, s) if v is not None else (None, None)
+    return None, None
+
+
+def _ratio_only(cell: str, header: str, hib: bool | None) -> tuple[float | None, str | None]:
+    s = cell.strip()
+    if not s or re.search(r"\d\s*[-–]\s*\d", s):
+        return None, None
+    v = parse_stated_speedup(s, higher_is_better=hib, kind=header)
+    return (v, s) if v is not None else (None, None)
+
+
+def _skip_row(label: str) -> bool:
+    return bool(CONFIG_KEY.match(label.strip()) or (ACCURACY.search(label) and not METRIC_WORDS.search(label)))
+
+
+def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Block) -> str:
+    if transposed and row_label:
+        return row_label
+    if col_residual and _norm_residual(col_residual) and not re.fullmatch(r"[\W\d_]*", _norm_residual(col_residual)):
+        return col_residual
+    return ""
+
+
+def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
+    """Every comparison a table states (see module docstring)."""
+    header_text = " ".join(grid.header)
+    ctx = f"{block.label}\n{block.heading}"
+    accuracy = (ACCURACY.search(header_text) or ACCURACY.search(ctx)) and not METRIC_WORDS.search(header_text)
+    if accuracy and not any(METRIC_WORDS.search(r[0]) for r in grid.rows if r):
+        return []
+    cols = classify(grid)
+    keys = [c for c in cols if c.kind == "key"]
+    out: list[Candidate] = []
+    runs_table = any(RUN_ROW.match(_row_label(r, keys)) for r in grid.rows)
+    rows = list(enumerate(grid.rows))
+    if runs_table:
+        rows = [(i, r) for i, r in rows if AGGREGATE.match(_row_label(r, keys))] or rows
+    else:
+        rows = [(i, r) for i, r in rows if not AGGREGATE.match(_row_label(r, keys))]
+    rows = [(i, r) for i, r in rows if not _skip_row(_row_label(r, keys))]
+    # transposed: the key column holds metric names (rows = metrics)
+    transposed = bool(keys) and sum(
+        bool(METRIC_WORDS.search(_row_label(r, keys)) or unit_in(_row_label(r, keys))) for _, r in rows
+    ) >= max(1, len(rows) // 2)
+    if transposed:
+        rows = [(i, r) for i, r in rows if not is_non_measurement(_row_label(r, keys))]
+
+    # --- column comparisons, grouped by metric residual
+    variants = [c for c in cols if c.kind == "variant"]
+    groups: dict[str, list[Column]] = {}
+    for c in variants:
+        groups.setdefault(_norm_residual(c.residual), []).append(c)
+    if len(groups) > 1 and not any(_choose(g)[0] for g in groups.values()):
+        groups = {"": variants}
+    speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
+    valued = [c for c in cols if c.kind in ("variant", "metric")]
+    if all(c.role.strength < 2 for c in variants) and len(valued) > 2 and len(groups) == 1:
+        # three or more implementations named only by weak words: which one is the PR's
+        # is not written in the table, so no pair is read from it
+        groups = {}
+    if len(valued) == 2 and len(speed_cols) == 1 and sum(c.role.strength for c in valued) <= 1:
+        # "| batch | F.linear (us) | tinygemm (us) | speedup |": two unnamed sides and a
+        # stated ratio; the ratio says which side is the PR's (checked per row below)
+        first, second = valued
+        if second.role.kind == "baseline":
+            first, second = second, first
+        groups = {"": [Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
+                       Column(second.j, second.header, "variant", Role("optimized", 1), second.residual)]}
+    pairs = [(name, *_choose(g)) for name, g in groups.items()]
+    pairs = [(n, b, o) for n, b, o in pairs if b is not None and o is not None]
+    for _name, bcol, ocol in pairs:
+        assert bcol is not None and ocol is not None
+        unit = unit_in(ocol.header) or unit_in(bcol.header)
+        scol = None if not speed_cols else speed_cols[0] if len(speed_cols) == 1 or len(pairs) == 1 else next(
+            (s for s in speed_cols if _norm_residual(strip_role_words(SPEEDUP_HEADER.sub(" ", s.header))) == _name),
+            None,
+        )
+        for i, row in rows:
+            if max(bcol.j, ocol.j) >= len(row):
+                continue
+            bv, ov = value_of(row[bcol.j]), value_of(row[ocol.j])
+            if bv is None or ov is None:
+                continue
+            label = _row_label(row, keys)
+            rkeys = [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+            if grid.sections:
+                sec = next((grid.sections[s] for s in sorted(grid.sections, reverse=True) if s <= i), None)
+                if sec:
+                    rkeys.insert(0, ("section", sec))
+            if transposed:
+                rkeys = [kv for kv in rkeys if kv[1] != label]
+            cu = unit or unit_in(row[ocol.j]) or unit_in(row[bcol.j]) or (unit_in(label) if transposed else None)
+            metric = _metric_for(ocol.residual, label, transposed, block)
+            stated = stext = None
+            if scol is not None and scol.j < len(row):
+                stated, stext = _stated_from(row[scol.j], scol.header)
+            out.append(Candidate(
+                bv, ov, metric, cu, block, "table:row", keys=rkeys,
+                baseline_label=bcol.header, optimized_label=ocol.header,
+                stated=stated, stated_text=stext, evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)],
+            ))
+    if out:
+        return out
+
+    # --- arrow cells: "12.4 → 10.9" per cell
+    for c in (c for c in cols if c.kind == "arrow"):
+        for _i, row in rows:
+            if c.j >= len(row):
+                continue
+            m = CELL_ARROW.match(row[c.j])
+            if not m:
+                continue
+            bv, ov = value_of(m.group("b")), value_of(m.group("o"))
+            if bv is None or ov is None:
+                continue
+            rest = m.group("rest") or ""
+            stated, stext = _stated_from(re.sub(r"[()]", " ", rest).strip(), "speedup") if re.search(r"\d\s*[x×]", rest) else (None, None)
+            label = _row_label(row, keys)
+            rkeys = [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+            unit = unit_in(c.header) or normalise_unit(m.group("uo") or m.group("ub") or "") or None
+            if unit in ("x", "%"):
+                unit = None
+            out.append(Candidate(bv, ov, strip_role_words(c.header) if not transposed else label, unit, block,
+                                 "table:cell", keys=rkeys, stated=stated, stated_text=stext,
+                                 evidence=[row[c.j]]))
+    if out:
+        return out
+
+    # --- row comparisons: a key column whose cells are roles
+    out = _row_pairs(grid, cols, block, rows)
+    if out:
+        return out
+
+    # --- ratio-only: a speedup column without a pair, or a grid of ratio cells
+    hib = None
+    for c in speed_cols:
+        for i, row in rows:
+            if c.j >= len(row):
+                continue
+            v, stext = _ratio_only(row[c.j], c.header, hib)
+            if v is None:
+                continue
+            rkeys = [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+            if len([s for s in speed_cols if s.kind == "ratio"]) > 1:
+                rkeys.append(("column", c.header))
+            out.append(Candidate(None, None, strip_role_words(SPEEDUP_HEADER.sub(" ", c.header)).strip(), None,
+                                 block, "table:row", keys=rkeys, stated=v, stated_text=stext,
+                                 evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)]))
+    return out
+
+
+def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]) -> list[Candidate]:
+    role_col = None
+    for c in cols:
+        if c.kind != "key":
+            continue
+        roles = [role_of(r[c.j]).kind for _, r in rows if c.j < len(r)]
+        if "baseline" in roles and "optimized" in roles:
+            role_col = c
+            break
+    if role_col is None:
+        return []
+    other_keys = [c for c in cols if c.kind == "key" and c.j != role_col.j]
+    metrics = [c for c in cols if c.kind in ("metric", "variant") and c.j != role_col.j]
+    speed = [c for c in cols if c.kind in ("speedup", "ratio")]
+    groups: dict[tuple[str, ...], list[tuple[int, list[str]]]] = {}
+    for i, r in rows:
+        gk = tuple(r[k.j] if k.j < len(r) else "" for k in other_keys)
+        groups.setdefault(gk, []).append((i, r))
+    # rows without their own key (continuation chunks) inherit nothing: grouped by order
+    out: list[Candidate] = []
+    for gk, members in groups.items():
+        labelled = [(i, r, role_of(r[role_col.j])) for i, r in members]
+        base = [x for x in labelled if x[2].kind == "baseline"]
+        opt = [x for x in labelled if x[2].kind == "optimized"]
+        if not base or not opt:
+            continue
+        b = max(base, key=lambda x: x[2].strength)
+        o = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)][-1]
+        rkeys = [(grid.header[k.j], v) for k, v in zip(other_keys, gk, strict=True) if v.strip()]
+        for c in metrics:
+            if c.j >= len(b[1]) or c.j >= len(o[1]):
+                continue
+            if is_non_measurement(c.header) or ACCURACY.search(c.header):
+                continue
+            bv, ov = value_of(b[1][c.j]), value_of(o[1][c.j])
+            if bv is None or ov is None:
+                continue
+            stated = stext = None
+            for s in speed:
+                if s.j < len(o[1]):
+                    stated, stext = _stated_from(o[1][s.j], s.header)
+            unit = unit_in(c.header) or unit_in(o[1][c.j])
+            out.append(Candidate(
+                bv, ov, strip_role_words(c.header), unit, block, "table:rows", keys=rkeys,
+                baseline_label=b[1][role_col.j], optimized_label=o[1][role_col.j],
+                stated=stated if len(metrics) == 1 else None, stated_text=stext if len(metrics) == 1 else None,
+                evidence=[grid.raw[b[0]] if b[0] < len(grid.raw) else "", grid.raw[o[0]] if o[0] < len(grid.raw) else ""],
+            ))
+    return out
