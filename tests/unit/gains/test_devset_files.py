@@ -1,0 +1,151 @@
+"""The committed real-PR development set (benchmarks/pr_devset) is well-formed.
+
+These checks run on the committed files only (``prs.csv``, ``labels.jsonl``); the PR texts are
+third-party and live in a git-ignored cache, so nothing here needs them. What they guard: every
+label belongs to a listed PR, folds follow the hash rule (so nobody can move a PR between dev
+and held by hand), no PR reserved for the independent evaluation slipped in, and each stored
+speedup agrees with its own baseline/optimized pair.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
+
+#: reserved for independent evaluation (issue 17); must never appear in the devset
+RESERVED: dict[str, set[int]] = {
+    "sgl-project/sglang": {5846, 3146, 5839, 7004, 2689, 3492, 617, 3490, 24733, 8290, 19150, 22350},
+    "vllm-project/vllm": {
+        17715, 5932, 44818, 17535, 53065, 39902, 2979, 4002, 36699, 16, 221, 28099, 11394,
+        7137, 8646, 21193, 5514, 24918, 34302, 18608, 55364,
+    },
+    "flashinfer-ai/flashinfer": {2265, 1660, 588, 144, 3009},
+}
+KINDS = {"config", "kernel", "e2e", "negative"}
+LABEL_KEYS = {
+    "repo", "number", "kind", "metric", "unit", "higher_is_better", "baseline", "optimized",
+    "baseline_raw", "optimized_raw", "speedup", "stated_speedup", "stated_raw", "scope",
+    "batch_size", "shape", "hardware", "model", "baseline_label", "optimized_label",
+}
+
+
+def _devset_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pr_devset_fetch", ROOT / "fetch_texts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def prs() -> list[dict[str, str]]:
+    with (ROOT / "prs.csv").open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def labels() -> list[dict[str, Any]]:
+    lines = (ROOT / "labels.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_prs_rows_are_typed_and_unique(prs: list[dict[str, str]]) -> None:
+    assert len(prs) >= 60
+    keys = [(row["repo"], int(row["number"])) for row in prs]
+    assert len(set(keys)) == len(keys), "a PR is listed twice"
+    for row in prs:
+        assert row["url"] == f"https://github.com/{row['repo']}/pull/{row['number']}"
+        assert row["kind"] in KINDS
+        assert row["split"] == ("dev" if int(row["fold"]) <= 2 else "held")
+        assert row["truncated"] in {"true", "false"}
+        assert int(row["n_chars"]) > 0
+        assert len(row["sha256"]) == 64 and int(row["sha256"], 16) >= 0
+        assert row["layouts"], f"{row['repo']}#{row['number']}: no layout families"
+
+
+def test_folds_follow_the_hash_rule(prs: list[dict[str, str]]) -> None:
+    fold_of = _devset_module().fold_of
+    for row in prs:
+        assert int(row["fold"]) == fold_of(row["repo"], int(row["number"])), row["number"]
+
+
+def test_no_reserved_pr(prs: list[dict[str, str]], labels: list[dict[str, Any]]) -> None:
+    listed = {(row["repo"], int(row["number"])) for row in prs}
+    labelled = {(lab["repo"], int(lab["number"])) for lab in labels}
+    for repo, numbers in RESERVED.items():
+        assert not {(repo, n) for n in numbers} & (listed | labelled)
+
+
+def test_every_label_belongs_to_a_listed_pr(
+    prs: list[dict[str, str]], labels: list[dict[str, Any]]
+) -> None:
+    listed = {(row["repo"], int(row["number"])): row for row in prs}
+    for lab in labels:
+        key = (lab["repo"], int(lab["number"]))
+        assert key in listed, f"label for unlisted PR {key}"
+        assert listed[key]["kind"] != "negative", f"negative PR {key} has a label"
+    labelled = {(lab["repo"], int(lab["number"])) for lab in labels}
+    for key, row in listed.items():
+        if row["kind"] != "negative":
+            assert key in labelled, f"{key} is kind {row['kind']} but has no label"
+
+
+def test_label_fields(labels: list[dict[str, Any]]) -> None:
+    for lab in labels:
+        assert set(lab) == LABEL_KEYS, set(lab) ^ LABEL_KEYS
+        assert lab["kind"] in {"pair", "ratio_only"}
+        assert lab["scope"] in {"kernel", "e2e"}
+        assert lab["metric"]
+        if lab["kind"] == "pair":
+            assert isinstance(lab["baseline"], int | float) and isinstance(lab["optimized"], int | float)
+            assert float(lab["baseline_raw"]) == lab["baseline"]
+            assert float(lab["optimized_raw"]) == lab["optimized"]
+            assert "," not in lab["baseline_raw"] + lab["optimized_raw"]
+        else:
+            assert lab["baseline"] is None and lab["optimized"] is None and lab["speedup"] is None
+            assert isinstance(lab["stated_speedup"], int | float) and lab["stated_speedup"] > 0
+        if lab["stated_speedup"] is not None:
+            assert lab["stated_raw"], "a stated ratio keeps the token it was read from"
+        if lab["batch_size"] is not None:
+            assert isinstance(lab["batch_size"], int) and lab["batch_size"] > 0
+
+
+def test_speedup_agrees_with_its_pair(labels: list[dict[str, Any]]) -> None:
+    for lab in labels:
+        if lab["kind"] != "pair":
+            continue
+        b, o, hib = lab["baseline"], lab["optimized"], lab["higher_is_better"]
+        if hib is None:
+            assert lab["speedup"] is None
+            continue
+        expected = o / b if hib else b / o
+        assert lab["speedup"] == round(lab["speedup"], 4)
+        assert math.isclose(lab["speedup"], expected, rel_tol=0.01), (lab["number"], lab["shape"])
+
+
+def test_loader_reads_committed_files_without_texts() -> None:
+    module = _devset_module()
+    devset = module.load_devset(ROOT, require_texts=False)
+    assert {pr.split for pr in devset} == {"dev", "held"}
+    held = module.load_devset(ROOT, folds=module.HELD_FOLDS, require_texts=False)
+    assert held and all(pr.fold in module.HELD_FOLDS for pr in held)
+    assert sum(len(pr.labels) for pr in devset) == len(module.read_labels(ROOT))
+
+
+def test_loader_names_a_missing_text(tmp_path: Path) -> None:
+    module = _devset_module()
+    for name in ("prs.csv", "labels.jsonl"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    with pytest.raises(module.DevsetError, match=r"texts/.+\.md: text missing"):
+        module.load_devset(tmp_path)
