@@ -1,7 +1,8 @@
 """From a PR's measurements to the per-row gain fields of the two mined subsets.
 
 ``kernel_commits``: ``kernel_speedup`` / ``e2e_speedup`` are the **median documented
-speedup per scope** over the PR's measurements. "Documented" means the computed
+speedup per scope** over the PR's *audited* measurements (audit-failed ones stay in
+``gains`` with their flags, never in a speedup column). "Documented" means the computed
 ``speedup`` of a baseline/optimized pair, or the ``stated_speedup`` when the PR gave only
 a ratio. The median (not the mean or max) because PRs often include a few outlier shapes
 ("up to 4x") next to many ordinary ones, and the card reports medians.
@@ -10,8 +11,8 @@ a ratio. The median (not the mean or max) because PRs often include a few outlie
 the config file (as the card defines it); ``speedup_vs_default`` is set only when the
 attribution to *this* row is unambiguous:
 
-1. the measurement is kernel-scoped (end-to-end numbers depend on far more than one
-   launch config) and has a documented speedup;
+1. the measurement passed the audit, is kernel-scoped (end-to-end numbers depend on far
+   more than one launch config) and has a documented speedup;
 2. its GPU matches the row's (:func:`~dagster_project.gains.mentions.gpu_matches`:
    families equal; form factor and memory compared only when both sides state them, so
    "H100" matches ``NVIDIA_H100_80GB_HBM3`` but "H100 PCIe" does not);
@@ -51,25 +52,28 @@ def documented_speedup(m: Measurement | Mapping[str, Any]) -> float | None:
 
 
 def median_speedup(
-    gains: Iterable[Measurement | Mapping[str, Any]], scope: str, *, require_audit: bool = False
+    gains: Iterable[Measurement | Mapping[str, Any]], scope: str, *, require_audit: bool = True
 ) -> float | None:
     """Median documented speedup of the measurements with this scope (``None`` if none).
 
-    ``require_audit=True`` drops pairs whose values failed the verbatim audit.
+    Only audited measurements count (:attr:`Measurement.usable_speedup`): an audit-failed
+    or never-audited value is kept in ``gains`` with its flags but never feeds
+    ``kernel_speedup`` / ``e2e_speedup``. ``require_audit=False`` is for tests of the
+    arithmetic alone.
     """
     values: list[float] = []
     for raw in gains:
         m = _as_measurement(raw)
-        if m.scope != scope or (require_audit and m.audit_pass is False):
+        if m.scope != scope:
             continue
-        s = m.documented_speedup
+        s = m.usable_speedup if require_audit else m.documented_speedup
         if s is not None and s > 0:
             values.append(s)
     return round(statistics.median(values), 4) if values else None
 
 
 def kernel_commit_speedups(
-    gains: Iterable[Measurement | Mapping[str, Any]], *, require_audit: bool = False
+    gains: Iterable[Measurement | Mapping[str, Any]], *, require_audit: bool = True
 ) -> dict[str, float | None]:
     """``{"kernel_speedup": …, "e2e_speedup": …}`` for a kernel_commits row."""
     items = [_as_measurement(g) for g in gains]
@@ -150,7 +154,8 @@ def config_speedup_vs_default(
     matched: list[Measurement] = []
     for raw in gains:
         m = _as_measurement(raw)
-        if m.scope != "kernel" or m.documented_speedup is None:
+        # audit-failed measurements never feed speedup_vs_default (see usable_speedup)
+        if m.scope != "kernel" or m.usable_speedup is None:
             continue
         if m.batch_size != row_m:
             continue

@@ -17,7 +17,8 @@ def k(
     bs: int, speedup: float, hw: str | None = "H100", shape: str | None = "E=8, N=14336"
 ) -> Measurement:
     return Measurement(
-        scope="kernel", metric="latency", batch_size=bs, speedup=speedup, hardware=hw, shape=shape
+        scope="kernel", metric="latency", batch_size=bs, speedup=speedup, hardware=hw, shape=shape,
+        audit_pass=True,
     )
 
 
@@ -55,13 +56,23 @@ def test_kernel_commit_medians_per_scope() -> None:
         k(1, 1.1),
         k(2, 1.5),
         k(4, 3.0),
-        Measurement(scope="e2e", metric="x", stated_speedup=1.2),
+        Measurement(scope="e2e", metric="x", stated_speedup=1.2, audit_pass=True),
     ]
     assert kernel_commit_speedups(gains) == {"kernel_speedup": 1.5, "e2e_speedup": 1.2}
+
+
+def test_audit_failed_or_unaudited_measurements_never_feed_speedups() -> None:
+    failed = k(64, 9.0)
+    failed.audit_pass = False
+    unaudited = Measurement(scope="e2e", metric="x", stated_speedup=7.0)
+    assert kernel_commit_speedups([failed, unaudited]) == {"kernel_speedup": None, "e2e_speedup": None}
+    assert kernel_commit_speedups([failed, k(64, 1.2)])["kernel_speedup"] == 1.2
+    assert config_speedup_vs_default(ROW, [failed]).speedup_vs_default is None
+    out = attribute_config_row(ROW, [failed, k(64, 1.2)])
+    # kept in config_pr_gains (with its flags), never in speedup_vs_default
+    assert out["speedup_vs_default"] == 1.2 and len(out["config_pr_gains"]) == 2
     assert kernel_commit_speedups([]) == {"kernel_speedup": None, "e2e_speedup": None}
-    flagged = k(8, 9.0)
-    flagged.audit_pass = False
-    assert kernel_commit_speedups([k(1, 1.1), flagged], require_audit=True)["kernel_speedup"] == 1.1
+    gains = [k(1, 1.1), k(2, 1.5), k(4, 3.0)]
     assert kernel_commit_speedups([g.to_row() for g in gains])["kernel_speedup"] == 1.5
 
 
