@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -537,8 +538,33 @@ def _cell(v: Any) -> str:
 
 
 def _md_image(alt: str, chart: str) -> str:
-    alt = alt.replace("[", "(").replace("]", ")").replace("\n", " ")
-    return f"![{alt}]({svg.svg_data_uri(chart)})"
+    alt = _md_text(alt.replace("[", "(").replace("]", ")"))
+    return f"![{alt}]({_md_target(svg.svg_data_uri(chart))})"
+
+
+# The Markdown characters that open a link or image (``[x](javascript:…)``), a code span
+# or a table cell: backslash-escaped, each renders as itself, so text from the lake
+# (kernel names, PR-derived labels, notes) cannot open one. Emphasis characters stay:
+# ``fused_moe`` is common and harmless.
+_MD_SPECIAL = re.compile(r"([\\`\[\]!|])")
+# Link targets the report itself writes: its own anchors and its inline SVG charts.
+_SAFE_TARGET = re.compile(r"^(#[A-Za-z0-9_-]+|data:image/svg\+xml;base64,[A-Za-z0-9+/=]+)$")
+
+
+def _md_text(text: str) -> str:
+    """Text from the lake, for Markdown: HTML escaped (``<img onerror=…>`` and
+    ``<script>`` render as text; Markdown passes raw HTML through), inline syntax
+    backslash-escaped, on one line."""
+    one_line = " ".join(str(text).splitlines())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=False))
+
+
+def _md_target(url: str) -> str:
+    """A link target the report may write; anything else (``javascript:``, a remote URL)
+    is refused, so a target can never come from data."""
+    if not _SAFE_TARGET.match(url):
+        raise ValueError(f"refusing Markdown link target {url[:40]!r}")
+    return url
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -609,15 +635,15 @@ def render_markdown(report: Report) -> str:
     out = [
         "# kernelhouse report",
         "",
-        f"Lake `{report.lake_path}` · generated {report.generated_at} · "
+        f"Lake {_md_text(report.lake_path)} · generated {_md_text(report.generated_at)} · "
         f"{len(report.views_created)} views, {len(report.views_waiting)} waiting",
         "",
     ]
-    out += [f"{i}. [{s.title}](#{s.key})" for i, s in enumerate(report.sections, 1)]
+    out += [f"{i}. [{_md_text(s.title)}]({_md_target('#' + s.key)})" for i, s in enumerate(report.sections, 1)]
     for sec in report.sections:
-        out += ["", f'<a id="{sec.key}"></a>', "", f"## {sec.title}", ""]
+        out += ["", f'<a id="{html.escape(sec.key)}"></a>', "", f"## {_md_text(sec.title)}", ""]
         if sec.intro:
-            out += [sec.intro, ""]
+            out += [_md_text(sec.intro), ""]
         for block in sec.blocks:
             out += [_md_block(block), ""]
     return "\n".join(out).rstrip() + "\n"
@@ -625,13 +651,11 @@ def render_markdown(report: Report) -> str:
 
 def _md_block(block: Block) -> str:
     if isinstance(block, Note):
-        return f"> {block.text}"
+        return f"> {_md_text(block.text)}"
     if isinstance(block, Figure):
         return _md_image(block.caption, block.svg)
     df = block.frame
-
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|").replace("\n", " ")
+    esc = _md_text  # cells, captions and column names all come from the lake
 
     numeric = [dt.is_numeric() for dt in df.dtypes]
     lines = [
