@@ -4,6 +4,7 @@ optimise-this-file tasks, mined incrementally per repo."""
 import dagster as dg
 import polars as pl
 
+from dagster_project.mining.versions import asset_code_version
 from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
 from dagster_project.versions import table_version
@@ -12,6 +13,7 @@ GROUP = "kernel_commits"
 
 
 @dg.asset(
+    code_version=asset_code_version("perf_commits"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     partitions_def=repo_partitions, deps=[dg.AssetKey("repo_clone")],
     metadata={"table": "raw.perf_commits"},
@@ -31,6 +33,7 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
 
 
 @dg.asset(
+    code_version=asset_code_version("kernel_commit_files"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     partitions_def=repo_partitions, deps=[perf_commits],
     metadata={"table": "raw.kernel_commit_files"},
@@ -50,6 +53,7 @@ def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -
 
 
 @dg.asset(
+    code_version=asset_code_version("kernel_commits"),
     group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
     deps=[kernel_commit_files, dg.AssetKey("pr_gains")],
     metadata={"table": "datasets.kernel_commits"},

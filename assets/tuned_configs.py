@@ -8,6 +8,7 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.frames import md_table
+from dagster_project.mining.versions import asset_code_version
 from dagster_project.resources import LakeResource
 from dagster_project.versions import table_version
 
@@ -20,6 +21,7 @@ def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
 
 
 @dg.asset(
+    code_version=asset_code_version("config_files"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.config_files"},
     description="Every tuned-config JSON at the snapshot commit, name parsed (bad files kept with a reason).",
@@ -44,6 +46,7 @@ def config_files(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    code_version=asset_code_version("config_entries"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[config_files], metadata={"table": "raw.config_entries"},
     description="One row per (config file, M) with the config JSON; unchanged blobs are reused.",
@@ -72,6 +75,7 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    code_version=asset_code_version("kernel_sources"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.kernel_sources"},
     description="The Triton kernel each config family drives, extracted at the snapshot commit.",
@@ -93,6 +97,7 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    code_version=asset_code_version("moe_model_shapes"),
     group_name=GROUP, kinds={"huggingface", "duckdb"}, owners=["team:kernelhouse"],
     metadata={"table": "raw.moe_model_shapes"},
     description="MoE model shapes (experts, intermediate, hidden, top_k) from the Hub, or the checked-in snapshot offline.",
@@ -114,6 +119,7 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    code_version=asset_code_version("config_attribution"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[config_files], metadata={"table": "derived.config_attribution"},
     description="The newest PR whose commit changed each config file's content (rename-aware, one pass per repo).",
@@ -141,6 +147,7 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    code_version=asset_code_version("tuned_configs"),
     group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
     deps=[config_entries, kernel_sources, moe_model_shapes, config_attribution, dg.AssetKey("pr_gains")],
     metadata={"table": "datasets.tuned_configs"},

@@ -198,6 +198,10 @@ def _with_policy(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
             f".s{settings.sim_sessions}.e{settings.sim_episodes}"
         )
     from dagster_project import partitions
+    from dagster_project.mining.versions import ASSET_RULES, asset_code_version
+
+    if name in ASSET_RULES:  # mined assets: the rule versions as loaded now
+        code_version = asset_code_version(name)
 
     pdef = spec.partitions_def
     if name == "kernelinfer_sessions":

@@ -150,3 +150,44 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
     assert new_sha not in set(final["sha"]) and other in set(final["sha"])
     remined = final.filter(pl.col("repo") != "vllm").sort("id")
     assert remined.select("id").equals(before["kernel_commits"].filter(pl.col("repo") != "vllm").select("id").sort("id"))
+
+
+def test_rule_change_reaches_the_lake_on_refresh(
+    vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stricter title rule with a version bump: refresh re-mines, says why, drops rows;
+    the next refresh is a no-op again (issue 21: the watermark used to store heads only)."""
+    import re
+
+    from dagster_project.mining.commits import perf_filter
+    from dagster_project.mining.versions import asset_code_version
+
+    (tmp_path / "dagster").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
+    assert run_build(build_definitions(), instance, MINED).ok
+    lake = _lake(kh_home)
+    kc = lake.read_table("datasets", "kernel_commits").filter(pl.col("repo") == "vllm")
+    victim = kc["title"].sort()[0]
+    n_victim = kc.filter(pl.col("title") == victim).height
+    assert n_victim > 0
+    wm = lake.read_table("raw", "mining_watermarks")
+    assert set(wm["rules_version"]) == {asset_code_version("perf_commits")}
+
+    # The rule changes (a new veto) and its version is bumped, as a code change would.
+    monkeypatch.setattr(perf_filter, "EXCLUDE_RE", re.compile(
+        perf_filter.EXCLUDE_RE.pattern + "|" + re.escape(victim), re.IGNORECASE))
+    monkeypatch.setattr(perf_filter, "RULES_VERSION", "test-veto")
+    out = run_build(build_definitions(), instance, MINED, refresh=True)
+    assert out.ok, (out.failed, out.skipped)
+    assert "code version" in out.reasons["perf_commits[vllm]"], out.reasons
+    assert "kernel_commits" in out.reasons
+    after = lake.read_table("datasets", "kernel_commits")
+    assert after.filter(pl.col("title") == victim).height == 0
+    assert after.filter(pl.col("repo") == "vllm").height == kc.height - n_victim
+    wm = lake.read_table("raw", "mining_watermarks")
+    assert "title_filter=test-veto" in wm.filter(pl.col("repo") == "vllm")["rules_version"][0]
+    assert set(wm["mode"]) == {"rules_changed"}
+
+    # Unchanged rules: nothing mined again.
+    out = run_build(build_definitions(), instance, MINED, refresh=True)
+    assert out.ok and "perf_commits[vllm]" not in out.reasons and "kernel_commits" in out.fresh

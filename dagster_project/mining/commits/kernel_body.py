@@ -40,6 +40,10 @@ from collections.abc import Iterator, Sequence
 from dagster_project.mining.commits.diffs import ChangedLines, changed_lines
 from dagster_project.mining.commits.languages import CPP, CUDA, CUTE_DSL, TRITON
 
+#: Version of which changed lines count as a kernel body. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 Range = tuple[int, int]  # 1-based, inclusive line numbers
 
 

@@ -9,6 +9,11 @@ Tables: ``raw.perf_commits`` (one row per perf commit), ``raw.kernel_commit_file
 row per kept kernel file), ``raw.kernel_commit_excluded`` (every dropped file, with the
 reason) and ``raw.kernel_commit_mined`` (commits whose files were mined), all keyed by
 repo and replaced per repo in one transaction each.
+
+Rules: the watermark also stores the version of the rules ``perf_commits`` applies
+(``mining.versions``), and every mined commit the version of the file rules it was mined
+under. A stored version unlike the current one re-mines (mode ``rules_changed``, with the
+rules that changed in ``changed_rules``); rows of an older rule never stay behind.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec
 from dagster_project.mining.commits.split import assign_temporal_split
 from dagster_project.mining.git import GitRepo
+from dagster_project.mining.versions import asset_code_version, changed_rules
 
-MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String()}
-WATERMARK_SCHEMA = {"repo": pl.String(), "head": pl.String(), "mined_at": pl.String(), "mode": pl.String()}
+MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String(), "rules_version": pl.String()}
+WATERMARK_SCHEMA = {"repo": pl.String(), "head": pl.String(), "mined_at": pl.String(), "mode": pl.String(),
+                    "rules_version": pl.String()}
 
 
 def _repo_rows(lake: Lake, table: str, repo: str, schema: dict) -> pl.DataFrame:
@@ -47,20 +54,31 @@ def _repo_rows(lake: Lake, table: str, repo: str, schema: dict) -> pl.DataFrame:
 
 
 def watermark(lake: Lake, repo: str) -> str | None:
+    return watermark_row(lake, repo)[0]
+
+
+def watermark_row(lake: Lake, repo: str) -> tuple[str | None, str | None]:
+    """(head, rules version) stored for ``repo``; (None, None) before the first run."""
     df = _repo_rows(lake, "mining_watermarks", repo, WATERMARK_SCHEMA)
-    return str(df["head"][0]) if df.height else None
+    if not df.height:
+        return None, None
+    version = df["rules_version"][0] if "rules_version" in df.columns else None
+    return str(df["head"][0]), None if version is None else str(version)
 
 
 def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str) -> dict[str, Any]:
     """Mine new perf commits of ``repo`` up to ``head``; returns counters for metadata."""
     started = time.monotonic()
     target = effective_head(git, spec, head)
-    old = watermark(lake, repo)
-    if old == target:
+    old, old_rules = watermark_row(lake, repo)
+    rules = asset_code_version("perf_commits")
+    changed = changed_rules(old_rules, rules) if old is not None else []
+    if old == target and not changed:
         total = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA).height
-        return {"mode": "noop", "head": target, "new_commits": 0, "total_commits": total, "seconds": 0.0}
-    full = old is None or needs_full_remine(git, old, target)
-    mode = "full" if old is None else ("remine" if full else "incremental")
+        return {"mode": "noop", "head": target, "new_commits": 0, "total_commits": total, "seconds": 0.0,
+                "rules_version": rules}
+    full = old is None or bool(changed) or needs_full_remine(git, old, target)
+    mode = "full" if old is None else ("rules_changed" if changed else ("remine" if full else "incremental"))
     new = find_perf_commits(git, spec, head=target, since=None if full else old)
     if full:
         merged = new
@@ -71,11 +89,15 @@ def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, he
     # The watermark moves last: a crash before this line re-does the same range.
     lake.replace_rows(
         "raw", "mining_watermarks",
-        pl.DataFrame([{"repo": repo, "head": target, "mined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode}], schema=WATERMARK_SCHEMA),
+        pl.DataFrame([{"repo": repo, "head": target, "mined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "mode": mode, "rules_version": rules}], schema=WATERMARK_SCHEMA),
         "repo", [repo],
     )
-    return {"mode": mode, "head": target, "previous_head": old or "", "new_commits": new.height,
-            "total_commits": merged.height, "seconds": round(time.monotonic() - started, 2)}
+    out = {"mode": mode, "head": target, "previous_head": old or "", "new_commits": new.height,
+           "total_commits": merged.height, "seconds": round(time.monotonic() - started, 2), "rules_version": rules}
+    if changed:
+        out["changed_rules"] = "; ".join(changed)
+    return out
 
 
 def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) -> dict[str, Any]:
@@ -83,23 +105,34 @@ def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) ->
     started = time.monotonic()
     commits = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
     done = _repo_rows(lake, "kernel_commit_mined", repo, MINED_SCHEMA)
+    rules = asset_code_version("kernel_commit_files")
+    if "rules_version" not in done.columns:  # a lake mined before versions were recorded
+        done = done.with_columns(rules_version=pl.lit(None, dtype=pl.String()))
+    # Commits mined under other file rules count as not mined: re-mined, never kept.
+    older = done.filter(pl.col("rules_version").is_null() | (pl.col("rules_version") != rules))
+    changed = sorted({c for v in older["rules_version"].unique().to_list() for c in changed_rules(v, rules)})
+    done = done.filter(pl.col("rules_version") == rules)
     live = commits["sha"].implode()
     todo = commits.filter(~pl.col("sha").is_in(done["sha"].implode()))
     old_rows = _repo_rows(lake, "kernel_commit_files", repo, ROWS_SCHEMA).filter(pl.col("sha").is_in(live))
     old_exc = _repo_rows(lake, "kernel_commit_excluded", repo, EXCLUDED_SCHEMA).filter(pl.col("sha").is_in(live))
     vanished = done.height - done.filter(pl.col("sha").is_in(live)).height
     if todo.height == 0 and vanished == 0:
-        return {"mined_commits": 0, "new_rows": 0, "rows": old_rows.height, "seconds": 0.0}
+        return {"mined_commits": 0, "new_rows": 0, "rows": old_rows.height, "seconds": 0.0, "rules_version": rules}
     rows, excluded = mine_commit_files(git, spec, todo) if todo.height else (
         pl.DataFrame(schema=ROWS_SCHEMA), pl.DataFrame(schema=EXCLUDED_SCHEMA))
     all_rows = pl.concat([old_rows.filter(~pl.col("sha").is_in(todo["sha"].implode())), rows], how="vertical_relaxed")
     all_exc = pl.concat([old_exc.filter(~pl.col("sha").is_in(todo["sha"].implode())), excluded], how="vertical_relaxed")
     lake.replace_rows("raw", "kernel_commit_files", all_rows, "repo", [repo])
     lake.replace_rows("raw", "kernel_commit_excluded", all_exc, "repo", [repo])
-    lake.replace_rows("raw", "kernel_commit_mined", commits.select("repo", "sha"), "repo", [repo])
-    return {"mined_commits": todo.height, "new_rows": rows.height, "rows": all_rows.height,
-            "excluded": all_exc.height, "vanished_commits": vanished,
-            "seconds": round(time.monotonic() - started, 2)}
+    lake.replace_rows("raw", "kernel_commit_mined",
+                      commits.select("repo", "sha").with_columns(rules_version=pl.lit(rules)), "repo", [repo])
+    out = {"mined_commits": todo.height, "new_rows": rows.height, "rows": all_rows.height,
+           "excluded": all_exc.height, "vanished_commits": vanished,
+           "seconds": round(time.monotonic() - started, 2), "rules_version": rules}
+    if changed:
+        out["changed_rules"] = "; ".join(changed)
+    return out
 
 
 def assemble_kernel_commits(

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import re
 
+#: Version of language classification. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 CUDA = "CUDA"
 CPP = "C++"
 TRITON = "Triton"

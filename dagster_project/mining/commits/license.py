@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import re
 
+#: Version of licence detection and the non-OSS exclusion. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 HEAD_BYTES = 4096
 
 TENSORRT = "NVIDIA-TensorRT"

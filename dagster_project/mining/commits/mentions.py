@@ -32,6 +32,10 @@ import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+#: Version of hardware/model/speedup mentions. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 _TRAILER_RE = re.compile(
     r"^[ \t]*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by"
     r"|suggested-by|cc|helped-by):[^\n]*$",

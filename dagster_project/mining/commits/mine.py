@@ -49,6 +49,10 @@ from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec, is_binding_file
 from dagster_project.mining.git import GitRepo
 
+#: Version of file limits and row rules (Limits, modified-only, exclusion reasons). Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 # -- limits ---------------------------------------------------------------------------------
 
 

@@ -34,10 +34,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "2"
+
 CORE_RE = re.compile(
     r"\[\s*perf(ormance)?\s*\]|^perf(\(|:)|\bperf\b|\bperformance\b|optimi[sz]"
     r"|speed[\s-]?ups?\b|sped up|\bfaster\b"
-    r"|\b(re-?)?tun(e|ed|es|ing)\b|autotun|throughput|latency"
+    r"|\b(re-?)?tun(e|ed|es|ing)\b|throughput|latency"
     r"|\baccelerat(e|es|ed|ing|ion)\b|\bboost|\befficien|\bvectori[sz]"
     r"|\bfast(er)?[\s-]path\b|\bspeed\b|\bquicker\b"
     r"|\breduce[sd]? (the )?(overhead|latency|memory (traffic|footprint|usage)|register"
@@ -50,10 +54,20 @@ CORE_RE = re.compile(
 MID_EXTRA_RE = re.compile(
     r"^(\[[^\]]*\]\s*)*(fuse|fusing)\b"
     r"|\bfuse[sd]?\b.*\binto\b"
-    r"|\b(reduc\w*|eliminat\w*|avoid\w*|remov\w*|minimi[sz]\w*|sav(e|es|ed|ing))\b[^.;]{0,60}?"
+    # v2: a dot inside a name ("torch.zeros") no longer ends the phrase; fewer blocks,
+    # registers, iterations or allocations are perf work too.
+    r"|\b(reduc\w*|eliminat\w*|avoid\w*|remov\w*|minimi[sz]\w*|sav(e|es|ed|ing))\b"
+    r"(?:[^.;]|\.(?=\S)){0,60}?"
     r"\b(overhead|sync\w*|latency|launch(es)?|cop(y|ies)|memcpy|h2d|d2h|bank conflicts?"
-    r"|register spills?|smem|shared memory|memory( usage| traffic| footprint)?"
-    r"|round[\s-]?trips?)\b"
+    r"|register spills?|registers|smem|shared memory|memory( usage| traffic| footprint)?"
+    r"|round[\s-]?trips?|(num|number of) (blocks|registers|iterations)|allocations?)\b"
+    # v2: SGLang's "Opt <thing>" prefix, "Improve(d) ... kernel", a fusion mid-title,
+    # "fast <thing>", a naive implementation replaced.
+    r"|^(\[[^\]]*\]\s*)*opt(?![-\w])"
+    r"|\bimprov(e|es|ed|ing)\b[^;]*\bkernels?\b"
+    r"|\b(fuse|fusion)\b"
+    r"|\bfast\b"
+    r"|\breplac\w*\b[^;]*\bnaive\b"
     r"|\bfast[\s-](path|kernel|topk|decode)\b"
     r"|\bsplit[\s-]?k\b"
     r"|\bpersistent (kernel|attention|mla|gemm|moe)"
@@ -87,7 +101,8 @@ PR_NUMBER_RE = re.compile(r"\(#(\d+)\)\s*$")
 _KEYWORDS = (
     "perf", "optimi", "speed", "sped", "faster", "tun", "throughput", "latency", "accelerat",
     "boost", "efficien", "vectori", "fast", "quicker", "reduc", "improv", "fuse", "fusing",
-    "elimin", "avoid", "remov", "minimi", "sav", "split", "persistent", "warp",
+    "elimin", "avoid", "remov", "minimi", "sav", "split", "persistent", "warp", "opt", "fusion",
+    "naive",
 )
 
 RULES = ("core", "mid")
@@ -102,11 +117,74 @@ class TitleMatch:
     matched: str
 
 
+# -- v2 vetoes (measured on the dev half of benchmarks/data/perf_filter_sample.csv) ------
+
+#: Leading tags and conventional-commit prefixes: ``[Kernel][ROCm] ``, ``perf(moe): ``.
+_LEAD_RE = re.compile(r"^\s*(?:(?:\[[^\]]*\]|[A-Za-z][\w-]*(?:\([^)]*\))?!?:)\s*)+")
+_TAG_RE = re.compile(r"\[([^\]]*)\]")
+#: Mode names that contain a perf word but name a mode, not an improvement (DeepEP's
+#: "Low Latency" / "HighThroughput" modes, "min-latency" kernels).
+MODE_NAME_RE = re.compile(r"(low|min(imum)?)[\s_-]?latency|high[\s_-]?throughput", re.IGNORECASE)
+#: Words that make a fix a perf change after all (outside tags and mode names): a fix
+#: *of* a fusion is still a fix, so mechanisms do not count here.
+FIX_PERF_WORD_RE = re.compile(
+    r"\bperf\w*|\bslow|regression|speed|faster|optimi|accelerat|throughput|latency"
+    r"|overhead|efficien",
+    re.IGNORECASE,
+)
+#: Words that make a "support" title perf work: outcomes and mechanisms alike.
+PERF_WORD_RE = re.compile(
+    FIX_PERF_WORD_RE.pattern + r"|\bfast\b|\bfuse|fusion|fusing|\btun(e|ed|ing)\b|\bsync\b"
+    r"|memory|boost|^opt\b",
+    re.IGNORECASE,
+)
+#: A fix after the tags, as a word or a conventional prefix (``fix:``, ``[ROCm] fix …``).
+_FIX_LEAD_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(bug\s*fix(es)?|hot\s*fix|fix(es|ed|ing)?)\b",
+                          re.IGNORECASE)
+_FIX_TAG_RE = re.compile(r"^\s*(bug\s*fix|bug|fix|hotfix)\s*$", re.IGNORECASE)
+_PERF_TAG_RE = re.compile(r"^\s*perf(ormance)?\s*$", re.IGNORECASE)
+_SUPPORT_RE = re.compile(r"\bsupport(s|ed|ing)?\b", re.IGNORECASE)
+_BENCHMARK_ONLY_RE = re.compile(r"^\s*\[\s*bench(mark)?s?\s*\]\s*(?!\[)", re.IGNORECASE)
+_LOGGING_RE = re.compile(r"\[\s*log(ging)?\s*\]|\b(startup|debug)\s+logs?\b|\blogging\b|\blogs\b",
+                         re.IGNORECASE)
+
+
+def _body(title: str) -> str:
+    """The title without leading tags/prefixes and without mode names."""
+    return MODE_NAME_RE.sub(" ", _LEAD_RE.sub("", pr_title(title)))
+
+
+def veto_reason(title: str) -> str | None:
+    """Why a title with a perf word is still not perf work, or None.
+
+    Bug fixes ("[Bugfix] …", "fix …" after the tags) and feature support ("… support …")
+    count only when the words outside tags and mode names say perf; ``[benchmark]``-only
+    titles and logging work never count.
+    """
+    tags = _TAG_RE.findall(title)
+    body = _body(title)
+    perf_tag = any(_PERF_TAG_RE.match(t) for t in tags)
+    if _BENCHMARK_ONLY_RE.search(title):
+        return "benchmark_only"
+    if _LOGGING_RE.search(title):
+        return "logging"
+    if FIX_PERF_WORD_RE.search(body) is None and (
+            _FIX_LEAD_RE.match(title) or _FIX_LEAD_RE.match(body) or
+            (any(_FIX_TAG_RE.match(t) for t in tags) and not perf_tag)):
+        return "bug_fix"
+    if PERF_WORD_RE.search(body.strip()) is None and _SUPPORT_RE.search(body):
+        return "feature_support"
+    return None
+
+
 def is_excluded_title(title: str) -> bool:
-    """Build, CI, docs, tests, reverts and merges are never perf rows, whatever they say."""
+    """Build, CI, docs, tests, reverts and merges are never perf rows, whatever they say;
+    nor are bug fixes, feature support, benchmark-only and logging titles (``veto_reason``)."""
     if EXCLUDE_RE.search(title):
         return True
-    return WHEEL_RE.search(title) is not None and PERF_REGRESSION_RE.search(title) is None
+    if WHEEL_RE.search(title) is not None and PERF_REGRESSION_RE.search(title) is None:
+        return True
+    return veto_reason(title) is not None
 
 
 def match_title(title: str, rule: str = DEFAULT_RULE) -> TitleMatch | None:
@@ -119,10 +197,11 @@ def match_title(title: str, rule: str = DEFAULT_RULE) -> TitleMatch | None:
     low = title.lower()
     if not any(k in low for k in _KEYWORDS):
         return None
-    m = CORE_RE.search(title)
+    signal = MODE_NAME_RE.sub(" ", title) if MODE_NAME_RE.search(title) else title
+    m = CORE_RE.search(signal)
     match = TitleMatch("core", m.group(0)) if m else None
     if match is None and rule == "mid":
-        m = MID_EXTRA_RE.search(title)
+        m = MID_EXTRA_RE.search(signal)
         match = TitleMatch("mid", m.group(0)) if m else None
     if match is None or is_excluded_title(title):
         return None

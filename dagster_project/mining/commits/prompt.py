@@ -24,6 +24,10 @@ from collections.abc import Sequence
 
 from dagster_project.mining.commits.perf_filter import pr_title
 
+#: Version of the commit prompt. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 SEARCH_MARK = "<<<<<<< SEARCH"
 DIVIDER = "======="
 REPLACE_MARK = ">>>>>>> REPLACE"

@@ -19,6 +19,10 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+#: Version of kernel path globs and binding-file rules per repo. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 # Directories whose files are never kernels, at any depth (reference §1), plus test and
 # benchmark basenames (FlashInfer's old ``src/bench_*.cu`` / ``src/test_*.cu``).
 EXCLUDE_PATH_RE = re.compile(

@@ -23,6 +23,10 @@ from datetime import datetime
 
 import polars as pl
 
+#: Version of the temporal train/test split. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 
 def _group_key() -> pl.Expr:
     """One key per PR, or per commit when the subject has no PR number."""

@@ -21,6 +21,10 @@ import polars as pl
 from dagster_project.mining.configs.specs import CONFIG_DIRS, PR_URL_BASE
 from dagster_project.mining.git import GitRepo
 
+#: Version of which commit a config file is attributed to. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 ATTRIBUTION_SCHEMA: dict[str, pl.DataType] = {
     "repo": pl.String(),
     "path": pl.String(),  # path at the ref

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
+#: Version of candidate_models matching. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 TP_SIZES = (1, 2, 4, 8, 16)
 EP_SIZES = (2, 4, 8, 16, 32, 64)
 

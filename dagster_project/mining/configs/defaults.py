@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+#: Version of the runtime default-config heuristics. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 
 def _vllm_wna16_triton_block(M: int) -> dict[str, int]:
     """``get_moe_wna16_block_config`` for the Triton kernel (batch of one token vs more)."""

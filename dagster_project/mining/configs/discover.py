@@ -24,6 +24,10 @@ from dagster_project.mining.configs.names import (
 from dagster_project.mining.configs.specs import CONFIG_DIR_SPECS, ConfigDir, kernel_for
 from dagster_project.mining.git import GitRepo
 
+#: Version of config directory layout (which files are configs). Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 FILES_SCHEMA: dict[str, pl.DataType] = {
     "repo": pl.String(),
     "path": pl.String(),

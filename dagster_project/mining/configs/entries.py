@@ -34,7 +34,7 @@ ENTRIES_SCHEMA: dict[str, pl.DataType] = {
 
 #: Version of the parsing rules below (limits, what counts as malformed). It is part of
 #: the miner version (``dagster_project.mining.versions``): a change re-mines.
-PARSE_RULES_VERSION = "2"
+RULES_VERSION = "2"
 
 #: Largest config file parsed. Real tuned configs are at most ~8 KB (vLLM 5.0 KB, SGLang
 #: 7.6 KB at the snapshot); a cap 128x that keeps a runaway 20 MB file from adding

@@ -20,6 +20,10 @@ import polars as pl
 from dagster_project.mining.configs.specs import KERNEL_FILES
 from dagster_project.mining.git import GitRepo
 
+#: Version of kernel-source extraction. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 KERNELS_SCHEMA: dict[str, pl.DataType] = {
     "kernel": pl.String(),
     "repo": pl.String(),

@@ -15,6 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: Version of the config file-name grammar and GPU names. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 FAMILIES = ("moe", "block_fp8", "block_int8", "ssu")
 
 # Every dtype token the runtimes have ever written. Unknown tokens still parse (the

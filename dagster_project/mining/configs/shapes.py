@@ -20,6 +20,10 @@ from typing import Any
 
 import polars as pl
 
+#: Version of model-shape snapshot handling. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 SHAPES_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),
     "hf_repo_id": pl.String(),

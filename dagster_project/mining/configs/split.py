@@ -23,6 +23,10 @@ import hashlib
 
 from dagster_project.mining.configs.names import normalised_basename
 
+#: Version of the deployment split. Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 TEST_FRACTION = 0.09
 SALT = "kernelhouse/tuned_configs/split/v1"
 

@@ -1,0 +1,120 @@
+"""Precision and recall of the perf-title rule on the hand-labelled sample (issue 21).
+
+The sample (``data/perf_filter_sample.csv``, drawn by ``perf_filter_sample.py`` from the
+real clones and labelled before the rule was changed) has two strata: commits the rule
+selected when it was drawn, and commits it rejected whose title has a perf-ish word.
+Titles are read from the clones again (they are not stored). Printed per split:
+
+* ``heldout`` (the headline: never looked at while tuning the rule),
+* ``dev`` (the rule was tuned on it: an in-sample figure),
+* in-sample precision/recall with Wilson 95% intervals, and a population estimate that
+  weights each (repo, stratum) cell back to its size at drawing time.
+
+    .venv/bin/python benchmarks/bench_perf_filter.py [--errors dev]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from dagster_project.mining.commits import perf_filter
+
+sys.path.insert(0, str(Path(__file__).parent))
+from perf_filter_sample import SOURCES, source  # noqa: E402
+
+HERE = Path(__file__).parent
+SAMPLE = HERE / "data" / "perf_filter_sample.csv"
+META = HERE / "data" / "perf_filter_sample.json"
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
+    """Point estimate and Wilson score interval of a proportion k/n (n = 0 -> nan)."""
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def subjects(rows: list[dict], sources: dict[str, str]) -> dict[str, str]:
+    """sha -> subject, one ``git log --no-walk`` per repo."""
+    out: dict[str, str] = {}
+    for repo, src in sources.items():
+        shas = [r["sha"] for r in rows if r["repo"] == repo]
+        if not shas:
+            continue
+        text = subprocess.run(["git", "-C", src, "log", "--no-walk=unsorted", "--format=%H%x1f%s", *shas],
+                              capture_output=True, text=True, check=True).stdout
+        for line in text.splitlines():
+            sha, _, subject = line.partition("\x1f")
+            out[sha] = subject
+    return out
+
+
+def score(rows: list[dict]) -> dict[str, object]:
+    c = Counter((r["pred"], r["label"] == "perf") for r in rows)
+    tp, fp, fn = c[(True, True)], c[(True, False)], c[(False, True)]
+    return {"n": len(rows), "tp": tp, "fp": fp, "fn": fn, "tn": c[(False, False)],
+            "precision": wilson(tp, tp + fp), "recall": wilson(tp, tp + fn)}
+
+
+def weighted(rows: list[dict], population: dict) -> tuple[float, float]:
+    """Population precision/recall: each (repo, stratum) cell weighted by N/n."""
+    n_cell = Counter((r["repo"], r["stratum"]) for r in rows)
+    tp = fp = fn = 0.0
+    for r in rows:
+        w = population[r["repo"]][r["stratum"]] / n_cell[(r["repo"], r["stratum"])]
+        pos = r["label"] == "perf"
+        tp += w * (r["pred"] and pos)
+        fp += w * (r["pred"] and not pos)
+        fn += w * (not r["pred"] and pos)
+    return tp / (tp + fp) if tp + fp else math.nan, tp / (tp + fn) if tp + fn else math.nan
+
+
+def _fmt(t: tuple[float, float, float]) -> str:
+    return f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--errors", choices=["dev", "heldout", "all", "none"], default="dev",
+                    help="list misclassified commits of this split (titles from the clones)")
+    args = ap.parse_args()
+    meta = json.loads(META.read_text())
+    rows = list(csv.DictReader(SAMPLE.open()))
+    subj = subjects(rows, {r: source(r) for r in SOURCES})
+    missing = [r["sha"] for r in rows if r["sha"] not in subj]
+    if missing:
+        raise SystemExit(f"{len(missing)} sample commits not in the clones, e.g. {missing[0]}")
+    for r in rows:
+        r["pred"] = perf_filter.match_title(subj[r["sha"]]) is not None
+    print(f"title rule version {perf_filter.RULES_VERSION} (sample drawn with "
+          f"{meta['drawn_with_title_rule']}); {len(rows)} labelled commits, "
+          f"{sum(r['label'] == 'perf' for r in rows)} perf")
+    print(f"{'split':8} {'n':>4} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision [95% Wilson]':26} "
+          f"{'recall [95% Wilson]':26} population P / R")
+    for name in ("heldout", "dev", "all"):
+        part = rows if name == "all" else [r for r in rows if r["split"] == name]
+        s = score(part)
+        wp, wr = weighted(part, meta["population"])
+        print(f"{name:8} {s['n']:>4} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
+              f"{_fmt(s['precision']):26} {_fmt(s['recall']):26} {wp:.3f} / {wr:.3f}")
+    if args.errors != "none":
+        print(f"\nmisclassified ({args.errors}):")
+        for r in rows:
+            if (args.errors == "all" or r["split"] == args.errors) and r["pred"] != (r["label"] == "perf"):
+                kind = "FP" if r["pred"] else "FN"
+                print(f"  {kind} {r['repo']:10} {r['sha'][:10]} {subj[r['sha']][:90]}  -- {r['reason']}")
+
+
+if __name__ == "__main__":
+    main()

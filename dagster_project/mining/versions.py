@@ -1,0 +1,123 @@
+"""The miner version: every mining rule module's ``RULES_VERSION``, composed per asset.
+
+Why: a mined table is a function of the upstream history *and* of our rules. The heads
+alone cannot tell whether the rows in the lake are still what the current rules give, so
+each rule module carries a version, each mined asset uses the versions of the rules it
+applies as its Dagster ``code_version`` (a bump makes it stale, so ``kernelhouse refresh``
+runs it and says "has a new code version"), and the incremental miners store the same
+string next to their watermark: a stored version unlike the current one re-mines that
+repo instead of keeping rows an older rule selected. An unchanged version stays a no-op.
+
+``tests/unit/test_miner_golden.py`` fingerprints the mined output of the fixture repos
+per version: output that changes while these strings stay the same fails it.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from dagster_project.mining.commits import (
+    kernel_body,
+    languages,
+    license,
+    mentions,
+    mine,
+    perf_filter,
+    specs,
+)
+from dagster_project.mining.commits import prompt as commit_prompt
+from dagster_project.mining.commits import split as commit_split
+from dagster_project.mining.configs import (
+    attribution,
+    candidates,
+    defaults,
+    discover,
+    entries,
+    kernels,
+    names,
+    shapes,
+)
+from dagster_project.mining.configs import prompt as config_prompt
+from dagster_project.mining.configs import split as config_split
+
+#: rule name -> module, for every module whose rules decide mined rows.
+RULE_MODULES: dict[str, ModuleType] = {
+    "title_filter": perf_filter,
+    "kernel_paths": specs,
+    "file_limits": mine,
+    "languages": languages,
+    "licences": license,
+    "kernel_body": kernel_body,
+    "commit_split": commit_split,
+    "mentions": mentions,
+    "commit_prompt": commit_prompt,
+    "config_layout": discover,
+    "config_names": names,
+    "parsing": entries,
+    "attribution": attribution,
+    "kernel_sources": kernels,
+    "model_shapes": shapes,
+    "candidates": candidates,
+    "defaults": defaults,
+    "config_split": config_split,
+    "config_prompt": config_prompt,
+}
+
+#: asset -> the rules it applies itself (inputs' changes reach it through data versions).
+ASSET_RULES: dict[str, tuple[str, ...]] = {
+    "perf_commits": ("title_filter", "kernel_paths"),
+    "kernel_commit_files": ("kernel_paths", "file_limits", "languages", "licences", "kernel_body"),
+    "kernel_commits": ("commit_split", "mentions", "commit_prompt"),
+    "config_files": ("config_layout", "config_names", "parsing"),
+    "config_entries": ("parsing",),
+    "config_attribution": ("attribution", "parsing"),
+    "kernel_sources": ("kernel_sources",),
+    "moe_model_shapes": ("model_shapes",),
+    "tuned_configs": ("candidates", "defaults", "config_split", "config_prompt", "parsing"),
+}
+
+
+def rule_versions(rules: tuple[str, ...] | None = None) -> dict[str, str]:
+    """{rule: version} of ``rules`` (all rules when None), read from the modules now."""
+    names_ = tuple(RULE_MODULES) if rules is None else rules
+    return {r: str(RULE_MODULES[r].RULES_VERSION) for r in names_}
+
+
+def format_versions(versions: dict[str, str]) -> str:
+    """``rule=v,rule=v`` in a fixed order: readable in the UI and stable as a code version."""
+    return ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
+
+
+def parse_versions(text: str | None) -> dict[str, str]:
+    """Inverse of ``format_versions``; an empty or missing string (old lakes) gives {}."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        key, sep, value = part.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def asset_code_version(asset: str) -> str:
+    """The ``code_version`` of a mined asset: the versions of the rules it applies."""
+    return format_versions(rule_versions(ASSET_RULES[asset]))
+
+
+def miner_version() -> str:
+    """Every rule's version: what the whole mined output is a function of."""
+    return format_versions(rule_versions())
+
+
+def changed_rules(stored: str | None, current: str) -> list[str]:
+    """Human-readable differences, e.g. ``['title_filter 1 -> 2']``; [] when equal.
+
+    A stored string of an older lake that recorded no version reports ``'no version
+    recorded'`` so a refresh says why it re-mines.
+    """
+    if stored == current:
+        return []
+    old, new = parse_versions(stored), parse_versions(current)
+    if not old:
+        return ["no version recorded"]
+    keys = sorted(set(old) | set(new))
+    return [f"{k} {old.get(k, '-')} -> {new.get(k, '-')}" for k in keys if old.get(k) != new.get(k)]
