@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dagster_project.lake import Lake
@@ -32,6 +33,7 @@ from dagster_project.mining.git import GitRepo
 from ._sql import record, records, relation
 from .atomic import atomic_export_dir
 from .cards import render_card, size_category
+from .features import dataset_info
 from .report import ExportError, ExportReport, file_sizes
 
 __all__ = [
@@ -185,10 +187,13 @@ def export_kernel_opt_rl(
         stats["snapshot"] = heads
         with atomic_export_dir(Path(out_dir)) as tmp:
             rows = {}
+            schemas: dict[str, pa.Schema] = {}
             for subset in SUBSETS:
                 for split in SPLITS:
                     rel_path = data_file(subset, split)
-                    rows[rel_path] = _write_parquet(con, f"{subset}_rows", split, tmp / rel_path)
+                    rows[rel_path], schemas[subset] = _write_parquet(
+                        con, f"{subset}_rows", split, tmp / rel_path
+                    )
             _check_counts(rows, stats)
             code = tmp / "code" / "reward.py"
             code.parent.mkdir(parents=True)
@@ -197,7 +202,7 @@ def export_kernel_opt_rl(
             data_bytes = sum(f.stat().st_size for f in tmp.rglob("*.parquet"))
             readme = render_card(
                 "kernel_opt_rl.md.j2",
-                _front_matter(stats),
+                _front_matter(stats, schemas),
                 {
                     "s": stats,
                     "tc": stats["tuned_configs"],
@@ -214,7 +219,7 @@ def export_kernel_opt_rl(
     return ExportReport(dataset=DATASET, out_dir=Path(out_dir), rows=rows, sizes=sizes, stats=stats)
 
 
-def _front_matter(stats: Mapping[str, Any]) -> dict[str, Any]:
+def _front_matter(stats: Mapping[str, Any], schemas: Mapping[str, pa.Schema]) -> dict[str, Any]:
     total = stats["tuned_configs"]["rows"] + stats["kernel_commits"]["rows"]
     return {
         "license": "apache-2.0",
@@ -232,11 +237,17 @@ def _front_matter(stats: Mapping[str, Any]) -> dict[str, Any]:
             }
             for subset in SUBSETS
         ],
+        # Declared schemas (features.py): the Hub viewer and `datasets` need not infer them.
+        "dataset_info": [
+            dataset_info(subset, schemas[subset]) for subset in SUBSETS
+        ],
     }
 
 
-def _write_parquet(con: duckdb.DuckDBPyConnection, query: str, split: str, path: Path) -> int:
-    """Stream one split of one subset into a Parquet file; returns its row count."""
+def _write_parquet(
+    con: duckdb.DuckDBPyConnection, query: str, split: str, path: Path
+) -> tuple[int, pa.Schema]:
+    """Stream one split of one subset into a Parquet file; returns its row count and schema."""
     reader = relation(con, query, {"split": split}).to_arrow_reader(_BATCH_ROWS)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -245,7 +256,7 @@ def _write_parquet(con: duckdb.DuckDBPyConnection, query: str, split: str, path:
             if batch.num_rows:
                 writer.write_batch(batch)
                 written += batch.num_rows
-    return written
+    return written, reader.schema
 
 
 def _check_counts(rows: Mapping[str, int], stats: Mapping[str, Any]) -> None:

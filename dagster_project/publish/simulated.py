@@ -2,22 +2,37 @@
 
 Layout (the same for both; ``<rows>`` is ``sessions`` or ``episodes``)::
 
-    README.md               card: YAML front matter, our statistics, provenance
+    README.md               card: YAML front matter (configs + declared features), statistics
     batches/batch_NNN.jsonl 100 rows per file
     <rows>.jsonl            every batch concatenated, in batch order
-    tasks_holdout.jsonl     held-out task specs (no solutions)
+    tasks_holdout.jsonl     held-out task specs (no solutions, no prompts)
     stats.json              the aggregate figures the card prints
 
-Rows have exactly the cards' field names and value shapes. The lake stores a few nested
-values as JSON text (``shape``; a trace step's ``params``) because Parquet needs one type
-per column; the writer decodes them back into objects, so a row reads like the published
-datasets (``"shape": {"M": 256, "N": 5632}``, not a string).
+Rows have the cards' field names, in the cards' order, and one fixed schema, declared in
+the card's ``dataset_info`` (``features.py``), so ``datasets`` and the Hub viewer read every
+file the same way at any size. Two choices make that schema fixed:
 
-Sessions are large (full kernel sources on every step), so nothing holds a whole dataset:
-the small list of (id, batch) pairs is read first, then each batch is queried on its own and
-streamed from DuckDB through Arrow into its file; the merged file is a byte copy of the
-batches. Everything is written into a temporary folder and swapped in at the end
-(``atomic_export_dir``), so a failure leaves the previous export as it was.
+* **Maps whose keys depend on the row are JSON text** — ``shape`` (its dimension names
+  depend on the op: ``{"M", "N", "K"}`` for a GEMM, ``{"B", "Hq", "Hkv", "D", "Skv",
+  "page"}`` for paged decode; 41 ops use ~40 names) and each trace step's / message's
+  ``params`` (per-variant tunables; a plan message holds a per-agent split). As objects,
+  their keys differ from file to file, which is what made ``load_dataset`` fail on the
+  kernelswarm export (each batch holds 1-2 ops). The alternative, one struct with every
+  key nullable, would give every row ~35 null dimensions that read like "unknown" values
+  and would change the schema whenever the simulator gains an op. JSON text keeps exactly
+  the keys a row has, loads with every ``datasets`` version and every JSON reader, and is
+  what the lake already stores, so the export does not decode and re-encode it:
+  ``json.loads(row["shape"])`` gives the card's object back.
+* **Every message has every key**: kernelswarm message kinds carry different fields (a
+  dispatch has a recipient, a result a reward); a key a kind does not use is ``null``
+  rather than absent, so a reader never sees a message shape it did not see first.
+
+Writing streams: the small list of (id, batch) pairs is read first, then each batch is
+queried on its own and streamed from DuckDB as Arrow record batches into polars'
+NDJSON writer (no Python object per row; sessions carry whole kernel sources on every
+step); the merged file is a byte copy of the batches. Everything is written into a
+temporary folder and swapped in at the end (``atomic_export_dir``), so a failure leaves
+the previous export as it was.
 """
 
 from __future__ import annotations
@@ -28,15 +43,18 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import duckdb
+import polars as pl
+import pyarrow as pa
 
 from dagster_project.lake import Lake
 
 from ._sql import record, records, relation
 from .atomic import atomic_export_dir
 from .cards import render_card, size_category
+from .features import dataset_info
 from .report import ExportError, ExportReport, file_sizes
 
 __all__ = [
@@ -49,7 +67,6 @@ __all__ = [
     "export_kernelswarm",
     "kernelinfer_stats",
     "kernelswarm_stats",
-    "shape_row",
 ]
 
 #: Rows per batch file, as both cards describe.
@@ -102,8 +119,8 @@ class SimLayout:
     batches_params: tuple[tuple[str, Any], ...]
     rows_query: str  # takes $ids, returns exactly `fields`
     fields: tuple[str, ...]
-    json_paths: tuple[str, ...]  # "col" or "col[].key": JSON text in the lake, objects in the file
-    compact_lists: tuple[str, ...]  # list-of-object columns whose null keys are dropped
+    json_text: tuple[str, ...]  # "col" or "col[].key": JSON text in the lake and in the file
+    invalid_json_query: str  # counts rows whose `json_text` values are not JSON
     holdout_query: str
     template: str
     tags: tuple[str, ...]
@@ -140,8 +157,8 @@ KERNELINFER = SimLayout(
         "trace",
         "messages",
     ),
-    json_paths=("shape", "trace[].params"),
-    compact_lists=(),
+    json_text=("shape", "trace[].params"),
+    invalid_json_query="kernelinfer_invalid_json",
     holdout_query="kernelinfer_holdout_rows",
     template="kernelinfer.md.j2",
     tags=(
@@ -181,10 +198,8 @@ KERNELSWARM = SimLayout(
         "num_messages",
         "messages",
     ),
-    json_paths=("shape", "messages[].params"),
-    # Message kinds carry different fields (a dispatch has `to`/`subtask`, a result has
-    # `reward`); the lake stores their union, the file keeps only what each message has.
-    compact_lists=("messages",),
+    json_text=("shape", "messages[].params"),
+    invalid_json_query="kernelswarm_invalid_json",
     holdout_query="kernelswarm_holdout_rows",
     template="kernelswarm.md.j2",
     tags=(
@@ -247,49 +262,40 @@ def kernelswarm_stats(lake: Lake) -> dict[str, Any]:
         return _kernelswarm_stats(con)
 
 
-# -- row shaping ---------------------------------------------------------------------------
-def _decode(value: Any, where: str) -> Any:
-    if not isinstance(value, str):
-        return value  # already an object (or null): nothing to undo
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ExportError(f"{where} should hold JSON text but holds {value[:60]!r}") from exc
-
-
-def shape_row(row: dict[str, Any], layout: SimLayout) -> dict[str, Any]:
-    """Turn one lake row into its card form (in place; returns it): decode the JSON-text
-    paths and drop null keys inside the compacted lists."""
-    for path in layout.json_paths:
-        column, _, key = path.partition("[].")
-        if not key:
-            row[column] = _decode(row.get(column), column)
-            continue
-        for item in row.get(column) or ():
-            if isinstance(item, dict) and key in item:
-                item[key] = _decode(item[key], path)
-    for column in layout.compact_lists:
-        items = row.get(column)
-        if items:
-            row[column] = [
-                {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
-                for item in items
-            ]
-    return row
-
-
-def _dump(row: Mapping[str, Any], fh: TextIO) -> None:
-    # allow_nan=False: NaN/Infinity are not JSON, and `datasets` would reject the file later.
-    fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False))
-    fh.write("\n")
-
-
 # -- writers -------------------------------------------------------------------------------
-def _write_batches(con: duckdb.DuckDBPyConnection, layout: SimLayout, root: Path) -> dict[str, int]:
+def _check_json_text(con: duckdb.DuckDBPyConnection, layout: SimLayout) -> None:
+    """The JSON-text columns ship as they are stored, so check them once, in SQL."""
+    bad = record(con, layout.invalid_json_query)
+    if bad["rows"]:
+        raise ExportError(
+            f"{layout.dataset}: {bad['rows']} row(s) hold text that is not JSON in "
+            f"{', '.join(layout.json_text)} (first: {bad['first_id']})"
+        )
+
+
+def _write_ndjson(reader: pa.RecordBatchReader, fh: BinaryIO) -> int:
+    """Stream Arrow record batches into ``fh`` as JSON Lines with polars' writer.
+
+    Polars writes NaN and infinities as ``null`` (JSON has no such numbers), keeps
+    non-ASCII text as UTF-8 and every struct key, null or not, in schema order."""
+    count = 0
+    for chunk in reader:
+        if chunk.num_rows:
+            frame = pl.from_arrow(chunk)
+            assert isinstance(frame, pl.DataFrame)
+            frame.write_ndjson(fh)
+            count += chunk.num_rows
+    return count
+
+
+def _write_batches(
+    con: duckdb.DuckDBPyConnection, layout: SimLayout, root: Path
+) -> tuple[dict[str, int], pa.Schema]:
     plan = records(con, layout.batches_query, dict(layout.batches_params))
     folder = root / "batches"
     folder.mkdir()
     written: dict[str, int] = {}
+    schema: pa.Schema | None = None
     for batch, members in itertools.groupby(plan, key=lambda r: r["batch"]):
         if batch is None or int(batch) < 0:
             raise ExportError(f"{layout.dataset}: rows without a batch/shard number")
@@ -304,18 +310,20 @@ def _write_batches(con: duckdb.DuckDBPyConnection, layout: SimLayout, root: Path
             raise ExportError(
                 f"{layout.dataset}: row query yields {reader.schema.names}, card wants {list(layout.fields)}"
             )
-        count = 0
-        with (root / name).open("w", encoding="utf-8", newline="\n") as fh:
-            for chunk in reader:
-                for row in chunk.to_pylist():
-                    _dump(shape_row(row, layout), fh)
-                    count += 1
+        if schema is None:
+            schema = reader.schema
+        elif not reader.schema.equals(schema):
+            raise ExportError(f"{layout.dataset}: {name} has another schema than the batches before it")
+        with (root / name).open("wb") as fh:
+            count = _write_ndjson(reader, fh)
         if count != len(ids):
             raise ExportError(
                 f"{layout.dataset}: {name} has {count} rows for {len(ids)} ids (duplicate ids?)"
             )
         written[name] = count
-    return written
+    if schema is None:
+        raise ExportError(f"{layout.dataset}: the batch plan is empty")
+    return written, schema
 
 
 def _concatenate(root: Path, parts: Iterable[str], target: str) -> None:
@@ -326,17 +334,12 @@ def _concatenate(root: Path, parts: Iterable[str], target: str) -> None:
                 shutil.copyfileobj(src, out, length=1 << 20)
 
 
-def _write_holdout(con: duckdb.DuckDBPyConnection, layout: SimLayout, path: Path) -> int:
+def _write_holdout(
+    con: duckdb.DuckDBPyConnection, layout: SimLayout, path: Path
+) -> tuple[int, pa.Schema]:
     reader = relation(con, layout.holdout_query).to_arrow_reader(1024)
-    count = 0
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
-        for chunk in reader:
-            for row in chunk.to_pylist():
-                if isinstance(row.get("shape"), str):
-                    row["shape"] = _decode(row["shape"], "tasks_holdout.shape")
-                _dump(row, fh)
-                count += 1
-    return count
+    with path.open("wb") as fh:
+        return _write_ndjson(reader, fh), reader.schema
 
 
 def _provenance(
@@ -350,7 +353,9 @@ def _provenance(
     }
 
 
-def _front_matter(layout: SimLayout, rows: int) -> dict[str, Any]:
+def _front_matter(
+    layout: SimLayout, rows: int, schema: pa.Schema, holdout_schema: pa.Schema
+) -> dict[str, Any]:
     return {
         "license": "mit",
         "pretty_name": layout.pretty_name,
@@ -370,6 +375,12 @@ def _front_matter(layout: SimLayout, rows: int) -> dict[str, Any]:
                 "data_files": [{"split": "test", "path": HOLDOUT_FILE}],
             },
         ],
+        # The declared schema of each config: every file is read as this, whatever rows
+        # it happens to start with (see the module docstring and features.py).
+        "dataset_info": [
+            dataset_info("default", schema),
+            dataset_info("tasks_holdout", holdout_schema),
+        ],
     }
 
 
@@ -386,25 +397,29 @@ def _export(
         stats = stats_of(con)
         if not stats[layout.unit]:
             raise ExportError(f"{layout.dataset}: the lake has no {layout.unit}; nothing to export")
+        _check_json_text(con, layout)
         with atomic_export_dir(Path(out_dir)) as tmp:
-            rows = _write_batches(con, layout, tmp)
+            rows, schema = _write_batches(con, layout, tmp)
             _concatenate(tmp, list(rows), layout.merged)
             rows[layout.merged] = sum(rows.values())
             if rows[layout.merged] != stats[layout.unit]:
                 raise ExportError(
                     f"{layout.dataset}: wrote {rows[layout.merged]} {layout.unit}, lake has {stats[layout.unit]}"
                 )
-            rows[HOLDOUT_FILE] = _write_holdout(con, layout, tmp / HOLDOUT_FILE)
-            data_bytes = sum(file_sizes(tmp).values())
+            holdout = _write_holdout(con, layout, tmp / HOLDOUT_FILE)
+            rows[HOLDOUT_FILE] = holdout[0]
+            sizes = file_sizes(tmp)
             stats["batch_files"] = len(rows) - 2
-            stats["data_bytes"] = data_bytes
+            # The rows once (the batch files) and everything with the merged copy.
+            stats["rows_bytes"] = sum(v for k, v in sizes.items() if k.startswith("batches/"))
+            stats["data_bytes"] = sum(sizes.values())
             stats["provenance"] = _provenance(compile_validation, build)
             (tmp / STATS_FILE).write_text(
                 json.dumps(stats, indent=2, allow_nan=False) + "\n", encoding="utf-8"
             )
             readme = render_card(
                 layout.template,
-                _front_matter(layout, int(stats[layout.unit])),
+                _front_matter(layout, int(stats[layout.unit]), schema, holdout[1]),
                 {
                     "s": stats,
                     "layout": layout,

@@ -67,6 +67,16 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _as_shipped(session: dict[str, Any]) -> dict[str, Any]:
+    """A simulator session as the export ships it: ``shape`` and each step's ``params``
+    as the JSON text the lake stores (``session_frames``), everything else unchanged."""
+    return {
+        **session,
+        "shape": json.dumps(session["shape"]),
+        "trace": [{**t, "params": json.dumps(t["params"], sort_keys=True)} for t in session["trace"]],
+    }
+
+
 # -- kernelinfer -------------------------------------------------------------------------------
 def test_kernelinfer_layout(infer_export: SimExport) -> None:
     out = infer_export.report.out_dir
@@ -97,13 +107,14 @@ def test_kernelinfer_rows_are_the_card_rows(infer_export: SimExport) -> None:
     rows = _lines(infer_export.report.out_dir / "sessions.jsonl")
     assert all(list(r) == KERNELINFER_FIELDS for r in rows)
     assert KERNELINFER.fields == tuple(KERNELINFER_FIELDS)
-    # Field for field what the simulator produced: shape/best/attempts/params are objects.
-    assert rows == infer_export.rows
+    # Field for field what the simulator produced; shape and params as JSON text.
+    assert rows == [_as_shipped(r) for r in infer_export.rows]
     first = rows[0]
-    assert isinstance(first["shape"], dict) and isinstance(first["best"], dict)
+    assert json.loads(first["shape"]) == infer_export.rows[0]["shape"]
+    assert isinstance(first["best"], dict)
     assert list(first["best"]) == ["step", "time_ms", "speedup"]
     assert list(first["attempts"]) == ["kept", "reverted", "errors", "rebench"]
-    assert first["trace"][0]["kind"] == "baseline" and first["trace"][0]["params"] == {}
+    assert first["trace"][0]["kind"] == "baseline" and first["trace"][0]["params"] == "{}"
     assert all(list(m) == ["role", "content"] for m in first["messages"])
     # Batch NNN holds shard NNN.
     batch_1 = {
@@ -120,7 +131,10 @@ def test_kernelinfer_rows_are_the_card_rows(infer_export: SimExport) -> None:
 def test_kernelinfer_holdout(infer_export: SimExport) -> None:
     rows = _lines(infer_export.report.out_dir / "tasks_holdout.jsonl")
     assert len(rows) == 5
-    assert all(isinstance(r["shape"], dict) for r in rows)
+    # The task spec only: the lake's prompt column stays in the lake.
+    assert all(list(r) == ["task_id", "op", "impl", "gpu", "arch", "dtype", "shape",
+                           "signature", "desc", "objective"] for r in rows)
+    assert all(isinstance(json.loads(r["shape"]), dict) for r in rows)
     assert [r["task_id"] for r in rows] == sorted(r["task_id"] for r in rows)
 
 
@@ -209,15 +223,15 @@ def test_kernelinfer_failure_keeps_previous_export(
     export_kernelinfer(infer_export.lake, out)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     calls = {"n": 0}
-    real_dump = module._dump
+    real_write = module._write_ndjson
 
-    def dump_then_die(row: dict[str, Any], fh: Any) -> None:
+    def write_then_die(reader: Any, fh: Any) -> int:
         calls["n"] += 1
-        if calls["n"] > 5:
+        if calls["n"] > 2:
             raise OSError("disk full")
-        real_dump(row, fh)
+        return real_write(reader, fh)
 
-    monkeypatch.setattr(module, "_dump", dump_then_die)
+    monkeypatch.setattr(module, "_write_ndjson", write_then_die)
     with pytest.raises(OSError, match="disk full"):
         export_kernelinfer(infer_export.lake, out)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
@@ -238,8 +252,18 @@ def test_empty_simulation_is_not_exported(tmp_path: Path) -> None:
 
 
 def test_json_text_that_is_not_json_is_reported(tmp_path: Path) -> None:
-    with pytest.raises(ExportError, match="shape should hold JSON"):
-        module.shape_row({"shape": "M=1"}, KERNELINFER)
+    lake = lakes.new_lake(tmp_path / "lake")
+    lakes.build_kernelinfer_lake(lake, shard_sizes=(2,))
+    with lake.connect() as con:
+        con.execute(
+            "CREATE OR REPLACE TABLE sim.broken AS SELECT * REPLACE "
+            "(CASE WHEN session_id = (SELECT max(session_id) FROM sim.kernelinfer_sessions) "
+            "THEN 'M=1' ELSE shape END AS shape) FROM sim.kernelinfer_sessions"
+        )
+        con.execute("CREATE OR REPLACE VIEW sim.kernelinfer_sessions AS SELECT * FROM sim.broken")
+    with pytest.raises(ExportError, match=r"1 row\(s\) hold text that is not JSON in shape"):
+        export_kernelinfer(lake, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_compile_validation_must_be_a_rate() -> None:
@@ -268,15 +292,12 @@ def test_kernelswarm_layout_and_rows(swarm_export: SimExport) -> None:
     assert KERNELSWARM.fields == tuple(KERNELSWARM_FIELDS)
     for got, want in zip(rows, swarm_export.rows, strict=True):
         assert got["episode_id"] == want["episode_id"]
-        assert got["shape"] == json.loads(want["shape"])
+        assert got["shape"] == want["shape"]  # JSON text, as stored
         assert got["agents"] == want["agents"]
-        # Each message keeps only its own fields; params are objects again.
-        assert got["messages"] == [
-            {k: (json.loads(v) if k == "params" else v) for k, v in m.items() if v is not None}
-            for m in want["messages"]
-        ]
-    assert rows[0]["messages"][2]["params"] == {"BLOCK": 128}
-    assert "reward" not in rows[0]["messages"][0]
+        # Every message has every key (null where its kind has none); params JSON text.
+        assert got["messages"] == want["messages"]
+    assert json.loads(rows[0]["messages"][2]["params"]) == {"BLOCK": 128}
+    assert rows[0]["messages"][0]["reward"] is None
 
 
 def test_kernelswarm_stats_and_card(swarm_export: SimExport, hf_cache: Path) -> None:
