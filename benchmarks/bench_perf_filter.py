@@ -5,12 +5,12 @@ real clones and labelled before the rule was changed) has two strata: commits th
 selected when it was drawn, and commits it rejected whose title has a perf-ish word.
 Titles are read from the clones again (they are not stored). Printed per split:
 
-* ``heldout`` (the headline: never looked at while tuning the rule),
-* ``dev`` (the rule was tuned on it: an in-sample figure),
+* ``rN-heldout`` of the newest round (the headline: never looked at while tuning),
+* older rounds' parts (the rule was tuned on them by now: in-sample figures),
 * in-sample precision/recall with Wilson 95% intervals, and a population estimate that
   weights each (repo, stratum) cell back to its size at drawing time.
 
-    .venv/bin/python benchmarks/bench_perf_filter.py [--errors dev]
+    .venv/bin/python benchmarks/bench_perf_filter.py [--errors r1-dev]
 """
 
 from __future__ import annotations
@@ -67,12 +67,17 @@ def score(rows: list[dict]) -> dict[str, object]:
             "precision": wilson(tp, tp + fp), "recall": wilson(tp, tp + fn)}
 
 
-def weighted(rows: list[dict], population: dict) -> tuple[float, float]:
-    """Population precision/recall: each (repo, stratum) cell weighted by N/n."""
-    n_cell = Counter((r["repo"], r["stratum"]) for r in rows)
+def weighted(rows: list[dict], meta: dict) -> tuple[float, float]:
+    """Population precision/recall: each (round, repo, stratum) cell weighted by N/n.
+
+    Rounds are drawn with different rule versions, so each keeps its own population.
+    """
+    n_cell = Counter((r["round"], r["repo"], r["stratum"]) for r in rows)
+    n_rounds = len({r["round"] for r in rows})
     tp = fp = fn = 0.0
     for r in rows:
-        w = population[r["repo"]][r["stratum"]] / n_cell[(r["repo"], r["stratum"])]
+        size = meta["rounds"][r["round"]]["population"][r["repo"]][r["stratum"]]
+        w = size / n_cell[(r["round"], r["repo"], r["stratum"])] / n_rounds
         pos = r["label"] == "perf"
         tp += w * (r["pred"] and pos)
         fp += w * (r["pred"] and not pos)
@@ -86,8 +91,8 @@ def _fmt(t: tuple[float, float, float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--errors", choices=["dev", "heldout", "all", "none"], default="dev",
-                    help="list misclassified commits of this split (titles from the clones)")
+    ap.add_argument("--errors", default="none",
+                    help="list misclassified commits of a part (r1-dev, r2-heldout, all; titles from the clones)")
     args = ap.parse_args()
     meta = json.loads(META.read_text())
     rows = list(csv.DictReader(SAMPLE.open()))
@@ -97,21 +102,24 @@ def main() -> None:
         raise SystemExit(f"{len(missing)} sample commits not in the clones, e.g. {missing[0]}")
     for r in rows:
         r["pred"] = perf_filter.match_title(subj[r["sha"]]) is not None
-    print(f"title rule version {perf_filter.RULES_VERSION} (sample drawn with "
-          f"{meta['drawn_with_title_rule']}); {len(rows)} labelled commits, "
-          f"{sum(r['label'] == 'perf' for r in rows)} perf")
-    print(f"{'split':8} {'n':>4} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision [95% Wilson]':26} "
+    drawn = ", ".join(f"round {k} with {v['drawn_with_title_rule']}" for k, v in meta["rounds"].items())
+    print(f"title rule version {perf_filter.RULES_VERSION} (sample drawn: {drawn}); {len(rows)} "
+          f"labelled commits, {sum(r['label'] == 'perf' for r in rows)} perf")
+    print(f"{'part':11} {'n':>4} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision [95% Wilson]':26} "
           f"{'recall [95% Wilson]':26} population P / R")
-    for name in ("heldout", "dev", "all"):
-        part = rows if name == "all" else [r for r in rows if r["split"] == name]
+    groups = sorted({(r["round"], r["split"]) for r in rows}, key=lambda g: (-int(g[0]), g[1] != "heldout"))
+    for rnd, split in [*groups, ("*", "all")]:
+        part = rows if rnd == "*" else [r for r in rows if r["round"] == rnd and r["split"] == split]
         s = score(part)
-        wp, wr = weighted(part, meta["population"])
-        print(f"{name:8} {s['n']:>4} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
+        wp, wr = weighted(part, meta)
+        name = "all" if rnd == "*" else f"r{rnd}-{split}"
+        print(f"{name:11} {s['n']:>4} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
               f"{_fmt(s['precision']):26} {_fmt(s['recall']):26} {wp:.3f} / {wr:.3f}")
     if args.errors != "none":
         print(f"\nmisclassified ({args.errors}):")
         for r in rows:
-            if (args.errors == "all" or r["split"] == args.errors) and r["pred"] != (r["label"] == "perf"):
+            part = f"r{r['round']}-{r['split']}"
+            if (args.errors in ("all", part)) and r["pred"] != (r["label"] == "perf"):
                 kind = "FP" if r["pred"] else "FN"
                 print(f"  {kind} {r['repo']:10} {r['sha'][:10]} {subj[r['sha']][:90]}  -- {r['reason']}")
 

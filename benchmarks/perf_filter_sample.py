@@ -8,13 +8,17 @@ reproducible and independent of the labeller):
 * ``selected``: the title rule at drawing time (``perf_filter.RULES_VERSION``) passes it;
 * ``rejected``: it does not, but the title has a perf-ish word (``PERFISH`` below).
 
-Each row also gets ``split``: ``dev`` (the rule may be tuned on it) or ``heldout``
-(scored only), from the sha's hash. Labels and reasons are added by hand afterwards;
+Round 1 rows get ``split`` ``dev`` (the rule may be tuned on it) or ``heldout`` (scored
+only) from the sha's hash. A later round (``--round 2``) draws a fresh, disjoint sample
+with the rule as it is then, all ``heldout``, appended to the same file: once a round's
+held-out half has been scored and the rule tuned again, only a new round is held out.
+Labels and reasons are added by hand afterwards;
 titles are never stored (they are third-party text): ``bench_perf_filter.py`` reads
 them from the clones again. Population sizes go to ``perf_filter_sample.json`` so the
 benchmark can also weight the strata back to the population.
 
-    .venv/bin/python benchmarks/perf_filter_sample.py --per-stratum 110
+    .venv/bin/python benchmarks/perf_filter_sample.py --per-stratum 110            # round 1
+    .venv/bin/python benchmarks/perf_filter_sample.py --round 2 --per-stratum 60   # appended
 """
 
 from __future__ import annotations
@@ -64,8 +68,9 @@ def candidates(repo: str) -> list[dict]:
     return df.select("repo", "sha", "subject").to_dicts()
 
 
-def _order(sha: str) -> str:
-    return hashlib.sha256(f"perf-filter-sample|{sha}".encode()).hexdigest()
+def _order(sha: str, rnd: int = 1) -> str:
+    salt = "perf-filter-sample" if rnd == 1 else f"perf-filter-sample-r{rnd}"
+    return hashlib.sha256(f"{salt}|{sha}".encode()).hexdigest()
 
 
 def split_of(sha: str) -> str:
@@ -75,7 +80,10 @@ def split_of(sha: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-stratum", type=int, default=110)
+    ap.add_argument("--round", type=int, default=1)
     args = ap.parse_args()
+    old_rows = list(csv.DictReader(OUT.open())) if OUT.exists() and args.round > 1 else []
+    taken = {r["sha"] for r in old_rows}
     strata: dict[str, list[dict]] = {"selected": [], "rejected": []}
     population: dict[str, dict[str, int]] = {}
     for repo in SOURCES:
@@ -99,18 +107,22 @@ def main() -> None:
             by_repo.setdefault(c["repo"], []).append(c)
         for repo, cs in by_repo.items():
             n = max(1, round(args.per_stratum * len(cs) / total))
-            for c in sorted(cs, key=lambda c: _order(c["sha"]))[:n]:
-                rows.append({"repo": repo, "sha": c["sha"], "stratum": name,
-                             "split": split_of(c["sha"]), "label": "", "reason": ""})
+            fresh = [c for c in cs if c["sha"] not in taken]
+            for c in sorted(fresh, key=lambda c: _order(c["sha"], args.round))[:n]:
+                rows.append({"repo": repo, "sha": c["sha"], "round": str(args.round), "stratum": name,
+                             "split": split_of(c["sha"]) if args.round == 1 else "heldout",
+                             "label": "", "reason": ""})
     OUT.parent.mkdir(parents=True, exist_ok=True)
     with OUT.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["repo", "sha", "stratum", "split", "label", "reason"])
+        w = csv.DictWriter(fh, fieldnames=["repo", "sha", "round", "stratum", "split", "label", "reason"])
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(old_rows + rows)
     heads = {r: GitRepo(Path(source(r))).head("HEAD") for r in SOURCES}
-    META.write_text(json.dumps({"drawn_with_title_rule": perf_filter.RULES_VERSION,
-                                "heads": heads, "population": population,
-                                "per_stratum": args.per_stratum}, indent=2) + "\n")
+    meta = json.loads(META.read_text()) if META.exists() and args.round > 1 else {"rounds": {}}
+    meta["rounds"][str(args.round)] = {"drawn_with_title_rule": perf_filter.RULES_VERSION,
+                                       "heads": heads, "population": population,
+                                       "per_stratum": args.per_stratum}
+    META.write_text(json.dumps(meta, indent=2) + "\n")
     print(f"{len(rows)} rows -> {OUT}; population {population}")
 
 

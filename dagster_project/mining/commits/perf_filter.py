@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 #: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 CORE_RE = re.compile(
     r"\[\s*perf(ormance)?\s*\]|^perf(\(|:)|\bperf\b|\bperformance\b|optimi[sz]"
@@ -66,6 +66,8 @@ MID_EXTRA_RE = re.compile(
     r"|^(\[[^\]]*\]\s*)*opt(?![-\w])"
     r"|\bimprov(e|es|ed|ing)\b[^;]*\bkernels?\b"
     r"|\b(fuse|fusion)\b"
+    # v3: "fused <thing>" as an adjective ("Fused rope kv store"); fused_moe is a name.
+    r"|\bfused\b(?=\s)"
     r"|\bfast\b"
     r"|\breplac\w*\b[^;]*\bnaive\b"
     r"|\bfast[\s-](path|kernel|topk|decode)\b"
@@ -132,12 +134,19 @@ FIX_PERF_WORD_RE = re.compile(
     r"|overhead|efficien",
     re.IGNORECASE,
 )
-#: Words that make a "support" title perf work: outcomes and mechanisms alike.
+#: Words that make a "support" or "feat" title perf work: outcomes and mechanisms
+#: named as verbs or nouns (fuse, fusion), not the adjective "fused", which names kernels.
 PERF_WORD_RE = re.compile(
-    FIX_PERF_WORD_RE.pattern + r"|\bfast\b|\bfuse|fusion|fusing|\btun(e|ed|ing)\b|\bsync\b"
+    FIX_PERF_WORD_RE.pattern + r"|\bfuses?\b|fusion|fusing|\btun(e|ed|ing)\b|\bsync\b"
     r"|memory|boost|^opt\b",
     re.IGNORECASE,
 )
+#: A feature title: ``feat:``, ``feat(x):``, ``[feat]``, ``[Feature]`` before the text.
+_FEAT_LEAD_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:\[\s*feat(ure)?\s*\]|feat(ure)?(\([^)]*\))?\s*:)",
+                           re.IGNORECASE)
+#: CI/build/docs/tests named after other tags ("[diffusion] CI: ...").
+_CI_AFTER_TAGS_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)+(ci|ci/build|build|docs?|tests?)\s*[:\]]",
+                               re.IGNORECASE)
 #: A fix after the tags, as a word or a conventional prefix (``fix:``, ``[ROCm] fix …``).
 _FIX_LEAD_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(bug\s*fix(es)?|hot\s*fix|fix(es|ed|ing)?)\b",
                           re.IGNORECASE)
@@ -172,6 +181,10 @@ def veto_reason(title: str) -> str | None:
             _FIX_LEAD_RE.match(title) or _FIX_LEAD_RE.match(body) or
             (any(_FIX_TAG_RE.match(t) for t in tags) and not perf_tag)):
         return "bug_fix"
+    if _CI_AFTER_TAGS_RE.search(title):
+        return "ci"
+    if PERF_WORD_RE.search(body.strip()) is None and _FEAT_LEAD_RE.search(title):
+        return "feature"
     if PERF_WORD_RE.search(body.strip()) is None and _SUPPORT_RE.search(body):
         return "feature_support"
     return None
