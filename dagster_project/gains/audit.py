@@ -12,7 +12,10 @@ A **pair** passes only when
 3. a stated ratio written beside it (``stated_speedup``) is itself verbatim
    (``stated_verbatim``) and agrees with the pair within 5% (``stated_agrees``).
 
-A **ratio-only** measurement passes when its stated ratio is verbatim. ``audit_pass`` is
+A **ratio-only** measurement passes when its stated ratio is verbatim *as a ratio claim*:
+the phrase is in the text and a speedup cell or a prose claim there (with its cue words)
+states that ratio. A number in an injected instruction or a JSON blob in the body is in
+the text, but in no such structure, so it fails. ``audit_pass`` is
 therefore set on every measurement, which is what the 98.8% gate counts, and
 ``audit_reason`` says in words why a measurement failed. Failed measurements are kept
 (with their flags) but never feed a speedup column
@@ -101,6 +104,12 @@ class StructureIndex:
     units: list[Unit]
     values: frozenset[float]
     flat: str
+    #: the stated ratios the text's rows and sentences make (speedup cells, prose claims)
+    ratios: tuple[float, ...] = ()
+
+    def ratio_stated(self, value: float) -> bool:
+        """True when a speedup cell or a prose claim of the text states this ratio (1%)."""
+        return any(abs(value / r - 1) <= 0.01 for r in self.ratios if r)
 
     def same_structure(self, baseline: float, optimized: float) -> bool:
         b, o = round(abs(baseline), 9), round(abs(optimized), 9)
@@ -130,8 +139,9 @@ def structure_index(text: str) -> StructureIndex:
     """Rows, records and sentences of ``text`` with their numbers and roles."""
     # imported here: the extract package imports this module
     from dagster_project.gains.extract.aligned import aligned_grids
+    from dagster_project.gains.extract.choose import candidates
     from dagster_project.gains.extract.document import Block, Grid, clean_cell, split_blocks
-    from dagster_project.gains.extract.prose import sentences
+    from dagster_project.gains.extract.prose import sentences, transitions
     from dagster_project.gains.extract.records import collect_runs, pair_runs
     from dagster_project.gains.extract.tables import CELL_ARROW, classify
     from dagster_project.gains.extract.vocab import role_of
@@ -159,6 +169,13 @@ def structure_index(text: str) -> StructureIndex:
             units.append(u)
             _ = r
 
+    def add_sentence(sentence: str, block: Block, gid: str) -> None:
+        # a sentence or line holds a comparison only where it is written as one ("from X
+        # to Y", "X -> Y", "before: X, after: Y"): any two numbers of a sentence are not a pair
+        for c in transitions(sentence, block):
+            units.append(Unit(gid, None, [(round(abs(c.baseline or 0), 9), "baseline", ""),
+                                          (round(abs(c.optimized or 0), 9), "optimized", "")]))
+
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
             add_grid(b.grid, f"t{b.index}")
@@ -166,13 +183,13 @@ def structure_index(text: str) -> StructureIndex:
             for k, g in enumerate(aligned_grids(b.lines)):
                 add_grid(g, f"t{b.index}.{k}")
             for i, ln in enumerate(b.lines):
-                units.append(Unit(f"l{b.index}.{i}", None, _tokens(ln, None, "")))
+                add_sentence(ln, b, f"l{b.index}.{i}")
         else:
             for i, s in enumerate(sentences(b)):
-                units.append(Unit(f"s{b.index}.{i}", None, _tokens(s, None, "")))
+                add_sentence(s, b, f"s{b.index}.{i}")
     title = text.partition("\n")[0]
     for i, s in enumerate(sentences(Block("text", [title], -1))):
-        units.append(Unit(f"title.{i}", None, _tokens(s, None, "")))
+        add_sentence(s, Block("text", [title], -1), f"title.{i}")
     record_blocks = [b for b in blocks if b.kind != "table"]
     for k, (rb, ro) in enumerate(pair_runs(collect_runs(record_blocks))):
         for run, role in ((rb, "baseline"), (ro, "optimized")):
@@ -182,7 +199,8 @@ def structure_index(text: str) -> StructureIndex:
                 u.tokens.append((round(abs(rec.value), 9), role, slot))
             units.append(u)
     flat = re.sub(r"\s+", "", clean_cell(text)).lower()
-    return StructureIndex(units, text_values(text), flat)
+    ratios = tuple(c.stated for c in candidates(text) if c.stated is not None)
+    return StructureIndex(units, text_values(text), flat, ratios)
 
 
 # ------------------------------------------------------------------------- audit
@@ -218,9 +236,9 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
     else:
         m.baseline_verbatim = m.optimized_verbatim = m.same_structure = None
     if m.stated_speedup is not None:
-        m.stated_verbatim = idx.phrase_verbatim(m.stated_text)
+        m.stated_verbatim = idx.phrase_verbatim(m.stated_text) and idx.ratio_stated(m.stated_speedup)
         if not m.stated_verbatim:
-            reasons.append("stated ratio not in the text")
+            reasons.append("stated ratio not in the text as a ratio claim")
         m.stated_agrees = _agrees(m)
         if m.stated_agrees is False:
             reasons.append("stated ratio disagrees with the pair by more than 5%")

@@ -153,11 +153,47 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+CROSSCHECK_SCHEMA: dict[str, pl.DataType] = {
+    "repo": pl.String(),
+    "number": pl.Int64(),
+    "agree": pl.Boolean(),
+    "only_table": pl.String(),
+    "only_llm": pl.String(),
+    "llm_audit_failed": pl.Int64(),
+}
+
+
+def cross_checks(runs: pl.DataFrame) -> pl.DataFrame:
+    """``derived.pr_gains_crosscheck``: per PR with both a table and a successful LLM run,
+    what one extractor found and the other did not (see ``llm_extractor.cross_check``)."""
+    from dagster_project.gains.llm_extractor import cross_check
+
+    by_pr: dict[tuple[str, int], dict[str, list[Measurement]]] = {}
+    for r in runs.iter_rows(named=True):
+        if not r["ok"]:
+            continue
+        ms = [Measurement.from_dict(d) for d in json.loads(r["measurements_json"] or "[]")]
+        by_pr.setdefault((r["repo"], r["number"]), {})[r["extractor"]] = ms
+    rows = []
+    for (repo, number), got in sorted(by_pr.items()):
+        if "table" not in got or "llm" not in got:
+            continue
+        cc = cross_check(got["table"], got["llm"])
+        rows.append({"repo": repo, "number": number, "agree": cc["agree"],
+                     "only_table": json.dumps(cc["only_table"]), "only_llm": json.dumps(cc["only_llm"]),
+                     "llm_audit_failed": cc["llm_audit_failed"]})
+    return pl.DataFrame(rows, schema=CROSSCHECK_SCHEMA) if rows else pl.DataFrame(schema=CROSSCHECK_SCHEMA)
+
+
 def _gains_by_pr(pr_gains: pl.DataFrame | None) -> dict[tuple[str, int], list[Measurement]]:
+    """The primary extractor's *audited* measurements per PR: the only ones that reach a
+    dataset column (gains, config_pr_gains, kernel_speedup, e2e_speedup,
+    speedup_vs_default). Audit-failed rows stay in ``derived.pr_gains`` with their flags."""
     if pr_gains is None or not pr_gains.height or "primary" not in pr_gains.columns:
         return {}
     out: dict[tuple[str, int], list[Measurement]] = {}
-    for r in pr_gains.filter(pl.col("primary")).iter_rows(named=True):
+    usable = pl.col("primary") & pl.col("audit_pass").fill_null(False)
+    for r in pr_gains.filter(usable).iter_rows(named=True):
         out.setdefault((r["repo"], int(r["pr_number"])), []).append(Measurement.from_dict(r))
     return out
 
@@ -220,6 +256,7 @@ __all__ = [
     "RUNS_SCHEMA",
     "attach_commit_gains",
     "attach_config_gains",
+    "cross_checks",
     "extract_bodies",
     "gains_frame",
     "llm_cache_key",

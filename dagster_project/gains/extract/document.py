@@ -139,6 +139,8 @@ def _is_heading(line: str) -> bool:
 def split_blocks(text: str) -> list[Block]:
     """Split a PR text (first line = title) into blocks with their context."""
     title, _, body = text.partition("\n")
+    # HTML comments are not rendered (PR templates, hidden notes): nobody reads them as results
+    body = re.sub(r"<!--.*?(?:-->|$)", "", body, flags=re.S)
     body = _HTML_TABLE.sub(lambda m: "\n\x00HTML" + m.group(0).replace("\n", " ") + "\n", body)
     lines = body.split("\n")
     blocks: list[Block] = []

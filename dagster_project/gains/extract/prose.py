@@ -97,7 +97,7 @@ def prose_candidates(blocks: list[Block], title: str) -> list[Candidate]:
     title_block = Block("text", [title], -1, title=title)
     for b in [title_block, *[b for b in blocks if b.kind == "text"]]:
         for s in sentences(b):
-            out.extend(_transitions(s, b))
+            out.extend(transitions(s, b))
             out.extend(_stated(s, b))
     return out
 
@@ -109,7 +109,8 @@ def _bad_context(window: str) -> bool:
         r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b", window, re.I))
 
 
-def _transitions(s: str, b: Block) -> list[Candidate]:
+def transitions(s: str, b: Block) -> list[Candidate]:
+    """Comparisons written as such in one sentence (from/to, arrows, inline roles)."""
     out: list[Candidate] = []
     taken: list[tuple[int, int]] = []
     for rx, structure in ((INLINE_ROLES, "sentence"), (VALUE_ROLES, "sentence"), (TRANSITION, "sentence")):
