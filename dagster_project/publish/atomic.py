@@ -28,6 +28,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from dagster_project.lake import fault_point
+
 __all__ = ["atomic_export_dir"]
 
 
@@ -82,6 +84,7 @@ def _swap_in(out_dir: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    fault_point("export")  # tests/faults kills a build here: written, not swapped in
     old = out_dir.with_name(f".{out_dir.name}.old-{tag}")
     if out_dir.exists():
         os.replace(out_dir, old)
