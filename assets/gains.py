@@ -19,13 +19,24 @@ def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMReso
     from dagster_project.gains.llm_extractor import LLMConfig
     from dagster_project.gains.pipeline import (
         RUNS_SCHEMA,
+        STATE_SCHEMA,
         cross_checks,
         extract_bodies,
+        extraction_state,
         gains_frame,
+        pr_numbers_needed,
     )
 
     handle = lake.lake()
     bodies = handle.read_table_or_none("raw", "pr_bodies")
+    needed = pr_numbers_needed(*(
+        handle.query(f"SELECT DISTINCT repo, pr_number FROM {table}")
+        if handle.table_exists(*table.split(".")) else None
+        for table in ("derived.config_attribution", "raw.kernel_commit_files")
+    ))
+    state = extraction_state(needed, bodies)
+    if not state["extracted"]:
+        context.log.warning(state["reason"])
     cfg = llm.config()
     llm_cfg = LLMConfig(**cfg) if cfg else None
     runs, new = extract_bodies(
@@ -37,6 +48,7 @@ def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMReso
     gains = gains_frame(runs)
     handle.replace_table("derived", "pr_extractions", runs)
     handle.replace_table("derived", "pr_gains", gains)
+    handle.replace_table("derived", "pr_gains_state", pl.DataFrame([state], schema=STATE_SCHEMA))
     checks = cross_checks(runs)
     handle.replace_table("derived", "pr_gains_crosscheck", checks)
     # every extracted value counts (pairs and stated ratios), as in the 98.8% gate
@@ -51,7 +63,8 @@ def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMReso
             if part.height:
                 plots += plots_markdown(part, "histogram", x="speedup", log_x=True, title=f"{scope} speedups") + "\n\n"
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "derived.pr_gains")), metadata={
-        "plots": dg.MetadataValue.md(plots or "no measurements yet"),
+        "plots": dg.MetadataValue.md(plots or state["reason"]),
+        "gains_state": state["reason"],
         "dagster/row_count": gains.height,
         "new_extractions": new,
         "prs_with_gains": gains.select("repo", "pr_number").unique().height if gains.height else 0,

@@ -377,6 +377,9 @@ def check(
             continue
         res = run_suite(suite, settings.lake_path)
         record(lake, res)
+        if res.not_evaluated:
+            table.add_row(res.suite, "-", "-", "[yellow]not evaluated[/]", res.not_evaluated[:60], "")
+            continue
         for o in res.outcomes:
             verdict = "[green]pass[/]" if o.success else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
             table.add_row(escape(res.suite), o.type.removeprefix("expect_"), escape(o.column or ""), verdict,

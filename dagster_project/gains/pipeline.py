@@ -73,6 +73,42 @@ def pr_numbers_needed(*frames: pl.DataFrame | None) -> pl.DataFrame:
     return pl.concat(parts).unique().sort("repo", "number")
 
 
+STATE_SCHEMA: dict[str, pl.DataType] = {
+    "prs_needed": pl.Int64(),
+    "bodies_available": pl.Int64(),
+    "bodies_unavailable": pl.Int64(),
+    "extracted": pl.Boolean(),
+    "reason": pl.String(),
+}
+
+
+def extraction_state(needed: pl.DataFrame, bodies: pl.DataFrame | None) -> dict[str, Any]:
+    """Whether gains were extracted at all, in words, for status, cards and the gate.
+
+    ``reason`` is ``"gains not extracted: 845 of 845 PR bodies unavailable"`` when no
+    referenced PR has a body (offline, no token), so nothing downstream reads an empty
+    gains table as "0 PRs with benchmark numbers"; it names the partial case too.
+    """
+    have: set[tuple[str, int]] = set()
+    if bodies is not None and bodies.height and "status" in bodies.columns:
+        have = {(r[0], int(r[1])) for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()}
+    keys = {(r[0], int(r[1])) for r in needed.select("repo", "number").iter_rows()} if needed.height else set()
+    if not keys:
+        keys = set(have)
+    available = len(keys & have) if needed.height else len(have)
+    unavailable = len(keys) - available
+    if not keys:
+        reason = "gains not extracted: no PR is referenced yet"
+    elif available == 0:
+        reason = f"gains not extracted: {unavailable:,} of {len(keys):,} PR bodies unavailable"
+    elif unavailable:
+        reason = f"gains extracted from {available:,} of {len(keys):,} PR bodies ({unavailable:,} unavailable)"
+    else:
+        reason = f"gains extracted from all {len(keys):,} PR bodies"
+    return {"prs_needed": len(keys), "bodies_available": available, "bodies_unavailable": unavailable,
+            "extracted": available > 0, "reason": reason}
+
+
 def _run_key(repo: str, number: int, sha: str, extractor: str, version: str, model: str | None) -> str:
     return f"{repo}#{number}|{sha}|{extractor}|{version}|{model or ''}"
 
@@ -258,6 +294,7 @@ __all__ = [
     "attach_config_gains",
     "cross_checks",
     "extract_bodies",
+    "extraction_state",
     "gains_frame",
     "llm_cache_key",
     "pr_numbers_needed",

@@ -49,6 +49,8 @@ def to_check_result(result) -> dg.AssetCheckResult:  # noqa: ANN001
         "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
         "summary": dg.MetadataValue.json(result.summary()),
     }
+    if result.not_evaluated:
+        md["status"] = dg.MetadataValue.text(f"not evaluated: {result.not_evaluated}")
     if failed:
         md["failing_rows_sample"] = dg.MetadataValue.json(
             {f"{o.type}:{o.column or ''}": o.sample for o in failed}
@@ -60,6 +62,7 @@ def to_check_result(result) -> dg.AssetCheckResult:  # noqa: ANN001
         passed=result.success,
         severity=dg.AssetCheckSeverity.ERROR if result.blocking else dg.AssetCheckSeverity.WARN,
         metadata=md,
+        description=f"not evaluated: {result.not_evaluated}" if result.not_evaluated else None,
     )
 
 

@@ -30,6 +30,11 @@ def record(lake: Lake, result: SuiteResult) -> None:
         }
         for o in result.outcomes
     ]
+    if result.not_evaluated:
+        rows = [{"suite": result.suite, "asset": result.asset, "table_name": result.table,
+                 "blocking": result.blocking, "expectation": "not_evaluated", "column_name": None,
+                 "description": "suite not evaluated", "success": True,
+                 "observed": json.dumps(result.not_evaluated), "unexpected_count": 0, "checked_at": now}]
     lake.replace_rows("derived", "quality_results", pl.DataFrame(rows), "suite", [result.suite])
 
 

@@ -60,6 +60,10 @@ class SuiteResult:
     rows: int
     outcomes: list[ExpectationOutcome]
     seconds: float
+    #: why the suite was not evaluated (an empty table whose emptiness the suite's
+    #: ``not_evaluated_sql`` explains, e.g. "gains not extracted: 845 of 845 PR bodies
+    #: unavailable"); None when it ran. Not a pass: nothing was checked.
+    not_evaluated: str | None = None
 
     @property
     def success(self) -> bool:
@@ -159,6 +163,17 @@ def run_suite(
         with duckdb.connect(str(lake_path), read_only=True) as con:
             frame = con.sql(f"SELECT {cols} FROM {table}").pl()  # table name from our own suite file
     outcomes: list[ExpectationOutcome] = []
+    if frame.height == 0 and kh.get("not_evaluated_sql"):
+        with duckdb.connect(str(lake_path), read_only=True) as con:
+            try:
+                rows = con.sql(kh["not_evaluated_sql"]).limit(1).fetchall()  # SQL from our own suite file
+                got = rows[0] if rows else None
+            except duckdb.Error:
+                got = None
+        if got and got[0]:
+            return SuiteResult(suite=suite["name"], asset=kh["asset"], table=table,
+                               blocking=bool(kh.get("blocking", False)), rows=0, outcomes=[],
+                               seconds=time.monotonic() - started, not_evaluated=str(got[0]))
     ctx = _gx_context()
     if col_specs:
         outcomes += _run_pandas(ctx, col_specs, frame, id_col)
