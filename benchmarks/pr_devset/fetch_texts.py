@@ -27,6 +27,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -116,6 +117,25 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def loose_form(text: str) -> str:
+    """``text`` with line endings unified, blank runs collapsed and line ends stripped.
+
+    The labelled texts came from search excerpts; a body fetched from GitHub may differ from
+    them in invisible whitespace only (``\\r\\n``, trailing blanks, tabs). The labels are
+    values, not offsets, so such a body still carries the same measurements: ``prs.csv`` keeps
+    ``sha256_loose``/``n_chars_loose`` of this form to accept it.
+    """
+    lines = normalise_body(text).split("\n")
+    return "\n".join(re.sub(r"[ \t]+", " ", line).rstrip() for line in lines)
+
+
+def text_matches(text: str, row: dict[str, Any]) -> bool:
+    """Whether ``text`` is the labelled text of ``row``, exactly or up to whitespace."""
+    if sha256_text(text) == row["sha256"]:
+        return True
+    return bool(row.get("sha256_loose")) and sha256_text(loose_form(text)) == row["sha256_loose"]
+
+
 def read_prs(root: Path) -> list[dict[str, Any]]:
     """Rows of ``prs.csv`` with typed fields; raises :class:`DevsetError` naming the file."""
     path = root / "prs.csv"
@@ -131,6 +151,7 @@ def read_prs(root: Path) -> list[dict[str, Any]]:
                         "number": int(row["number"]),
                         "fold": int(row["fold"]),
                         "n_chars": int(row["n_chars"]),
+                        "n_chars_loose": int(row.get("n_chars_loose") or 0),
                         "truncated": row["truncated"] == "true",
                         "layouts": tuple(x for x in row["layouts"].split(";") if x),
                     }
@@ -182,7 +203,7 @@ def load_devset(
         text: str | None = None
         if path.is_file():
             text = path.read_text(encoding="utf-8")
-            if sha256_text(text) != row["sha256"]:
+            if not text_matches(text, row):
                 raise DevsetError(
                     f"{path}: sha256 does not match prs.csv (re-run "
                     "benchmarks/pr_devset/fetch_texts.py, or the labels are for another text)"
@@ -225,32 +246,41 @@ def check_cache(root: Path) -> list[str]:
             problems.append(f"{path}: missing")
             continue
         text = path.read_text(encoding="utf-8")
-        if len(text) != row["n_chars"]:
-            problems.append(f"{path}: {len(text)} chars, prs.csv says {row['n_chars']}")
-        elif sha256_text(text) != row["sha256"]:
-            problems.append(f"{path}: sha256 mismatch")
+        if not text_matches(text, row):
+            problems.append(
+                f"{path}: {len(text)} chars, sha256 matches neither the exact nor the loose form"
+            )
     return problems
 
 
-def fetch(root: Path, token: str, *, overwrite: bool = False) -> list[str]:
-    """Fetch each PR body with PyGithub, cut it to ``n_chars``, verify, write; return problems."""
+def fetch(
+    root: Path, token: str, *, overwrite: bool = False, base_url: str = "https://api.github.com"
+) -> list[str]:
+    """Fetch each PR body with PyGithub, cut it to ``n_chars``, verify, write; return problems.
+
+    A text is written only when it matches ``prs.csv`` (exactly, or up to whitespace); anything
+    else is reported and leaves the cache as it was. Problems name the PR, never the token.
+    """
     from github import Auth, Github, GithubException
 
-    gh = Github(auth=Auth.Token(token))
+    gh = Github(auth=Auth.Token(token), base_url=base_url.rstrip("/"), retry=None)
     problems: list[str] = []
     repos: dict[str, Any] = {}
     for row in read_prs(root):
         path = text_path(root, row["repo"], row["number"])
-        if path.is_file() and not overwrite and sha256_text(path.read_text("utf-8")) == row["sha256"]:
+        if path.is_file() and not overwrite and text_matches(path.read_text("utf-8"), row):
             continue
         try:
-            repo = repos.setdefault(row["repo"], gh.get_repo(row["repo"]))
+            repo = repos.setdefault(row["repo"], gh.get_repo(row["repo"], lazy=True))
             body = normalise_body(repo.get_pull(row["number"]).body)
         except GithubException as exc:
             problems.append(f"{row['repo']}#{row['number']}: GitHub error {exc.status}")
             continue
         text = body[: row["n_chars"]]
-        if len(text) < row["n_chars"] or sha256_text(text) != row["sha256"]:
+        if sha256_text(text) != row["sha256"] and row["n_chars_loose"]:
+            # same measurements, different invisible whitespace: keep the loose form
+            text = loose_form(body)[: row["n_chars_loose"]]
+        if not text_matches(text, row):
             problems.append(
                 f"{row['repo']}#{row['number']}: fetched body does not match prs.csv "
                 f"(got {len(text)} of {row['n_chars']} chars); {path} left as it was"
@@ -265,16 +295,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--check", action="store_true", help="verify texts/ offline; no network")
-    parser.add_argument("--overwrite", action="store_true", help="re-fetch texts that already match")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="re-fetch texts that already match"
+    )
+    parser.add_argument("--base-url", default="https://api.github.com", help="GitHub REST API root")
     args = parser.parse_args(argv)
     if args.check:
         problems = check_cache(args.root)
     else:
         token = os.environ.get("GITHUB_TOKEN")
         if not token:
-            print("GITHUB_TOKEN is not set (needed to fetch PR bodies); try --check", file=sys.stderr)
+            print(
+                "GITHUB_TOKEN is not set (needed to fetch PR bodies); try --check", file=sys.stderr
+            )
             return 2
-        problems = fetch(args.root, token, overwrite=args.overwrite)
+        problems = fetch(args.root, token, overwrite=args.overwrite, base_url=args.base_url)
     for problem in problems:
         print(problem)
     total = len(read_prs(args.root))

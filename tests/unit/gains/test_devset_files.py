@@ -24,18 +24,67 @@ ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
 RESERVED: dict[str, set[int]] = {
-    "sgl-project/sglang": {5846, 3146, 5839, 7004, 2689, 3492, 617, 3490, 24733, 8290, 19150, 22350},
+    "sgl-project/sglang": {
+        5846,
+        3146,
+        5839,
+        7004,
+        2689,
+        3492,
+        617,
+        3490,
+        24733,
+        8290,
+        19150,
+        22350,
+    },
     "vllm-project/vllm": {
-        17715, 5932, 44818, 17535, 53065, 39902, 2979, 4002, 36699, 16, 221, 28099, 11394,
-        7137, 8646, 21193, 5514, 24918, 34302, 18608, 55364,
+        17715,
+        5932,
+        44818,
+        17535,
+        53065,
+        39902,
+        2979,
+        4002,
+        36699,
+        16,
+        221,
+        28099,
+        11394,
+        7137,
+        8646,
+        21193,
+        5514,
+        24918,
+        34302,
+        18608,
+        55364,
     },
     "flashinfer-ai/flashinfer": {2265, 1660, 588, 144, 3009},
 }
 KINDS = {"config", "kernel", "e2e", "negative"}
 LABEL_KEYS = {
-    "repo", "number", "kind", "metric", "unit", "higher_is_better", "baseline", "optimized",
-    "baseline_raw", "optimized_raw", "speedup", "stated_speedup", "stated_raw", "scope",
-    "batch_size", "shape", "hardware", "model", "baseline_label", "optimized_label",
+    "repo",
+    "number",
+    "kind",
+    "metric",
+    "unit",
+    "higher_is_better",
+    "baseline",
+    "optimized",
+    "baseline_raw",
+    "optimized_raw",
+    "speedup",
+    "stated_speedup",
+    "stated_raw",
+    "scope",
+    "batch_size",
+    "shape",
+    "hardware",
+    "model",
+    "baseline_label",
+    "optimized_label",
 }
 
 
@@ -108,7 +157,9 @@ def test_label_fields(labels: list[dict[str, Any]]) -> None:
         assert lab["scope"] in {"kernel", "e2e"}
         assert lab["metric"]
         if lab["kind"] == "pair":
-            assert isinstance(lab["baseline"], int | float) and isinstance(lab["optimized"], int | float)
+            assert isinstance(lab["baseline"], int | float) and isinstance(
+                lab["optimized"], int | float
+            )
             assert float(lab["baseline_raw"]) == lab["baseline"]
             assert float(lab["optimized_raw"]) == lab["optimized"]
             assert "," not in lab["baseline_raw"] + lab["optimized_raw"]
@@ -149,3 +200,85 @@ def test_loader_names_a_missing_text(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     with pytest.raises(module.DevsetError, match=r"texts/.+\.md: text missing"):
         module.load_devset(tmp_path)
+
+
+def _synthetic_root(tmp_path: Path, module: ModuleType, texts: dict[int, str]) -> Path:
+    """A devset folder of our own words (no third-party text), hashed like the real one."""
+    root = tmp_path / "devset"
+    root.mkdir()
+    fields = [
+        "repo",
+        "number",
+        "url",
+        "kind",
+        "layouts",
+        "fold",
+        "split",
+        "truncated",
+        "n_chars",
+        "sha256",
+        "n_chars_loose",
+        "sha256_loose",
+    ]
+    with (root / "prs.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for number, text in texts.items():
+            fold = module.fold_of("vllm-project/vllm", number)
+            loose = module.loose_form(text)
+            writer.writerow(
+                {
+                    "repo": "vllm-project/vllm",
+                    "number": number,
+                    "url": f"https://github.com/vllm-project/vllm/pull/{number}",
+                    "kind": "kernel",
+                    "layouts": "md_table",
+                    "fold": fold,
+                    "split": "dev" if fold <= 2 else "held",
+                    "truncated": "true",
+                    "n_chars": len(text),
+                    "sha256": module.sha256_text(text),
+                    "n_chars_loose": len(loose),
+                    "sha256_loose": module.sha256_text(loose),
+                }
+            )
+    (root / "labels.jsonl").write_text("", encoding="utf-8")
+    return root
+
+
+def test_fetch_refills_cache_through_pygithub(tmp_path: Path, httpserver: Any) -> None:
+    """A real PyGithub client against a local GitHub-shaped server: exact bodies, bodies that
+    differ only in whitespace, edited bodies and missing PRs are each handled as documented."""
+    module = _devset_module()
+    labelled = {
+        1: "before 10.0 us | after 5.0 us  \nmore",
+        2: "| M | main | PR |\n| 1 | 3.5 | 2.5 |",
+        3: "speedup 1.5x on H100",
+        4: "kernel 9 us",
+    }
+    root = _synthetic_root(tmp_path, module, labelled)
+    bodies = {
+        1: labelled[1].replace("\n", "\r\n") + " tail that was not labelled",  # CRLF only
+        2: labelled[2].replace("| 1 |", "|\t1 |") + "\n| 2 | 7.0 | 6.0 |",  # whitespace only
+        3: "speedup 1.6x on H100 (edited since)",  # different text: must be rejected
+    }
+    for number, body in bodies.items():
+        httpserver.expect_request(f"/repos/vllm-project/vllm/pulls/{number}").respond_with_json(
+            {"number": number, "body": body, "url": httpserver.url_for(f"/pulls/{number}")}
+        )
+    httpserver.expect_request("/repos/vllm-project/vllm/pulls/4").respond_with_json(
+        {"message": "Not Found"}, status=404
+    )
+    problems = module.fetch(root, "ghp_fake_token_for_tests", base_url=httpserver.url_for("/"))
+    assert any("#3:" in p and "does not match" in p for p in problems), problems
+    assert any("#4:" in p and "404" in p for p in problems), problems
+    assert not any("ghp_fake" in p for p in problems)
+    assert (root / "texts" / "vllm-1.md").read_text(encoding="utf-8") == labelled[1]
+    assert module.loose_form((root / "texts" / "vllm-2.md").read_text("utf-8")) == (
+        module.loose_form(labelled[2])
+    )
+    assert not (root / "texts" / "vllm-3.md").exists()
+    assert module.check_cache(root) == [
+        f"{root / 'texts' / 'vllm-3.md'}: missing",
+        f"{root / 'texts' / 'vllm-4.md'}: missing",
+    ]
