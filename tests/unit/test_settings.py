@@ -207,3 +207,37 @@ def test_bad_gpu_batch_variable_is_named(
     monkeypatch.setenv(name, raw)
     with pytest.raises(SettingsError, match=name):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("KERNELHOUSE_SIM_SESSIONS", "-5"),
+        ("KERNELHOUSE_SIM_SESSIONS", "0"),
+        ("KERNELHOUSE_SIM_SESSIONS", "lots"),
+        ("KERNELHOUSE_SIM_EPISODES", "-1"),
+        ("KERNELHOUSE_SIM_EPISODES", "0"),
+        ("KERNELHOUSE_SIM_SEED", "1.5"),
+    ],
+)
+def test_meaningless_sizes_are_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, raw: str
+) -> None:
+    """Issue 22: SESSIONS=-5 built an empty dataset and reported ok; EPISODES=-1 failed 24
+    runs without naming the variable. Now the setting is refused before any run."""
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()
+
+
+def test_bad_size_fails_the_cli_before_any_run(kh_home: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).with_name("kernelhouse"))
+    for name, raw in (("KERNELHOUSE_SIM_SESSIONS", "-5"), ("KERNELHOUSE_SIM_EPISODES", "-1")):
+        res = subprocess.run([exe, "build", "--select", "group:simulated"], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, name: raw, "COLUMNS": "200"})
+        assert res.returncode == 1 and f"{name}={raw}" in res.stderr and "Traceback" not in res.stderr
+        assert not (kh_home / "lake.duckdb").exists()
