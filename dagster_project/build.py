@@ -10,7 +10,8 @@ asset stops only what depends on it: everything else still builds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,55 @@ def _unreachable(name: str) -> str | None:
     return None
 
 
+# -- repository sources, probed before anything runs ----------------------------------
+#: Seconds one ``git ls-remote`` may take. A refused or unresolvable host answers in
+#: milliseconds; this bounds a black-holed one. All sources are probed at once.
+PROBE_TIMEOUT_S = 6.0
+
+
+def probe_source(source: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why ``source`` (a git URL or local path) cannot be cloned or fetched now, or None.
+
+    A local path is checked on disk; a URL with ``git ls-remote`` (one round trip, no
+    objects), with prompts off so a private URL fails instead of asking for a password.
+    """
+    import subprocess
+
+    from dagster_project.mining.git import local_path_of
+
+    path = local_path_of(source)
+    if path is not None:
+        if not path.exists():
+            return f"{path} does not exist"
+        if not ((path / "HEAD").exists() or (path / ".git").exists()):
+            return f"{path} is not a git repository"
+        return None
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
+    try:
+        res = subprocess.run(
+            ["git", "ls-remote", "--exit-code", source, "HEAD"],
+            capture_output=True, text=True, timeout=timeout_s, env=env, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"no answer within {timeout_s:.0f} s"
+    except OSError as exc:  # git itself is missing
+        return f"git cannot run ({exc.strerror or exc})"
+    if res.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in (res.stderr or "").splitlines() if ln.strip()]
+    return (lines[-1] if lines else f"git ls-remote exited {res.returncode}")[:200]
+
+
+def probe_sources(sources: dict[str, str]) -> dict[str, str]:
+    """``{repo: reason}`` for every source that cannot be reached, probed in parallel
+    (threads: each probe is a subprocess), so the whole check takes one probe's time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, len(sources))) as pool:
+        reasons = dict(zip(sources, pool.map(probe_source, sources.values()), strict=True))
+    return {repo: why for repo, why in reasons.items() if why is not None}
+
+
 @exclusive_build  # one build per home; sweeps what a killed build left (home.py)
 def run_build(
     defs: dg.Definitions,
@@ -144,6 +194,7 @@ def run_build(
     quiet: bool = True,
     refresh: bool = False,
     launch: Launch | None = None,
+    offline: Mapping[str, str] | None = None,
 ) -> BuildOutcome:
     """Run every stage; returns row counts per asset, failures and skipped assets.
 
@@ -155,7 +206,11 @@ def run_build(
 
     With ``launch`` (a distributed build, ``definitions.DaskRuns``), each run is started
     through it instead of in this process, and the runs of one stage's partitions are all
-    in flight before their results are collected."""
+    in flight before their results are collected.
+
+    ``offline`` maps repos whose source cannot be reached (``probe_sources``) to the
+    reason: their ``repo_clone`` partition is not run, everything that needs it is
+    skipped, and everything else builds."""
     graph = defs.resolve_asset_graph()
     all_assets = list(defs.assets or []) + list(defs.asset_checks or [])
     resources = defs.resources or {}
@@ -165,6 +220,7 @@ def run_build(
     resolver: list[Any] = []
     probes: dict[str, str | None] = {}
     pending: list[tuple[Stage, str | None, list[dg.AssetKey], Callable[[], Result]]] = []
+    offline = dict(offline or {})
 
     def materialize(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey]) -> None:
         resolver.clear()
@@ -203,10 +259,17 @@ def run_build(
         for pkey in stage.partition_keys:
             if partitions and pkey is not None and pkey not in partitions:
                 continue
-            blocked = {k for k in stage.keys if _is_blocked(graph, k, pkey, failed)}
-            run_keys = [k for k in stage.keys if k not in blocked]
+            for k in stage.keys:
+                if k.to_user_string() == "repo_clone" and pkey in offline:
+                    failed.add((k, pkey))
+                    outcome.skipped[_label(k, pkey)] = f"source offline: {offline[pkey]}"
+            blocked = {
+                k for k in stage.keys
+                if (k, pkey) not in failed and _is_blocked(graph, k, pkey, failed)
+            }
+            run_keys = [k for k in stage.keys if k not in blocked and (k, pkey) not in failed]
             for k in blocked:
-                outcome.skipped[k.to_user_string()] = "an upstream asset failed"
+                outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, offline)
             if not run_keys:
                 continue
             if not refresh:
@@ -218,7 +281,7 @@ def run_build(
             while remaining:
                 now_blocked = {k for k in remaining if _is_blocked(graph, k, pkey, failed)}
                 for k in now_blocked:
-                    outcome.skipped[k.to_user_string()] = "an upstream asset failed"
+                    outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, offline)
                 remaining -= now_blocked
                 if not resolver:
                     resolver.append(stale_status_resolver(instance, graph))
@@ -241,6 +304,12 @@ def run_build(
             finish(stage_, pkey, run_keys, wait())
         pending.clear()
     return outcome
+
+
+def _blocked_reason(graph: dg.AssetGraph, key: dg.AssetKey, offline: Mapping[str, str]) -> str:
+    if offline and dg.AssetKey("repo_clone") in _upstream(graph, key):
+        return f"needs the offline source(s) {', '.join(sorted(offline))}"
+    return "an upstream asset failed"
 
 
 def _label(key: dg.AssetKey, pkey: str | None) -> str:

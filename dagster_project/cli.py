@@ -25,7 +25,32 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="kernelhouse: RL datasets for GPU-kernel optimisation, built on Dagster + DuckDB.",
+    # Markdown mode reflows a docstring's wrapped lines into sentences (rich mode would
+    # keep every line break and cut sentences in the middle); a blank line starts a new
+    # paragraph, and the command list shows only the first one.
+    rich_markup_mode="markdown",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("kernelhouse")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            v = "unknown (not installed)"
+        from dagster_project.sim import GENERATOR_VERSION
+
+        typer.echo(f"kernelhouse {v} (simulator {GENERATOR_VERSION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """kernelhouse: RL datasets for GPU-kernel optimisation, built on Dagster + DuckDB."""
 console = Console(stderr=True)
 out = Console()
 
@@ -75,6 +100,28 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     return settings, instance, defs, stages
 
 
+def _offline_sources(settings, stages) -> dict[str, str]:  # noqa: ANN001
+    """Probe every repo source the plan clones or fetches (seconds, in parallel) and say
+    once, before anything runs, which cannot be reached and how to fix it; the build then
+    skips only what needs those repos."""
+    from dagster_project.build import probe_sources
+    from dagster_project.settings import DEFAULT_SOURCES
+
+    clones = {k.to_user_string() for s in stages for k in s.keys} & {"repo_clone"}
+    if not clones:
+        return {}
+    offline = probe_sources(dict(settings.sources))
+    for repo, why in sorted(offline.items()):
+        env = settings.env_name(repo)
+        console.print(
+            f"[bold red]offline:[/] {escape(env)}={escape(settings.sources[repo])!r} cannot be "
+            f"reached ({escape(why)}). Without network, point {escape(env)} at a local clone "
+            f"(a path or file:// URL); the default is {escape(DEFAULT_SOURCES[repo])}. "
+            f"Assets that need {repo} are skipped; everything else builds."
+        )
+    return offline
+
+
 def _print_notes(notes: list[str]) -> None:
     """What the build's start cleaned up after a killed build (home.py)."""
     for note in notes:
@@ -94,6 +141,7 @@ def build(
     from dagster_project.home import BuildLocked, run_tags
 
     settings, instance, defs, stages = _plan(select)
+    offline = _offline_sources(settings, stages)
     total = sum(len(s.partition_keys) for s in stages)
     done = launched = 0
     started = time.monotonic()
@@ -129,7 +177,7 @@ def build(
                 run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
             ))
         try:
-            outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run, launch=launch)
+            outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run, launch=launch, offline=offline)
         except BuildLocked as exc:
             _fail(str(exc))
             return
@@ -156,14 +204,16 @@ def build(
 def refresh(
     select: Annotated[str | None, typer.Option("--select", "-s", help="Limit the refresh to a selection (default: the whole graph).")] = None,
 ) -> None:
-    """Bring the lake up to date doing only the work that changed: fetch the repos, then
-    run only assets that Dagster calls stale or missing (an input's data changed, or the
+    """Bring the lake up to date, doing only the work that changed.
+
+    Fetch the repos, then run only assets that Dagster calls stale or missing (an input's data changed, or the
     simulator's code version did). A refresh with nothing new upstream runs nothing
     else. `kernelhouse build` rebuilds unconditionally."""
     from dagster_project.build import run_build
     from dagster_project.home import BuildLocked
 
-    settings, instance, defs, _ = _plan(select)
+    settings, instance, defs, stages = _plan(select)
+    offline = _offline_sources(settings, stages)
     started = time.monotonic()
 
     def on_run(stage, pkey, state):  # noqa: ANN001
@@ -171,7 +221,7 @@ def refresh(
             console.print(f"[dim]run[/] {escape(stage.label)} {escape(f'[{pkey}]') if pkey else ''}")
 
     try:
-        outcome = run_build(defs, instance, select, on_run=on_run, refresh=True)
+        outcome = run_build(defs, instance, select, on_run=on_run, refresh=True, offline=offline)
     except BuildLocked as exc:
         _fail(str(exc))
         return
@@ -199,8 +249,10 @@ def refresh(
 
 @app.command()
 def status() -> None:
-    """What is materialised, when, with how many rows, and which checks failed; then the
-    configuration this run resolved (secrets as set/unset)."""
+    """Show what is built, with how many rows, and the latest result of every check.
+
+    Also says which sources cannot be reached now and how many PR bodies are missing,
+    then lists the configuration this run resolved (secrets only as set/unset)."""
     import dagster as dg
 
     from dagster_project.definitions import build_definitions
@@ -211,30 +263,22 @@ def status() -> None:
     except SettingsError as exc:
         _fail(str(exc))
         return
+    from dagster_project.status import asset_statuses, pr_body_note, source_notes
+
     defs = build_definitions()
     graph = defs.resolve_asset_graph()
     table = Table(title=f"kernelhouse status — {escape(str(settings.home))}")
-    for col in ("asset", "group", "last materialised (UTC)", "rows", "checks"):
-        table.add_column(col)
+    for col in ("asset", "group", "last materialised (UTC)", "rows", "partitions", "checks (latest result)"):
+        table.add_column(col, justify="right" if col == "rows" else "left")
     failing = 0
-    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
-        node = graph.get(key)
-        if not node.is_materializable:
-            continue
-        event = instance.get_latest_materialization_event(key)
-        when, rows = "never", ""
-        if event and event.asset_materialization:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.timestamp))
-            md = event.asset_materialization.metadata
-            rc = md.get("dagster/row_count") or md.get("rows")
-            rows = f"{int(rc.value):,}" if rc is not None else ""  # type: ignore[union-attr]
-        checks = []
-        for check_key in node.check_keys:
-            rec = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=1)
-            if rec and rec[0].status.value in ("FAILED", "EXECUTION_FAILED"):
-                checks.append(f"[red]{check_key.name}[/]")
-                failing += 1
-        table.add_row(key.to_user_string(), node.group_name or "", when, rows, ", ".join(checks) or "")
+    colours = {"passed": "green", "failed": "red", "error": "red"}
+    for st in asset_statuses(instance, graph):
+        failing += sum(c.bad for c in st.checks)
+        checks = ", ".join(
+            f"[{colours.get(c.result, 'yellow')}]{escape(c.words())}[/]" for c in st.checks
+        )
+        rows = "" if st.rows is None else f"{st.rows:,}"
+        table.add_row(escape(st.name), st.group, st.when, rows, st.partitions, checks)
     out.print(table)
     lake = Lake(settings.lake_path, settings.parquet_root)
     counts = lake.row_counts()
@@ -252,6 +296,11 @@ def status() -> None:
         conf.add_row(name, escape(str(value)))
     out.print(conf)
     _ = dg  # imported for its side effect of configuring the instance
+    for note in source_notes(settings):
+        console.print(f"[yellow]offline:[/] {escape(note)}")
+    note = pr_body_note(instance)
+    if note:
+        console.print(escape(note))
     if failing:
         console.print(f"[red]{failing} check(s) failing[/]")
 
