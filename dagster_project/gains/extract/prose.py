@@ -52,7 +52,7 @@ _CUE = (
 )
 STATED = re.compile(
     rf"(?<![\w.\-–])(?P<hedge>{_HEDGE})(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[x×X%])(?![\w])"
-    rf"(?P<tail>[^.;:\n]{{0,60}})",
+    rf"(?=(?P<tail>[^.;:\n]{{0,60}}))",
 )
 _BEFORE_CUE = re.compile(
     r"(?:speed-?up|improve\w*|gain|uplift|boost|reduc\w*|lower\w*|increas\w*|decreas\w*|faster|"
@@ -146,7 +146,7 @@ def _stated(s: str, b: Block) -> list[Candidate]:
     for m in STATED.finditer(s):
         start = m.start("n")
         lead = s[max(0, start - 50) : start]
-        tail = m.group("tail")
+        tail = re.split(r",|\band\b|\bbut\b|\bwhile\b|\bwhereas\b", m.group("tail"))[0]
         if _RANGE_BEFORE.search(s[max(0, m.start() - 6) : m.start()]) or re.match(r"^\s*(?:[-–~]|to)\s*\d", tail):
             continue
         if m.group("u") in "xX×" and (_GPU_AFTER.match(tail) or re.match(r"^\s*(?:the\s+)?(?:number|size|more memory)", tail, re.I)):
@@ -161,7 +161,8 @@ def _stated(s: str, b: Block) -> list[Candidate]:
             continue
         phrase = f"{m.group('n')}{m.group('u')}{tail}"
         if m.group("u") == "%":
-            phrase = f"{lead[-30:]} {phrase}"
+            clause = re.split(r",|;|\band\b|\bbut\b", lead)[-1]
+            phrase = f"{phrase} {re.sub(r'[0-9.]+', ' ', clause[-30:])}"
         v = parse_stated_speedup(phrase)
         if v is None:
             continue
