@@ -18,6 +18,7 @@ from types import ModuleType
 
 from dagster_project.mining.commits import (
     kernel_body,
+    lake_sync,
     languages,
     license,
     mentions,
@@ -29,11 +30,13 @@ from dagster_project.mining.commits import prompt as commit_prompt
 from dagster_project.mining.commits import split as commit_split
 from dagster_project.mining.configs import (
     attribution,
+    build,
     candidates,
     defaults,
     discover,
     entries,
     kernels,
+    lookup,
     names,
     shapes,
 )
@@ -51,6 +54,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "commit_split": commit_split,
     "mentions": mentions,
     "commit_prompt": commit_prompt,
+    "commit_rows": lake_sync,
     "config_layout": discover,
     "config_names": names,
     "parsing": entries,
@@ -61,19 +65,22 @@ RULE_MODULES: dict[str, ModuleType] = {
     "defaults": defaults,
     "config_split": config_split,
     "config_prompt": config_prompt,
+    "config_lookup": lookup,
+    "config_rows": build,
 }
 
 #: asset -> the rules it applies itself (inputs' changes reach it through data versions).
 ASSET_RULES: dict[str, tuple[str, ...]] = {
     "perf_commits": ("title_filter", "kernel_paths"),
     "kernel_commit_files": ("kernel_paths", "file_limits", "languages", "licences", "kernel_body"),
-    "kernel_commits": ("commit_split", "mentions", "commit_prompt"),
-    "config_files": ("config_layout", "config_names", "parsing"),
+    "kernel_commits": ("commit_split", "mentions", "commit_prompt", "commit_rows"),
+    "config_files": ("config_layout", "config_names", "parsing", "config_lookup"),
     "config_entries": ("parsing",),
     "config_attribution": ("attribution", "parsing"),
     "kernel_sources": ("kernel_sources",),
     "moe_model_shapes": ("model_shapes",),
-    "tuned_configs": ("candidates", "defaults", "config_split", "config_prompt", "parsing"),
+    "tuned_configs": ("candidates", "defaults", "config_split", "config_prompt", "parsing",
+                      "config_rows"),
 }
 
 

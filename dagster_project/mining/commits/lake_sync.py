@@ -39,7 +39,10 @@ from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec
 from dagster_project.mining.commits.split import assign_temporal_split
 from dagster_project.mining.git import GitRepo
-from dagster_project.mining.versions import asset_code_version, changed_rules
+
+#: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
 
 MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String(), "rules_version": pl.String()}
 WATERMARK_SCHEMA = {"repo": pl.String(), "head": pl.String(), "mined_at": pl.String(), "mode": pl.String(),
@@ -68,11 +71,13 @@ def watermark_row(lake: Lake, repo: str) -> tuple[str | None, str | None]:
 
 def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str) -> dict[str, Any]:
     """Mine new perf commits of ``repo`` up to ``head``; returns counters for metadata."""
+    from dagster_project.mining import versions  # imported here: versions imports this module
+
     started = time.monotonic()
     target = effective_head(git, spec, head)
     old, old_rules = watermark_row(lake, repo)
-    rules = asset_code_version("perf_commits")
-    changed = changed_rules(old_rules, rules) if old is not None else []
+    rules = versions.asset_code_version("perf_commits")
+    changed = versions.changed_rules(old_rules, rules) if old is not None else []
     if old == target and not changed:
         total = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA).height
         return {"mode": "noop", "head": target, "new_commits": 0, "total_commits": total, "seconds": 0.0,
@@ -102,15 +107,17 @@ def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, he
 
 def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) -> dict[str, Any]:
     """Mine the files of perf commits not mined yet; drop rows whose commit vanished."""
+    from dagster_project.mining import versions  # imported here: versions imports this module
+
     started = time.monotonic()
     commits = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
     done = _repo_rows(lake, "kernel_commit_mined", repo, MINED_SCHEMA)
-    rules = asset_code_version("kernel_commit_files")
+    rules = versions.asset_code_version("kernel_commit_files")
     if "rules_version" not in done.columns:  # a lake mined before versions were recorded
         done = done.with_columns(rules_version=pl.lit(None, dtype=pl.String()))
     # Commits mined under other file rules count as not mined: re-mined, never kept.
     older = done.filter(pl.col("rules_version").is_null() | (pl.col("rules_version") != rules))
-    changed = sorted({c for v in older["rules_version"].unique().to_list() for c in changed_rules(v, rules)})
+    changed = sorted({c for v in older["rules_version"].unique().to_list() for c in versions.changed_rules(v, rules)})
     done = done.filter(pl.col("rules_version") == rules)
     live = commits["sha"].implode()
     todo = commits.filter(~pl.col("sha").is_in(done["sha"].implode()))

@@ -12,6 +12,7 @@ the blob and are skipped too.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from dagster_project.mining.git import GitRepo
 
 #: Version of which commit a config file is attributed to. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 ATTRIBUTION_SCHEMA: dict[str, pl.DataType] = {
     "repo": pl.String(),
@@ -36,6 +37,7 @@ ATTRIBUTION_SCHEMA: dict[str, pl.DataType] = {
     "pr_path": pl.String(),  # the file's name in that commit (differs after moves)
     "pr_blob_oid": pl.String(),
     "moves_followed": pl.Int64(),  # pure renames walked through to get there
+    "format_only_skipped": pl.Int64(),  # changes with equal parsed JSON walked through
 }
 
 _PR_RE = re.compile(r"\(#(\d+)\)\s*$")
@@ -169,37 +171,35 @@ def attribute_config_prs(
          ref, "--", *specs],
         config=("diff.renameLimit=0",),
     )
-    tracking: dict[str, str] = {p: p for p in dict.fromkeys(paths)}  # name then -> HEAD path
-    moves: dict[str, int] = dict.fromkeys(tracking, 0)
-    found: dict[str, tuple[LogCommit, RawChange]] = {}
-    for commit in parse_raw_log(out):
-        if not tracking:
+    commits = list(parse_raw_log(out))
+    # Changes that leave the parsed JSON equal (whitespace, key order, a trailing newline)
+    # are walked through like pure moves. Which ones they are needs the blobs, so walk,
+    # read the old/new blobs of the changes found (one batch), mark the equal ones and
+    # walk again; each round only re-reads what it newly found (usually one round).
+    format_only: set[tuple[str, str]] = set()  # (commit sha, path then)
+    checked: set[tuple[str, str]] = set()
+    while True:
+        found, moves, skipped = _walk(commits, paths, format_only)
+        todo = [(c, ch) for c, ch in found.values() if (c.sha, ch.path) not in checked
+                and ch.status in "MR" and ch.old_oid != _ZERO and ch.old_oid != ch.new_oid]
+        if not todo:
             break
-        # Decide against the names as they were just after this commit, then apply, so
-        # a commit that swaps or chains names (a→b, b→c) is not walked twice.
-        renamed: dict[str, str] = {}
-        done: list[str] = []
-        for ch in commit.changes:
-            head_path = tracking.get(ch.path)
-            if head_path is None or ch.status == "D":
-                continue
-            if ch.old_oid == ch.new_oid and ch.status in "RM":
-                if ch.status == "R" and ch.old_path is not None:  # pure move: follow it
-                    done.append(ch.path)
-                    renamed[ch.old_path] = head_path
-                    moves[head_path] += 1
-                continue  # mode-only change: same content
-            done.append(ch.path)
-            found[head_path] = (commit, ch)
-        for name in done:
-            tracking.pop(name, None)
-        tracking.update(renamed)
+        checked.update((c.sha, ch.path) for c, ch in todo)
+        oids = [o for _, ch in todo for o in (ch.old_oid, ch.new_oid)]
+        repo.prefetch_blobs(oids)
+        blobs = repo.read_blobs(oids)
+        newly = {(c.sha, ch.path) for c, ch in todo
+                 if _same_json(blobs.get(ch.old_oid), blobs.get(ch.new_oid))}
+        if not newly:
+            break
+        format_only |= newly
 
     rows = []
     for p in dict.fromkeys(paths):
         hit = found.get(p)
         if hit is None:
-            rows.append({"repo": repo_name, "path": p, "moves_followed": moves.get(p, 0)})
+            rows.append({"repo": repo_name, "path": p, "moves_followed": moves.get(p, 0),
+                         "format_only_skipped": skipped.get(p, 0)})
             continue
         commit, ch = hit
         number = pr_number_of(commit.subject)
@@ -214,8 +214,58 @@ def attribute_config_prs(
             "pr_path": ch.path,
             "pr_blob_oid": ch.new_oid,
             "moves_followed": moves[p],
+            "format_only_skipped": skipped.get(p, 0),
         })
     return pl.DataFrame(rows, schema=ATTRIBUTION_SCHEMA)
+
+
+def _same_json(a: bytes | None, b: bytes | None) -> bool:
+    """True when both blobs parse to equal JSON (a formatting-only change)."""
+    if a is None or b is None:
+        return False
+    try:
+        return json.loads(a) == json.loads(b)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _walk(
+    commits: list[LogCommit], paths: Sequence[str], format_only: set[tuple[str, str]]
+) -> tuple[dict[str, tuple[LogCommit, RawChange]], dict[str, int], dict[str, int]]:
+    """Newest to oldest: the change that made each path's content, moves followed.
+
+    Changes in ``format_only`` are followed like pure moves (counted per path).
+    """
+    tracking: dict[str, str] = {p: p for p in dict.fromkeys(paths)}  # name then -> HEAD path
+    moves: dict[str, int] = dict.fromkeys(tracking, 0)
+    skipped: dict[str, int] = {}
+    found: dict[str, tuple[LogCommit, RawChange]] = {}
+    for commit in commits:
+        if not tracking:
+            break
+        # Decide against the names as they were just after this commit, then apply, so
+        # a commit that swaps or chains names (a→b, b→c) is not walked twice.
+        renamed: dict[str, str] = {}
+        done: list[str] = []
+        for ch in commit.changes:
+            head_path = tracking.get(ch.path)
+            if head_path is None or ch.status == "D":
+                continue
+            same = ch.old_oid == ch.new_oid
+            if (same or (commit.sha, ch.path) in format_only) and ch.status in "RM":
+                if not same:
+                    skipped[head_path] = skipped.get(head_path, 0) + 1
+                if ch.status == "R" and ch.old_path is not None:  # move: follow it
+                    done.append(ch.path)
+                    renamed[ch.old_path] = head_path
+                    moves[head_path] += 1
+                continue  # mode-only or formatting-only change: same content
+            done.append(ch.path)
+            found[head_path] = (commit, ch)
+        for name in done:
+            tracking.pop(name, None)
+        tracking.update(renamed)
+    return found, moves, skipped
 
 
 VERIFY_SCHEMA: dict[str, pl.DataType] = {
@@ -223,7 +273,7 @@ VERIFY_SCHEMA: dict[str, pl.DataType] = {
     "path": pl.String(),
     "pr_sha": pl.String(),
     "changed_content": pl.Boolean(),  # blob at the commit differs from the parent's
-    "matches_ref": pl.Boolean(),  # blob at the commit equals the blob at the ref
+    "matches_ref": pl.Boolean(),  # content at the commit equals the ref's (same blob or JSON)
 }
 
 
@@ -232,8 +282,9 @@ def verify_attribution(repo: GitRepo, attributions: pl.DataFrame, ref: str = "HE
 
     ``changed_content``: the file's blob at the found commit differs from its blob at the
     first parent (or the parent has no such file: an add or an inexact rename).
-    ``matches_ref``: that blob is still the file's blob at ``ref``, i.e. nothing after the
-    commit changed the content (only pure moves, which keep the blob).
+    ``matches_ref``: that blob is still the file's content at ``ref``, i.e. nothing after the
+    commit changed a value (only pure moves, which keep the blob, and formatting-only
+    changes, which keep the parsed JSON).
     """
     rows = attributions.filter(pl.col("pr_sha").is_not_null())
     names: list[str] = []
@@ -246,14 +297,20 @@ def verify_attribution(repo: GitRepo, attributions: pl.DataFrame, ref: str = "HE
         for line in out.decode().splitlines():
             parts = line.split()
             oids.append(parts[0] if len(parts) == 2 and parts[1] == "blob" else None)
+    # Blobs that differ from the ref's only count as a match when their JSON is equal
+    # (the formatting-only changes attribution walks through).
+    differ = [o for k in range(rows.height) for o in oids[3 * k: 3 * k + 3: 2]
+              if oids[3 * k] is not None and oids[3 * k] != oids[3 * k + 2]]
+    blobs = repo.read_blobs([o for o in differ if o]) if differ else {}
     result = []
     for k, (r, sha, path) in enumerate(rows.select("repo", "pr_sha", "path").iter_rows()):
         at, parent, head = oids[3 * k : 3 * k + 3]
+        same = at is not None and (at == head or _same_json(blobs.get(at), blobs.get(head or "")))
         result.append({
             "repo": r,
             "path": path,
             "pr_sha": sha,
             "changed_content": at is not None and at != parent,
-            "matches_ref": at is not None and at == head,
+            "matches_ref": same,
         })
     return pl.DataFrame(result, schema=VERIFY_SCHEMA)

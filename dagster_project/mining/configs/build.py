@@ -20,6 +20,10 @@ from dagster_project.mining.configs.names import has_low_shared_memory, is_black
 from dagster_project.mining.configs.prompt import M_SLOT, prompt_template
 from dagster_project.mining.configs.split import split_for
 
+#: Version of the tuned_configs row assembly (columns, joins). Bump it whenever mined output changes:
+#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+RULES_VERSION = "1"
+
 LICENSE = "Apache-2.0"
 
 TUNED_CONFIGS_SCHEMA: dict[str, pl.DataType] = {
@@ -51,6 +55,9 @@ TUNED_CONFIGS_SCHEMA: dict[str, pl.DataType] = {
     "family": pl.String(),
     "is_down": pl.Boolean(),
     "config_pr_number": pl.Int64(),
+    # Does the engine's own lookup at the snapshot open this file (null: not modelled)?
+    "loaded_at_runtime": pl.Boolean(),
+    "not_loaded_reason": pl.String(),
 }
 
 

@@ -15,6 +15,7 @@ import re
 import polars as pl
 
 from dagster_project.mining.configs.entries import BlobCache, load_parsed_blobs
+from dagster_project.mining.configs.lookup import is_loaded, read_lookup_rules
 from dagster_project.mining.configs.names import (
     ConfigNameError,
     ParsedName,
@@ -55,6 +56,9 @@ FILES_SCHEMA: dict[str, pl.DataType] = {
     "n_entries": pl.Int64(),
     "parse_status": pl.String(),
     "parse_error": pl.String(),
+    # Would the engine's own lookup at the snapshot open this file? (``lookup.py``)
+    "loaded_at_runtime": pl.Boolean(),
+    "not_loaded_reason": pl.String(),
 }
 
 _VERSION_DIR = re.compile(r"^triton_(\d+(?:_\d+)*)$")
@@ -162,6 +166,7 @@ def discover_config_files(
     rows = [(_row(repo_name, path, oid, spec, ver), oid) for path, oid, spec, ver in found]
     named_oids = [oid for (_, name), oid in rows if name is not None]
     blobs = load_parsed_blobs(repo, named_oids, cache)
+    rules = read_lookup_rules(repo, repo_name, ref)
     out = []
     for (row, name), oid in rows:
         if name is not None:
@@ -170,5 +175,8 @@ def discover_config_files(
                 row.update(parse_status=blob.status, parse_error=blob.error)
             else:
                 row.update(triton_version=blob.triton_version, n_entries=len(blob.entries))
+            loaded, why = is_loaded(rules, name.family, row["basename"], name.device_name,
+                                    name.dtype)
+            row.update(loaded_at_runtime=loaded, not_loaded_reason=why)
         out.append(row)
     return pl.DataFrame(out, schema=FILES_SCHEMA).sort("path")

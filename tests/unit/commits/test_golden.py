@@ -9,7 +9,9 @@ configs), fingerprints each asset's output and compares with ``golden_mined.json
 * same versions, other output -> fails: bump the RULES_VERSION of the rule you changed;
 * other versions -> fails until the golden is re-recorded for them.
 
-Re-record with ``KH_UPDATE_GOLDEN=1 pytest tests/unit/commits/test_golden.py``.
+Re-record with ``KH_UPDATE_GOLDEN=1 pytest tests/unit/commits/test_golden.py``. A change
+of the fixture repositories themselves also changes the fingerprints: re-record in the
+same commit (the message then names the assets whose input changed).
 """
 
 from __future__ import annotations
