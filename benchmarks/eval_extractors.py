@@ -47,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dagster_project.gains.extract import extract_text  # noqa: E402
+from dagster_project.gains.extract import extract_pr_gains  # noqa: E402
 from dagster_project.gains.normalise import normalise_unit  # noqa: E402
 from dagster_project.gains.schema import Measurement  # noqa: E402
 
@@ -177,17 +177,12 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
     return t
 
 
-def evaluate(prs: Iterable[Any], extract: Callable[[str], list[Measurement]], *, detail: bool) -> Tally:
-    """Score ``extract`` over PRs; ``detail`` keeps per-PR misses (dev folds only)."""
+def evaluate(prs: Iterable[Any], extract: Callable[[str, str], list[Measurement]], *, detail: bool) -> Tally:
+    """Score ``extract(text, repo)`` over PRs; ``detail`` keeps per-PR misses (dev folds only)."""
     total = Tally()
     for pr in prs:
-        total.add(score_pr(pr, extract(pr.text or ""), detail=detail))
+        total.add(score_pr(pr, extract(pr.text or "", pr.repo), detail=detail))
     return total
-
-
-def _text_of(pr: Any) -> str:
-    # the labelled text is the body; the extractor reads "title\nbody" (no title stored)
-    return pr.text
 
 
 def run(which: str, show: bool) -> dict[str, Any]:
@@ -195,8 +190,9 @@ def run(which: str, show: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"extractor": "table"}
     t0 = time.perf_counter()
 
-    def det(text: str) -> list[Measurement]:
-        return extract_text("\n" + text)
+    def det(text: str, repo: str) -> list[Measurement]:
+        # the labelled text is the body; the extractor reads "title\nbody" (no title stored)
+        return extract_pr_gains("\n" + text, repo=repo).measurements
 
     if which in ("held", "all"):
         held = devset.load_devset(DEVSET, folds=HELD_FOLDS)

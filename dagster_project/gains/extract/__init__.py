@@ -84,7 +84,7 @@ def extract_pr_gains(
 ) -> PRGains:
     """Extract, finalise and audit one PR; lineage fields are stamped on every row."""
     if extractor == "table":
-        ms = _post(extract_table(text), text)
+        ms = _post(extract_table(text, repo), text)
         result = PRGains(ms, "table", EXTRACTOR_VERSION)
     elif extractor == "llm":
         if llm is None:

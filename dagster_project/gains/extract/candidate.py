@@ -74,7 +74,7 @@ def _scope(c: Candidate, unit: str | None) -> str:
     keys = [k for k, _ in c.keys]
     if E2E_WORDS.search(metric) or u in ("tok/s", "req/s"):
         return "e2e"
-    if re.search(r"kernel", metric, re.I) or u in ("us", "ns", "TFLOPS", "GFLOPS", "GB/s", "TB/s"):
+    if KERNEL_WORDS.search(metric) or u in ("us", "ns", "TFLOPS", "GFLOPS", "GB/s", "TB/s"):
         return "kernel"
     if any(SHAPE_KEYS_KERNEL.match(k.strip()) for k in keys):
         return "kernel"

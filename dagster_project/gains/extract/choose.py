@@ -18,8 +18,9 @@ from dagster_project.gains.extract.aligned import aligned_grids
 from dagster_project.gains.extract.candidate import Candidate, to_measurement
 from dagster_project.gains.extract.document import Block, split_blocks
 from dagster_project.gains.extract.prose import prose_candidates
-from dagster_project.gains.extract.records import run_candidates
+from dagster_project.gains.extract.records import inline_candidates, run_candidates
 from dagster_project.gains.extract.tables import table_candidates
+from dagster_project.gains.extract.vocab import PROJECT, project_of
 from dagster_project.gains.normalise import finalise
 from dagster_project.gains.schema import Measurement
 
@@ -46,6 +47,7 @@ def candidates(text: str) -> list[Candidate]:
         else:
             record_blocks.append(b)
     found.extend(run_candidates(record_blocks))
+    found.extend(inline_candidates(record_blocks))
     found.extend(prose_candidates([b for b in blocks if b.kind == "text"], title))
     return found
 
@@ -79,10 +81,17 @@ def choose(found: list[Candidate]) -> list[Measurement]:
     return out
 
 
-def extract_table(text: str) -> list[Measurement]:
+def extract_table(text: str, repo: str | None = None) -> list[Measurement]:
     """Deterministic measurements of one PR text (first line title), speedups computed,
-    not yet audited (:func:`dagster_project.gains.extract.extract_pr_gains` audits)."""
-    out = choose(candidates(text))
+    not yet audited (:func:`dagster_project.gains.extract.extract_pr_gains` audits).
+
+    ``repo`` (``vllm``, ``sgl-project/sglang``…) names the PR's own project, so that in a
+    ``| vLLM | SGL Kernel |`` table of an SGLang PR the SGLang column is the PR's side."""
+    token = PROJECT.set(project_of(repo))
+    try:
+        out = choose(candidates(text))
+    finally:
+        PROJECT.reset(token)
     for m in out:
         m.extractor, m.extractor_version = "table", EXTRACTOR_VERSION
     return out

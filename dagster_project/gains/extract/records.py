@@ -109,7 +109,8 @@ def parse_records(line: str) -> list[Rec]:
             continue
         unit = m.group("unit")
         is_key = bool(BATCH_KEY.match(key) or SHAPE_KEYS_KERNEL.match(key) or CONCURRENCY_KEY.match(key) or re.fullmatch(
-            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep", key, re.I
+            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|num[_ ]\w+|n_\w+|bs",
+            key, re.I,
         ))
         if is_key and (unit is None or unit == "%"):
             keys.append((key, m.group("val")))
@@ -181,6 +182,53 @@ def _value_records(rest: str, line: str) -> list[Rec]:
     return out
 
 
+def key_only(line: str) -> tuple[tuple[str, str], ...] | None:
+    """``batch size: 32`` / ``M=64, N=4096`` on a line of its own: the keys of the records below."""
+    s = clean_cell(line.strip().lstrip("-*+> ").strip()).rstrip(":")
+    parts = re.findall(r"([A-Za-z][\w ]{0,20}?)\s*[:=]\s*(\d+)(?![\d.])", s)
+    if not parts or re.sub(r"([A-Za-z][\w ]{0,20}?)\s*[:=]\s*(\d+)", "", s).strip(" ,;") != "":
+        return None
+    keys = tuple((k.strip(), v) for k, v in parts)
+    if not all(BATCH_KEY.match(k) or SHAPE_KEYS_KERNEL.match(k) or re.fullmatch(r"\w+[_ ]size|\w+[_ ]len", k, re.I)
+               for k, _ in keys):
+        return None
+    return keys
+
+
+def inline_candidates(blocks: list[Block]) -> list[Candidate]:
+    """Two readings of one line that differ by one word naming each side
+    (``vllm time = 0.0130ms, custom time = 0.0119ms``): a pair from one record line."""
+    out: list[Candidate] = []
+    for b in blocks:
+        if b.kind not in ("code", "text"):
+            continue
+        for ln in b.lines:
+            recs = parse_records(ln)
+            if len(recs) != 2:
+                continue
+            r1, r2 = recs
+            w1, w2 = r1.metric.lower().split(), r2.metric.lower().split()
+            if len(w1) != len(w2) or len(w1) < 2:
+                continue
+            diff = [i for i, (a, c) in enumerate(zip(w1, w2, strict=True)) if a != c]
+            if len(diff) != 1:
+                continue
+            k1, k2 = role_of(w1[diff[0]]).kind, role_of(w2[diff[0]]).kind
+            if (k1, k2) in (("baseline", "optimized"), ("baseline", None), (None, "optimized")):
+                base, opt = r1, r2
+            elif (k1, k2) in (("optimized", "baseline"), ("optimized", None), (None, "baseline")):
+                base, opt = r2, r1
+            else:
+                continue
+            metric = " ".join(w for i, w in enumerate(w1) if i != diff[0])
+            if is_non_measurement(metric) or (base.unit and opt.unit and normalise_unit(base.unit) != normalise_unit(opt.unit)):
+                continue
+            out.append(Candidate(base.value, opt.value, metric, opt.unit or base.unit, b, "records",
+                                 keys=list(r1.keys), baseline_label=base.metric, optimized_label=opt.metric,
+                                 evidence=[ln]))
+    return out
+
+
 def collect_runs(blocks: list[Block]) -> list[Run]:
     """Every run in document order (see module docstring)."""
     runs: list[Run] = []
@@ -198,7 +246,12 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
             elif b.heading and role_line(b.heading):
                 role, label = role_line(b.heading), b.heading
             run = Run(role or Role(None), label, b)
+            current: tuple[tuple[str, str], ...] = ()
             for ln in lines:
+                ko = key_only(ln)
+                if ko is not None:
+                    current = ko
+                    continue
                 inner = role_line(ln) if ln.strip() and not parse_records(ln) else None
                 if inner is not None and (inner.strength < 2 or (run.role.strength == 2 and not run.records)):
                     inner = None
@@ -209,7 +262,10 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
                 if inner is not None:
                     run.role, run.label = inner, ln.strip()
                     continue
-                run.records.extend(parse_records(ln))
+                recs = parse_records(ln)
+                if current:
+                    recs = [Rec(r.metric, r.value, r.text, r.unit, r.keys or current, r.line) for r in recs]
+                run.records.extend(recs)
             runs.append(run)
         elif b.kind == "text":
             run: Run | None = None  # type: ignore[no-redef]

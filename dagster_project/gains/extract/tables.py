@@ -222,6 +222,14 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
             first, second = second, first
         groups = {"": [Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
                        Column(second.j, second.header, "variant", Role("optimized", 1), second.residual)]}
+    strong_base = [c for c in valued if c.role.kind == "baseline" and c.role.strength == 2]
+    others = [c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)]
+    if len(strong_base) == 1 and others and not any(c.role.kind == "optimized" for c in valued):
+        # "| Baseline | +vector loads | +unroll |": changes stacked left to right, the last
+        # column is the PR's state
+        b = strong_base[0]
+        last = others[-1]
+        groups = {"": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]}
     pairs = [(name, *_choose(g)) for name, g in groups.items()]
     pairs = [(n, b, o) for n, b, o in pairs if b is not None and o is not None]
     for _name, bcol, ocol in pairs:

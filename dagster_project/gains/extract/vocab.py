@@ -14,6 +14,7 @@ and weak roles for implementation names that only decide when nothing stronger i
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit
@@ -29,12 +30,12 @@ _BASE_STRONG = re.compile(
 _OPT_STRONG = re.compile(
     r"\bthis\s+(?:pr|branch|change|patch)\b|\bpr\b|\bours\b|\bour\b|\bafter\b|\btuned\b|\bnew\b|"
     r"\boptimi[sz]ed\b|\bopt\b|\bw/(?!o)|\bwith\b|\bproposed\b|\bpatched\b|\benabled?\b|\bon\b|"
-    r"\bfixed\b|\bbranch\b|\bimproved\b|\bpr\s*#?\d+|#\d{3,}",
+    r"\bfixed\b|\bimproved\b|\b(?:pr|feature|my|new)\s+branch\b|\bpr\s*#?\d+|#\d{3,}",
     re.I,
 )
 _BASE_WEAK = re.compile(
     r"\btorch\b|\bpytorch\b|\beager\b|\bnative\b|\bnaive\b|\bpython\b|\bunfused\b|\bseparate\b|"
-    r"\bcompiled?\b|\btorch\.compile\b|\bcublas\b|\bloop\b|\bf\.linear\b|\bhugging\s*face\b|\bhf\b",
+    r"\bcompiled?\b|\btorch\.compile\b|\bcublas\b|\bf\.linear\b|\bhugging\s*face\b|\bhf\b",
     re.I,
 )
 _OPT_WEAK = re.compile(
@@ -61,8 +62,37 @@ class Role:
 NO_ROLE = Role(None, 0)
 
 
+#: the repository the PR belongs to ("vllm", "sglang", "flashinfer"), while one PR is read:
+#: a column named after the PR's own project is its side, another project's is the baseline
+PROJECT: ContextVar[str | None] = ContextVar("gains_project", default=None)
+_PROJECTS = {
+    "vllm": re.compile(r"\bvllm\b", re.I),
+    "sglang": re.compile(r"\bsgl(?:ang)?\b", re.I),
+    "flashinfer": re.compile(r"\bflashinfer\b", re.I),
+}
+
+
+def project_of(repo: str | None) -> str | None:
+    """``"sglang"`` for ``sglang`` / ``sgl-project/sglang``; ``None`` for anything else."""
+    if not repo:
+        return None
+    tail = repo.rsplit("/", 1)[-1].lower()
+    return tail if tail in _PROJECTS else None
+
+
 def role_of(label: str | None) -> Role:
     """The role a header / label / line prefix names (see module docstring)."""
+    role = _role_of(label)
+    own = PROJECT.get()
+    if own and label and role.strength < 2 and role.kind != "reference":
+        if _PROJECTS[own].search(label):
+            return Role("optimized", 1)
+        if any(rx.search(label) for name, rx in _PROJECTS.items() if name != own):
+            return Role("baseline", 1)
+    return role
+
+
+def _role_of(label: str | None) -> Role:
     if not label:
         return NO_ROLE
     s = label.strip()
@@ -174,7 +204,8 @@ E2E_WORDS = re.compile(
 KERNEL_WORDS = re.compile(
     r"\bkernels?\b|micro-?bench|benchmark_moe|bench_\w+|benchmarks/kernels|\bop(?:erator)?s?\b|"
     r"\bgemm\b|\bop-level\b|\bunit bench|triton\.testing|do_bench|perf_report|\bnsys\b|\bncu\b|"
-    r"\bcuda graph\b|\bmoe_align|\bfused_moe\b|\bquant(?:ize|ization)? kernel",
+    r"\bcuda graph\b|\bmoe_align|\bfused_moe\b|\bquant(?:ize|ization)? kernel|all-?reduce|all-?gather|"
+    r"\bnccl\b|\bmatmul\b|\bscaled_mm\b|\bgemv\b|\brms_?norm\b|\blayernorm\b|\brope\b|\bsampler\b|\btopk\b",
     re.I,
 )
 SHAPE_KEYS_KERNEL = re.compile(
