@@ -72,8 +72,8 @@ def _scope(c: Candidate, unit: str | None) -> str:
     metric = c.metric or ""
     u = normalise_unit(unit)
     keys = [k for k, _ in c.keys]
-    if E2E_WORDS.search(metric) or u in ("tok/s", "req/s"):
-        return "e2e"
+    if E2E_WORDS.search(metric) or u in ("tok/s", "req/s", "s"):
+        return "e2e"  # kernel timings are never whole seconds
     if KERNEL_WORDS.search(metric) or u in ("us", "ns", "TFLOPS", "GFLOPS", "GB/s", "TB/s"):
         return "kernel"
     if any(SHAPE_KEYS_KERNEL.match(k.strip()) for k in keys):
@@ -85,7 +85,11 @@ def _scope(c: Candidate, unit: str | None) -> str:
             return "kernel"
         if e and not k:
             return "e2e"
-    if u == "s":
+    own = f"{' '.join(c.evidence)}\n{b.text[:600]}"
+    k, e = KERNEL_WORDS.search(own), E2E_WORDS.search(own)
+    if k and not e:
+        return "kernel"
+    if e and not k:
         return "e2e"
     return "kernel" if re.search(r"\bkernel|\bop\b|\bgemm\b", b.title, re.I) else "e2e"
 
@@ -138,6 +142,8 @@ def to_measurement(c: Candidate) -> Measurement:
         hib = infer_higher_is_better(metric, unit)
     if hib is None:
         hib = infer_higher_is_better(f"{b.label} {b.before}", None)
+    if hib is None:
+        hib = infer_higher_is_better(f"{b.heading} {b.after} {b.title}", None)
     return Measurement(
         scope=_scope(c, unit),  # type: ignore[arg-type]
         metric=metric,

@@ -52,6 +52,11 @@ def candidates(text: str) -> list[Candidate]:
     return found
 
 
+def c_scope_hint(m: Measurement) -> str | None:
+    """The scope a sentence names itself (kept on the measurement as its scope when set)."""
+    return m.scope if m.source and m.source.endswith(":hinted") else None
+
+
 def choose(found: list[Candidate]) -> list[Measurement]:
     """Measurements from candidates (rules in the module docstring), finalised."""
     out: list[Measurement] = []
@@ -59,6 +64,8 @@ def choose(found: list[Candidate]) -> list[Measurement]:
     stated_only: list[Measurement] = []
     for c in found:
         m = finalise(to_measurement(c))
+        if c.scope_hint and c.structure == "sentence":
+            m.source = f"{m.source}:hinted"
         if m.is_pair:
             key = (m.baseline, m.optimized)
             if key in seen_pairs:  # type: ignore[comparison-overlap]
@@ -71,7 +78,7 @@ def choose(found: list[Candidate]) -> list[Measurement]:
     seen_stated: set[tuple[float, str]] = set()
     for m in stated_only:
         s = m.stated_speedup or 0.0
-        if m.structure == "sentence" and m.scope in paired_scopes:
+        if m.structure == "sentence" and paired_scopes and (c_scope_hint(m) in paired_scopes or c_scope_hint(m) is None):
             continue  # a summary ("overall 1.8x faster") of pairs already read
         key = (s, m.evidence or "")
         if key in seen_stated:

@@ -40,7 +40,7 @@ class Block:
     #: for tables: the parsed grid (header + rows of cleaned cells)
     grid: Grid | None = None
     heading: str = ""
-    before: str = ""  # up to three prose lines before the block
+    before: str = ""  # up to five prose lines before the block
     label: str = ""  # the non-empty line right before the block
     after: str = ""  # the first non-empty line after the block
     title: str = ""
@@ -151,12 +151,12 @@ def split_blocks(text: str) -> list[Block]:
 
     def ctx_block(kind: str, blines: list[str], grid: Grid | None = None) -> Block:
         label = next((ln.strip() for ln in reversed(text_buf) if ln.strip()), "")
-        return Block(kind, blines, len(blocks), grid, heading, "\n".join(prose_tail[-3:]), label, "", title)
+        return Block(kind, blines, len(blocks), grid, heading, "\n".join(prose_tail[-5:]), label, "", title)
 
     def flush_text() -> None:
         if any(ln.strip() for ln in text_buf):
             blocks.append(Block("text", list(text_buf), len(blocks), None, heading,
-                                "\n".join(prose_tail[-3:]), "", "", title))
+                                "\n".join(prose_tail[-5:]), "", "", title))
 
     while i < len(lines):
         line = lines[i]

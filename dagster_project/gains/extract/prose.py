@@ -130,6 +130,11 @@ def transitions(s: str, b: Block) -> list[Candidate]:
                     continue
             if ub and uo and normalise_unit(ub) != normalise_unit(uo):
                 continue
+            if re.match(r"^\s*[+*/]\s*\d", s[m.end("o"):]) or re.search(r"\d\s*[+*/]\s*$", s[: m.start("b")]):
+                continue  # one side is a sum being written out (5.9+5.7+...=38.8us)
+            if re.search(r"\bsum of\b|\bin total\b|\btotal of\b|\bgeomean\b|\bon average\b|\baveraged over\b",
+                         s[max(0, m.start() - 80) : m.start()], re.I):
+                continue  # a summary of the rows, not a measurement of its own
             if ACCURACY.search(s[max(0, m.start() - 50) : m.end() + 20]):
                 continue
             bv, ov = parse_number(m.group("b")), parse_number(m.group("o"))

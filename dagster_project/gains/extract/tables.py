@@ -172,6 +172,8 @@ def _skip_row(label: str) -> bool:
 def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Block) -> str:
     if transposed and row_label:
         return row_label
+    if not METRIC_WORDS.search(col_residual) and not unit_in(col_residual):
+        return ""  # a variant's name ("loop unroll", "triton"), not what was measured
     if col_residual and _norm_residual(col_residual) and not re.fullmatch(r"[\W\d_]*", _norm_residual(col_residual)):
         return col_residual
     return ""
@@ -235,9 +237,10 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     for _name, bcol, ocol in pairs:
         assert bcol is not None and ocol is not None
         unit = unit_in(ocol.header) or unit_in(bcol.header)
+        # the stated ratio of this pair: the only speedup column, else the first one right of
+        # the pair's columns (| A before | A after | speedup A | B before | ... |)
         scol = None if not speed_cols else speed_cols[0] if len(speed_cols) == 1 or len(pairs) == 1 else next(
-            (s for s in speed_cols if _norm_residual(strip_role_words(SPEEDUP_HEADER.sub(" ", s.header))) == _name),
-            None,
+            (s for s in speed_cols if s.j > max(bcol.j, ocol.j)), None
         )
         for i, row in rows:
             if max(bcol.j, ocol.j) >= len(row):
