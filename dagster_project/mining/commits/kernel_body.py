@@ -16,8 +16,8 @@ What counts as a kernel function:
 * CUDA / C++: a function declared ``__global__`` or ``__device__`` (also through the
   CUTLASS/CuTe/FlashInfer macros that expand to them, e.g. ``CUTLASS_DEVICE``), from the
   qualifier to the closing brace. C++ files are held to the same rule, so a CPU kernel
-  without device code is never "kernel body" — filter on ``language`` as well when that
-  matters.
+  without device code is never "kernel body"; ``touches_cpu_kernel`` is the flag for
+  those (a CPU-kernel C++ file changed inside a function body).
 
 Speed: ``ast.parse`` of both sides costs ~10 ms per Triton file (~20 ms for the big CuTe
 DSL files), several seconds over the dataset, more than all of git's work. So Python ranges
@@ -42,7 +42,7 @@ from dagster_project.mining.commits.languages import CPP, CUDA, CUTE_DSL, TRITON
 
 #: Version of which changed lines count as a kernel body. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 Range = tuple[int, int]  # 1-based, inclusive line numbers
 
@@ -354,6 +354,74 @@ def _closing_brace(clean: str, open_pos: int) -> int:
         if depth == 0:
             return mark.start()
     return len(clean) - 1
+
+
+# -- CPU kernels (C++) ------------------------------------------------------------------
+# CPU kernels (vLLM csrc/cpu, SGLang sgl-kernel/csrc/cpu) have no device qualifier: every
+# function is a host function, so the rule above never counts them, and a 400-line CPU
+# kernel rewrite reads as "no kernel body". ``touches_cpu_kernel`` is the separate flag:
+# a C++ file that is a CPU kernel (a ``cpu`` path segment, or SIMD/OpenMP/ATen-vec code)
+# whose changed lines fall inside a function body rather than in includes, declarations,
+# registration tables or comments.
+_CPU_PATH_RE = re.compile(r"(^|/)(cpu|cpu_kernels?|x86|avx\w*|neon|sve)(/|_)", re.IGNORECASE)
+_CPU_CODE_RE = re.compile(
+    r"#\s*include\s*[<\"](immintrin|x86intrin|arm_neon|arm_sve)\.h"
+    r"|\b_mm(256|512)?_\w+\(|\b__m(128|256|512)[idh]?\b|\bat::vec::|\bVectorized<"
+    r"|#\s*pragma\s+omp\b|\bat::parallel_for\b|\bsvfloat32_t\b|\bfloat32x4_t\b"
+)
+# A brace that opens a scope, not a function body: namespaces, linkage, types, enums.
+_SCOPE_BEFORE_RE = re.compile(
+    r"(\bnamespace(\s+[\w:]+)?|\bextern\s*\S*|\b(class|struct|union|enum)\b[^;{}()]*)\s*$")
+_MACRO_CALL_RE = re.compile(r"^\s*[A-Z_][A-Z0-9_]*\s*\(")  # TORCH_LIBRARY(...) { ... }
+_FUNC_TAIL_RE = re.compile(r"\)\s*(const|noexcept|override|final|->\s*[\w:<>,\s*&]+|\s)*$")
+
+
+def is_cpu_kernel_file(path: str, code: str) -> bool:
+    """A C++ source that implements CPU kernels (see the section comment)."""
+    return _CPU_PATH_RE.search(path) is not None or _CPU_CODE_RE.search(code) is not None
+
+
+def cpp_function_ranges(code: str) -> list[Range]:
+    """Line ranges of C++ function definitions at namespace/class scope (bodies of
+    methods included); comments, strings and directives are blanked first."""
+    clean = _CPP_NOISE_RE.sub(_newlines, code)
+    lines = _LineCounter(clean)
+    ranges: list[Range] = []
+    scope_ends: list[int] = []  # closing positions of the transparent scopes we are in
+    pos = 0
+    while True:
+        m = _CURLY_RE.search(clean, pos)
+        if m is None:
+            break
+        while scope_ends and m.start() > scope_ends[-1]:
+            scope_ends.pop()
+        if m.group(0) == "}":
+            pos = m.end()
+            continue
+        prev_stop = max(clean.rfind(";", 0, m.start()), clean.rfind("}", 0, m.start()),
+                        clean.rfind("{", 0, m.start()))
+        head = clean[prev_stop + 1: m.start()]
+        close = _closing_brace(clean, m.start())
+        if _SCOPE_BEFORE_RE.search(head):
+            scope_ends.append(close)
+            pos = m.end()  # look inside: functions live in namespaces and classes
+            continue
+        if _FUNC_TAIL_RE.search(head) and "(" in head and not _MACRO_CALL_RE.match(head):
+            ranges.append((lines.line_of(m.start()), lines.line_of(close)))
+        pos = close + 1  # a function body, an initialiser or a lambda: skip it whole
+    return ranges
+
+
+def touches_cpu_kernel(language: str, path: str, before_code: str, after_code: str,
+                       diff: str, changed: ChangedLines | None = None) -> bool:
+    """True when a C++ CPU-kernel file changes inside a function body (see above)."""
+    if language != CPP or not (is_cpu_kernel_file(path, before_code) or
+                               is_cpu_kernel_file(path, after_code)):
+        return False
+    changed = changed or changed_lines(diff)
+    if changed.old and _hits(changed.old, cpp_function_ranges(before_code)):
+        return True
+    return bool(changed.new) and _hits(changed.new, cpp_function_ranges(after_code))
 
 
 # -- both ---------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from dagster_project.mining.commits.mine import (
     EXCLUDED_SCHEMA,
     PERF_COMMITS_SCHEMA,
     ROWS_SCHEMA,
+    attach_reverts,
     effective_head,
     find_perf_commits,
     mine_commit_files,
@@ -42,7 +43,7 @@ from dagster_project.mining.git import GitRepo
 
 #: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String(), "rules_version": pl.String()}
 WATERMARK_SCHEMA = {"repo": pl.String(), "head": pl.String(), "mined_at": pl.String(), "mode": pl.String(),
@@ -89,7 +90,11 @@ def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, he
         merged = new
     else:
         prev = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
-        merged = pl.concat([prev.filter(~pl.col("sha").is_in(new["sha"].implode())), new], how="vertical_relaxed")
+        merged = pl.concat([prev.filter(~pl.col("sha").is_in(new["sha"].implode())), new], how="diagonal_relaxed")
+    # A revert can land long after its target: re-derive every row's reverted_by (one
+    # blob-free git log) whenever the head moved.
+    merged = attach_reverts(git, spec, target, merged.drop("reverted_by", strict=False).with_columns(
+        reverted_by=pl.lit(None, dtype=pl.Utf8)))
     lake.replace_rows("raw", "perf_commits", merged if merged.height else pl.DataFrame(schema=PERF_COMMITS_SCHEMA), "repo", [repo])
     # The watermark moves last: a crash before this line re-does the same range.
     lake.replace_rows(
@@ -148,6 +153,8 @@ def assemble_kernel_commits(
     """Recompute mentions with the PR body (when fetched), rebuild the prompt with them,
     and assign the temporal split. ``rows`` already carries pr_body and gains."""
     messages = dict(commits.select("sha", "message").iter_rows()) if commits.height else {}
+    reverts = (dict(commits.select("sha", "reverted_by").iter_rows())
+               if commits.height and "reverted_by" in commits.columns else {})
     models, hardware, claims, prompts = [], [], [], []
     for r in rows.iter_rows(named=True):
         m = extract_mentions(r["title"], messages.get(r["sha"]), r.get("pr_body"))
@@ -160,5 +167,24 @@ def assemble_kernel_commits(
         hardware_mentioned=pl.Series(hardware, dtype=pl.List(pl.String)),
         speedup_claims=pl.Series(claims, dtype=pl.List(pl.String)),
         prompt=pl.Series(prompts, dtype=pl.String),
+        reverted_by=pl.Series([reverts.get(s) for s in rows["sha"].to_list()], dtype=pl.String),
+        duplicate_of=duplicate_ids(rows),
     )
     return assign_temporal_split(out, test_fraction)
+
+
+def duplicate_ids(rows: pl.DataFrame) -> pl.Series:
+    """For each row, the id of the earliest row with the same repo, path, before and after
+    (a reland or resubmit of the same change); null for the first one."""
+    if rows.is_empty():
+        return pl.Series("duplicate_of", [], dtype=pl.String)
+    keyed = rows.select(
+        "id", "repo", "path", "authored_at",
+        k_before=pl.col("before_code"), k_after=pl.col("after_code"),
+        _pos=pl.int_range(pl.len()),
+    )
+    first = keyed.sort("authored_at", "id").group_by(
+        "repo", "path", "k_before", "k_after", maintain_order=True).agg(first_id=pl.col("id").first())
+    joined = keyed.join(first, on=["repo", "path", "k_before", "k_after"], how="left").sort("_pos")
+    dup = pl.when(joined["first_id"] != joined["id"]).then(joined["first_id"])
+    return joined.select(dup.alias("duplicate_of"))["duplicate_of"]

@@ -28,6 +28,7 @@ decoded as U+FFFD on all three alike (see ``diffs.py``), which keeps the diff ex
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from dagster_project.mining.commits import diffs
-from dagster_project.mining.commits.kernel_body import touches_kernel_body
+from dagster_project.mining.commits.kernel_body import touches_cpu_kernel, touches_kernel_body
 from dagster_project.mining.commits.languages import classify_language
 from dagster_project.mining.commits.license import detect_license, exclusion_reason, row_license
 from dagster_project.mining.commits.mentions import extract_mentions
@@ -49,9 +50,9 @@ from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec, is_binding_file
 from dagster_project.mining.git import GitRepo
 
-#: Version of file limits and row rules (Limits, modified-only, exclusion reasons). Bump it whenever mined output changes:
+#: Version of file limits, row rules (Limits, modified-only, exclusion reasons) and reverts. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 # -- limits ---------------------------------------------------------------------------------
 
@@ -103,6 +104,7 @@ PERF_COMMITS_SCHEMA: dict[str, pl.DataType] = {
     "rule": pl.Utf8(),
     "rule_match": pl.Utf8(),
     "files": pl.List(FILE_STRUCT),
+    "reverted_by": pl.Utf8(),  # the upstream revert at the snapshot (``find_reverts``)
 }
 ROWS_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Utf8(),
@@ -130,6 +132,7 @@ ROWS_SCHEMA: dict[str, pl.DataType] = {
     "license_before": pl.Utf8(),
     "license_after": pl.Utf8(),
     "touches_kernel_body": pl.Boolean(),
+    "touches_cpu_kernel": pl.Boolean(),  # a C++ CPU kernel changed inside a function body
     "is_binding_file": pl.Boolean(),
     "lines_changed": pl.Int64(),
 }
@@ -276,6 +279,59 @@ def find_perf_commits(
             }
         )
     return pl.DataFrame(records, schema=PERF_COMMITS_SCHEMA)
+
+
+# -- reverts --------------------------------------------------------------------------------
+
+_REVERT_BODY_RE = re.compile(r"This reverts commit ([0-9a-f]{40})")
+_REVERT_SUBJECT_RE = re.compile(r'^Revert "(.*)"(?:\s*\(#\d+\))?\s*$')
+_REV_FORMAT = "%x01%H%x1f%s%x1f%B%x02"
+
+
+def find_reverts(repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, str]) -> dict[str, str]:
+    """{reverted sha: revert sha} for every revert reachable from ``head`` on kernel paths.
+
+    A revert names its target by sha in the body (``git revert``: "This reverts commit
+    X") or, for squash merges, by quoting the subject (``Revert "T (#N)" (#M)``), which is
+    matched against ``subjects`` (sha -> subject of the perf commits). The newest revert
+    wins; a revert that was itself reverted (a reland by revert) no longer counts. One
+    ``git log --grep`` over the kernel pathspecs: it reads no blob.
+    """
+    raw = repo.run(
+        ["log", "--no-merges", "-E", "-i", "--grep=^revert|This reverts commit", "--no-color",
+         f"--format={_REV_FORMAT}", head, "--", *spec.pathspecs()],
+        config=("log.showSignature=false",),
+    )
+    found: list[tuple[str, str, str]] = []
+    for chunk in raw.split(b"\x01")[1:]:
+        header, _, _ = chunk.partition(b"\x02")
+        fields = header.decode("utf-8", "replace").split("\x1f", 2)
+        if len(fields) == 3:
+            found.append((fields[0], fields[1].strip(), fields[2]))
+    # Reverts can be targets too (a revert of a revert), so every subject is known first.
+    by_subject: dict[str, str] = {}
+    for sha, subject in [*subjects.items(), *((s, subj) for s, subj, _ in found)]:
+        by_subject.setdefault(subject.strip(), sha)
+    reverted: dict[str, str] = {}
+    for sha, subject, body in found:  # newest first: the newest revert of a target wins
+        m = _REVERT_BODY_RE.search(body)
+        target = m.group(1) if m else None
+        if target is None:
+            ms = _REVERT_SUBJECT_RE.match(subject)
+            target = by_subject.get(ms.group(1).strip()) if ms else None
+        if target and target != sha and target not in reverted:
+            reverted[target] = sha
+    return {t: r for t, r in reverted.items() if r not in reverted and t in subjects}
+
+
+def attach_reverts(repo: GitRepo, spec: RepoSpec, head: str, commits: pl.DataFrame) -> pl.DataFrame:
+    """``commits`` with ``reverted_by`` set from the history up to ``head``."""
+    if commits.is_empty():
+        return commits
+    subjects = dict(commits.select("sha", "subject").iter_rows())
+    reverts = find_reverts(repo, spec, head, dict(subjects))
+    return commits.with_columns(
+        reverted_by=pl.col("sha").replace_strict(reverts, default=None, return_dtype=pl.Utf8))
 
 
 # -- step 2: files → rows -------------------------------------------------------------------
@@ -442,6 +498,9 @@ def mine_commit_files(
                 "touches_kernel_body": touches_kernel_body(
                     f.language, before_code, after_code, diff, changed
                 ),
+                "touches_cpu_kernel": touches_cpu_kernel(
+                    f.language, f.path, before_code, after_code, diff, changed
+                ),
                 "is_binding_file": is_binding_file(f.path),
                 "lines_changed": changed.count,
             }
@@ -461,6 +520,7 @@ def mine_repo(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Both steps for one repository: (perf_commits, rows, excluded)."""
     commits = find_perf_commits(repo, spec, head=head, since=since)
+    commits = attach_reverts(repo, spec, effective_head(repo, spec, head), commits)
     rows, excluded = mine_commit_files(repo, spec, commits, limits=limits)
     return commits, rows, excluded
 
