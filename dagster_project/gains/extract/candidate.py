@@ -100,6 +100,11 @@ def to_measurement(c: Candidate) -> Measurement:
     unit = c.unit or unit_in(c.metric) or unit_in(b.label) or unit_in(b.before.split("\n")[-1] if b.before else "")
     if unit is None:
         unit = unit_in(b.after) or unit_in(b.heading)
+    if unit is None:
+        said = re.search(r"\bunits? (?:are|is|:)\s*([\w/µ-]+)|\b(?:latenc(?:y|ies)|times?|numbers|results|values)"
+                         r"\s+(?:are\s+|is\s+)?(?:in|measured in)\s+([\w/µ-]+)", f"{b.before}\n{b.label}", re.I)
+        if said:
+            unit = unit_in(said.group(1) or said.group(2))
     batch = c.batch_hint
     shape_parts: list[str] = []
     model = hardware = None

@@ -37,7 +37,7 @@ from dagster_project.gains.numbers import parse_number
 _VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _UNIT = rf"(?:{UNIT_PATTERN}|%)"
 _PART = re.compile(
-    rf"(?P<key>[A-Za-z][\w .()/%#@\-]*?)\s*(?::|=|\bis\b)\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
+    rf"(?P<key>(?:\d+(?:\.\d+)?%\s*)?[A-Za-z][\w .()/%#@+\-]*?)\s*(?::|=|\bis\b)\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
     re.I,
 )
 _EXTRA = re.compile(rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w.])", re.I)
@@ -93,6 +93,12 @@ def parse_records(line: str) -> list[Rec]:
     if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
         return []
     # "bs=1: 0.459s" (keys, then the value) and "kernel_name     3.136 us" (aligned pairs)
+    # "Batch size 16: Avg latency: 3.9 seconds": a key written before the record
+    lead = re.match(r"^(?P<k>batch[ _]?size|bs|m|num[_ ]tokens|tp|seq[_ ]len)\s*=?\s*(?P<v>\d+)\b[^:]{0,20}:\s*(?=[A-Za-z])", s, re.I)
+    if lead:
+        inner = parse_records(s[lead.end():])
+        kv = (lead.group("k"), lead.group("v"))
+        return [Rec(r.metric, r.value, r.text, r.unit, (kv, *r.keys), line) for r in inner]
     m = re.match(rf"^(?P<head>(?:[\w.]+\s*=\s*[\w.]+[\s,]*)+):\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?\s*$", s, re.I)
     if m:
         v = parse_number(m.group("val"))
@@ -184,9 +190,17 @@ def _value_records(rest: str, line: str) -> list[Rec]:
     return out
 
 
+def _merge(section: tuple[tuple[str, str], ...], own: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    names = {k.lower() for k, _ in own}
+    return tuple(kv for kv in section if kv[0].lower() not in names) + own
+
+
 def key_only(line: str) -> tuple[tuple[str, str], ...] | None:
     """``batch size: 32`` / ``M=64, N=4096`` on a line of its own: the keys of the records below."""
     s = clean_cell(line.strip().lstrip("-*+> ").strip()).rstrip(":").strip()
+    sec = re.fullmatch(r"(TP|EP|DP|PP)\s*=?\s*(\d+)", s, re.I)
+    if sec:
+        return ((sec.group(1).upper(), sec.group(2)),)
     parts = re.findall(r"([A-Za-z][\w ]{0,20}?)\s*[:=]?\s*(\d+)(?![\d.])", s)
     if not parts or re.sub(r"([A-Za-z][\w ]{0,20}?)\s*[:=]?\s*(\d+)", "", s).strip(" ,;") != "":
         return None
@@ -252,8 +266,10 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
             for ln in lines:
                 ko = key_only(ln)
                 if ko is not None:
-                    current = ko
+                    current = _merge(current, ko)
                     continue
+                if not ln.strip() and current and not any(k in ("TP", "EP", "DP", "PP") for k, _ in current):
+                    current = ()
                 inner = role_line(ln) if ln.strip() and not parse_records(ln) else None
                 if inner is not None and (inner.strength < 2 or (run.role.strength == 2 and not run.records)):
                     inner = None
@@ -266,7 +282,7 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
                     continue
                 recs = parse_records(ln)
                 if current:
-                    recs = [Rec(r.metric, r.value, r.text, r.unit, r.keys or current, r.line) for r in recs]
+                    recs = [Rec(r.metric, r.value, r.text, r.unit, _merge(current, r.keys), r.line) for r in recs]
                 run.records.extend(recs)
             runs.append(run)
         elif b.kind == "text":

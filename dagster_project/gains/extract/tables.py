@@ -79,7 +79,7 @@ def _is_key_header(h: str) -> bool:
                         r"config|case|setting|scenario|dataset|task|test|workload|kernel|op|layer|"
                         r"provider|backend|method|impl(?:ementation)?|mode|quant|precision|"
                         r"context(?:[_ ]len)?|prompt[_ ]?len|gen[_ ]?len|\w+[_ ]?size|num_\w+|n_\w+|"
-                        r"\w|#)(?:\s*\(.*\))?", s, re.I)
+                        r"[A-Za-z]|#)(?:\s*\(.*\))?", s, re.I)
     )
 
 
@@ -130,9 +130,23 @@ def _choose(cols: list[Column]) -> tuple[Column | None, Column | None]:
         return None, None
     bmax = max(c.role.strength for c in base)
     omax = max(c.role.strength for c in opt)
-    b = next(c for c in base if c.role.strength == bmax)
     o = [c for c in opt if c.role.strength == omax][-1]
+    b = _counterpart(o.header, base, lambda c: c.header) or next(c for c in base if c.role.strength == bmax)
     return b, o
+
+
+def _counterpart(opt_label: str, bases: list, label_of):  # noqa: ANN001, ANN202
+    """The baseline named like the optimized side ("old RTN" for "new RTN") among several:
+    the others (a "Baseline (BF16)" row) are references."""
+    if len(bases) < 2:
+        return None
+    for norm in (lambda x: re.sub(r"[^a-z0-9]+", " ", strip_role_words(x).lower()).strip(),
+                 lambda x: _norm_residual(strip_role_words(x))):
+        want = norm(opt_label)
+        same = [b for b in bases if want and norm(label_of(b)) == want]
+        if len(same) == 1:
+            return same[0]
+    return None
 
 
 def _row_label(row: list[str], keys: list[Column]) -> str:
@@ -256,8 +270,12 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
                     rkeys.insert(0, ("section", sec))
             if transposed:
                 rkeys = [kv for kv in rkeys if kv[1] != label]
-            cu = unit or unit_in(row[ocol.j]) or unit_in(row[bcol.j]) or (unit_in(label) if transposed else None)
-            metric = _metric_for(ocol.residual, label, transposed, block)
+            mcol = next((k for k in keys if re.fullmatch(r"metrics?|name|measure(?:ment)?", grid.header[k.j].strip(), re.I)), None)
+            named = row[mcol.j].strip() if mcol is not None and mcol.j < len(row) else ""
+            if named:
+                rkeys = [kv for kv in rkeys if kv[1] != named]
+            cu = unit or unit_in(row[ocol.j]) or unit_in(row[bcol.j]) or (unit_in(label) if transposed else None) or unit_in(named)
+            metric = named or _metric_for(ocol.residual, label, transposed, block)
             stated = stext = None
             if scol is not None and scol.j < len(row):
                 stated, stext = _stated_from(row[scol.j], scol.header)
@@ -342,10 +360,16 @@ def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[in
         opt = [x for x in labelled if x[2].kind == "optimized"]
         if not base or not opt:
             continue
-        b = max(base, key=lambda x: x[2].strength)
-        o = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)][-1]
+        top = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)]
+        sides = []
+        for o in top:
+            b = _counterpart(o[1][role_col.j], base, lambda x: x[1][role_col.j])
+            if b is None and len(top) == 1:
+                b = max(base, key=lambda x: x[2].strength)
+            if b is not None:
+                sides.append((b, o))
         rkeys = [(grid.header[k.j], v) for k, v in zip(other_keys, gk, strict=True) if v.strip()]
-        for c in metrics:
+        for (b, o), c in ((bo, c) for bo in sides for c in metrics):
             if c.j >= len(b[1]) or c.j >= len(o[1]):
                 continue
             if is_non_measurement(c.header) or ACCURACY.search(c.header):
@@ -358,8 +382,10 @@ def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[in
                 if s.j < len(o[1]):
                     stated, stext = _stated_from(o[1][s.j], s.header)
             unit = unit_in(c.header) or unit_in(o[1][c.j])
+            ckeys = rkeys + [("batch_size", c.header)] if re.fullmatch(r"\d+", c.header.strip()) else rkeys
+            metric = "" if re.fullmatch(r"\d+", c.header.strip()) else strip_role_words(c.header)
             out.append(Candidate(
-                bv, ov, strip_role_words(c.header), unit, block, "table:rows", keys=rkeys,
+                bv, ov, metric, unit, block, "table:rows", keys=ckeys,
                 baseline_label=b[1][role_col.j], optimized_label=o[1][role_col.j],
                 stated=stated if len(metrics) == 1 else None, stated_text=stext if len(metrics) == 1 else None,
                 evidence=[grid.raw[b[0]] if b[0] < len(grid.raw) else "", grid.raw[o[0]] if o[0] < len(grid.raw) else ""],

@@ -30,7 +30,7 @@ _BASE_STRONG = re.compile(
 _OPT_STRONG = re.compile(
     r"\bthis\s+(?:pr|branch|change|patch)\b|\bpr\b|\bours\b|\bour\b|\bafter\b|\btuned\b|\bnew\b|"
     r"\boptimi[sz]ed\b|\bopt\b|\bw/(?!o)|\bwith\b|\bproposed\b|\bpatched\b|\benabled?\b|\bon\b|"
-    r"\bfixed\b|\bimproved\b|\b(?:pr|feature|my|new)\s+branch\b|\bpr\s*#?\d+|#\d{3,}",
+    r"\bfixed\b|\bimproved\b|\bnow\b|\b(?:pr|feature|my|new)\s+branch\b|\bpr\s*#?\d+|#\d{3,}",
     re.I,
 )
 _BASE_WEAK = re.compile(
@@ -164,7 +164,9 @@ NON_PERF = re.compile(
 )
 #: row labels of rows that restate other rows
 AGGREGATE = re.compile(
-    r"^(?:\W*)(?:total|sum|avg\.?|average|mean|geomean|geo\.?\s?mean|geometric mean|overall|all)\b",
+    r"^\W*(?:total|sum|avg\.?|average|mean|median|geomean|geo\.?\s?mean|geometric mean|overall|all)"
+    r"(?:\s+(?:speed-?up|improvement|gain|of all|over all|all|shapes|rows|cases|configs|results))?"
+    r"\W*(?:\([^)]*\))?\W*$",
     re.I,
 )
 RUN_ROW = re.compile(r"^(?:run|trial|iter(?:ation)?|round|rep(?:eat)?|attempt|#)\s*#?\d+$", re.I)
