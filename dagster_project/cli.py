@@ -516,10 +516,23 @@ def stats(
         table.add_column(c, overflow="fold")
     for r in df.iter_rows(named=True):
         card, ours = r.get("card"), r.get("ours")
+        if "year" in str(r["metric"]):  # a year is a label: 2023, not 2,023, and no ratio
+            card, ours = (None if v is None else str(int(v)) for v in (card, ours))
         ratio = f"{ours / card:.2f}" if isinstance(card, int | float) and isinstance(ours, int | float) and card else ""
         fmt_num = lambda v: "" if v is None else (f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}" if isinstance(v, int | float) else str(v))  # noqa: E731
         table.add_row(escape(str(r["metric"])), escape(fmt_num(card)), escape(fmt_num(ours)), ratio, escape(str(r.get("note") or "")))
     out.print(table)
+    if dataset == "kernel-opt-rl":  # every gap to the card, with its cause
+        from dagster_project.publish.kernel_opt_rl import card_gap_lines
+
+        card_figures = {r["metric"]: r["card"] for r in df.iter_rows(named=True) if r.get("card") is not None}
+        try:
+            gaps = card_gap_lines(lake, card_figures)
+        except Exception as exc:  # noqa: BLE001 - a lake without the raw tables: say so
+            gaps = [f"gaps not available ({str(exc).splitlines()[0][:160]})"]
+        out.print("gaps to the card:")
+        for line in gaps:
+            out.print(f"  - {escape(line)}")
 
 
 @app.command()

@@ -308,3 +308,96 @@ def _write_licenses(root: Path, licenses: Mapping[str, Mapping[str, bytes]]) -> 
             path.write_bytes(bytes(licenses[repo][name]))
             written.append(f"licenses/{repo}/{name}")
     return written
+
+
+# -- gaps to the card (``kernelhouse stats kernel-opt-rl``) ----------------------------------
+#: The kernels the card lists for tuned_configs, and the month its clones end.
+CARD_KERNELS: tuple[str, ...] = (
+    "fused_moe_kernel", "fused_moe_kernel_gptq_awq", "_w8a8_triton_block_scaled_mm",
+    "_w8a8_block_fp8_matmul", "_w8a8_block_int8_matmul", "_selective_scan_update_kernel",
+)
+CARD_SNAPSHOT_END = "2026-10"
+
+
+def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[str]:
+    """Why our figures differ from the card's, one sentence per cause, from the lake.
+
+    ``card`` maps the card-comparison metrics (``sql/analysis/card_kernel_opt_rl.sql``)
+    to the card's figures; the causes come from the raw tables: a card kernel with no
+    rows (no file, unparsed files, no source), files skipped as malformed and rows the
+    engine never loads, kernel files dropped by reason, each repo's snapshot date against
+    the card's, the temporal cut-off with any repo whose test split is empty, and licence
+    counts against the card's.
+    """
+    card = dict(card or {})
+    lines: list[str] = []
+    with lake.connect(read_only=True) as con:
+        kernels = records(con, "card_gaps_kernels", {"kernels": list(CARD_KERNELS)})
+        files = records(con, "card_gaps_config_files")
+        found = con.execute(
+            "SELECT value FROM derived.build_properties WHERE key = ?",
+            ["kernel_commits.split_cutoff"]).fetchall()
+        cutoff = found[0][0] if found else None
+        repos = records(con, "card_gaps_commits", {"cutoff": cutoff})
+        excluded = records(con, "card_gaps_exclusions")
+        licenses = records(con, "licenses")
+    for k in kernels:
+        if k["rows"]:
+            continue
+        if not k["files"]:
+            why = "no config file at the snapshot names it"
+        elif k["unparsed_files"] == k["files"]:
+            why = f"all {k['files']} of its config files are malformed (raw.config_files)"
+        else:
+            why = "its files are present but gave no rows"
+        src = "" if k["sources"] else "; its source was not found at the snapshot"
+        lines.append(f"missing kernel {k['kernel']}: {why}{src}")
+    bad = [f for f in files if f["parse_status"] != "ok"]
+    if bad:
+        shown = ", ".join(f"{f['repo']} {f['files']} {f['parse_status']}" for f in bad)
+        lines.append(f"tuned_configs: config files skipped with a reason in raw.config_files: {shown}")
+    not_loaded = [f for f in files if f["not_loaded_files"]]
+    for f in not_loaded:
+        lines.append(f"tuned_configs: {f['repo']} {f['not_loaded_files']} files / "
+                     f"{f['not_loaded_entries']:,} rows are never loaded by the engine's own lookup "
+                     "(kept, loaded_at_runtime = false, see not_loaded_reason)")
+    ours_tc = sum(f["entries"] for f in files if f["parse_status"] == "ok")
+    if card.get("tuned_configs rows") and ours_tc < card["tuned_configs rows"]:
+        lines.append(f"tuned_configs: {card['tuned_configs rows'] - ours_tc:,.0f} rows fewer than the card: "
+                     f"the card's clones run to {CARD_SNAPSHOT_END}, ours to "
+                     + ", ".join(f"{r['repo']} {str(r['head_date'])[:10]}" for r in repos)
+                     + " (files added upstream since are not in our snapshot)")
+    ours_kc = sum(r["rows"] for r in repos)
+    if card.get("kernel_commits rows") and ours_kc != card["kernel_commits rows"]:
+        diff = card["kernel_commits rows"] - ours_kc
+        what = "fewer" if diff > 0 else "more"
+        drops = ", ".join(f"{e['reason']} {e['files']:,}" for e in excluded[:6])
+        lines.append(f"kernel_commits: {abs(diff):,.0f} rows {what} than the card; per repo rows / perf commits: "
+                     + ", ".join(f"{r['repo']} {r['rows']:,} / {r['perf_commits']:,}" for r in repos)
+                     + f"; kernel files dropped by the row rules: {drops or 'none'}"
+                     + f"; snapshot ends before the card's {CARD_SNAPSHOT_END} where older")
+    if cutoff:
+        lines.append(f"kernel_commits: temporal cut-off {str(cutoff)[:10]} (newest ~10% of rows are test)")
+        for r in repos:
+            if r["rows"] and not r["test_rows"]:
+                newest = str(r["newest_row"])[:10]
+                lines.append(f"kernel_commits: {r['repo']} has an empty test split: its newest row "
+                             f"({newest}) is before the cut-off (its snapshot ends {str(r['head_date'])[:10]})")
+    ours_lic = {}
+    for row in licenses:
+        if row["subset"] == "kernel_commits":
+            ours_lic[row["license"]] = ours_lic.get(row["license"], 0) + row["rows"]
+    card_lic = {"Apache-2.0": card.get("Apache-2.0 rows"), "BSD": card.get("BSD rows"),
+                "MIT": card.get("MIT rows")}
+    ours_grouped = {"Apache-2.0": ours_lic.get("Apache-2.0", 0),
+                    "BSD": ours_lic.get("BSD-3-Clause", 0) + ours_lic.get("BSD", 0),
+                    "MIT": ours_lic.get("MIT", 0)}
+    parts = [f"{k} {ours_grouped[k]:,} (card {v:,.0f})" for k, v in card_lic.items() if v is not None]
+    other = {k: v for k, v in ours_lic.items() if k not in ("Apache-2.0", "BSD-3-Clause", "BSD", "MIT")}
+    if parts or other:
+        non_oss = ", ".join(f"{e['reason']} {e['files']}" for e in excluded
+                            if e["reason"].startswith("license_")) or "none"
+        extra = "" if not other else "; not on the card: " + ", ".join(
+            f"{k} {v:,}" for k, v in sorted(other.items()))
+        lines.append(f"kernel_commits licences: {', '.join(parts)}{extra}; non-OSS files excluded: {non_oss}")
+    return lines
