@@ -44,6 +44,8 @@ class Block:
     label: str = ""  # the non-empty line right before the block
     after: str = ""  # the first non-empty line after the block
     title: str = ""
+    #: the text ends inside this block (an unclosed code fence): its last line may be cut
+    truncated: bool = False
 
     @property
     def text(self) -> str:
@@ -166,7 +168,12 @@ def split_blocks(text: str) -> list[Block]:
             j = i + 1
             while j < len(lines) and not lines[j].strip().startswith(mark[0] * len(mark)):
                 j += 1
-            blk = ctx_block("code", lines[i + 1 : j])
+            body_lines = lines[i + 1 : j]
+            cut = j >= len(lines)
+            if cut and body_lines and body_lines[-1].strip():
+                body_lines = body_lines[:-1]  # a line cut off by truncation is not read
+            blk = ctx_block("code", body_lines)
+            blk.truncated = cut
             flush_text()
             blk.index = len(blocks)
             blocks.append(blk)

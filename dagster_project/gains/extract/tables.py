@@ -226,7 +226,9 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         groups = {"": variants}
     speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
     valued = [c for c in cols if c.kind in ("variant", "metric")]
-    if all(c.role.strength < 2 for c in variants) and len(valued) > 2 and len(groups) == 1:
+    if all(c.role.strength < 2 for c in variants) and len(valued) > 2 and sum(
+        1 for g in groups.values() if _choose(g)[0] is not None
+    ) <= 1:
         # three or more implementations named only by weak words: which one is the PR's
         # is not written in the table, so no pair is read from it
         groups = {}

@@ -125,6 +125,10 @@ def strip_role_words(label: str) -> str:
     s = label
     for rx in (_OPT_STRONG, _BASE_STRONG):
         s = rx.sub(" ", s)
+    if PROJECT.get():
+        # "vllm-fp8-fp16" / "sglang-fp8-fp16": the project names are the sides
+        for rx in _PROJECTS.values():
+            s = rx.sub(" ", s)
     s = re.sub(r"\(\s*\)|\[\s*\]", " ", s)
     s = re.sub(r"^[\s:_/|-]+|[\s:_/|-]+$", "", re.sub(r"\s+", " ", s))
     return s.strip()
