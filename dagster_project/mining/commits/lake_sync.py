@@ -158,10 +158,13 @@ def assemble_kernel_commits(
     models, hardware, claims, prompts = [], [], [], []
     for r in rows.iter_rows(named=True):
         m = extract_mentions(r["title"], messages.get(r["sha"]), r.get("pr_body"))
-        models.append(m.models)
-        hardware.append(m.hardware)
+        # Text first, then what the file's path and guards say (kept by mine_commit_files).
+        hw = list(dict.fromkeys([*m.hardware, *(r.get("hardware_from_code") or [])]))
+        mo = list(dict.fromkeys([*m.models, *(r.get("models_from_code") or [])]))
+        models.append(mo)
+        hardware.append(hw)
         claims.append(m.speedup_claims)
-        prompts.append(build_prompt(r["title"], m.hardware, m.models, r["path"], r["language"], r["before_code"]))
+        prompts.append(build_prompt(r["title"], hw, mo, r["path"], r["language"], r["before_code"]))
     out = rows.with_columns(
         models_mentioned=pl.Series(models, dtype=pl.List(pl.String)),
         hardware_mentioned=pl.Series(hardware, dtype=pl.List(pl.String)),

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 #: Version of hardware/model/speedup mentions. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 _TRAILER_RE = re.compile(
     r"^[ \t]*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by"
@@ -224,3 +224,55 @@ def extract_mentions(*texts: str | None) -> Mentions:
         hardware=_hardware(joined, low),
         speedup_claims=_claims(joined, low),
     )
+
+
+# -- from the file itself: its path and its architecture guards ------------------------------
+# Commit messages name hardware in only ~16% of rows, but the files say which GPUs they
+# are for: directories and names (``blackwell/``, ``scaled_mm_sm90_fp8.cu``, ``hopper``,
+# ``gfx942``) and compile-time or run-time guards (``__CUDA_ARCH__ >= 900``,
+# ``__gfx942__``, ``is_device_capability(100)``). ``code_mentions`` reads those; the row
+# keeps them apart (``hardware_from_code``) and adds them to ``hardware_mentioned``.
+_PATH_SPLIT_RE = re.compile(r"[/_.\-]+")
+_ARCH_TOKEN_RE = re.compile(
+    r"(sm(?:7[05]|8[069]|90|10[0-3]|110|12[01])[af]?|hopper|blackwell|ampere|ada|volta|turing"
+    r"|gfx9\d{2}|gfx1[12]\d{2}|cdna[234])")
+_GPU_TOKEN_RE = re.compile(r"(h100|h200|h20|h800|b200|b300|gb200|gb300|a100|mi300x?|mi325x?|mi35\dx?)")
+_CUDA_ARCH_GUARD_RE = re.compile(r"__CUDA_ARCH__\s*>=?\s*(\d{3,4})|CUDA_ARCH_FEAT_SM(\d{2,3})")
+_GFX_GUARD_RE = re.compile(r"__(gfx9\d{2}|gfx1[12]\d{2})__")
+_CAPABILITY_RE = re.compile(
+    r"(?:is|has)_device_capability(?:_family)?\(\s*(\d{2,3})\s*\)|\bis_sm(\d{2,3})[af]?\b"
+    r"|\bis_(hopper|blackwell)\b")
+_KNOWN_SM = {"70", "75", "80", "86", "89", "90", "100", "101", "103", "110", "120", "121"}
+
+
+def _sm(value: str) -> str | None:
+    """``900`` / ``90`` / ``1000`` / ``100`` -> ``sm90`` / ``sm100`` (None if unknown)."""
+    v = value[:-1] if len(value) in (3, 4) and value.endswith("0") and value[:-1] in _KNOWN_SM \
+        else value
+    return f"sm{v}" if v in _KNOWN_SM else None
+
+
+def code_mentions(path: str, code: str, diff: str = "") -> tuple[list[str], list[str]]:
+    """(hardware, models) named by the file's path and its architecture guards.
+
+    Path tokens always count. Guards count when they sit in the diff (changed or context
+    lines), or anywhere in the file when the file guards on one architecture only (a
+    file dispatching over many says nothing about the change).
+    """
+    tokens = [t for t in _PATH_SPLIT_RE.split(path.lower()) if t]
+    hardware = [t for t in tokens if _ARCH_TOKEN_RE.fullmatch(t) or _GPU_TOKEN_RE.fullmatch(t)]
+
+    def guards(text: str) -> list[str]:
+        found: list[str] = []
+        for m in _CUDA_ARCH_GUARD_RE.finditer(text):
+            found.append(_sm(m.group(1) or m.group(2)) or "")
+        found += [m.group(1) for m in _GFX_GUARD_RE.finditer(text)]
+        for m in _CAPABILITY_RE.finditer(text):
+            found.append(m.group(3) or _sm(m.group(1) or m.group(2)) or "")
+        return _unique(found)
+
+    near = guards(diff) if diff else []
+    whole = guards(code)
+    hardware += near + (whole if len(whole) == 1 else [])
+    models = _models(path.lower().replace("/", " "))
+    return _unique([_norm_arch(h) for h in hardware]), models

@@ -39,7 +39,7 @@ from dagster_project.mining.commits import diffs
 from dagster_project.mining.commits.kernel_body import touches_cpu_kernel, touches_kernel_body
 from dagster_project.mining.commits.languages import classify_language
 from dagster_project.mining.commits.license import detect_license, exclusion_reason, row_license
-from dagster_project.mining.commits.mentions import extract_mentions
+from dagster_project.mining.commits.mentions import code_mentions, extract_mentions
 from dagster_project.mining.commits.perf_filter import (
     PR_NUMBER_RE,
     match_title,
@@ -124,6 +124,8 @@ ROWS_SCHEMA: dict[str, pl.DataType] = {
     "models_mentioned": pl.List(pl.Utf8),
     "hardware_mentioned": pl.List(pl.Utf8),
     "speedup_claims": pl.List(pl.Utf8),
+    "hardware_from_code": pl.List(pl.Utf8),  # from the path and architecture guards
+    "models_from_code": pl.List(pl.Utf8),  # from the path
     "pr_body": pl.Utf8(),
     "gains": pl.Utf8(),
     "kernel_speedup": pl.Float64(),
@@ -467,6 +469,9 @@ def mine_commit_files(
         before_code = before_b.decode("utf-8", "replace")
         after_code = after_b.decode("utf-8", "replace")
         assert f.language is not None
+        code_hw, code_models = code_mentions(f.path, after_code, diff)
+        hardware = list(dict.fromkeys([*hardware, *code_hw]))
+        models = list(dict.fromkeys([*models, *code_models]))
         rows.append(
             {
                 "id": row_id(spec.name, f.sha, f.path),
@@ -488,6 +493,8 @@ def mine_commit_files(
                 "models_mentioned": models,
                 "hardware_mentioned": hardware,
                 "speedup_claims": claims,
+                "hardware_from_code": code_hw,
+                "models_from_code": code_models,
                 "pr_body": None,
                 "gains": None,
                 "kernel_speedup": None,
