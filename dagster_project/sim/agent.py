@@ -33,6 +33,7 @@ from .variants import (
     tempting_wrong_hw,
     valid,
 )
+from .verification import sound_baseline
 
 #: Parameters that grow shared memory when increased (first ones are cut first on overflow).
 _SMEM_DIMS = (
@@ -115,7 +116,7 @@ class Engineer:
         self.task = env.task
         self.gpu = env.gpu
         rungs = ladder(self.op.family, self.task.impl)
-        self.base_rung = rungs[0]
+        self.base_rung = sound_baseline(rungs, self.op.name, self.task.impl, self.gpu.arch)
         self.mid_rungs = [v for v in rungs if 1 <= v.level <= 3]
         self.hw_rung = hw_choice(self.op.family, self.task.impl, self.gpu)
         self.wrong_hw = tempting_wrong_hw(self.op.family, self.task.impl, self.gpu)
@@ -131,6 +132,7 @@ class Engineer:
         self.explore: list[Variant] = []
         self.steps_since_rebench = 0
         self.avoid: set[str] = set()  # features a compile error taught this engineer to avoid
+        self.bad_rungs: set[str] = set()  # rungs whose result was wrong as written
         self._last_dir: tuple[str, str, int, float] = ("", "", 0, math.inf)
 
     # ------------------------------------------------------------------ helpers
@@ -324,6 +326,12 @@ class Engineer:
             if target in self.explore:
                 self.explore.remove(target)
             return
+        if sub.error_kind == "rung":
+            # the rung itself computes the wrong answer (measured on a real GPU): no config
+            # fixes it, so the engineer drops it and goes on from the best kernel so far
+            self.bad_rungs.add(v.tag)
+            self.explore = [x for x in self.explore if x.tag != v.tag]
+            return
         if sub.error_kind == "smem":
             q = self._shrink_for_smem(v, p)
             if q is not None:
@@ -401,7 +409,7 @@ class Engineer:
     def _tunable_rungs(self) -> list[tuple[Variant, _RungState]]:
         out = []
         for tag, rs in self.state.items():
-            if rs.best_params is None or tag == self.base_rung.tag:
+            if rs.best_params is None or tag == self.base_rung.tag or tag in self.bad_rungs:
                 continue
             out.append((self.env.variant(tag), rs))
         out.sort(key=lambda x: x[1].best_time)

@@ -21,10 +21,14 @@ from .ops import OpSpec, get_op
 from .tasks import TaskSpec
 from .timing import Prediction, benchmark, predict
 from .variants import Params, Variant, features_used, get_variant
+from .verification import mismatch_report, rung_status
 
 OK = "ok"
 COMPILE_ERROR = "compile_error"
 WRONG_RESULT = "wrong_result"
+#: An ok whose rung has no execution evidence on this arch family (``sim.rung_verification``):
+#: it compiled and has a modelled time, but nobody ran it against a reference there.
+UNVERIFIED = "unverified"
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,17 @@ class Submission:
     status: str
     code: str
     detail: str  # compiler diagnostic, wrong-result report, or "" for ok
-    error_kind: str | None = None  # feature | slip | smem | bug
+    error_kind: str | None = None  # feature | slip | smem | bug | rung (measured wrong)
     missing: tuple[str, ...] = ()
     time_ms: float | None = None  # noisy measurement
     spread_pct: float = 0.0
     prediction: Prediction | None = None
     slip: Slip | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    #: ``ok`` only says it compiled and ran; ``verified`` says its rung was executed and
+    #: checked correct on this arch family (``sim.rung_verification``). An unverified ok
+    #: is reported as ``unverified``: its time is real to the model, its correctness is not.
+    verified: bool = False
 
 
 class KernelEnv:
@@ -229,5 +237,20 @@ class KernelEnv:
             tail = tuple(d - 1 for d in dims)
             detail = wrong_result(cand.bug, name, dims, rng, tail)
             return Submission(WRONG_RESULT, code, detail, "bug", prediction=pred)
+        rung = rung_status(self.op.name, self.task.impl, v.tag, self.gpu.arch)
+        if rung.wrong:
+            # measured wrong on the H200: the harness reports the real mismatch, never ok
+            name, dims = self.op.out(self.shape)
+            detail = mismatch_report(rung, name, dims)
+            return Submission(WRONG_RESULT, code, detail, "rung", prediction=pred)
         t, spread = benchmark(pred.time_ms, rng)
-        return Submission(OK, code, "", None, time_ms=t, spread_pct=spread, prediction=pred)
+        return Submission(
+            OK,
+            code,
+            "",
+            None,
+            time_ms=t,
+            spread_pct=spread,
+            prediction=pred,
+            verified=rung.verified,
+        )

@@ -31,12 +31,16 @@ class KernelinferStats:
         self.gpus: Counter[str] = Counter()
         self.ops: Counter[str] = Counter()
         self.attempts: Counter[str] = Counter()
+        self.no_verified = 0
 
     def add(self, s: dict[str, Any]) -> None:
         self.sessions += 1
         self.steps += s["num_steps"]
         self.hours.append(s["elapsed_s"] / 3600.0)
-        self.speedups.append(s["best"]["speedup"])
+        if s["best"]["speedup"] is not None:  # None: no kernel verified correct
+            self.speedups.append(s["best"]["speedup"])
+        else:
+            self.no_verified += 1
         for t in s["trace"]:
             self.statuses[t["status"]] += 1
             self.kinds[t["kind"]] += 1
@@ -65,6 +69,8 @@ class KernelinferStats:
             "ok_share": self.statuses["ok"] / total,
             "compile_error_share": self.statuses["compile_error"] / total,
             "wrong_result_share": self.statuses["wrong_result"] / total,
+            "unverified_share": self.statuses["unverified"] / total,
+            "sessions_without_verified_best": self.no_verified,
             "kind_counts": dict(sorted(self.kinds.items())),
             "attempts": dict(sorted(self.attempts.items())),
             "impls": dict(sorted(self.impls.items())),
@@ -86,4 +92,3 @@ def card_comparison(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
             "rel_diff": (ours - card) / card if card else math.nan,
         }
     return out
-

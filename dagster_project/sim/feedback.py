@@ -301,7 +301,10 @@ def ok_result(
     improved: bool,
     err: float,
     resources: str,
+    check: str | None = None,
 ) -> str:
+    """The body of an ok result; ``check`` replaces the "correct" line of a rung that was
+    never executed on this arch family (the dataset does not know that it is correct)."""
     lines = []
     if baseline_ms is None:
         lines.append(
@@ -319,9 +322,20 @@ def ok_result(
             f"latency {fmt_ms(time_ms)} ms (median of {runs} runs, ±{spread:.1f}%) | "
             f"{sp:.2f}x vs baseline {fmt_ms(baseline_ms)} ms | {vs:.2f}x vs best{tail}"
         )
-    lines.append(f"correct: max_abs_err {err:.1e} (atol {ATOL:.0e}, rtol {RTOL:.0e})")
+    if check is None:
+        lines.append(f"correct: max_abs_err {err:.1e} (atol {ATOL:.0e}, rtol {RTOL:.0e})")
+    else:
+        lines.append(check)
     lines.append(resources)
     return "\n".join(lines)
+
+
+def unverified_line(tag: str, arch: str) -> str:
+    """What an unverified ok says instead of "correct" (see ``verification``)."""
+    return (
+        f"correctness: unverified - {tag} has no execution evidence on {arch} "
+        "(sim.rung_verification); the time is modelled, the output was not checked"
+    )
 
 
 def rebench_result(

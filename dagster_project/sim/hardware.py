@@ -300,15 +300,22 @@ def arch_features(arch: str) -> frozenset[str]:
     raise KeyError(f"unknown arch {arch!r}")
 
 
-def nvcc_arch_flag(arch: str, features: frozenset[str] | set[str]) -> str:
-    """The ``-arch`` value a candidate is compiled with.
+def nvcc_arch_flag(arch: str, features: frozenset[str] | set[str] = frozenset()) -> str:
+    """The ``-arch`` value every candidate of a GPU is compiled with (and the prompt states).
 
-    Block-scaled FP4 MMA is an arch-specific (``a``) feature of sm_120, so a 5090 kernel
-    that uses it must target ``sm_120a``; everything else compiles for the plain arch.
+    One flag per GPU, whatever the candidate uses: the prompt, the harness and the compile
+    check must agree (generator 1.6.0). Blackwell consumer parts compile for ``sm_120a``:
+    under plain ``sm_120`` the block-scaled FP4 MMA path of a template compiles out (0 MMA
+    instructions in its PTX) and the kernel would return zeros, so the arch-specific target
+    is the only one a harness can use. ``features`` is kept for callers that pass it.
     """
-    if arch == "sm_120" and "fp4_mma" in features:
-        return "sm_120a"
-    return arch
+    del features
+    return "sm_120a" if arch == "sm_120" else arch
+
+
+def compile_command(gpu_arch: str) -> str:
+    """The nvcc command line of a CUDA candidate on a GPU of ``gpu_arch`` (prompt and feedback)."""
+    return f"nvcc -O3 -std=c++17 -arch={nvcc_arch_flag(gpu_arch)} -c candidate.cu"
 
 
 def min_arch_for(feature: str) -> str:

@@ -24,14 +24,15 @@ import polars as pl
 
 from . import GENERATOR_VERSION
 from .agent import AgentProfile, Engineer, StepRecord
-from .env import COMPILE_ERROR, OK, WRONG_RESULT, KernelEnv
-from .feedback import fmt_ms, hms, ok_result, rebench_result, resource_line, stamp
-from .hardware import FEATURE_INSTRUCTION, get_gpu
+from .env import COMPILE_ERROR, OK, UNVERIFIED, WRONG_RESULT, KernelEnv
+from .feedback import fmt_ms, hms, ok_result, rebench_result, resource_line, stamp, unverified_line
+from .hardware import FEATURE_INSTRUCTION, compile_command, get_gpu, nvcc_arch_flag
 from .kernels import plan
 from .ops import get_op, shape_str
 from .rng import stream
 from .tasks import OBJECTIVE, TaskSpec, build_pool, split_holdout
 from .variants import features_used, get_variant
+from .verification import rung_status
 
 DEFAULT_SEED = 20251129
 DEFAULT_SESSIONS = 1899
@@ -157,7 +158,7 @@ def task_prompt(task: TaskSpec) -> str:
     gpu = get_gpu(task.gpu)
     op = task.spec
     if task.impl == "cuda":
-        toolchain = f"CUDA C++ (nvcc -O3 -std=c++17 -arch={gpu.arch})"
+        toolchain = f"CUDA C++ ({compile_command(gpu.arch).removesuffix(' -c candidate.cu')})"
         entry = f'extern "C" cudaError_t launch_{task.op}(..., cudaStream_t stream) taking device pointers in signature order'
     else:
         toolchain = "Triton (Python, torch tensors on the device)"
@@ -202,7 +203,14 @@ def _pace(records: list[StepRecord], rng: Any) -> None:
 
 
 def _feedback(
-    rec: StepRecord, baseline_ms: float, best_before: tuple[float, int], impl: str, rng: Any
+    rec: StepRecord,
+    baseline_ms: float,
+    best_before: tuple[float, int | None],
+    impl: str,
+    rng: Any,
+    kept: bool,
+    arch: str,
+    is_best: bool,
 ) -> str:
     st = stamp(rec.t_elapsed_s)
     sub = rec.sub
@@ -215,20 +223,31 @@ def _feedback(
     kp = pred.plan
     err = 10 ** rng.uniform(-4.3, -2.4)
     res = resource_line(impl, pred, rec.params, kp)
+    # an ok whose rung has no execution evidence on this family says so instead of "correct"
+    check = None if sub.verified else unverified_line(rec.tag, arch)
+    label = "ok" if sub.verified else UNVERIFIED
     if rec.kind == "baseline":
-        body = ok_result(sub.time_ms, sub.spread_pct, 200, None, None, None, False, err, res)
-        return f"{st} RESULT ok (baseline)\n{body}"
-    if rec.kind == "rebench":
-        best_ms, best_step = best_before
+        body = ok_result(sub.time_ms, sub.spread_pct, 200, None, None, None, False, err, res, check)
+        return f"{st} RESULT {label} (baseline)\n{body}"
+    best_ms, best_step = best_before
+    if rec.kind == "rebench" and best_step is not None and is_best:
         body = rebench_result(
             sub.time_ms, sub.spread_pct, 1000, baseline_ms, best_ms, best_step, rec.tag
         )
         return f"{st} RESULT rebench\n{body}"
-    best_ms, best_step = best_before
     body = ok_result(
-        sub.time_ms, sub.spread_pct, 200, baseline_ms, best_ms, best_step, rec.kept, err, res
+        sub.time_ms,
+        sub.spread_pct,
+        1000 if rec.kind == "rebench" else 200,
+        baseline_ms,
+        best_ms if best_step is not None else None,
+        best_step,
+        kept,
+        err,
+        res,
+        check,
     )
-    return f"{st} RESULT ok\n{body}"
+    return f"{st} RESULT {label}\n{body}"
 
 
 def simulate_session(
@@ -243,31 +262,46 @@ def simulate_session(
     _pace(records, stream(NAMESPACE, "pace", seed, task.task_id))
     fb_rng = stream(NAMESPACE, "feedback", seed, task.task_id)
 
-    # rounded times are what the dataset reports; best/speedup are derived from them
+    # rounded times are what the dataset reports; best/speedup are derived from them. Only
+    # a step whose rung is verified correct on this arch family can be (or stay) the best.
     baseline_ms = _round4(records[0].sub.time_ms or 0.0)
     trace: list[dict[str, Any]] = []
     messages: list[dict[str, str]] = [
         {"role": "system", "content": SYSTEM_PROMPT[task.impl]},
         {"role": "user", "content": task_prompt(task)},
     ]
-    best_ms, best_step = baseline_ms, 0
+    base_ok = records[0].status == OK and records[0].sub.verified
+    best_ms: float = baseline_ms if base_ok else math.inf
+    best_step: int | None = 0 if base_ok else None
+    best_key: tuple[str, str] | None = (records[0].tag, "") if base_ok else None
+    arch = get_gpu(task.gpu).arch
     for rec in records:
-        t = _round4(rec.sub.time_ms) if (rec.status == OK and rec.sub.time_ms is not None) else None
-        feedback = _feedback(rec, baseline_ms, (best_ms, best_step), task.impl, fb_rng)
-        if rec.kept and rec.step > 0 and t is not None and t < best_ms:
-            best_ms, best_step = t, rec.step
-        elif rec.kept and rec.step > 0:
-            # rounding made the improvement vanish: the step is not an improvement after all
-            rec.kept = False
+        key = (rec.tag, json.dumps(rec.params, sort_keys=True) if rec.step else "")
+        ran = rec.status == OK and rec.sub.time_ms is not None
+        t = _round4(rec.sub.time_ms) if ran and rec.sub.time_ms is not None else None
+        verified = ran and rec.sub.verified
+        status = rec.status if rec.status != OK else (OK if verified else UNVERIFIED)
+        kept = bool(
+            rec.step > 0 and rec.kind != "rebench" and verified and t is not None and t < best_ms
+        )
+        if rec.step == 0:
+            kept = verified
+        is_best = verified and key == best_key
+        feedback = _feedback(
+            rec, baseline_ms, (best_ms, best_step), task.impl, fb_rng, kept, arch, is_best
+        )
+        if kept and rec.step > 0 and t is not None:
+            best_ms, best_step, best_key = t, rec.step, key
+        rec.kept = kept
         trace.append(
             {
                 "step": rec.step,
                 "tag": rec.tag,
                 "kind": rec.kind,
                 "params": dict(rec.params) if rec.kind != "baseline" else {},
-                "status": rec.status,
+                "status": status,
                 "time_ms": t,
-                "kept": bool(rec.kept),
+                "kept": kept,
             }
         )
         messages.append({"role": "assistant", "content": rec.sub.code})
@@ -275,7 +309,7 @@ def simulate_session(
     elapsed = int(round(records[-1].t_elapsed_s))
     kept = sum(1 for r in trace[1:] if r["kept"])
     rebench = sum(1 for r in trace if r["kind"] == "rebench")
-    errors = sum(1 for r in trace if r["status"] != OK)
+    errors = sum(1 for r in trace if r["status"] not in (OK, UNVERIFIED))
     reverted = sum(1 for r in trace[1:] if not r["kept"] and r["kind"] != "rebench")
     return {
         "session_id": task.session_id,
@@ -289,7 +323,11 @@ def simulate_session(
         "desc": task.desc,
         "objective": OBJECTIVE,
         "baseline_ms": baseline_ms,
-        "best": {"step": best_step, "time_ms": best_ms, "speedup": round(baseline_ms / best_ms, 2)},
+        "best": (
+            {"step": best_step, "time_ms": best_ms, "speedup": round(baseline_ms / best_ms, 2)}
+            if best_step is not None
+            else {"step": None, "time_ms": None, "speedup": None}
+        ),
         "attempts": {"kept": kept, "reverted": reverted, "errors": errors, "rebench": rebench},
         "elapsed_s": elapsed,
         "elapsed_hms": hms(elapsed),
@@ -553,7 +591,8 @@ def check_session(session: dict[str, Any]) -> list[str]:
                 v.append(
                     f"{sid}: step {i} compile error does not name the missing feature {missing}"
                 )
-        if t["status"] == OK:
+        rung = rung_status(op.name, impl, t["tag"], gpu.arch)
+        if t["status"] in (OK, UNVERIFIED):
             kp = plan(op, session["shape"], session["dtype"], gpu, variant, params)
             if kp.smem > gpu.smem_per_block_optin:
                 v.append(
@@ -561,8 +600,24 @@ def check_session(session: dict[str, Any]) -> list[str]:
                 )
             if t["time_ms"] is None or t["time_ms"] <= 0:
                 v.append(f"{sid}: step {i} ok without a time")
+            # a "correct" needs execution evidence on this family; a measured-wrong rung
+            # is never anything but wrong
+            if rung.wrong:
+                v.append(f"{sid}: step {i} {t['tag']} is measured wrong but is {t['status']}")
+            elif (t["status"] == OK) != rung.verified:
+                v.append(f"{sid}: step {i} is {t['status']} but its rung is {rung.status}")
+            if (t["status"] == OK) != ("\ncorrect: " in fb) and not (
+                t["kind"] == "rebench" and "re-measured best" in fb
+            ):
+                v.append(
+                    f"{sid}: step {i} feedback's correctness line disagrees with {t['status']}"
+                )
         elif t["time_ms"] is not None:
             v.append(f"{sid}: step {i} {t['status']} carries a time")
+        if impl == "cuda" and t["status"] == COMPILE_ERROR and "nvcc " in fb:
+            flag = nvcc_arch_flag(gpu.arch)
+            if f"-arch={flag} " not in fb:
+                v.append(f"{sid}: step {i} compile command does not use -arch={flag}")
         if msgs[2 + 2 * i]["role"] != "assistant" or msgs[3 + 2 * i]["role"] != "user":
             v.append(f"{sid}: step {i} message roles out of order")
         why = _code_only(msgs[2 + 2 * i]["content"], impl)
@@ -570,13 +625,33 @@ def check_session(session: dict[str, Any]) -> list[str]:
             v.append(f"{sid}: step {i} assistant turn is not code-only ({why})")
     base = session["baseline_ms"]
     best = session["best"]
-    if best["time_ms"] > base:
-        v.append(f"{sid}: best {best['time_ms']} slower than baseline {base}")
-    if abs(best["speedup"] - round(base / best["time_ms"], 2)) > 0.011:
-        v.append(f"{sid}: speedup {best['speedup']} != baseline/best {base / best['time_ms']:.3f}")
     bstep = best["step"]
-    if not (0 <= bstep < len(trace)) or (trace[bstep]["time_ms"] != best["time_ms"] and bstep != 0):
-        v.append(f"{sid}: best step {bstep} does not hold the best time")
+    if bstep is None:
+        if any(t["status"] == OK for t in trace):
+            v.append(f"{sid}: verified steps but no best kernel")
+        if best["time_ms"] is not None or best["speedup"] is not None:
+            v.append(f"{sid}: a best time without a best step")
+    else:
+        if best["time_ms"] > base:
+            v.append(f"{sid}: best {best['time_ms']} slower than baseline {base}")
+        if abs(best["speedup"] - round(base / best["time_ms"], 2)) > 0.011:
+            v.append(
+                f"{sid}: speedup {best['speedup']} != baseline/best {base / best['time_ms']:.3f}"
+            )
+        if not (0 <= bstep < len(trace)) or (
+            trace[bstep]["time_ms"] != best["time_ms"] and bstep != 0
+        ):
+            v.append(f"{sid}: best step {bstep} does not hold the best time")
+        elif trace[bstep]["status"] != OK:
+            v.append(f"{sid}: best step {bstep} is {trace[bstep]['status']}, not a verified ok")
+        else:
+            verified_times = [
+                t["time_ms"]
+                for t in trace
+                if t["status"] == OK and t["time_ms"] and t["kind"] != "rebench"
+            ]
+            if verified_times and min(verified_times) < best["time_ms"]:
+                v.append(f"{sid}: a faster verified step than the best {best['time_ms']}")
     if trace and trace[0]["time_ms"] != base:
         v.append(f"{sid}: baseline_ms differs from step 0 time")
     last = -1

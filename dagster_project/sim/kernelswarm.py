@@ -414,7 +414,7 @@ class SwarmStats:
                 self.reward_hist[_bucket(m["reward"])] += 1
                 row = self.band[self._band(skill.get(m["recipient"], 0.0))]
                 row[0] += 1
-                row[1] += st != "ok"
+                row[1] += st not in ("ok", "unverified")  # an unverified kernel ran
                 row[2] += positive
                 row[3] += m["reward"]
             elif m["kind"] == "verdict":

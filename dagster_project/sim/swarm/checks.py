@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..env import COMPILE_ERROR, OK, WRONG_RESULT
+from ..env import COMPILE_ERROR, OK, UNVERIFIED, WRONG_RESULT
 from ..hardware import get_gpu
 from ..kernels import plan
 from ..ops import get_op
 from ..variants import features_used, get_variant
+from ..verification import rung_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID
-from .rewards import UNSUPPORTED_ARCH, episode_speedup, result_reward, verdict_reward
+from .rewards import RAN, UNSUPPORTED_ARCH, episode_speedup, result_reward, verdict_reward
 from .spec import CARD_OPS, SCENARIOS, TEAM_SIZES
 
 MESSAGE_KINDS: tuple[str, ...] = (
@@ -149,10 +150,10 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
                 bad(f"result {i} judges a kernel {who} never submitted")
             out.extend(f"{eid}: result {i} {v}" for v in _gating(op, impl, gpu, dtype, shape, m))
             st = m["status"]
-            if st == OK and (m["time_ms"] is None or m["time_ms"] <= 0):
-                bad(f"result {i} ok without a positive time")
+            if st in RAN and (m["time_ms"] is None or m["time_ms"] <= 0):
+                bad(f"result {i} {st} without a positive time")
                 continue
-            if st != OK and m["time_ms"] is not None:
+            if st not in RAN and m["time_ms"] is not None:
                 bad(f"result {i} {st} carries a time")
             try:
                 want, was_kept = result_reward(st, m["time_ms"], best)
@@ -180,6 +181,11 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
             if m["time_ms"] != best:
                 bad(f"merge {i} shared best {m['time_ms']} != {best} from the results so far")
         elif kind == "verdict":
+            won = m["params"].get("variant")
+            if won:
+                rung = rung_status(sim_op, impl, won, gpu.arch)
+                if not rung.verified:
+                    bad(f"best kernel {won} is {rung.status} on {gpu.arch}")
             if m["time_ms"] != ep["best_ms"]:
                 bad(f"verdict time {m['time_ms']} != best_ms {ep['best_ms']}")
             if m["reward"] != verdict_reward(ep["speedup"]):
@@ -220,10 +226,17 @@ def _gating(
         return [f"uses {','.join(missing)} on {gpu.arch} but is {st}"]
     if not missing and st == UNSUPPORTED_ARCH:
         return [f"is unsupported_arch although {gpu.arch} has every feature of {variant.tag}"]
-    if st == OK:
+    if st in RAN:
         smem = plan(op, shape, dtype, gpu, variant, launch).smem
         if smem > gpu.smem_per_block_optin:
             return [f"ok with {smem} B smem over the {gpu.smem_per_block_optin} B cap"]
-    if st not in (OK, COMPILE_ERROR, WRONG_RESULT, UNSUPPORTED_ARCH):
+        # "ok" only for a rung executed correct on this family; a rung measured wrong
+        # never runs clean
+        rung = rung_status(op.name, impl, variant.tag, gpu.arch)
+        if rung.wrong:
+            return [f"{variant.tag} is measured wrong on {gpu.arch} but is {st}"]
+        if (st == OK) != rung.verified:
+            return [f"is {st} but {variant.tag} is {rung.status} on {gpu.arch}"]
+    if st not in (OK, UNVERIFIED, COMPILE_ERROR, WRONG_RESULT, UNSUPPORTED_ARCH):
         return [f"unknown status {st!r}"]
     return []

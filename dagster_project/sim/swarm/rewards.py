@@ -5,6 +5,9 @@ A reward is attached to every environment ``result`` and to the closing ``verdic
 * kept improvement of the episode's shared best: ``min(1, log2(prev_best / new))``;
 * a correct kernel that does not beat the shared best: ``-0.05``;
 * compile error ``-0.1``, wrong result ``-0.3``, unsupported architecture ``-0.05``;
+* ``unverified`` (it ran, but its rung has no execution evidence on this arch family,
+  see ``sim.verification``): ``-0.05`` like a correct kernel that does not beat the shared
+  best, and never kept — nobody knows whether it is correct, so it earns no credit;
 * verdict: ``log2(speedup) / 4``.
 
 "Shared best" is the lowest verified (``ok``) time so far in message order, starting from
@@ -18,14 +21,16 @@ from __future__ import annotations
 
 import math
 
-from ..env import COMPILE_ERROR, OK, WRONG_RESULT, Submission
+from ..env import COMPILE_ERROR, OK, UNVERIFIED, WRONG_RESULT, Submission
 
 #: A compile error caused by a PTX feature the target lacks (wgmma on sm_80, ...). The
 #: harness reports it as a compile error; the swarm keeps it apart because it is priced
 #: differently and because the arch-gating check needs to see it.
 UNSUPPORTED_ARCH = "unsupported_arch"
 
-RESULT_STATUSES: tuple[str, ...] = (OK, COMPILE_ERROR, WRONG_RESULT, UNSUPPORTED_ARCH)
+RESULT_STATUSES: tuple[str, ...] = (OK, UNVERIFIED, COMPILE_ERROR, WRONG_RESULT, UNSUPPORTED_ARCH)
+#: Results that ran and carry a time (the team's control flow treats both alike).
+RAN: tuple[str, ...] = (OK, UNVERIFIED)
 
 NO_IMPROVEMENT = -0.05
 PENALTY: dict[str, float] = {
@@ -45,6 +50,8 @@ def result_status(sub: Submission) -> str:
     """The swarm status of one harness outcome (feature errors become ``unsupported_arch``)."""
     if sub.status == COMPILE_ERROR and sub.error_kind == "feature":
         return UNSUPPORTED_ARCH
+    if sub.status == OK and not sub.verified:
+        return UNVERIFIED
     return sub.status
 
 
@@ -55,6 +62,10 @@ def result_reward(status: str, time_ms: float | None, prev_best: float) -> tuple
             raise ValueError("an ok result needs a positive time")
         if time_ms < prev_best:
             return _r(min(1.0, math.log2(prev_best / time_ms))), True
+        return NO_IMPROVEMENT, False
+    if status == UNVERIFIED:
+        if time_ms is None or time_ms <= 0:
+            raise ValueError("an unverified result needs a positive time")
         return NO_IMPROVEMENT, False
     try:
         return PENALTY[status], False

@@ -26,13 +26,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..env import OK, Candidate, KernelEnv, Submission
-from ..feedback import ATOL, RTOL, fmt_ms, hms, ok_result, rebench_result, resource_line, stamp
+from ..feedback import (
+    ATOL,
+    RTOL,
+    fmt_ms,
+    hms,
+    ok_result,
+    rebench_result,
+    resource_line,
+    stamp,
+    unverified_line,
+)
 from ..hardware import min_arch_for
 from ..rng import stream
 from ..timing import benchmark, noise_sigma
 from ..variants import Params, Variant, default_params, hw_choice, iter_params, ladder, param_space
+from ..verification import rung_status, sound_baseline
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID, SwarmAgent, draw_skill, make_agent
-from .rewards import UNSUPPORTED_ARCH, episode_speedup, result_reward, result_status, verdict_reward
+from .rewards import (
+    RAN,
+    UNSUPPORTED_ARCH,
+    episode_speedup,
+    result_reward,
+    result_status,
+    verdict_reward,
+)
 from .spec import NAMESPACE, SWARM_VERSION, SwarmSpec
 
 #: Card horizon of an episode, in hours.
@@ -138,7 +156,7 @@ class Runtime:
         self.dtype = self.task.dtype
         self.rng = stream(NAMESPACE, "episode", SWARM_VERSION, seed, spec.episode_id)
         rungs = ladder(self.op.family, self.task.impl)
-        self.base_rung = rungs[0]
+        self.base_rung = sound_baseline(rungs, self.op.name, self.task.impl, self.gpu.arch)
         self.mid_rungs = [v for v in rungs if 1 <= v.level <= 3]
         self.hw_rung = hw_choice(self.op.family, self.task.impl, self.gpu)
         self.events: list[Event] = []
@@ -181,6 +199,10 @@ class Runtime:
         if self.hw_rung is not None:
             rungs.append(self.hw_rung)
         return rungs
+
+    def known_wrong(self, v: Variant) -> bool:
+        """Whether rung ``v`` was measured wrong on this GPU's arch family."""
+        return rung_status(self.op.name, self.task.impl, v.tag, self.gpu.arch).wrong
 
     def space(self, v: Variant) -> list[Params]:
         """Valid configs of a rung that this GPU can compile (the lead knows the arch)."""
@@ -461,7 +483,7 @@ class Runtime:
                 agent.record(v, p, None)
                 return None, sub, review
         status = result_status(sub)
-        time_ms = sig4(sub.time_ms) if status == OK and sub.time_ms is not None else None
+        time_ms = sig4(sub.time_ms) if status in RAN and sub.time_ms is not None else None
         res = self.emit(
             t + comp + bench,
             "result",
@@ -478,7 +500,8 @@ class Runtime:
         )
         self.results.append(res)
         agent.clock = res.t
-        agent.record(v, p, time_ms)
+        # an agent's own best is a verified kernel: an unverified time is not a result
+        agent.record(v, p, time_ms if status == OK else None)
         return res, sub, review
 
     def implement(
@@ -503,7 +526,7 @@ class Runtime:
             res, sub, _review = self.attempt(agent, cur_v, cur_p, kind, reviewer)
             if res is not None:
                 last = res
-                if res.status == OK:
+                if res.status in RAN:
                     return res
             status = res.status if res is not None else result_status(sub)
             nxt = self._fix(agent, status or "", sub, cur_v, cur_p, v, want_p)
@@ -557,7 +580,7 @@ class Runtime:
             fallback = agent.own[v.tag][0] if v.tag in agent.own else self.baseline_ms
             q = agent.pick(self.env, v, options, fallback)
             res, sub, _ = self.attempt(agent, v, q, "tune")
-            if res is not None and res.status != OK:
+            if res is not None and res.status not in RAN:
                 nxt = self._fix(agent, res.status or "", sub, v, q, v, q)
                 if nxt is not None:
                     self.attempt(agent, nxt[0], nxt[1], "fix")
@@ -670,7 +693,7 @@ class Runtime:
         e.reward, kept = result_reward(e.status, e.time_ms, prev)
         tag = e.params["variant"]
         head = f"{stamp(e.ts)} RESULT {e.status} ({e.recipient}, {tag})"
-        if e.status == OK:
+        if e.status in RAN:
             assert e.time_ms is not None and sub.prediction is not None
             err = 10 ** st.rng.uniform(-4.3, -2.4)
             res = resource_line(
@@ -686,6 +709,7 @@ class Runtime:
                 kept,
                 err,
                 res,
+                None if e.status == OK else unverified_line(tag, self.gpu.arch),
             )
         else:
             body = sub.detail.rstrip()
@@ -727,12 +751,22 @@ class Runtime:
         speedup = episode_speedup(self.baseline_ms, best)
         e.reward = verdict_reward(speedup)
         e.time_ms = best
-        e.status = "improved" if st.holder is not None else "no_gain"
+        base_ok = rung_status(
+            self.op.name, self.task.impl, self.base_rung.tag, self.gpu.arch
+        ).verified
+        e.status = (
+            "improved"
+            if st.holder is not None
+            else ("no_gain" if base_ok else "no_verified_kernel")
+        )
         kernel = dict(st.holder_params) if st.holder is not None else dict(self.base_params)
+        # the baseline is the episode's best kernel only if its rung is verified on this
+        # family; otherwise the team ends with no kernel known to be correct
+        variant = st.holder_variant or (self.base_rung.tag if base_ok else None)
         e.params = {
             "winner": st.holder,
-            "variant": st.holder_variant or self.base_rung.tag,
-            "params": kernel,
+            "variant": variant,
+            "params": kernel if variant else {},
             "baseline_ms": self.baseline_ms,
             "best_ms": best,
             "speedup": speedup,

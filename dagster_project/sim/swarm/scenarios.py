@@ -27,10 +27,10 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from ..env import OK
 from ..feedback import fmt_ms
 from ..variants import Params, Variant, param_space
 from .agents import LEAD_ID, PROPOSER, REVIEWER, TUNER, VERIFIER, WORKER, SwarmAgent
+from .rewards import RAN
 from .runtime import Event, Runtime, fmt_params, launch_params
 
 #: Tuning budget knobs (steps shared by a team; see ``_per_agent``).
@@ -144,7 +144,7 @@ def run_dispatch(rt: Runtime) -> None:
     for a, js in zip(workers, jobs, strict=True):
         for v, p in js:
             res = rt.implement(a, v, p)
-            if res is not None and res.status == OK:
+            if res is not None and res.status in RAN:
                 rt.tune(a, v, r1)
         rt.status(a)
     t = rt.barrier()
@@ -194,7 +194,16 @@ def run_dispatch(rt: Runtime) -> None:
 def run_parallel_sweep(rt: Runtime) -> None:
     n = rt.spec.n_agents
     workers = rt.add_agents([WORKER] * n)
-    v = rt.hw_rung or rt.mid_rungs[-1]
+    # the sweep's rung: this GPU's own, unless it is known to compute the wrong answer
+    # (sim.rung_verification), then the highest portable rung that is not
+    v = next(
+        (
+            x
+            for x in (rt.hw_rung, *reversed(rt.mid_rungs))
+            if x is not None and not rt.known_wrong(x)
+        ),
+        rt.hw_rung or rt.mid_rungs[-1],
+    )
     names, cells = _slices(rt, v, n)
     split = {
         a.id: {"dims": names, "cells": [list(c) for c in cs]}
@@ -285,7 +294,7 @@ def run_pipeline(rt: Runtime) -> None:
         prop = proposers[i % len(proposers)]
         tuner = tuners[i % len(tuners)]
         res = rt.implement(prop, v, reviewer=reviewer)
-        if res is None or res.status != OK or res.time_ms is None:
+        if res is None or res.status not in RAN or res.time_ms is None:
             rt.status(prop, f"gave up on {v.tag}")
             continue
         p = launch_params(res.params)
@@ -349,7 +358,7 @@ def run_campaign(rt: Runtime) -> None:
         inside = _member(names, cs)
         picks = a.shortlist(rt.env, v, [p for p in rt.space(v) if inside(p)], 1, rt.baseline_ms)
         res = rt.implement(a, v, picks[0] if picks else None)
-        if t1 and res is not None and res.status == OK:
+        if t1 and res is not None and res.status in RAN:
             rt.tune(a, v, t1, within=inside)
         rt.status(a)
     t = rt.barrier()
@@ -358,7 +367,7 @@ def run_campaign(rt: Runtime) -> None:
     rt.sync()
     leaders: dict[str, Event] = {}
     for e in rt.results:
-        if e.status == OK and e.time_ms is not None and e.variant is not None:
+        if e.status in RAN and e.time_ms is not None and e.variant is not None:
             cur = leaders.get(e.variant.tag)
             if cur is None or (e.time_ms, e.t) < (cur.time_ms or 0.0, cur.t):
                 leaders[e.variant.tag] = e
@@ -396,7 +405,7 @@ def run_campaign(rt: Runtime) -> None:
     t = rt.barrier()
     rt.leaderboard(t, "wave 2")
     ranked = sorted(
-        (e for e in rt.results if e.status == OK and e.time_ms is not None),
+        (e for e in rt.results if e.status in RAN and e.time_ms is not None),
         key=lambda e: (e.time_ms, e.t),
     )
     seen: set[tuple[str, tuple[tuple[str, Any], ...]]] = set()

@@ -63,7 +63,9 @@ def test_feature_gating_table() -> None:
     ]
     assert all("cp_async" in arch_features(a) for a in ("sm_80", "sm_86", "sm_90a", "sm_120"))
     assert nvcc_arch_flag("sm_120", {"fp4_mma"}) == "sm_120a"
-    assert nvcc_arch_flag("sm_120", {"tma"}) == "sm_120"
+    # one flag per GPU (prompt = harness = compile check): the 5090 always targets sm_120a
+    assert nvcc_arch_flag("sm_120", {"tma"}) == "sm_120a"
+    assert nvcc_arch_flag("sm_90a") == "sm_90a" and nvcc_arch_flag("sm_86") == "sm_86"
 
 
 def test_41_ops_with_kernelswarm_names() -> None:

@@ -58,7 +58,13 @@ def test_rewards_replay_by_hand(small_build: list[Episode]) -> None:
                     assert m["reward"] == pytest.approx(min(1.0, math.log2(best / m["time_ms"])), abs=1e-6)
                     best = m["time_ms"]
                 else:
-                    want = {"ok": -0.05, "compile_error": -0.1, "wrong_result": -0.3, "unsupported_arch": -0.05}
+                    want = {
+                        "ok": -0.05,
+                        "unverified": -0.05,
+                        "compile_error": -0.1,
+                        "wrong_result": -0.3,
+                        "unsupported_arch": -0.05,
+                    }
                     assert m["reward"] == want[m["status"]]
             elif m["kind"] == "verdict":
                 assert m["reward"] == pytest.approx(math.log2(ep["speedup"]) / 4, abs=1e-6)

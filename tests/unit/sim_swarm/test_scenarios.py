@@ -76,8 +76,9 @@ def test_parallel_sweep_protocol(by_scenario: dict[str, list[Episode]]) -> None:
         slices = [m["params"]["slice"] for m in msgs if m["kind"] == "dispatch" and "slice" in m["params"]]
         assert len(slices) == ep["n_agents"]
         refine = [m for m in msgs if m["kind"] == "dispatch" and m["params"]["subtask"].startswith("refine")]
-        assert 1 <= len(refine) <= 2
         board = next(m for m in msgs if m["kind"] == "leaderboard")
+        # the top two refine; nobody does when no result of the sweep is verified correct
+        assert len(refine) <= 2 and (len(refine) >= 1) == bool(board["params"]["ranking"])
         top = [r["agent"] for r in board["params"]["ranking"][:2]]
         assert [m["recipient"] for m in refine] == top[: len(refine)]
 

@@ -1,0 +1,356 @@
+"""Execution-grounded status of every rung the simulator can emit (``sim.rung_verification``).
+
+The simulator may only say a candidate is *correct* when the rung it instantiates was
+executed and checked on that arch family. This module joins the shipped evidence:
+
+* ``data/verification/nvcc_compile.csv`` — every (op, CUDA rung, arch family) compiled
+  here with the flags the prompt states (``benchmarks/sim_nvcc_check.py``), every Triton
+  rung parsed with ``ast``;
+* ``data/verification/h200_rung_exec.csv`` — rungs executed on the H200 against an fp32 /
+  PyTorch reference (``benchmarks/sim_verify_rungs.py``): sm_90a renders at 3 shapes, the
+  A100 / A10 renders as ``compute_80`` / ``compute_86`` PTX the H200's driver compiles (the
+  code an sm_80 / sm_86 build runs), the RTX 5090's non-FP4 renders built for compute_90;
+* ``data/calibration/h200_compile_check.csv`` — the calibration run's sm_90a points
+  (``benchmarks/gpu_calibrate.py``, 7 ops × 3 shapes).
+
+and decides, per (op, impl, rung, family):
+
+``verified``  executed correct on the family (sm_90a: on ≥ ``MIN_SHAPES`` shapes; other
+              families: their own render ran correct and the Hopper render is verified;
+              Triton rungs, which JIT for the GPU they run on, by the Hopper evidence and
+              their ``ast`` check) and never measured wrong, and no compile failure under
+              the family's flags;
+``wrong``     measured wrong or faulting on the family (a wrong rung on sm_90a is wrong on
+              every family whose render shares the code: its mismatch is reported there too);
+``unverified`` everything else (no reference for the op yet, not reached by a run, FP4 MMA
+              that no GPU here can execute).
+
+A measured failure only counts where the same reference passed another rung of the op:
+an op whose every rung "fails" points at the reference, not at the kernels.
+
+Pure Python on the shipped CSVs (no dagster, no GPU), cached once per process.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+#: Bump when a rule below or the evidence files change what is verified.
+VERIFICATION_VERSION = "1.0.0"
+#: Shapes a rung must pass on the H200 to count as verified on sm_90a.
+MIN_SHAPES = 3
+#: The simulator's arch families (``GPU.arch``).
+FAMILIES: tuple[str, ...] = ("sm_80", "sm_86", "sm_90a", "sm_120")
+
+VERIFIED = "verified"
+WRONG = "wrong"
+UNVERIFIED = "unverified"
+
+#: Execution statuses that mean the kernel itself is wrong (not the reference, not time).
+_BAD = ("wrong_result", "fault")
+
+
+@dataclass
+class RungStatus:
+    """What the evidence says about one (op, impl, rung, family)."""
+
+    op: str
+    impl: str
+    variant: str
+    family: str
+    status: str = UNVERIFIED
+    compile_status: str = "unchecked"  # ok | error | unchecked
+    compile_flags: str = ""
+    compile_cases: int = 0
+    exec_correct_shapes: int = 0
+    exec_wrong: int = 0
+    exec_runs: int = 0
+    worst_rel_err: float | None = None
+    mismatch: str = ""  # the measured report of a wrong rung
+    h200_ms: str = ""  # "shape=ms; ..." of the correct sm_90a runs
+    evidence: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        return self.status == VERIFIED
+
+    @property
+    def wrong(self) -> bool:
+        return self.status == WRONG
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "impl": self.impl,
+            "variant": self.variant,
+            "family": self.family,
+            "status": self.status,
+            "compile_status": self.compile_status,
+            "compile_flags": self.compile_flags,
+            "compile_cases": self.compile_cases,
+            "exec_correct_shapes": self.exec_correct_shapes,
+            "exec_wrong": self.exec_wrong,
+            "exec_runs": self.exec_runs,
+            "worst_rel_err": self.worst_rel_err,
+            "mismatch": self.mismatch,
+            "h200_ms": self.h200_ms,
+            "evidence": "; ".join(self.evidence),
+            "verification_version": VERIFICATION_VERSION,
+        }
+
+
+def _read(*parts: str) -> list[dict[str, str]]:
+    ref = resources.files(__package__).joinpath("data", *parts)
+    if not ref.is_file():
+        return []
+    with ref.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _evidence_rows() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(compile rows, execution rows) from the shipped files, in one common shape."""
+    comp = _read("verification", "nvcc_compile.csv")
+    exe = []
+    for r in _read("verification", "h200_rung_exec.csv"):
+        status = r.get("status", "")
+        if status == "error" and "cudaError" in r.get("error", ""):
+            status = "fault"  # a failed launch is the kernel's, like a fault
+        exe.append({**r, "status": status, "source": "sim_verify_rungs"})
+    for r in _read("calibration", "h200_compile_check.csv"):
+        if r.get("kind") != "calib" or r.get("impl") not in ("cuda", "triton"):
+            continue
+        ran = r.get("ran", "")
+        status = {"ok": "ok", "wrong_result": "wrong_result", "crash": "timeout"}.get(ran, ran)
+        err = r.get("errors", "")
+        if ran == "error":
+            # a fault or a failed launch is the kernel's; anything else is the harness's
+            status = "fault" if ("CUDA error" in err or "cudaError" in err) else "error"
+        exe.append(
+            {
+                "op": r["op"],
+                "impl": r["impl"],
+                "variant": r["variant"],
+                "family": "sm_90a",
+                "shape": r["shape"],
+                "status": status,
+                "max_rel_err": r.get("max_rel_err", ""),
+                "error": err,
+                "ms": "",
+                "source": "gpu_calibrate",
+            }
+        )
+    return comp, exe
+
+
+def _f(x: str) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else float("inf")  # NaN outputs are as wrong as it gets
+
+
+@lru_cache(maxsize=1)
+def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
+    """Every (op, impl, rung, family) the simulator can emit, with its status."""
+    from .ops import OPS
+    from .variants import ladder
+
+    comp, exe = _evidence_rows()
+    table: dict[tuple[str, str, str, str], RungStatus] = {}
+    for name, op in OPS.items():
+        for impl in ("cuda", "triton"):
+            for v in ladder(op.family, impl):
+                for fam in FAMILIES:
+                    table[(name, impl, v.tag, fam)] = RungStatus(name, impl, v.tag, fam)
+    # compile evidence: clean cases only (injected slips/bugs/caps say nothing of the rung)
+    for r in comp:
+        if r.get("inject"):
+            continue
+        st = table.get((r["op"], r["impl"], r["variant"], r["arch"]))
+        if st is None:
+            continue
+        st.compile_cases += 1
+        expected, actual = r["expected_ok"] == "True", r["actual_ok"] == "True"
+        if not expected:
+            continue  # a feature/cap error the simulator reports anyway
+        if actual and st.compile_status != "error":
+            st.compile_status = "ok"
+        elif not actual:
+            st.compile_status = "error"
+            st.evidence.append(f"nvcc failed: {r.get('stderr_head', '')[:120]}")
+        st.compile_flags = r.get("flags", "")
+    # the ops whose reference passed at least one rung (its failures then mean something)
+    trusted = {r["op"] for r in exe if r.get("status") == "ok"}
+    shapes_ok: dict[tuple[str, str, str, str], set[str]] = {}
+    ms: dict[tuple[str, str, str, str], list[str]] = {}
+    for r in exe:
+        key = (r["op"], r["impl"], r["variant"], r["family"])
+        st = table.get(key)
+        if st is None or r["op"] not in trusted:
+            continue
+        status = r.get("status", "")
+        if status == "compile_error" and r["impl"] == "triton":
+            # Triton JIT-compiled the render on the H200 and rejected it: the rung does not
+            # build, whatever the simulator's compile model says (never claimed correct)
+            for fam in FAMILIES:
+                other = table.get((r["op"], r["impl"], r["variant"], fam))
+                if other is not None and other.compile_status != "error":
+                    other.compile_status = "error"
+                    other.evidence.append(
+                        f"Triton JIT failed on the H200: {(r.get('error') or '')[:100]}"
+                    )
+            continue
+        if status not in ("ok", *_BAD):
+            continue  # timeouts, harness errors, cases not reached: no evidence either way
+        st.exec_runs += 1
+        if status == "ok":
+            shapes_ok.setdefault(key, set()).add(r["shape"])
+            if r.get("ms"):
+                ms.setdefault(key, []).append(f"{r['shape']}={r['ms']}")
+            continue
+        st.exec_wrong += 1
+        err = _f(r.get("max_rel_err", ""))
+        if err is not None:
+            st.worst_rel_err = max(st.worst_rel_err or 0.0, err)
+        what = (
+            f"max_rel_err {r['max_rel_err']}"
+            if status == "wrong_result"
+            else (r.get("error") or "fault")
+        )
+        st.mismatch = st.mismatch or (
+            f"{status} at {r['shape']} on the H200 ({r['source']}): {what.splitlines()[0][:160]}"
+        )
+    for key, st in table.items():
+        st.exec_correct_shapes = len(shapes_ok.get(key, ()))
+        st.h200_ms = "; ".join(ms.get(key, [])[:3])
+    for (op, impl, tag, fam), st in table.items():
+        hopper = table[(op, impl, tag, "sm_90a")]
+        if st.exec_wrong:
+            st.status = WRONG
+            continue
+        if hopper.exec_wrong:
+            # the same template code: a rung measured wrong on Hopper is not claimed right
+            # elsewhere (its render differs only in tile constants)
+            st.status = WRONG
+            st.mismatch = hopper.mismatch
+            st.evidence.append("measured wrong on sm_90a (same template)")
+            continue
+        if st.compile_status == "error":
+            continue
+        if fam == "sm_90a":
+            if st.exec_correct_shapes >= MIN_SHAPES:
+                st.status = VERIFIED
+                st.evidence.append(f"correct on the H200 at {st.exec_correct_shapes} shapes")
+            continue
+        if hopper.exec_correct_shapes < MIN_SHAPES:
+            continue
+        if impl == "triton":
+            st.status = VERIFIED
+            st.evidence.append("Triton: ast + correct on the H200 (JIT for the GPU it runs on)")
+        elif st.exec_correct_shapes >= 1:
+            st.status = VERIFIED
+            st.evidence.append(f"{fam} render executed correct on the H200 (PTX JIT)")
+        elif st.compile_status == "ok":
+            # no GPU of this family here: its build is checked with the family's own flags,
+            # the template's arithmetic on the H200 (renders differ in tile constants only)
+            st.status = VERIFIED
+            st.evidence.append(
+                f"compiled with {st.compile_flags or fam}; same template correct on sm_90a"
+            )
+    return table
+
+
+def rung_status(op: str, impl: str, variant: str, family: str) -> RungStatus:
+    """The status of one rung on one arch family (``unverified`` for an unknown key)."""
+    st = verification_table().get((op, impl, variant, family))
+    return st if st is not None else RungStatus(op, impl, variant, family)
+
+
+def sound_baseline(rungs: list[Any], op: str, impl: str, family: str) -> Any:
+    """The first rung of a ladder not measured wrong on ``family``: the naive reference an
+    engineer starts from must at least be right (the CUDA top-k sort baseline faults on the
+    H200, so its sessions start from the next rung)."""
+    for v in rungs:
+        if not rung_status(op, impl, v.tag, family).wrong:
+            return v
+    return rungs[0]
+
+
+def verification_rows() -> list[dict[str, Any]]:
+    """The ``sim.rung_verification`` table, one row per (op, impl, rung, family)."""
+    return [st.row() for _, st in sorted(verification_table().items())]
+
+
+def summary() -> dict[str, Any]:
+    """Counts by status, impl and family (for asset metadata and RESULTS)."""
+    out: dict[str, Any] = {"rows": 0, VERIFIED: 0, WRONG: 0, UNVERIFIED: 0}
+    by: dict[str, dict[str, int]] = {}
+    for (_, impl, _, fam), st in verification_table().items():
+        out["rows"] += 1
+        out[st.status] += 1
+        slot = by.setdefault(f"{impl}/{fam}", {VERIFIED: 0, WRONG: 0, UNVERIFIED: 0})
+        slot[st.status] += 1
+    out["by_impl_family"] = by
+    out["wrong_rungs"] = sorted(
+        f"{op}/{impl}/{tag}/{fam}"
+        for (op, impl, tag, fam), st in verification_table().items()
+        if st.status == WRONG and fam == "sm_90a"
+    )
+    return out
+
+
+def best_kernel_violations(
+    rows: Iterable[tuple[str, str, str, str, str]],
+) -> list[str]:
+    """Sessions/episodes whose best kernel is a rung not verified on its family.
+
+    ``rows`` are (id, op, impl, best rung tag, arch family); a best of ``None`` (no
+    verified kernel) is not a violation."""
+    bad = []
+    for sid, op, impl, tag, fam in rows:
+        if not tag:
+            continue
+        st = rung_status(op, impl, tag, fam)
+        if not st.verified:
+            bad.append(f"{sid}: best kernel {op}/{impl}/{tag} is {st.status} on {fam}")
+    return bad
+
+
+def mismatch_report(st: RungStatus, out_name: str, dims: tuple[int, ...]) -> str:
+    """The wrong-result text of a rung measured wrong: the real measurement, not a guess."""
+    total = 1
+    for d in dims:
+        total *= d
+    worst = (
+        f"max_rel_err {st.worst_rel_err:.3g} (rel L2 vs fp32 reference)"
+        if st.worst_rel_err is not None and st.worst_rel_err != float("inf")
+        else "non-finite or faulting output"
+    )
+    return (
+        f"{out_name} [{total} values] does not match the fp32 reference: {worst}\n"
+        f"measured: {st.mismatch}"
+    )
+
+
+__all__ = [
+    "FAMILIES",
+    "MIN_SHAPES",
+    "UNVERIFIED",
+    "VERIFICATION_VERSION",
+    "VERIFIED",
+    "WRONG",
+    "RungStatus",
+    "best_kernel_violations",
+    "mismatch_report",
+    "rung_status",
+    "sound_baseline",
+    "summary",
+    "verification_rows",
+    "verification_table",
+]
