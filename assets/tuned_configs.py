@@ -104,6 +104,8 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
 )
 def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     """Refresh each model's shape from its config.json when the Hub answers."""
+    from datetime import UTC, datetime
+
     from dagster_project.mining.configs import load_model_shapes_snapshot, refresh_model_shapes
     from dagster_project.mining.hub import fetch_model_config, hub_reachable
 
@@ -114,6 +116,10 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.moe_model_shapes")), metadata={
         "dagster/row_count": shapes.height,
         "source": "hub" if online else "snapshot (offline)",
+        # When the shapes were last read from the Hub (the snapshot's rows say "verified").
+        "refreshed_at": datetime.now(UTC).isoformat(timespec="seconds") if online
+        else "never in this run (offline: checked-in snapshot)",
+        "verified_shapes": int(shapes["verified"].sum()),
         "refreshed_from_hub": int(shapes["source"].str.starts_with("hf:").sum()),
     })
 

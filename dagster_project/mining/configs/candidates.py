@@ -25,10 +25,15 @@ import polars as pl
 
 #: Version of candidate_models matching. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 TP_SIZES = (1, 2, 4, 8, 16)
 EP_SIZES = (2, 4, 8, 16, 32, 64)
+#: An EP reading needs E x EP = the model's expert count AND at least this many local
+#: experts: a file with E=1 is a dense or shared-expert GEMM (or a tuner test), not one
+#: expert per rank of a 64-way EP deployment, so "every E=1 file -> Hunyuan-A13B (EP64)"
+#: was noise (issue 21).
+MIN_LOCAL_EXPERTS = 2
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def match_models(
                 elif shared and tp > 1 and experts + tp * shared == E:
                     out.append(ModelMatch(model, f"TP{tp} + replicated shared{note}", hidden,
                                           top_k))
-            if n == inter:
+            if n == inter and E >= MIN_LOCAL_EXPERTS:
                 for ep in EP_SIZES:
                     if experts % ep:
                         continue

@@ -62,6 +62,8 @@ def test_snapshot_is_complete(shapes: pl.DataFrame) -> None:
         ),
         # nothing known
         (62, 256, None, "vllm", set()),
+        # one local expert is not an EP deployment (Hunyuan-A13B: 64 experts, N=3072)
+        (1, 3072, None, "vllm", set()),
     ],
 )
 def test_candidate_models(shapes, E, N, dtype, repo, expected) -> None:
@@ -186,3 +188,8 @@ def test_refresh_falls_back_per_model(shapes) -> None:
     kimi = rows["Kimi-K2"]
     assert kimi["experts"] == 384 and "refresh failed: offline" in kimi["source"]
     assert not kimi["verified"]
+
+
+def test_every_shape_is_verified_or_says_where_its_numbers_come_from(shapes) -> None:
+    unsourced = shapes.filter(~pl.col("verified") & (pl.col("source").fill_null("").str.strip_chars() == ""))
+    assert unsourced.is_empty(), unsourced["model"].to_list()
