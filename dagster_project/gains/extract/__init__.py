@@ -56,8 +56,8 @@ class PRGains:
         return [m.to_gain() for m in self.measurements]
 
 
-def _post(measurements: list[Measurement], text: str) -> list[Measurement]:
-    return audit_all([finalise(m) for m in measurements], text)
+def _post(measurements: list[Measurement], text: str, repo: str | None = None) -> list[Measurement]:
+    return audit_all([finalise(m) for m in measurements], text, repo)
 
 
 def extract_text(
@@ -84,7 +84,7 @@ def extract_pr_gains(
 ) -> PRGains:
     """Extract, finalise and audit one PR; lineage fields are stamped on every row."""
     if extractor == "table":
-        ms = _post(extract_table(text, repo), text)
+        ms = _post(extract_table(text, repo), text, repo)
         result = PRGains(ms, "table", EXTRACTOR_VERSION)
     elif extractor == "llm":
         if llm is None:
@@ -92,7 +92,7 @@ def extract_pr_gains(
                 "the llm extractor needs an OpenAI-compatible endpoint: set KERNELHOUSE_LLM_BASE_URL"
             )
         res: LLMResult = llm.extract(text, repo=repo, pr_number=pr_number)
-        ms = _post(res.measurements, text)
+        ms = _post(res.measurements, text, repo)
         result = PRGains(
             ms,
             "llm",

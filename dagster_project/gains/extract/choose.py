@@ -16,9 +16,14 @@ from __future__ import annotations
 
 from dagster_project.gains.extract.aligned import aligned_grids
 from dagster_project.gains.extract.candidate import Candidate, to_measurement
-from dagster_project.gains.extract.document import Block, split_blocks
+from dagster_project.gains.extract.document import Block, Grid, split_blocks
 from dagster_project.gains.extract.prose import prose_candidates
-from dagster_project.gains.extract.records import inline_candidates, run_candidates
+from dagster_project.gains.extract.records import (
+    inline_candidates,
+    pair_candidates,
+    run_candidates,
+    table_runs,
+)
 from dagster_project.gains.extract.tables import table_candidates
 from dagster_project.gains.extract.vocab import PROJECT, project_of
 from dagster_project.gains.normalise import finalise
@@ -33,11 +38,15 @@ def candidates(text: str) -> list[Candidate]:
     blocks = split_blocks(text)
     found: list[Candidate] = []
     record_blocks: list[Block] = []
+    quiet: list[tuple[Block, Grid]] = []  # tables with no comparison inside
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
-            found.extend(table_candidates(b.grid, b))
+            got = table_candidates(b.grid, b)
+            found.extend(got)
+            if not got:
+                quiet.append((b, b.grid))
         elif b.kind == "code":
-            got: list[Candidate] = []
+            got = []
             for g in aligned_grids(b.lines):
                 sub = Block("table", b.lines, b.index, g, b.heading, b.before, b.label, b.after, b.title)
                 got.extend(table_candidates(g, sub))
@@ -46,6 +55,7 @@ def candidates(text: str) -> list[Candidate]:
                 record_blocks.append(b)
         else:
             record_blocks.append(b)
+    found.extend(pair_candidates(table_runs(blocks, quiet)))
     found.extend(run_candidates(record_blocks))
     found.extend(inline_candidates(record_blocks))
     found.extend(prose_candidates([b for b in blocks if b.kind == "text"], title))

@@ -109,10 +109,24 @@ def _bad_context(window: str) -> bool:
         r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b", window, re.I))
 
 
+RATIO_FORMULA = re.compile(rf"(?<![\w.])(?P<a>{_V})\s*/\s*(?P<b>{_V})\s*=\s*(?P<r>\d+(?:\.\d+)?)(?![\w.])")
+
+
 def transitions(s: str, b: Block) -> list[Candidate]:
-    """Comparisons written as such in one sentence (from/to, arrows, inline roles)."""
+    """Comparisons written as such in one sentence (from/to, arrows, inline roles, and
+    ``1369.89/1192.91=1.148``: a ratio worked out from the two values)."""
     out: list[Candidate] = []
     taken: list[tuple[int, int]] = []
+    for m in RATIO_FORMULA.finditer(s):
+        a, d, r = parse_number(m.group("a")), parse_number(m.group("b")), parse_number(m.group("r"))
+        if not a or not d or not r or abs(a / d / r - 1) > 0.01 or r < 1:
+            continue
+        metric = _metric_before(s, m.start())
+        lower = bool(re.search(r"latenc|time|\bms\b|\bus\b", metric, re.I))
+        base, opt = (a, d) if lower else (d, a)  # written as the PR's gain: ratio >= 1
+        taken.append((m.start(), m.end()))
+        out.append(Candidate(base, opt, metric, None, b, "sentence", higher_is_better=not lower,
+                             stated=round(r, 4), stated_text=m.group("r"), scope_hint=_scope_of(s, b), evidence=[s]))
     for rx, structure in ((INLINE_ROLES, "sentence"), (VALUE_ROLES, "sentence"), (TRANSITION, "sentence")):
         for m in rx.finditer(s):
             if any(a <= m.start() < z for a, z in taken):
@@ -146,7 +160,17 @@ def transitions(s: str, b: Block) -> list[Candidate]:
     return out
 
 
-def _stated(s: str, b: Block) -> list[Candidate]:
+def ratio_claims(blocks: list[Block], title: str) -> list[float]:
+    """Every ratio claim of the prose, summaries ("overall 1.3x faster") included: what the
+    audit accepts a stated ratio against."""
+    out: list[float] = []
+    for b in [Block("text", [title], -1, title=title), *[b for b in blocks if b.kind == "text"]]:
+        for s in sentences(b):
+            out += [c.stated for c in _stated(s, b, summaries=True) if c.stated is not None]
+    return out
+
+
+def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
     out: list[Candidate] = []
     for m in STATED.finditer(s):
         start = m.start("n")
@@ -160,6 +184,11 @@ def _stated(s: str, b: Block) -> list[Candidate]:
         cue_before = _BEFORE_CUE.search(lead)
         if not (cue_after or cue_before):
             continue
+        if not summaries and re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
+                     f"{lead[-40:]} {tail[:40]}", re.I):
+            continue  # a summary over the rows (average / geomean / overall), not a measurement
+        if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
+            continue  # "a/b=1.148 ~= 15%": the ratio restated, read as a pair by transitions()
         window = f"{lead} {m.group(0)}"
         if ACCURACY.search(window) or re.search(r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
                                                 r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+", window + tail[:20], re.I):

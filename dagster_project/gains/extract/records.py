@@ -340,8 +340,13 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
 
 def run_candidates(blocks: list[Block]) -> list[Candidate]:
     """One candidate per metric (and keys) present in both runs of a pair."""
+    return pair_candidates(collect_runs(blocks))
+
+
+def pair_candidates(runs: list[Run]) -> list[Candidate]:
+    """Candidates of paired runs (see :func:`run_candidates`)."""
     out: list[Candidate] = []
-    for b, o in pair_runs(collect_runs(blocks)):
+    for b, o in pair_runs(runs):
         index = {}
         for rec in b.records:
             index.setdefault((_norm_metric(rec.metric), rec.keys), rec)
@@ -368,3 +373,45 @@ def run_candidates(blocks: list[Block]) -> list[Candidate]:
                 evidence=[base.line, rec.line],
             ))
     return out
+
+
+def _expand_slashes(header: list[str], row: list[str]) -> list[list[str]]:
+    """``| 2/4/8 | 512 | 0.0095/0.0091/0.0101 |`` is three rows: one per slash part."""
+    parts = [c.split("/") if re.fullmatch(r"\s*[\d.,]+(?:\s*/\s*[\d.,]+)+\s*", c) else None for c in row]
+    counts = {len(p) for p in parts if p}
+    if len(counts) != 1:
+        return [row]
+    n = counts.pop()
+    return [[(p[i].strip() if p else c) for p, c in zip(parts, row, strict=True)] for i in range(n)]
+
+
+def table_runs(blocks: list[Block], grids: list[tuple[Block, object]]) -> list[Run]:
+    """Tables without an inner comparison whose label line names a role (``vllm`` table,
+    then ``custom allreduce`` table): each is a run of records (row keys × value columns)."""
+    from dagster_project.gains.extract.candidate import value_of
+    from dagster_project.gains.extract.tables import classify
+
+    runs: list[Run] = []
+    for b, grid in grids:
+        role = role_line(b.label) if b.label else None
+        if role is None:
+            continue
+        cols = classify(grid)  # type: ignore[arg-type]
+        keys = [c for c in cols if c.kind == "key"]
+        vals = [c for c in cols if c.kind in ("metric", "variant") and c.role.kind is None]
+        if not vals:
+            continue
+        run = Run(role, b.label, b)
+        for raw, row in zip(grid.raw, grid.rows, strict=False):  # type: ignore[attr-defined]
+            for sub in _expand_slashes(grid.header, row):  # type: ignore[attr-defined]
+                kv = tuple((grid.header[k.j], sub[k.j]) for k in keys if k.j < len(sub))  # type: ignore[attr-defined]
+                for c in vals:
+                    if c.j >= len(sub):
+                        continue
+                    v = value_of(sub[c.j])
+                    if v is not None:
+                        run.records.append(Rec(c.header, v, sub[c.j], unit_in(c.header), kv, raw))
+        if run.records:
+            runs.append(run)
+    _ = blocks
+    return runs
