@@ -32,6 +32,8 @@ import pytest
 
 from dagster_project.lake import TEMP_NAME, Lake
 
+pytestmark = pytest.mark.slow
+
 EXE = str(Path(sys.executable).with_name("kernelhouse"))
 BASE = ("--select", "sim_tasks,kernelswarm_episodes,kernelswarm_export", "--partition", "000")
 

@@ -15,6 +15,8 @@ import pytest
 
 from dagster_project.lake import Lake
 
+pytestmark = pytest.mark.slow
+
 EXE = str(Path(sys.executable).with_name("kernelhouse"))
 
 
