@@ -13,6 +13,7 @@ import polars as pl
 
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
+from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 _SCRIPT = "benchmarks/gpu_calibrate.py"
@@ -77,6 +78,7 @@ def sim_calibration(lake: LakeResource) -> dg.MaterializeResult:
         data_version=dg.DataVersion(table_version(handle, "sim.calibration", "sim.calibration_summary")),
         metadata={
             "dagster/row_count": points.height,
+            **table_schema(lake.lake(), "sim.calibration"),
             "points_ok": a.n,
             "unique_points": len(by_id),
             "status_counts": dg.MetadataValue.json({d["status"]: d["len"] for d in status}),

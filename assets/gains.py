@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.resources import LakeResource, LLMResource
+from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 
@@ -66,6 +67,7 @@ def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMReso
         "plots": dg.MetadataValue.md(plots or state["reason"]),
         "gains_state": state["reason"],
         "dagster/row_count": gains.height,
+        **table_schema(lake.lake(), "derived.pr_gains"),
         "new_extractions": new,
         "prs_with_gains": gains.select("repo", "pr_number").unique().height if gains.height else 0,
         "failed_extractions": int((~runs["ok"]).sum()) if runs.height else 0,

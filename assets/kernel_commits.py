@@ -7,6 +7,7 @@ import polars as pl
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
+from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 GROUP = "kernel_commits"
@@ -29,7 +30,7 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
     handle = lake.lake()
     counters = refresh_perf_commits(handle, git, DEFAULT_SPECS[repo], repo, head)
     version = table_version(handle, "raw.perf_commits", where="repo = ?", params=[repo])
-    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("total_commits", 0)), **counters})
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("total_commits", 0)), **counters, **table_schema(lake.lake(), "raw.perf_commits")})
 
 
 @dg.asset(
@@ -49,7 +50,7 @@ def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -
     handle = lake.lake()
     counters = refresh_commit_files(handle, git, DEFAULT_SPECS[repo], repo)
     version = table_version(handle, "raw.kernel_commit_files", "raw.kernel_commit_excluded", where="repo = ?", params=[repo])
-    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("rows", 0)), **counters})
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("rows", 0)), **counters, **table_schema(lake.lake(), "raw.kernel_commit_files")})
 
 
 @dg.asset(
@@ -95,6 +96,7 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
     yield dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.kernel_commits")), metadata={
         "plots": dg.MetadataValue.md(plots),
         "dagster/row_count": rows.height,
+        **table_schema(lake.lake(), "datasets.kernel_commits"),
         "prs": rows.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique().height,
         "train": split.get("train", 0), "test": split.get("test", 0),
         "split_cutoff": cutoff.isoformat() if cutoff else "none",

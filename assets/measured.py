@@ -12,6 +12,7 @@ import polars as pl
 
 from dagster_project.frames import md_table
 from dagster_project.resources import LakeResource
+from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 GROUP = "measured"
@@ -65,6 +66,7 @@ def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> d
     timed = ds.filter(pl.col("t_tuned_us").is_not_null())
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.measured_configs")), metadata={
         "dagster/row_count": rows,
+        **table_schema(lake.lake(), "datasets.measured_configs"),
         **run_meta,
         "rows_with_tuned_time": timed.height,
         "median_measured_speedup_vs_default": float(timed["measured_speedup_vs_default"]

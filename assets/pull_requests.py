@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.resources import GitHubResource, LakeResource
+from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 
@@ -51,6 +52,7 @@ def pr_bodies(context: dg.AssetExecutionContext, lake: LakeResource, github: Git
     version = table_version(handle, "raw.pr_bodies", columns=("pr_key", "title", "body", "state", "merged_at", "status"))
     return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
         "dagster/row_count": int(n),
+        **table_schema(lake.lake(), "raw.pr_bodies"),
         "offline": offline,
         **{k: int(v) for k, v in counters.items()},
     })

@@ -9,6 +9,7 @@ from dagster_project.mining.git import GitError, clone_or_fetch
 from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
 from dagster_project.settings import DEFAULT_SOURCES, validate_sources
+from dagster_project.table_metadata import table_schema
 
 
 @dg.asset(
@@ -57,6 +58,7 @@ def repo_clone(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
             "action": res.action,
             "seconds": round(res.seconds, 2),
             "dagster/row_count": 1,
+            **table_schema(lake.lake(), "raw.repo_heads"),
         },
         data_version=dg.DataVersion(res.head_sha),
     )

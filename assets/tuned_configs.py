@@ -10,6 +10,7 @@ import polars as pl
 from dagster_project.frames import md_table
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.resources import LakeResource
+from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 CONFIG_REPOS = ("vllm", "sglang")
@@ -39,6 +40,7 @@ def config_files(lake: LakeResource) -> dg.MaterializeResult:
     bad = files.filter(pl.col("parse_status") != "ok")
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.config_files")), metadata={
         "dagster/row_count": files.height,
+        **table_schema(lake.lake(), "raw.config_files"),
         "per_repo": dg.MetadataValue.json(dict(files.group_by("repo").len().iter_rows())),
         "unparsed": dg.MetadataValue.json(bad.select("path", "parse_status", "parse_error").head(20).to_dicts()),
         "device_names": files["device_name"].n_unique(),
@@ -69,6 +71,7 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
     handle.replace_table("raw", "config_entries", entries)
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "raw.config_entries")), metadata={
         "dagster/row_count": entries.height,
+        **table_schema(lake.lake(), "raw.config_entries"),
         "reused_rows": reused,
         "distinct_M": entries["M"].n_unique() if entries.height else 0,
     })
@@ -92,6 +95,7 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
     lake.lake().replace_table("raw", "kernel_sources", kernels)
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.kernel_sources")), metadata={
         "dagster/row_count": kernels.height,
+        **table_schema(lake.lake(), "raw.kernel_sources"),
         "kernels": dg.MetadataValue.json(kernels.select("repo", "kernel", "path").to_dicts()),
     })
 
@@ -115,6 +119,7 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     lake.lake().replace_table("raw", "moe_model_shapes", shapes)
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.moe_model_shapes")), metadata={
         "dagster/row_count": shapes.height,
+        **table_schema(lake.lake(), "raw.moe_model_shapes"),
         "source": "hub" if online else "snapshot (offline)",
         # When the shapes were last read from the Hub (the snapshot's rows say "verified").
         "refreshed_at": datetime.now(UTC).isoformat(timespec="seconds") if online
@@ -146,6 +151,7 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
     with_pr = att.filter(pl.col("pr_number").is_not_null()).height
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "derived.config_attribution")), metadata={
         "dagster/row_count": att.height,
+        **table_schema(lake.lake(), "derived.config_attribution"),
         "with_pr": with_pr,
         "share_with_pr": round(with_pr / att.height, 4) if att.height else 0.0,
         "distinct_prs": att["pr_number"].n_unique(),
@@ -192,6 +198,7 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.tuned_configs")), metadata={
         "plots": dg.MetadataValue.md(plots),
         "dagster/row_count": rows.height,
+        **table_schema(lake.lake(), "datasets.tuned_configs"),
         "train": split.get("train", 0),
         "test": split.get("test", 0),
         "files": rows["config_path"].n_unique(),

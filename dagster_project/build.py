@@ -20,7 +20,7 @@ import dagster as dg
 from dagster_project.home import damaged_now, exclusive_build, run_tags
 
 # A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``).
-Result = dg.ExecuteInProcessResult | dg.JobExecutionResult
+Result = dg.ExecuteInProcessResult | dg.JobExecutionResult  # or a RunSummary (LocalRuns)
 # Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
 Launch = Callable[[list[dg.AssetKey], str | None], Callable[[], Result]]
 
@@ -132,6 +132,107 @@ def _unreachable(name: str) -> str | None:
         url = load_settings().github_api_url
         return None if api_reachable(url, timeout_s=2.0) else f"the GitHub API ({url or 'api.github.com'}) is unreachable"
     return None
+
+
+# -- partitions in parallel on this machine ---------------------------------------------
+def default_workers() -> int:
+    """Processes a build uses for the partitions of one stage: every core."""
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class RunSummary:
+    """What ``run_build`` reads from a run that ran in another process: the same three
+    views as an ``ExecuteInProcessResult`` (the events are Dagster's own, pickled)."""
+
+    run_id: str
+    success: bool
+    all_events: list[Any]
+
+    def get_asset_materialization_events(self) -> list[Any]:
+        return [e for e in self.all_events if e.is_step_materialization]
+
+    def get_asset_check_evaluations(self) -> list[Any]:
+        return [
+            e.event_specific_data
+            for e in self.all_events
+            if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        ]
+
+
+def _run_in_worker(
+    key_paths: list[list[str]], partition_key: str | None, run_config: dict[str, Any] | None,
+    tags: dict[str, str],
+) -> RunSummary:
+    """In a worker process: one in-process Dagster run of these assets for one partition,
+    against the same persistent instance (DAGSTER_HOME) as the build."""
+    from dagster_project.definitions import _base_definitions
+
+    defs = _base_definitions()  # built once per worker process
+    result = dg.materialize(
+        list(defs.assets or []) + list(defs.asset_checks or []),
+        instance=dg.DagsterInstance.get(),
+        resources=defs.resources or {},
+        partition_key=partition_key,
+        selection=[dg.AssetKey(p) for p in key_paths],
+        raise_on_error=False,
+        run_config=run_config,
+        tags=tags,
+    )
+    return RunSummary(result.run_id, result.success, list(result.all_events))
+
+
+def _warm_worker() -> None:
+    from dagster_project.definitions import _base_definitions
+
+    _base_definitions()
+
+
+class LocalRuns:
+    """``run_build``'s ``launch`` for one machine: the partitions of a stage run as
+    separate Dagster runs in ``workers`` processes at once (every core by default).
+
+    Dagster runs one partition per run, so its multiprocess executor (which spreads the
+    steps of *one* run) cannot run shards side by side; a pool of runs can. Processes, not
+    threads: the simulator is pure Python, and Dagster's run machinery is not thread-safe.
+    Spawned, not forked: the parent holds DuckDB and sqlite handles. Partition writers
+    write Parquet files of their own; the few DuckDB writes (views, small tables) wait
+    for the single writer lock (``Lake.connect``), so they are serialised. Unpartitioned
+    stages run in this process, where their own progress reports reach the CLI."""
+
+    def __init__(self, workers: int, *, run_config: dict[str, Any] | None, tags: dict[str, str]) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.workers = max(1, workers)
+        self._run_config = run_config
+        self._tags = dict(tags)
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+        )
+        # Each worker imports Dagster and builds the definitions (seconds): start now.
+        for _ in range(self.workers):
+            self._pool.submit(_warm_worker)
+
+    def __call__(self, keys: list[dg.AssetKey], partition_key: str | None) -> Callable[[], Result]:
+        if partition_key is None:
+            summary = _run_in_worker(
+                [list(k.path) for k in keys], None, self._run_config, self._tags
+            )
+            return lambda: summary  # type: ignore[return-value]
+        future = self._pool.submit(
+            _run_in_worker, [list(k.path) for k in keys], partition_key, self._run_config, self._tags
+        )
+        return future.result  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> LocalRuns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # -- repository sources, probed before anything runs ----------------------------------

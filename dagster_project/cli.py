@@ -133,35 +133,44 @@ def build(
     select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
     partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
     distributed: Annotated[bool, typer.Option("--distributed", help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Processes that run the partitions of a stage side by side (default: one per core; 1 runs everything in this process).")] = None,
 ) -> None:
     """Materialise the whole graph (or a selection) with progress and a summary."""
     import contextlib
 
-    from dagster_project.build import QUIET_RUN_CONFIG, Launch, run_build
+    from dagster_project.build import (
+        QUIET_RUN_CONFIG,
+        Launch,
+        LocalRuns,
+        default_workers,
+        run_build,
+    )
     from dagster_project.home import BuildLocked, run_tags
+    from dagster_project.progress import BuildProgress
 
     settings, instance, defs, stages = _plan(select)
     offline = _offline_sources(settings, stages)
-    total = sum(len(s.partition_keys) for s in stages)
-    done = launched = 0
     started = time.monotonic()
     distributed = distributed or settings.executor == "dask"
+    if workers is None:
+        from dagster_project.lake import FAULT_VAR
 
-    def on_run(stage, pkey, state):  # noqa: ANN001
-        nonlocal done, launched
-        tag = escape(f"[{pkey}]") if pkey else ""
-        if state == "start":
-            launched += 1
-            console.print(f"[dim]{launched}/{total}[/] {escape(stage.label)} {tag}")
-        else:
-            done += 1
-            colour = "green" if state == "ok" else "red"
-            # Distributed runs finish out of launch order: say which one finished.
-            which = f" {escape(stage.label)} {tag}" if distributed else ""
-            console.print(f"    [{colour}]{state}[/]{which} ({time.monotonic() - started:.1f}s)")
+        # The fault tier (tests/faults) freezes the process that reaches a fault point
+        # and watches the build's own PID: with a fault point armed, run in this process.
+        workers = 1 if os.environ.get(FAULT_VAR) else default_workers()
+    if workers < 1:
+        _fail(f"--workers {workers}: give 1 or more processes")
 
     with contextlib.ExitStack() as stack:
         launch: Launch | None = None
+        runs_per_stage = [
+            sum(1 for k in s.partition_keys if k is None or not partition or k in partition)
+            for s in stages
+        ]
+        if not distributed and workers > 1 and max(runs_per_stage, default=0) > 1:
+            launch = stack.enter_context(LocalRuns(
+                workers, run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
+            ))
         if distributed:
             from dagster_project.definitions import DaskRuns, DistributedError, dask_cluster
 
@@ -176,8 +185,9 @@ def build(
                 instance, cluster.address, cluster.threads,
                 run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
             ))
+        progress = stack.enter_context(BuildProgress(console, stages, partition))
         try:
-            outcome = run_build(defs, instance, select, partitions=partition, on_run=on_run, launch=launch, offline=offline)
+            outcome = run_build(defs, instance, select, partitions=partition, on_run=progress.on_run, launch=launch, offline=offline)
         except BuildLocked as exc:
             _fail(str(exc))
             return

@@ -49,6 +49,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from dagster_project import progress
 from dagster_project.lake import Lake
 
 from ._sql import record, records, relation
@@ -296,6 +297,9 @@ def _write_batches(
     folder.mkdir()
     written: dict[str, int] = {}
     schema: pa.Schema | None = None
+    n_batches = len({r["batch"] for r in plan})
+    task = f"{layout.dataset} export: batch files"
+    progress.report(task, 0, n_batches)
     for batch, members in itertools.groupby(plan, key=lambda r: r["batch"]):
         if batch is None or int(batch) < 0:
             raise ExportError(f"{layout.dataset}: rows without a batch/shard number")
@@ -321,6 +325,7 @@ def _write_batches(
                 f"{layout.dataset}: {name} has {count} rows for {len(ids)} ids (duplicate ids?)"
             )
         written[name] = count
+        progress.report(task, len(written), n_batches)
     if schema is None:
         raise ExportError(f"{layout.dataset}: the batch plan is empty")
     return written, schema

@@ -40,6 +40,8 @@ def _make_check(path: Path, suite: dict) -> dg.AssetChecksDefinition:
 
 
 def to_check_result(result) -> dg.AssetCheckResult:  # noqa: ANN001
+    from dagster_project.table_metadata import expectations_table
+
     failed = result.failed
     md: dict[str, dg.MetadataValue] = {
         "suite": dg.MetadataValue.text(result.suite),
@@ -48,6 +50,9 @@ def to_check_result(result) -> dg.AssetCheckResult:  # noqa: ANN001
         "failed": dg.MetadataValue.int(len(failed)),
         "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
         "summary": dg.MetadataValue.json(result.summary()),
+        # One row per expectation, shown by the UI as a table (the JSON above stays
+        # for scripts that read it).
+        "expectations_table": expectations_table(result.outcomes),
     }
     if result.not_evaluated:
         md["status"] = dg.MetadataValue.text(f"not evaluated: {result.not_evaluated}")

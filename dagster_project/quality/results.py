@@ -35,7 +35,11 @@ def record(lake: Lake, result: SuiteResult) -> None:
                  "blocking": result.blocking, "expectation": "not_evaluated", "column_name": None,
                  "description": "suite not evaluated", "success": True,
                  "observed": json.dumps(result.not_evaluated), "unexpected_count": 0, "checked_at": now}]
-    lake.replace_rows("derived", "quality_results", pl.DataFrame(rows), "suite", [result.suite])
+    # Typed: a not-evaluated row (or a suite of table-wide expectations) has no column
+    # name, and an all-null column would be inferred as Null, which DuckDB cannot insert
+    # into the table's VARCHAR column.
+    frame = pl.DataFrame(rows, schema_overrides={"column_name": pl.String, "unexpected_count": pl.Int64})
+    lake.replace_rows("derived", "quality_results", frame, "suite", [result.suite])
 
 
 def failing_gates(lake: Lake, assets: list[str]) -> list[str]:

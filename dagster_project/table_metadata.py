@@ -1,0 +1,75 @@
+"""Dagster UI metadata for table assets: column schemas and per-expectation tables.
+
+``table_schema(lake, "schema.table")`` gives ``dagster/column_schema`` (the Columns tab of
+an asset in the UI), read from DuckDB's catalogue after the asset wrote the table, so it is
+the schema users query, views over Parquet partitions included. Assets merge it into the
+metadata they already return; their ``dagster/row_count`` stays theirs (for a partitioned
+asset, the partition's rows).
+
+``expectations_table(outcomes)`` turns a Great Expectations suite's results into a
+``MetadataValue.table`` (one row per expectation: result, column, observed, expected),
+which the UI renders as a table instead of raw JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import dagster as dg
+
+from sql import load_sql
+
+__all__ = ["expectations_table", "table_schema"]
+
+
+def table_schema(lake: Any, table: str) -> dict[str, Any]:
+    """``{"dagster/column_schema": TableSchema}`` of ``schema.table`` (a table or a view);
+    empty when the table does not exist (an asset that wrote nothing this time)."""
+    schema, _, name = table.partition(".")
+    with lake.connect(read_only=True) as con:
+        rows = con.execute(load_sql("meta/table_columns"), [schema, name]).fetchall()
+    if not rows:
+        return {}
+    columns = [
+        dg.TableColumn(
+            name=str(col),
+            type=str(dtype),
+            constraints=dg.TableColumnConstraints(nullable=bool(nullable)),
+        )
+        for col, dtype, nullable in rows
+    ]
+    return {"dagster/column_schema": dg.TableSchema(columns=columns)}
+
+
+def _cell(value: Any, width: int = 120) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def expectations_table(outcomes: Iterable[Any]) -> dg.MetadataValue:
+    """One row per expectation of a suite run (``quality.suites.ExpectationOutcome``)."""
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("expectation", "string"),
+            dg.TableColumn("column", "string"),
+            dg.TableColumn("result", "string"),
+            dg.TableColumn("unexpected", "int"),
+            dg.TableColumn("observed", "string"),
+            dg.TableColumn("expected", "string"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "expectation": o.type.removeprefix("expect_"),
+                "column": o.column or "",
+                "result": "pass" if o.success else "FAIL",
+                "unexpected": int(o.unexpected_count or 0),
+                "observed": _cell(o.observed),
+                "expected": _cell(o.expected),
+            }
+        )
+        for o in outcomes
+    ]
+    return dg.MetadataValue.table(records=records, schema=schema)
