@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 #: Version of hardware/model/speedup mentions. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 _TRAILER_RE = re.compile(
     r"^[ \t]*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by"

@@ -48,6 +48,8 @@ from dagster_project.mining.commits.perf_filter import (
 )
 from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec, is_binding_file
+from dagster_project.mining.configs.names import ConfigNameError, normalise_gpu, parse_config_name
+from dagster_project.mining.configs.specs import CONFIG_DIRS
 from dagster_project.mining.git import GitRepo
 
 #: Version of file limits, row rules (Limits, modified-only, exclusion reasons) and reverts. Bump it whenever mined output changes:
@@ -124,7 +126,7 @@ ROWS_SCHEMA: dict[str, pl.DataType] = {
     "models_mentioned": pl.List(pl.Utf8),
     "hardware_mentioned": pl.List(pl.Utf8),
     "speedup_claims": pl.List(pl.Utf8),
-    "hardware_from_code": pl.List(pl.Utf8),  # from the path and architecture guards
+    "hardware_from_code": pl.List(pl.Utf8),  # path, architecture guards, config device names
     "models_from_code": pl.List(pl.Utf8),  # from the path
     "pr_body": pl.Utf8(),
     "gains": pl.Utf8(),
@@ -367,6 +369,34 @@ def _diff_tree(repo: GitRepo, shas: Sequence[str], paths: Sequence[str]) -> byte
     )
 
 
+def config_hardware(repo: GitRepo, repo_name: str, shas: Sequence[str]) -> dict[str, list[str]]:
+    """GPUs named by the tuned-config files each commit adds or changes (a tuning PR's
+    ``device_name=NVIDIA_H200`` says which GPU its kernel change is for). One
+    ``git log --no-walk --name-only`` over the config directories; no blob is read."""
+    dirs = CONFIG_DIRS.get(repo_name, [])
+    if not dirs or not shas:
+        return {}
+    out = repo.run(["log", "--no-walk=unsorted", "--name-only", "--format=%x01%H", *shas, "--", *dirs],
+                   config=("core.quotepath=false",))
+    found: dict[str, list[str]] = {}
+    for chunk in out.decode("utf-8", "replace").split("\x01")[1:]:
+        sha, *paths = [line for line in chunk.splitlines() if line.strip()]
+        gpus: list[str] = []
+        for path in paths:
+            if not path.endswith(".json"):
+                continue
+            try:
+                name = parse_config_name(path.rsplit("/", 1)[-1])
+            except ConfigNameError:
+                continue
+            label = normalise_gpu(name.device_name).label if name.device_name else None
+            if label:
+                gpus.append(label.split(" ", 1)[-1] if label.startswith(("NVIDIA ", "AMD ")) else label)
+        if gpus:
+            found[sha] = list(dict.fromkeys(gpus))
+    return found
+
+
 def mine_commit_files(
     repo: GitRepo,
     spec: RepoSpec,
@@ -394,6 +424,7 @@ def mine_commit_files(
             }
         )
 
+    config_gpus = config_hardware(repo, spec.name, list(meta))
     all_oids = [o for f in files for o in (f.before_oid, f.after_oid) if o]
     repo.prefetch_blobs(all_oids)  # one batched fetch, and only in a blobless clone
     sizes = repo.batch_check(all_oids)
@@ -470,6 +501,7 @@ def mine_commit_files(
         after_code = after_b.decode("utf-8", "replace")
         assert f.language is not None
         code_hw, code_models = code_mentions(f.path, after_code, diff)
+        code_hw = list(dict.fromkeys([*code_hw, *config_gpus.get(f.sha, [])]))
         hardware = list(dict.fromkeys([*hardware, *code_hw]))
         models = list(dict.fromkeys([*models, *code_models]))
         rows.append(

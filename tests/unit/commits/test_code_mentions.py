@@ -31,3 +31,22 @@ def test_code_hardware(path: str, code: str, diff: str, hardware: list[str]) -> 
 def test_models_from_path() -> None:
     assert code_mentions("csrc/moe/deepseek_v3_router_gemm.cu", "")[1] == ["deepseek-v3"]
     assert code_mentions("csrc/moe/topk_softmax.cu", "")[1] == []
+
+
+def test_config_device_names_of_the_same_commit(tmp_path) -> None:
+    """A tuning PR that changes a kernel and adds a config for a GPU names that GPU."""
+    from dagster_project.mining.commits import DEFAULT_SPECS, mine_repo
+    from dagster_project.mining.git import GitRepo
+    from tests.fixtures.factory import RepoBuilder
+
+    b = RepoBuilder(tmp_path / "v")
+    k = "csrc/moe/topk_kernel.cu"
+    cfg = "vllm/model_executor/layers/fused_moe/configs/E=8,N=64,device_name=NVIDIA_H200.json"
+    b.write(k, "__global__ void topk(float* x) { x[0] = 1.0f; }\n")
+    b.commit("[Kernel] add (#1)")
+    b.write(k, "__global__ void topk(float* x) { x[0] = 2.0f; }\n")
+    b.write(cfg, '{"1": {"BLOCK_SIZE_M": 16}}\n')
+    sha = b.commit("[Perf] Faster topk (#2)")
+    _, rows, _ = mine_repo(GitRepo(b.path), DEFAULT_SPECS["vllm"], head="HEAD")
+    row = rows.filter(rows["sha"] == sha).row(0, named=True)
+    assert row["hardware_from_code"] == ["H200"] and "H200" in row["hardware_mentioned"]
