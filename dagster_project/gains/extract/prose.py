@@ -30,7 +30,7 @@ _V = r"\d[\d,]*(?:\.\d+)?"
 _U = rf"(?:{UNIT_PATTERN})"
 _ARROW = r"(?:→|->|=>|⟶|➡️?|➜|-->|⇒)"
 TRANSITION = re.compile(
-    rf"(?:\bfrom\s+)?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?(?![\w.])\s*(?:{_ARROW}|\bto\b)\s*(?P<o>{_V})\s*(?P<uo>{_U})?(?![\w.])",
+    rf"(?:\bfrom\s+)?[~≈]?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?(?![\w.])\s*(?:{_ARROW}|\bto\b)\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?(?![\w.])",
     re.I,
 )
 INLINE_ROLES = re.compile(
@@ -182,8 +182,11 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
             continue
         cue_after = re.match(rf"^\s*(?:\w+\s+){{0,3}}?{_CUE}\b", tail, re.I)
         cue_before = _BEFORE_CUE.search(lead)
-        if not (cue_after or cue_before):
-            continue
+        keyed = re.match(r"^\W*(?P<k>bs|batch[ _]?size|m|num[_ ]tokens)\s*=\s*(?P<v>\d+)\s*:", s, re.I)
+        listed = bool(keyed) and m.group("u") in "xX×" and not tail.strip() and re.search(
+            r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
+        if not (cue_after or cue_before or listed):
+            continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
         if not summaries and re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
                      f"{lead[-40:]} {tail[:40]}", re.I):
             continue  # a summary over the rows (average / geomean / overall), not a measurement
@@ -202,6 +205,7 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
             continue
         metric = _metric_before(s, start) or (METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else "")
         out.append(Candidate(None, None, metric, None, b, "sentence", stated=v,
+                             keys=[(keyed.group("k"), keyed.group("v"))] if keyed else [],
                              stated_text=s[m.start("n") : m.end("u")],
                              scope_hint=_scope_of(s, b), evidence=[s]))
     return out

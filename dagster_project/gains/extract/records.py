@@ -105,7 +105,7 @@ def parse_records(line: str) -> list[Rec]:
         ks = tuple((a.strip(), b.strip()) for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head")))
         return [Rec("", v, m.group("val"), m.group("unit"), ks, line)] if v is not None else []
     m = re.match(rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$", line.strip())
-    if m and ":" not in m.group("name"):
+    if m and not re.search(r":\s|:$", m.group("name")):
         v = parse_number(m.group("val"))
         return [Rec(m.group("name"), v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
     for m in _PART.finditer(s):
@@ -329,6 +329,11 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
     for r in runs:
         if r.role.kind not in ("baseline", "optimized"):
             continue
+        if pending is not None and pending.role.kind == r.role.kind and pending.role.strength != r.role.strength:
+            # "sgl_kernel: 5.63 us" / "FlashInfer: 3.79 us (1.49x faster)": one side is said
+            # to win, the other (named only weakly) is then the baseline
+            weak = pending if pending.role.strength < r.role.strength else r
+            weak.role = Role("baseline" if r.role.kind == "optimized" else "optimized", 1)
         if pending is None or pending.role.kind == r.role.kind:
             pending = r
             continue
