@@ -293,17 +293,19 @@ _REV_FORMAT = "%x01%H%x1f%s%x1f%B%x02"
 
 
 def find_reverts(repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, str]) -> dict[str, str]:
-    """{reverted sha: revert sha} for every revert reachable from ``head`` on kernel paths.
+    """{reverted sha: revert sha} for every revert reachable from ``head``.
 
     A revert names its target by sha in the body (``git revert``: "This reverts commit
     X") or, for squash merges, by quoting the subject (``Revert "T (#N)" (#M)``), which is
     matched against ``subjects`` (sha -> subject of the perf commits). The newest revert
     wins; a revert that was itself reverted (a reland by revert) no longer counts. One
-    ``git log --grep`` over the kernel pathspecs: it reads no blob.
+    ``git log --grep``: it reads no tree and no blob.
     """
+    # No pathspec: a message-only walk reads no tree (a pathspec would diff every commit);
+    # reverts of other files simply never match a perf commit.
     raw = repo.run(
         ["log", "--no-merges", "-E", "-i", "--grep=^revert|This reverts commit", "--no-color",
-         f"--format={_REV_FORMAT}", head, "--", *spec.pathspecs()],
+         f"--format={_REV_FORMAT}", head],
         config=("log.showSignature=false",),
     )
     found: list[tuple[str, str, str]] = []
