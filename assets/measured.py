@@ -5,6 +5,9 @@ H200 rows in-process (their own Triton kernels, tuned config vs the repo's defau
 the tuned config's neighbours) and ingests it. Everywhere else it says so and rebuilds
 ``datasets.measured_configs`` from whatever ``raw.measured_configs`` holds, which is
 where results measured on a lent GPU machine arrive (``kernelhouse gpu ingest``).
+Every build first ingests the batches shipped with the package
+(``dagster_project/data/measured/<gpu>/batch-NNN.parquet``), so a fresh machine without a
+GPU has every row the project measured.
 """
 
 import dagster as dg
@@ -32,13 +35,17 @@ def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> d
         build_measured_dataset,
         cuda_available,
         export_measured,
+        ingest_shipped,
         run_local_batch,
+        shipped_batches,
         status_frame,
     )
 
     handle = lake.lake()
     settings = lake.settings()
-    run_meta: dict = {}
+    shipped = shipped_batches()
+    ingest_shipped(handle)
+    run_meta: dict = {"shipped_batches": len(shipped)}
     gpu = settings.gpu
     if gpu.disabled:
         context.log.info("KERNELHOUSE_GPU_DISABLE=1: not measuring on this machine's GPU")

@@ -56,14 +56,18 @@ def plan(
     rows: Annotated[int, typer.Option("--rows", "-n", help="Rows in the batch.")] = 36,
     m_per_file: Annotated[int, typer.Option(help="Batch sizes (M) taken per config file.")] = 3,
     gpu: Annotated[str, typer.Option(help="GPU whose rows are measured.")] = "NVIDIA H200",
-    output: Annotated[Path | None, typer.Option("--out", "-o", help="Batch file (default: the next .gpu/batch-NNN.jsonl).")] = None,
+    output: Annotated[Path | None, typer.Option("--out", "-o", help="Batch file (default: the next .gpu/batch-NNN.jsonl; a .xz name is compressed).")] = None,
+    order: Annotated[str, typer.Option(help="'reuse': strata of (kernel, quant, repo, M bucket), rows sharing compiled kernels first; 'files': whole config files, --m-per-file each.")] = "reuse",
 ) -> None:
-    """Write the next batch of unmeasured rows (stratified over kernel, quantisation, repo)."""
+    """Write the next batch of unmeasured rows (stratified over kernel, quantisation, repo
+    and M bucket)."""
     from dagster_project.rewards.measured import next_batch_path, plan_batch, write_batch
 
+    if order not in ("reuse", "files"):
+        _fail(f"--order must be 'reuse' or 'files', not {order!r}")
     _, lake = _lake()
     try:
-        batch, skipped = plan_batch(lake, rows, gpu=gpu, m_per_file=m_per_file)
+        batch, skipped = plan_batch(lake, rows, gpu=gpu, m_per_file=m_per_file, order=order)
     except Exception as exc:  # noqa: BLE001 - e.g. tuned_configs not built yet
         _fail(f"planning failed: {str(exc).splitlines()[0]}")
         return
@@ -83,6 +87,26 @@ def plan(
                                                           sorted(skipped.items())) + "[/]")
     console.print(f"on the GPU machine: bash benchmarks/gpu_measure_configs.sh {path} "
                   "$OUT/out.jsonl   then: kernelhouse gpu ingest <that file>")
+
+
+@gpu_app.command("pack")
+def pack(
+    paths: Annotated[list[Path], typer.Argument(help="Result JSONL files (.gz too) of one device batch.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Shipped batch, e.g. dagster_project/data/measured/h200/batch-005.parquet.")],
+    batch: Annotated[list[Path] | None, typer.Option(help="Batch file(s) the results came from: complete older result lines.")] = None,
+    driver: Annotated[str | None, typer.Option(help="Driver version of the device call, where the results lack it.")] = None,
+) -> None:
+    """Write device results as a shipped Parquet batch (committed with the package and
+    ingested by every `kernelhouse build`)."""
+    from dagster_project.rewards.measured import pack_batch
+
+    missing = [str(p) for p in [*paths, *(batch or [])] if not p.is_file()]
+    if missing:
+        _fail("no such file: " + ", ".join(missing))
+    if out.suffix != ".parquet":
+        _fail(f"--out must end in .parquet, not {out.name}")
+    n = pack_batch(paths, out, batches=batch or [], env={"driver": driver} if driver else None)
+    console.print(f"packed {n} results -> {out}")
 
 
 @gpu_app.command("ingest")

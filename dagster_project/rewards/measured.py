@@ -53,7 +53,20 @@ RAW_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.String(), "torch_version": pl.String(), "triton_version": pl.String(),
     "harness_version": pl.String(), "measured_at": pl.Datetime("us", "UTC"),
     "source": pl.String(),
+    # harness 1.1.0: what a shipped batch needs to stand alone (no tuned_configs join),
+    # and each result's noise: the p10-p90 spread of its replays over their median
+    "dtype": pl.String(), "gpu": pl.String(), "config_path": pl.String(),
+    "block_shape": pl.List(pl.Int64()), "best_config": pl.String(),
+    "default_config": pl.String(), "documented_speedup_vs_default": pl.Float64(),
+    "split": pl.String(), "kernel_source_sha": pl.String(), "spread": pl.Float64(),
+    "reps": pl.Int64(), "timing": pl.String(), "driver_version": pl.String(),
+    "cuda_version": pl.String(),
 }
+
+#: Where measured batches ship with the package: ``<gpu folder>/batch-NNN.parquet``, one
+#: file per device batch, RAW_SCHEMA columns (``kernelhouse gpu pack`` writes them).
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "measured"
+GPU_FOLDERS = {H200: "h200"}
 
 
 # -- planning ------------------------------------------------------------------------
@@ -138,7 +151,10 @@ def measurable_rows(lake: Lake, gpu: str = H200) -> tuple[list[MeasureRow], dict
         if _uses_tma(r["best_config"]):
             skip("tuned config asks for TMA descriptors")
             continue
-        fields: dict[str, Any] = {**r, "per_channel_quant": _per_channel(r["config_path"])}
+        fields: dict[str, Any] = {**r, "per_channel_quant": _per_channel(r["config_path"]),
+                                  "extra": {"split": r.get("split"),
+                                            "documented_speedup_vs_default":
+                                                r.get("speedup_vs_default")}}
         if kind == "moe":
             key = (r["E"], r["N"], r["dtype"], r["repo"], tuple(r["candidate_models"] or ()))
             if key not in readings:
@@ -224,16 +240,106 @@ def select_batch(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int,
     return sorted(chosen, key=lambda r: (rank[r.id], order[r.id]))
 
 
-def plan_batch(lake: Lake, n_rows: int, *, gpu: str = H200, m_per_file: int = 3
-               ) -> tuple[list[MeasureRow], dict[str, int]]:
+def m_bucket(M: int) -> str:
+    """Batch-size bucket of a row: decode (M <= 16), small (<= 256), prefill (> 256)."""
+    return "decode" if M <= 16 else "small" if M <= 256 else "prefill"
+
+
+def variant_keys(row: MeasureRow) -> set[tuple]:
+    """The compiled kernels a row's candidates need (``Launch.spec_key`` with the
+    kernel's constexprs by value): rows sharing keys share compiles on the GPU host."""
+    from dagster_project.rewards.gpu.neighbours import candidates
+    from dagster_project.rewards.gpu.plan import plan_launches
+    from dagster_project.rewards.gpu.routing import route
+    from dagster_project.rewards.gpu.source import KernelSourceError, signature_of, source_hash
+    from dagster_project.rewards.gpu.spec import ConfigError, normalise_config
+
+    try:
+        sig = _signature(row.kernel_source, row.kernel, signature_of)
+    except KernelSourceError:
+        return set()
+    constexprs = frozenset(p.name for p in sig.params if p.constexpr)
+    routing = (route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared,
+                     seed=row.seed) if row.kind == "moe" else None)
+    src = source_hash(row.kernel_source)
+    keys: set[tuple] = set()
+    for c in candidates(row.best_config, row.default_config):
+        try:
+            cfg, _ = normalise_config(c.config)
+            launches = plan_launches(row, cfg, sig, routing)
+        except (ConfigError, ValueError):
+            continue
+        keys.add((src, row.kernel, tuple(lch.spec_key(constexprs) for lch in launches)))
+    return keys
+
+
+_SIGS: dict[tuple[str, str], Any] = {}
+
+
+def _signature(source: str, kernel: str, parse: Any) -> Any:
+    key = (_stable(source), kernel)
+    if key not in _SIGS:
+        _SIGS[key] = parse(source, kernel)
+    return _SIGS[key]
+
+
+def select_for_reuse(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int
+                     ) -> list[MeasureRow]:
+    """``n_rows`` unmeasured rows, round-robin over strata of (kernel, quantisation,
+    repo, M bucket); within a stratum the row needing the fewest kernels not compiled
+    for an earlier pick (ties in a stable pseudo-random order).
+
+    Why: on the GPU host compiling is the cost (a few seconds of a core per kernel
+    variant, against ~0.05 s to time one candidate), and rows of one file or model
+    share most of their candidates' kernels. Every stratum still gets its turn in each
+    round, so a batch of any size (or one cut short by its budget: rows are written in
+    pick order) is stratified; the order only decides which rows of a stratum go first.
+    """
+    strata: dict[tuple[str, str, str, str], list[MeasureRow]] = {}
+    for r in rows:
+        if r.id not in exclude:
+            strata.setdefault((*stratum(r), m_bucket(r.M)), []).append(r)
+    keys = {r.id: variant_keys(r) for rs in strata.values() for r in rs}
+    compiled: set[tuple] = set()
+    for q in strata.values():
+        q.sort(key=lambda r: _stable(r.id))
+    chosen: list[MeasureRow] = []
+    while len(chosen) < n_rows and any(strata.values()):
+        for key in sorted(strata):
+            q = strata[key]
+            if not q or len(chosen) >= n_rows:
+                continue
+            best = min(range(len(q)), key=lambda i: len(keys[q[i].id] - compiled))
+            row = q.pop(best)
+            compiled |= keys[row.id]
+            chosen.append(row)
+    return chosen
+
+
+def plan_batch(lake: Lake, n_rows: int, *, gpu: str = H200, m_per_file: int = 3,
+               order: str = "files") -> tuple[list[MeasureRow], dict[str, int]]:
+    """The next batch: ``order="files"`` (``select_batch``, harness 1.0.0's plans) or
+    ``"reuse"`` (``select_for_reuse``)."""
     rows, skipped = measurable_rows(lake, gpu)
-    return select_batch(rows, measured_row_ids(lake), n_rows, m_per_file), skipped
+    done = measured_row_ids(lake)
+    if order == "reuse":
+        return select_for_reuse(rows, done, n_rows), skipped
+    if order != "files":
+        raise ValueError(f"plan order {order!r} is not 'files' or 'reuse'")
+    return select_batch(rows, done, n_rows, m_per_file), skipped
 
 
 def write_batch(rows: Iterable[MeasureRow], path: Path) -> int:
-    """Write the batch JSONL (atomically: a half-written batch never exists)."""
+    """Write the batch JSONL (atomically: a half-written batch never exists); a path
+    ending in ``.xz`` is xz-compressed (``run_batch.read_batch`` reads either)."""
     lines = [json.dumps(r.to_json()) + "\n" for r in rows]
-    write_atomically(path, lambda tmp: tmp.write_text("".join(lines)))
+    if path.suffix == ".xz":
+        import lzma
+
+        data = lzma.compress("".join(lines).encode(), preset=6)
+        write_atomically(path, lambda tmp: tmp.write_bytes(data))
+    else:
+        write_atomically(path, lambda tmp: tmp.write_text("".join(lines)))
     return len(lines)
 
 
@@ -254,6 +360,9 @@ def _result_rows(lines: Iterable[dict[str, Any]], source: str) -> list[dict[str,
             continue
         env = d.get("env") or {}
         row = d.get("row") or {}
+        details = d.get("details") or {}
+        cfg_text = {k: (json.dumps(row[k], sort_keys=True) if isinstance(row.get(k), dict)
+                        else row.get(k)) for k in ("best_config", "default_config")}
         out.append({
             "row_id": str(d["row_id"]), "label": str(d["label"]),
             "cand_index": int(d.get("index") or 0),
@@ -268,20 +377,131 @@ def _result_rows(lines: Iterable[dict[str, Any]], source: str) -> list[dict[str,
             "triton_version": env.get("triton"),
             "harness_version": d.get("harness_version"),
             "measured_at": d.get("measured_at"), "source": source,
+            "dtype": row.get("dtype"), "gpu": row.get("gpu") or env.get("device"),
+            "config_path": row.get("config_path"),
+            "block_shape": [int(v) for v in row["block_shape"]] if row.get("block_shape")
+            else None,
+            **cfg_text,
+            "documented_speedup_vs_default": row.get("documented_speedup_vs_default"),
+            "split": row.get("split"), "kernel_source_sha": row.get("kernel_source_sha"),
+            "spread": float(details["spread"]) if details.get("spread") is not None else None,
+            "reps": int(details["reps"]) if details.get("reps") is not None else None,
+            "timing": env.get("timing") or ("full" if d.get("harness_version") == "1.0.0"
+                                            else None),
+            "driver_version": env.get("driver"), "cuda_version": env.get("cuda"),
         })
     return out
 
 
-def read_result_files(paths: Sequence[Path]) -> pl.DataFrame:
-    """Result lines of the runner as ``RAW_SCHEMA`` rows (torn lines skipped)."""
+def _complete_meta(lines: list[dict[str, Any]], batch_rows: dict[str, MeasureRow],
+                   env: dict[str, Any]) -> list[dict[str, Any]]:
+    """Fill what older result lines lack (harness 1.0.0 stored no dtype, config path,
+    configs or driver) from the batch file they were measured from and from ``env``
+    (facts of the device call, e.g. the driver ``nvidia-smi`` printed in it)."""
+    from dagster_project.rewards.gpu.run_batch import row_meta
+
+    out = []
+    for d in lines:
+        row = dict(d.get("row") or {})
+        src = batch_rows.get(str(d.get("row_id")))
+        if src is not None:
+            for k, v in row_meta(src).items():
+                if row.get(k) is None:
+                    row[k] = v
+        e = dict(d.get("env") or {})
+        for k, v in env.items():
+            e.setdefault(k, v)
+        out.append({**d, "row": row, "env": e})
+    return out
+
+
+def read_result_files(paths: Sequence[Path], *, batches: Sequence[Path] = (),
+                      env: dict[str, Any] | None = None) -> pl.DataFrame:
+    """Result lines of the runner as ``RAW_SCHEMA`` rows (torn lines skipped); gzipped
+    files (``.gz``) are read too. ``batches`` / ``env`` complete older lines
+    (``_complete_meta``)."""
+    from dagster_project.rewards.gpu.run_batch import read_batch
+
+    batch_rows = {it.row.id: it.row for b in batches for it in read_batch(b)}
     rows: list[dict[str, Any]] = []
     for p in paths:
-        rows += _result_rows(read_results(p), p.name)
+        lines = _read_lines(p)
+        if batch_rows or env:
+            lines = _complete_meta(lines, batch_rows, env or {})
+        rows += _result_rows(lines, p.name.removesuffix(".gz"))
     strings = {k: (pl.String() if k == "measured_at" else v) for k, v in RAW_SCHEMA.items()}
     df = pl.DataFrame(rows, schema=strings, orient="row") if rows else \
         pl.DataFrame(schema=strings)
     return df.with_columns(pl.col("measured_at").str.to_datetime(time_zone="UTC",
                                                                  strict=False))
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    if path.suffix != ".gz":
+        return read_results(path)
+    import gzip
+
+    out = []
+    for line in gzip.decompress(path.read_bytes()).decode().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def pack_batch(paths: Sequence[Path], out: Path, *, batches: Sequence[Path] = (),
+               env: dict[str, Any] | None = None) -> int:
+    """Write device result files as one shipped batch (``SHIPPED_DIR``): compact
+    Parquet (zstd) in ``RAW_SCHEMA``, versions and noise on every row. Kernel sources
+    are not stored (only their hash): they are the engines' code, fetched again from
+    their repositories by ``kernelhouse build``."""
+    df = read_result_files(paths, batches=batches, env=env)
+    if df.is_empty():
+        raise ValueError("no result lines in " + ", ".join(map(str, paths)))
+    df = df.with_columns(pl.lit(out.stem).alias("source"))
+    write_atomically(out, lambda tmp: df.write_parquet(tmp, compression="zstd",
+                                                       compression_level=19))
+    return df.height
+
+
+def shipped_batches(root: Path | None = None) -> list[Path]:
+    """Every shipped batch file, in name order (batch-001 before batch-002, ...)."""
+    base = root or SHIPPED_DIR
+    return sorted(base.glob("*/batch-*.parquet"))
+
+
+def read_shipped(paths: Sequence[Path]) -> pl.DataFrame:
+    """Shipped batches as one RAW_SCHEMA frame, in file order (later files win a
+    (row, candidate) both measured)."""
+    frames = []
+    for p in paths:
+        try:
+            df = pl.read_parquet(p)
+        except Exception as exc:  # noqa: BLE001 - name the file, keep the others' data
+            raise ValueError(f"shipped batch {p} is not readable Parquet: {exc}") from exc
+        missing = [c for c in ("row_id", "label", "status") if c not in df.columns]
+        if missing:
+            raise ValueError(f"shipped batch {p} lacks column(s) {missing}")
+        frames.append(_to_raw(df))
+    return pl.concat(frames, how="vertical_relaxed") if frames else \
+        pl.DataFrame(schema=RAW_SCHEMA)
+
+
+def _to_raw(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with exactly RAW_SCHEMA's columns (absent ones null, as older lakes and
+    batches lack the 1.1.0 columns)."""
+    return df.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in RAW_SCHEMA.items()
+                            if c not in df.columns]).select(list(RAW_SCHEMA)).cast(
+        RAW_SCHEMA)  # type: ignore[arg-type]
+
+
+def ingest_shipped(lake: Lake, root: Path | None = None) -> IngestReport:
+    """Upsert every shipped batch into ``raw.measured_configs`` (what a fresh machine
+    without a GPU has measured) and rebuild the dataset. Results ingested locally
+    that are newer than a shipped one for the same (row, candidate) are kept."""
+    new = read_shipped(shipped_batches(root))
+    return _upsert(lake, new)
 
 
 @dataclass(frozen=True)
@@ -294,7 +514,10 @@ class IngestReport:
 
 def ingest_results(lake: Lake, paths: Sequence[Path]) -> IngestReport:
     """Upsert result files into ``raw.measured_configs`` and rebuild the dataset."""
-    new = read_result_files(paths)
+    return _upsert(lake, read_result_files(paths))
+
+
+def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
     if new.is_empty():
         return IngestReport(0, 0, 0, build_measured_dataset(lake))
     ids = new["row_id"].unique().to_list()
@@ -303,10 +526,11 @@ def ingest_results(lake: Lake, paths: Sequence[Path]) -> IngestReport:
         old = lake.query("SELECT * FROM raw.measured_configs WHERE row_id IN "
                          "(SELECT unnest($ids))", {"ids": ids})
         if old.height:
-            frames.insert(0, old.select(list(RAW_SCHEMA)).cast(RAW_SCHEMA))  # type: ignore[arg-type]
+            frames.insert(0, _to_raw(old))
+    # newest measurement of a (row, candidate) wins; equal times keep the later frame
     merged = (pl.concat(frames, how="vertical_relaxed")
               .with_row_index("_order")
-              .sort("_order")
+              .sort(["measured_at", "_order"], nulls_last=False)
               .unique(["row_id", "label"], keep="last", maintain_order=True)
               .drop("_order")
               .sort(["row_id", "cand_index"]))

@@ -115,6 +115,35 @@ class TimingSettings:
     max_reps: int = 60
 
 
+#: ``full`` is harness 1.0.0's timing (about 120 ms of replays per config); ``fast``
+#: (1.1.0's default) replays ~1 ms graphs for ~30 ms, at least 10 times. The replays'
+#: p10-p90 spread stays the stored noise figure of each result either way; the 1.1.0
+#: batch re-timed rows of a 1.0.0 batch to show the two agree within it (RESULTS.md).
+TIMING_PRESETS: dict[str, TimingSettings] = {
+    "full": TimingSettings(),
+    "fast": TimingSettings(graph_ms=1.0, target_ms=30.0, min_reps=10, max_reps=40),
+}
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA driver's version (torch does not expose it): NVML, else nvidia-smi."""
+    with contextlib.suppress(Exception):
+        import pynvml  # nvidia-ml-py, present on the GPU image
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    with contextlib.suppress(Exception):
+        import subprocess
+
+        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20)
+        if res.returncode == 0 and res.stdout.strip():
+            return res.stdout.strip().splitlines()[0]
+    return None
+
+
 def environment() -> dict[str, Any]:
     """Device, driver and library versions stored with every result."""
     import torch
@@ -126,6 +155,7 @@ def environment() -> dict[str, Any]:
     props = torch.cuda.get_device_properties(0)
     return {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "triton": triton.__version__, "cuda": torch.version.cuda,
+            "driver": _driver_version(),
             "sm": f"{props.major}.{props.minor}",
             "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0)}
 

@@ -190,20 +190,25 @@ class Launch:
     int_data: dict[str, np.ndarray] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
-    def spec_key(self) -> tuple:
-        """What Triton specialises a compiled kernel on (ints by divisibility by 16 and
-        equality to 1, tensors by dtype), so two launches with equal keys share one
-        compile: used to deduplicate the parallel pre-compile."""
-        def spec(value: Any) -> Any:
+    def spec_key(self, constexprs: frozenset[str] = frozenset()) -> tuple:
+        """What Triton specialises a compiled kernel on (constexpr parameters, named in
+        ``constexprs``, by value; other ints by divisibility by 16 and equality to 1;
+        tensors by dtype), so two launches with equal keys share one compile: used to
+        deduplicate the parallel pre-compile. (Harness 1.0.0 keyed constexpr tile sizes
+        by divisibility too, so BLOCK_SIZE_N=64 and 128 shared one key and every tile
+        neighbour was compiled in the timing process instead.)"""
+        def spec(name: str, value: Any) -> Any:
             if isinstance(value, bool) or value is None:
                 return value
+            if name in constexprs:
+                return ("c", repr(value))
             if isinstance(value, int):
                 return ("i", value % 16 == 0, value == 1, value >= 2**31)
             if isinstance(value, TensorRef):
                 return ("t", value.role)
             return repr(value)
 
-        return (tuple(sorted((k, spec(v)) for k, v in self.args.items())),
+        return (tuple(sorted((k, spec(k, v)) for k, v in self.args.items())),
                 tuple(sorted(self.options.items())))
 
 

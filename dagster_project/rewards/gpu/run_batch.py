@@ -27,6 +27,7 @@ on the GPU machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -65,7 +66,7 @@ class BatchItem:
 def read_batch(path: Path) -> list[BatchItem]:
     """The rows of a batch file and each row's candidates (explicit or generated)."""
     items: list[BatchItem] = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -79,6 +80,21 @@ def read_batch(path: Path) -> list[BatchItem]:
             cands = candidates(row.best_config, row.default_config)
         items.append(BatchItem(row, cands))
     return items
+
+
+def read_text(path: Path) -> str:
+    """A batch file's text; ``.xz`` / ``.gz`` files are decompressed (a batch embeds each
+    row's kernel source, so hundreds of rows are tens of MB raw but compress ~50x with
+    xz, whose window spans the repeated sources)."""
+    if path.suffix == ".xz":
+        import lzma
+
+        return lzma.decompress(path.read_bytes()).decode()
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.decompress(path.read_bytes()).decode()
+    return path.read_text()
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -108,9 +124,18 @@ def _append(path: Path, obj: dict[str, Any]) -> None:
 def row_meta(row: MeasureRow) -> dict[str, Any]:
     """The shape a row was measured at, stored with each result (MoE rows get their K,
     top-k and GEMMs from the planner, not from the lake row)."""
+    from .source import source_hash
+
     return {"kernel": row.kernel, "repo": row.repo, "quant": row.quant, "M": row.M,
             "N": row.N, "K": row.K, "E": row.E, "top_k": row.top_k, "n_shared": row.n_shared,
-            "moe_gemms": row.moe_gemms, "model": row.model}
+            "moe_gemms": row.moe_gemms, "model": row.model,
+            # what a shipped batch needs to stand alone (no tuned_configs join)
+            "dtype": row.dtype, "gpu": row.gpu, "config_path": row.config_path,
+            "block_shape": list(row.block_shape) if row.block_shape else None,
+            "best_config": row.best_config, "default_config": row.default_config,
+            "kernel_source_sha": source_hash(row.kernel_source) if row.kernel_source else None,
+            **{k: row.extra[k] for k in ("split", "documented_speedup_vs_default")
+               if k in row.extra}}
 
 
 @dataclass
@@ -126,8 +151,12 @@ class BatchReport:
 
 def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
               measure: Measure | None = None, env: dict[str, Any] | None = None,
-              workers: int = 0, precompile_share: float = 0.4) -> BatchReport:
-    """Measure every (row, candidate) of ``in_path`` not yet in ``out_path``."""
+              workers: int = 0, timing: str = "fast") -> BatchReport:
+    """Measure every (row, candidate) of ``in_path`` not yet in ``out_path``.
+
+    ``workers`` > 0 compiles the batch's kernel variants in that many processes while
+    it is timed (``Precompiler``); ``timing`` names the ``TIMING_PRESETS`` entry used
+    by the default device measurement (stored with every result)."""
     started = time.monotonic()
     deadline = started + budget_s if budget_s else None
     items = read_batch(in_path)
@@ -140,10 +169,15 @@ def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
         if key not in done:
             pending[key] += 1  # type: ignore[index]
     if measure is None:
-        from .device import environment, measure_candidates
+        import functools
 
-        measure = measure_candidates  # type: ignore[assignment]
-        env = {**environment(), **(env or {})}
+        from .device import TIMING_PRESETS, environment, measure_candidates
+
+        if timing not in TIMING_PRESETS:
+            raise ValueError(f"timing preset {timing!r} is not one of {sorted(TIMING_PRESETS)}")
+        measure = functools.partial(measure_candidates,  # type: ignore[assignment]
+                                    settings=TIMING_PRESETS[timing])
+        env = {**environment(), "timing": timing, **(env or {})}
     env = env or {}
 
     meta = {item.row.id: row_meta(item.row) for item in items}
@@ -170,15 +204,27 @@ def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
         report.skipped_done += len(item.cands) - len(left)
         if left:
             todo.append((item, left))
-    if workers > 0 and todo:
-        share = budget_s * precompile_share if budget_s else None
-        pc_deadline = started + share if share else None
-        report.precompile = precompile_batch(todo, workers, pc_deadline)
+    pre = Precompiler(todo, workers) if workers > 0 and todo else None
+    try:
+        _time_rows(todo, measure, write, attempts_path, deadline, report, pre)
+    finally:
+        if pre is not None:
+            report.precompile = pre.close()
+    if deadline is not None and time.monotonic() > deadline:
+        report.stopped_by_budget = True
+    return report
 
-    for item, left in todo:
+
+def _time_rows(todo: Sequence[tuple[BatchItem, list[int]]], measure: Measure,
+               write: Callable[[Measurement], None], attempts_path: Path,
+               deadline: float | None, report: BatchReport,
+               pre: Precompiler | None) -> None:
+    for n, (item, left) in enumerate(todo):
         if deadline is not None and time.monotonic() > deadline:
             report.stopped_by_budget = True
             break
+        if pre is not None:
+            pre.wait_row(n, deadline)
         report.rows_started += 1
         row = item.row
 
@@ -197,76 +243,115 @@ def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
                 report.context_lost = True
                 print(f"CUDA context lost on row {row.id}: {exc}; restart to resume",
                       file=sys.stderr)
-                return report
+                return
             raise
-    if deadline is not None and time.monotonic() > deadline:
-        report.stopped_by_budget = True
-    return report
 
 
-def precompile_batch(todo: Sequence[tuple[BatchItem, Sequence[int]]], workers: int,
-                     deadline: float | None) -> dict[str, Any]:
-    """Compile each distinct kernel variant of the batch once, in parallel processes."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
+class Precompiler:
+    """Compiles a batch's distinct kernel variants in worker processes *while* the batch
+    is timed, instead of before it (harness 1.0.0 compiled first, for at most 40 % of the
+    budget, and the timing pass compiled whatever was left one by one).
 
-    from .device import precompile
-    from .plan import plan_launches
-    from .routing import route
-    from .source import KernelSourceError, signature_of, source_hash
-    from .spec import ConfigError, normalise_config
+    Why: a batch of a few hundred rows has thousands of variants at ~1.3 s of one core
+    each, so compiling them all first leaves the GPU idle for minutes, and compiling in
+    the timing process serialises them. Here every variant is one task, submitted in
+    the order the rows are timed, and deduplicated across the whole batch (rows that
+    share a kernel source and a config, with the same integer specialisation, share
+    the compiled kernel: its first row's task compiles it, later rows wait on the same
+    future). The timing pass waits only for the variants of the row it is about to time;
+    the workers stay ahead of it. Workers run at a lower CPU priority so the timing
+    process keeps its core. Triton's on-disk cache (shared by all processes of the
+    machine) carries the compiled kernels from the workers to the timing process.
+    """
 
-    tasks: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    seen: set[tuple] = set()
-    for item, left in todo:
-        row = item.row
-        if row.problem_error():
-            continue
+    def __init__(self, todo: Sequence[tuple[BatchItem, Sequence[int]]], workers: int) -> None:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        from .plan import plan_launches
+        from .routing import route
+        from .source import KernelSourceError, signature_of, source_hash
+        from .spec import ConfigError, normalise_config
+
+        self._cf = cf
+        self.started = time.monotonic()
+        self.stats: dict[str, Any] = {"variants": 0, "compiled": 0, "failed": 0,
+                                      "waited_s": 0.0, "mode": "pipelined"}
+        self.row_futures: list[list[Any]] = []
+        self._pool = cf.ProcessPoolExecutor(max_workers=workers,
+                                            mp_context=mp.get_context("spawn"),
+                                            initializer=_lower_priority)
+        by_key: dict[tuple, Any] = {}
+        for item, left in todo:
+            futs: list[Any] = []
+            self.row_futures.append(futs)
+            row = item.row
+            if row.problem_error():
+                continue
+            try:
+                sig = signature_of(row.kernel_source, row.kernel)
+            except KernelSourceError:
+                continue
+            routing = (route(row.M, int(row.E or 0), int(row.top_k or 0),
+                             n_shared=row.n_shared, seed=row.seed)
+                       if row.kind == "moe" else None)
+            row_json = row.to_json()
+            src = source_hash(row.kernel_source)
+            constexprs = frozenset(p.name for p in sig.params if p.constexpr)
+            for i in left:
+                cfg_raw = item.cands[i].config
+                try:
+                    cfg, _ = normalise_config(cfg_raw)
+                    launches = plan_launches(row, cfg, sig, routing)
+                except (ConfigError, ValueError):
+                    continue
+                key = (src, row.kernel, tuple(lch.spec_key(constexprs) for lch in launches))
+                fut = by_key.get(key)
+                if fut is None:
+                    from .device import precompile
+
+                    try:
+                        fut = self._pool.submit(precompile, [(row_json, cfg_raw)])
+                    except cf.BrokenExecutor:  # a dead pool: the timing pass compiles
+                        self.stats["broken"] = True
+                        return
+                    fut.add_done_callback(self._count)
+                    by_key[key] = fut
+                    self.stats["variants"] += 1
+                futs.append(fut)
+        self.stats["candidates"] = sum(len(left) for _, left in todo)
+
+    def _count(self, fut: Any) -> None:
         try:
-            sig = signature_of(row.kernel_source, row.kernel)
-        except KernelSourceError:
-            continue
-        routing = (route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared,
-                         seed=row.seed) if row.kind == "moe" else None)
-        row_json = row.to_json()
-        for i in left:
-            cfg_raw = item.cands[i].config
-            try:
-                cfg, _ = normalise_config(cfg_raw)
-                launches = plan_launches(row, cfg, sig, routing)
-            except (ConfigError, ValueError):
-                continue
-            key = (source_hash(row.kernel_source), row.kernel,
-                   tuple(lch.spec_key() for lch in launches))
-            if key in seen:
-                continue
-            seen.add(key)
-            tasks.append((row_json, cfg_raw))
-    stats: dict[str, Any] = {"variants": len(tasks), "compiled": 0, "failed": 0,
-                             "unfinished": 0}
-    if not tasks:
-        return stats
-    t0 = time.monotonic()
-    chunk = max(1, min(4, math.ceil(len(tasks) / (workers * 4))))
-    chunks = [tasks[i:i + chunk] for i in range(0, len(tasks), chunk)]
-    ex = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
-    futures = [ex.submit(precompile, c) for c in chunks]
-    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-    try:
-        for fut in cf.as_completed(futures, timeout=timeout):
-            try:
-                res = fut.result()
-            except Exception:  # noqa: BLE001 - a dead worker only loses its pre-compile
-                stats["failed"] += chunk
-                continue
-            stats["compiled"] += sum(r == "ok" for r in res)
-            stats["failed"] += sum(r != "ok" for r in res)
-    except cf.TimeoutError:
-        stats["unfinished"] = sum(not f.done() for f in futures) * chunk
-    finally:
-        ex.shutdown(wait=False, cancel_futures=True)
-    stats["seconds"] = round(time.monotonic() - t0, 1)
-    return stats
+            res = fut.result()
+        except BaseException:  # noqa: BLE001 - a dead worker only loses its pre-compile
+            self.stats["failed"] += 1
+            return
+        self.stats["compiled"] += sum(r == "ok" for r in res)
+        self.stats["failed"] += sum(r != "ok" for r in res)
+
+    def wait_row(self, n: int, deadline: float | None) -> None:
+        """Block until the variants of the ``n``-th row of the batch are compiled (or
+        failed: the timing pass then meets and classifies the same failure)."""
+        futs = [f for f in self.row_futures[n] if not f.done()] if n < len(self.row_futures) \
+            else []
+        if not futs:
+            return
+        t0 = time.monotonic()
+        timeout = None if deadline is None else max(0.0, deadline - t0)
+        self._cf.wait(futs, timeout=timeout)
+        self.stats["waited_s"] = round(self.stats["waited_s"] + time.monotonic() - t0, 2)
+
+    def close(self) -> dict[str, Any]:
+        self.stats["unfinished"] = sum(not f.done() for fs in self.row_futures for f in fs)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.stats["seconds"] = round(time.monotonic() - self.started, 1)
+        return dict(self.stats)
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(5)
 
 
 # -- summary --------------------------------------------------------------------------
@@ -338,15 +423,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="stop starting candidates after this many seconds")
     ap.add_argument("--workers", type=int, default=0,
                     help="parallel pre-compile processes (0: compile while timing)")
-    ap.add_argument("--precompile-share", type=float, default=0.4,
-                    help="at most this fraction of the budget goes to pre-compiling")
+    ap.add_argument("--timing", default="fast", choices=("fast", "full"),
+                    help="timing preset (device.TIMING_PRESETS); full = harness 1.0.0's")
     args = ap.parse_args(argv)
     if not args.in_path.is_file():
         print(f"no batch file {args.in_path}", file=sys.stderr)
         return EXIT_USAGE
     args.out_path.parent.mkdir(parents=True, exist_ok=True)
     report = run_batch(args.in_path, args.out_path, budget_s=args.budget_s,
-                       workers=args.workers, precompile_share=args.precompile_share)
+                       workers=args.workers, timing=args.timing)
     items = read_batch(args.in_path)
     print(format_summary(summarise(items, read_results(args.out_path))))
     print(f"\nmeasured {report.measured} new, {report.skipped_done} already done, "
