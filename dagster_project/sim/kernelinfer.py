@@ -31,6 +31,7 @@ from .kernels import plan
 from .ops import get_op, shape_str
 from .rng import stream
 from .tasks import OBJECTIVE, TaskSpec, build_pool, split_holdout
+from .timing import physical_floor_ms
 from .variants import features_used, get_variant
 from .verification import rung_status
 
@@ -600,6 +601,12 @@ def check_session(session: dict[str, Any]) -> list[str]:
                 )
             if t["time_ms"] is None or t["time_ms"] <= 0:
                 v.append(f"{sid}: step {i} ok without a time")
+            elif t["time_ms"] < physical_floor_ms(kp, gpu, impl) * (1 - 2e-3):
+                # faster than its own bytes and FLOPs allow at the measured caps
+                v.append(
+                    f"{sid}: step {i} {t['time_ms']} ms is under its physical floor "
+                    f"{physical_floor_ms(kp, gpu, impl):.4g} ms"
+                )
             # a "correct" needs execution evidence on this family; a measured-wrong rung
             # is never anything but wrong
             if rung.wrong:

@@ -359,8 +359,16 @@ def _plan_gemm(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -
     grid = tiles * split
     persistent = tag in ("v4_streamk", "v4_wgmma_tma", "v3_persistent", "v4_tma_desc")
     if persistent:
-        # one CTA per SM (wgmma, 1 CTA/SM by design) or a couple per SM for the others
-        grid = min(grid, gpu.sms * (1 if tag == "v4_wgmma_tma" else 2))
+        # what the templates launch (generator 1.6.0; the feedback reports this grid):
+        # Triton ``grid = (min(num_sms, tiles)[, split])``; the wgmma kernel one CTA per SM
+        # rounded up to whole clusters; stream-K a couple per SM (occupancy-sized)
+        if impl == "triton" and op.name != "moe_grouped_gemm":
+            grid = min(tiles, gpu.sms) * split
+        elif tag == "v4_wgmma_tma":
+            cluster = max(1, int(p.get("cluster_m", 1)))
+            grid = _cdiv(min(grid, gpu.sms), cluster) * cluster
+        else:
+            grid = min(grid, gpu.sms * 2)
     grouped = p.get("GROUP_M", 8) > 1 or persistent
     miss = 0.02 if a_bytes + w_bytes < 0.5 * l2 else (0.06 if grouped else 0.14)
     byts = ideal + miss * (a_bytes * (nt - 1) + w_bytes * (mt - 1))
@@ -1132,8 +1140,33 @@ def sampling_passes(op: OpSpec, v: Variant, p: Params) -> float:
     return 2.0 + select
 
 
+def triton_sampler_passes(op: OpSpec, v: Variant, p: Params) -> float:
+    """Passes a Triton sampler's code makes over its row (see ``sampling_chain``): the
+    statistics (one read of the row, split or not), one per bisection round of the
+    threshold, two for the inverse-CDF draw."""
+    rounds = 0 if op.name == "minp_sample" else (32 if v.level <= 2 else p.get("ROUNDS", 32))
+    return 1.0 + rounds + 2.0
+
+
+def _sampler_dram_bytes(
+    op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params, kp: KernelPlan
+) -> float:
+    """DRAM bytes of a Triton sampler counted from the passes its code makes (generator
+    1.6.0). The planner's figure assumes the re-reads of a row hit L2; that holds only
+    while the rows the resident programs walk fit in L2 together. Past that every pass
+    streams its row from DRAM again (the A10's 6 MB L2 against 64 live 300 KB rows)."""
+    if v.impl != "triton" or v.tag == "v0_sort":
+        return kp.bytes
+    row = s["V"] * ELEM_BYTES[dt]
+    live = min(kp.grid, gpu.sms * max(1, 2048 // max(kp.threads, 32)))
+    if live * row <= gpu.l2_mb * 2**20:
+        return kp.bytes
+    return max(kp.bytes, s["B"] * row * triton_sampler_passes(op, v, p))
+
+
 def _plan_sampling(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
     kp = replace(_plan_sampling_work(op, s, dt, gpu, v, p), chain=sampling_chain(op, s, v, p))
+    kp = replace(kp, bytes=_sampler_dram_bytes(op, s, dt, gpu, v, p, kp))
     if v.impl != "cuda" or v.tag == "v0_sort":
         return kp
     # One CTA owns a row's selection: when rows are few, each SM walks whole rows pass after

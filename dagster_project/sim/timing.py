@@ -64,6 +64,15 @@ ISSUE_LANES_PER_CYCLE = 128.0
 #: No kernel is reported faster than this past the host's share of its launch (µs).
 MIN_KERNEL_US = 2.0
 
+#: Physical caps (generator 1.6.0), from the H200 measurements in
+#: ``data/calibration/h200_measured.csv``: the fastest memory-bound kernel measured there
+#: moved 0.925 of spec DRAM bandwidth (Triton GEMV, B=1, N=128256, K=4096: 0.2367 ms), and
+#: the fastest dense product reached 0.816 of dense bf16 peak (cuBLAS, 2048×8192×8192).
+#: No predicted or reported time may imply more: ``physical_floor_ms`` is the least time
+#: a candidate's counted bytes and FLOPs allow, and every step is checked against it.
+BW_CAP = 0.925
+FLOP_CAP = 0.82
+
 
 class InfeasibleConfig(ValueError):
     """The candidate cannot run on this GPU (missing feature, smem over cap, no occupancy)."""
@@ -88,6 +97,9 @@ class Prediction:
     t_alu_ms: float = 0.0
     quirk: float = 1.0
     eff: tuple[float, float] = (1.0, 1.0)
+    #: ``physical_floor_ms`` of the plan: ``time_ms`` and every noisy measurement of it
+    #: are held at or above it.
+    floor_ms: float = 0.0
 
     @property
     def device_ms(self) -> float:
@@ -107,7 +119,19 @@ class Prediction:
         return total - self.host_ms
 
 
-def _combine(t_c: float, t_m: float, t_s: float, quirk: float, launch: float, floor: float) -> float:
+def physical_floor_ms(kp: KernelPlan, gpu: GPU, impl: str) -> float:
+    """The least time (ms, launch included) the plan's DRAM bytes and FLOPs allow at the
+    measured caps: ``bytes / (BW_CAP · bandwidth)`` and ``flops / (FLOP_CAP · peak)``."""
+    peak = gpu.peak(kp.path) or gpu.peak("fp16")
+    t_bw = kp.bytes / (gpu.bandwidth * BW_CAP)
+    t_fl = kp.flops / (peak * FLOP_CAP) if kp.flops else 0.0
+    launch_us = gpu.launch_us * (1.4 if impl == "triton" else 1.0)
+    return (max(t_bw, t_fl) + kp.launches * launch_us * 1e-6) * 1e3
+
+
+def _combine(
+    t_c: float, t_m: float, t_s: float, quirk: float, launch: float, floor: float
+) -> float:
     """Total time from its parts (one unit throughout): the slowest of compute, memory and
     serial time plus a tenth of the lesser of compute and memory, times the quirk, plus the
     launch cost; never under ``floor`` (the host's launch cost plus 2 µs)."""
@@ -217,6 +241,8 @@ def predict(
     launch = kp.launches * launch_us * 1e-6
     host = kp.launches * max(0.0, launch_us - GRAPH_LAUNCH_US) * 1e-6
     total = _combine(t_c, t_m, t_s, quirk, launch, host + MIN_KERNEL_US * 1e-6)
+    floor_ms = physical_floor_ms(kp, gpu, variant.impl)
+    total = max(total, floor_ms * 1e-3)
     bound = "compute" if t_c >= t_m else "memory"
     return Prediction(
         time_ms=total * 1e3,
@@ -232,6 +258,7 @@ def predict(
         t_alu_ms=t_alu * 1e3,
         quirk=quirk,
         eff=(mem_eff, comp_eff),
+        floor_ms=floor_ms,
     )
 
 
@@ -267,9 +294,10 @@ def noise_sigma(time_ms: float) -> float:
     return 0.006 + 0.03 / (1.0 + time_ms / 0.01)
 
 
-def benchmark(pred_ms: float, rng: random.Random) -> tuple[float, float]:
-    """A noisy median measurement and the spread the harness would report (both in ms/%)."""
+def benchmark(pred_ms: float, rng: random.Random, floor_ms: float = 0.0) -> tuple[float, float]:
+    """A noisy median measurement and the spread the harness would report (both in ms/%);
+    noise never takes it under ``floor_ms`` (the physical floor of the candidate)."""
     sigma = noise_sigma(pred_ms)
-    measured = pred_ms * math.exp(rng.gauss(0.0, sigma))
+    measured = max(pred_ms * math.exp(rng.gauss(0.0, sigma)), floor_ms)
     spread = abs(rng.gauss(sigma, sigma / 3)) * 100
     return measured, spread

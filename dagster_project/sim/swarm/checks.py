@@ -9,12 +9,14 @@ kernel-plan models. An empty list means the row is internally consistent.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..env import COMPILE_ERROR, OK, UNVERIFIED, WRONG_RESULT
 from ..hardware import get_gpu
 from ..kernels import plan
 from ..ops import get_op
+from ..timing import physical_floor_ms
 from ..variants import features_used, get_variant
 from ..verification import rung_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID
@@ -48,6 +50,7 @@ MESSAGE_FIELDS: tuple[str, ...] = (
     "reward",
 )
 _ENV_KINDS = ("result", "leaderboard")
+_SMEM_NOTE = re.compile(r"(\d+) B shared memory \(limit (\d+) B\)")
 _LEAD_KINDS = ("plan", "dispatch", "merge", "redirect", "verdict")
 _NAMED = ("dispatch", "handoff", "redirect")
 
@@ -192,6 +195,13 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
                 bad(f"verdict reward {m['reward']} != log2({ep['speedup']})/4")
         elif kind in ("review",) and m["status"] not in ("pass", "fail"):
             bad(f"review {i} status {m['status']!r} is not pass/fail")
+        elif kind == "review" and m["status"] == "pass":
+            # a pass never reports a figure over the limit it quotes
+            hit = _SMEM_NOTE.search(m["content"])
+            if hit and int(hit.group(1)) > int(hit.group(2)):
+                bad(
+                    f"review {i} passes {hit.group(1)} B of shared memory over its {hit.group(2)} B limit"
+                )
     if ep["best_ms"] != best:
         bad(f"best_ms {ep['best_ms']} != minimum verified time {best}")
     if ep["speedup"] != episode_speedup(ep["baseline_ms"], ep["best_ms"]):
@@ -227,9 +237,13 @@ def _gating(
     if not missing and st == UNSUPPORTED_ARCH:
         return [f"is unsupported_arch although {gpu.arch} has every feature of {variant.tag}"]
     if st in RAN:
-        smem = plan(op, shape, dtype, gpu, variant, launch).smem
+        kp = plan(op, shape, dtype, gpu, variant, launch)
+        smem = kp.smem
         if smem > gpu.smem_per_block_optin:
             return [f"ok with {smem} B smem over the {gpu.smem_per_block_optin} B cap"]
+        floor = physical_floor_ms(kp, gpu, impl)
+        if m["time_ms"] is not None and m["time_ms"] < floor * (1 - 2e-3):
+            return [f"{m['time_ms']} ms is under its physical floor {floor:.4g} ms"]
         # "ok" only for a rung executed correct on this family; a rung measured wrong
         # never runs clean
         rung = rung_status(op.name, impl, variant.tag, gpu.arch)
