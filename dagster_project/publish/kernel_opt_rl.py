@@ -102,7 +102,19 @@ def _stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         },
         "licenses": records(con, "licenses"),
         "source_repos": [r["repo"] for r in records(con, "source_repos")],
+        "gains_state": _gains_state(con),
     }
+
+
+def _gains_state(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The pr_gains asset's own account of what it read (None before it ran)."""
+    have = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'derived' AND table_name = 'pr_gains_state'"
+    ).fetchall()[0][0]
+    if not have:
+        return None
+    rows = records(con, "gains_state")
+    return rows[0] if rows else None
 
 
 # -- snapshot ------------------------------------------------------------------------------
