@@ -203,6 +203,12 @@ def build(
     out.print(table)
     for name, msg in outcome.failed.items():
         console.print(f"[red]{escape(name)}[/]: {escape(msg)}")
+    if "pr_gains" in outcome.rows:
+        from dagster_project.status import gains_note
+
+        note = gains_note(instance)
+        if note:
+            console.print(f"[yellow]gains:[/] {escape(note)}")
     for name in outcome.checks_failed:
         console.print(f"[yellow]check failed[/]: {escape(name)}")
     console.print(f"home: {escape(str(settings.home))}  ({time.monotonic() - started:.1f}s)")
@@ -273,7 +279,7 @@ def status() -> None:
     except SettingsError as exc:
         _fail(str(exc))
         return
-    from dagster_project.status import asset_statuses, pr_body_note, source_notes
+    from dagster_project.status import asset_statuses, gains_note, pr_body_note, source_notes
 
     defs = build_definitions()
     graph = defs.resolve_asset_graph()
@@ -311,6 +317,9 @@ def status() -> None:
     note = pr_body_note(instance)
     if note:
         console.print(escape(note))
+    note = gains_note(instance)
+    if note:
+        console.print(f"[yellow]gains:[/] {escape(note)}")
     if failing:
         console.print(f"[red]{failing} check(s) failing[/]")
 

@@ -173,3 +173,17 @@ def pr_body_note(instance: dg.DagsterInstance) -> str | None:
         f"PR bodies: {int(missing):,} of {int(needed):,} referenced PRs have no cached body{why}; "
         "their rows carry no extracted gains. Set GITHUB_TOKEN and run `kernelhouse refresh` online."
     )
+
+
+def gains_note(instance: dg.DagsterInstance) -> str | None:
+    """What the last ``pr_gains`` run read, in words, unless it read every PR body
+    ("gains not extracted: 845 of 845 PR bodies unavailable")."""
+    event = instance.get_latest_materialization_event(dg.AssetKey("pr_gains"))
+    if event is None or event.asset_materialization is None:
+        return None
+    md = event.asset_materialization.metadata
+    state = getattr(md.get("gains_state"), "value", md.get("gains_state"))
+    if not state or str(state).startswith("gains extracted from all"):
+        return None
+    return str(state)
+

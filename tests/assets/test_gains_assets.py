@@ -89,3 +89,31 @@ def test_pr_bodies_and_gains(use_engine_repos, kh_home: Path, httpserver: HTTPSe
     blobs = [p.read_bytes() for p in kh_home.rglob("*") if p.is_file() and "repos" not in p.parts]
     assert not any(TOKEN.encode() in b for b in blobs)
     assert TOKEN not in caplog.text
+
+
+def test_no_pr_body_readable_is_said_in_words(use_engine_repos, kh_home: Path, httpserver: HTTPServer,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub refuses every PR (403, real PyGithub): the build finishes, pr_gains says
+    "gains not extracted: N of N PR bodies unavailable" (status/build note, lake state), and
+    the pr_gains gate reports not evaluated with that reason instead of passing on 0 rows."""
+    from dagster_project.quality.results import failing_gates
+    from dagster_project.status import gains_note
+
+    httpserver.expect_request(re.compile(".*/pulls/.*")).respond_with_json(
+        {"message": "Resource not accessible by integration"}, status=403)
+    httpserver.expect_request(re.compile(".*")).respond_with_json({"resources": {}})
+    monkeypatch.setenv("KERNELHOUSE_GITHUB_API_URL", httpserver.url_for("/api").rstrip("/"))
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    instance = dg.DagsterInstance.ephemeral()
+    outcome = run_build(build_definitions(), instance, MINED, quiet=True)
+    assert outcome.ok, (outcome.failed, outcome.skipped)
+    lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
+    (state,) = lake.read_table("derived", "pr_gains_state").iter_rows(named=True)
+    n = state["prs_needed"]
+    assert n > 0 and state["reason"] == f"gains not extracted: {n:,} of {n:,} PR bodies unavailable"
+    assert gains_note(instance) == state["reason"]
+    results = lake.read_table("derived", "quality_results").filter(pl.col("suite") == "pr_gains")
+    assert results.select("expectation", "observed").rows() == [("not_evaluated", json.dumps(state["reason"]))]
+    assert failing_gates(lake, ["pr_gains"]) == []
+    kc = lake.read_table("datasets", "kernel_commits")
+    assert kc["gains"].is_null().all() and kc["pr_body"].is_null().all() and kc["kernel_speedup"].is_null().all()
