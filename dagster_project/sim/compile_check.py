@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dagster_project import progress
+
 from .codegen import CUDA_SLIPS, FAMILY_BUGS, TRITON_SLIPS, inject_slip, render_candidate
 from .feedback import feature_key
 from .hardware import get_gpu, nvcc_arch_flag
@@ -355,8 +357,18 @@ def compile_sample(
     if nvcc is None:
         picked = [c for c in picked if c.impl != "cuda"]
     Path(workdir).mkdir(parents=True, exist_ok=True)
+    task = f"compile check ({'nvcc + ast' if nvcc else 'ast'})"
+    done = [0]
+
+    def one(case: CompileCase) -> dict[str, Any]:
+        record = run_case(case, workdir, nvcc)
+        done[0] += 1  # only read for display; a lost update just shows one case less
+        progress.report(task, done[0], len(picked))
+        return record
+
+    progress.report(task, 0, len(picked))
     with ThreadPoolExecutor(max_workers=jobs or max(1, os.cpu_count() or 1)) as ex:
-        return list(ex.map(lambda c: run_case(c, workdir, nvcc), picked))
+        return list(ex.map(one, picked))
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
