@@ -91,10 +91,11 @@ def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, he
     else:
         prev = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
         merged = pl.concat([prev.filter(~pl.col("sha").is_in(new["sha"].implode())), new], how="diagonal_relaxed")
-    # A revert can land long after its target: re-derive every row's reverted_by (one
-    # blob-free git log) whenever the head moved.
-    merged = attach_reverts(git, spec, target, merged.drop("reverted_by", strict=False).with_columns(
-        reverted_by=pl.lit(None, dtype=pl.Utf8)))
+    # A revert can land long after its target: on an increment, re-derive every row's
+    # reverted_by (one message-only git log); a full mine resolved them in its own log.
+    if not full:
+        merged = attach_reverts(git, spec, target, merged.drop("reverted_by", strict=False).with_columns(
+            reverted_by=pl.lit(None, dtype=pl.Utf8)))
     lake.replace_rows("raw", "perf_commits", merged if merged.height else pl.DataFrame(schema=PERF_COMMITS_SCHEMA), "repo", [repo])
     # The watermark moves last: a crash before this line re-does the same range.
     lake.replace_rows(

@@ -254,6 +254,7 @@ def find_perf_commits(
         config=("core.quotepath=false", "log.showSignature=false"),
     )
     records: list[dict[str, object]] = []
+    revert_log: list[tuple[str, str, str]] = []
     for chunk in raw.split(b"\x01")[1:]:
         header, _, rawpart = chunk.partition(b"\x02")
         fields = header.split(b"\x1f", 4)
@@ -261,6 +262,9 @@ def find_perf_commits(
             continue
         sha, parents, at, subject_b, body_b = fields
         subject = subject_b.decode("utf-8", "replace")
+        if subject_b[:6].lower() == b"revert" or b"This reverts commit" in body_b:
+            # Reverts of kernel commits touch kernel paths too: collected from this same log.
+            revert_log.append((sha.decode(), subject.strip(), body_b.decode("utf-8", "replace")))
         match = match_title(subject, spec.title_rule)
         if match is None:
             continue
@@ -282,6 +286,9 @@ def find_perf_commits(
                 "files": files,
             }
         )
+    reverts = resolve_reverts(revert_log, {str(r["sha"]): str(r["subject"]) for r in records})
+    for r in records:
+        r["reverted_by"] = reverts.get(str(r["sha"]))
     return pl.DataFrame(records, schema=PERF_COMMITS_SCHEMA)
 
 
@@ -314,6 +321,12 @@ def find_reverts(repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, s
         fields = header.decode("utf-8", "replace").split("\x1f", 2)
         if len(fields) == 3:
             found.append((fields[0], fields[1].strip(), fields[2]))
+    return resolve_reverts(found, subjects)
+
+
+def resolve_reverts(found: Sequence[tuple[str, str, str]], subjects: dict[str, str]) -> dict[str, str]:
+    """{target: revert} from revert commits ``found`` (sha, subject, body; newest first)
+    for the commits in ``subjects`` (see ``find_reverts``)."""
     # Reverts can be targets too (a revert of a revert), so every subject is known first.
     by_subject: dict[str, str] = {}
     for sha, subject in [*subjects.items(), *((s, subj) for s, subj, _ in found)]:
@@ -561,7 +574,8 @@ def mine_repo(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Both steps for one repository: (perf_commits, rows, excluded)."""
     commits = find_perf_commits(repo, spec, head=head, since=since)
-    commits = attach_reverts(repo, spec, effective_head(repo, spec, head), commits)
+    if since is not None:  # an increment: reverts in it may name older commits, and vice versa
+        commits = attach_reverts(repo, spec, effective_head(repo, spec, head), commits)
     rows, excluded = mine_commit_files(repo, spec, commits, limits=limits)
     return commits, rows, excluded
 

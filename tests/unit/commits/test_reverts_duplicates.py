@@ -47,3 +47,26 @@ def test_revert_of_a_revert_cancels(tmp_path) -> None:
     b.write(k, "__global__ void k() { int x = 1; }\n")
     b.commit('Revert "Revert "[Perf] Faster k (#2)" (#3)" (#4)')
     assert find_reverts(GitRepo(b.path), spec, "HEAD", {first: "[Perf] Faster k (#2)"}) == {}
+
+
+def test_a_later_revert_reaches_an_old_row_on_an_incremental_refresh(tmp_path) -> None:
+    from dagster_project.lake import Lake
+    from dagster_project.mining.commits.lake_sync import refresh_perf_commits
+    from tests.fixtures.factory import RepoBuilder
+
+    b = RepoBuilder(tmp_path / "r")
+    spec = DEFAULT_SPECS["vllm"]
+    k = "csrc/fixture_kernel.cu"
+    b.write(k, "__global__ void k() {}\n")
+    b.commit("[Kernel] add (#1)")
+    b.write(k, "__global__ void k() { int x = 1; }\n")
+    first = b.commit("[Perf] Faster k (#2)")
+    lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "parts"))
+    git = GitRepo(b.path)
+    assert refresh_perf_commits(lake, git, spec, "vllm", git.head("HEAD"))["mode"] == "full"
+    assert lake.read_table("raw", "perf_commits")["reverted_by"].to_list() == [None]
+    b.write(k, "__global__ void k() {}\n")
+    rev = b.commit('Revert "[Perf] Faster k (#2)" (#3)')
+    assert refresh_perf_commits(lake, git, spec, "vllm", git.head("HEAD"))["mode"] == "incremental"
+    got = lake.read_table("raw", "perf_commits")
+    assert got.filter(pl.col("sha") == first)["reverted_by"].to_list() == [rev]
