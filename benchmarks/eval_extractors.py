@@ -8,8 +8,8 @@ five folds (sha256 of ``owner/name#number`` mod 5). Folds 0-2 (**dev**) are the 
 extractor's author read and tuned on; folds 3-4 (**held**) were never opened: their texts
 are only fed to the extractor here, and only aggregate counts are printed for them (``--show``
 lists per-PR misses for dev folds only). The **headline is the held-out score**; the dev
-score is printed beside it, and a leave-one-fold-out rotation over the three dev folds
-shows how much the dev figure moves between folds.
+score is printed beside it, with each dev fold's score on its own to show how much the
+figure moves between folds.
 
 What is scored, per PR:
 

@@ -270,6 +270,9 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
         m.stated_verbatim = m.stated_agrees = None
     if not m.is_pair and m.stated_speedup is None:
         reasons.append("neither a pair nor a stated ratio")
+    if m.batch_size is not None and not appears_verbatim(m.batch_size, idx.values):
+        # a batch size decides speedup_vs_default attribution: it must be read, not made up
+        reasons.append("batch_size not in the text")
     m.audit_pass = not reasons
     m.audit_reason = "; ".join(reasons)
     return m
