@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 #: Version of hardware/model/speedup mentions. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "3"
+RULES_VERSION = "4"
 
 _TRAILER_RE = re.compile(
     r"^[ \t]*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by"
@@ -258,8 +258,8 @@ def code_mentions(path: str, code: str, diff: str = "") -> tuple[list[str], list
     """(hardware, models) named by the file's path and its architecture guards.
 
     Path tokens always count. Guards count when they sit in the diff (changed or context
-    lines), or anywhere in the file when the file guards on one architecture only (a
-    file dispatching over many says nothing about the change).
+    lines); without any there, a file that guards on exactly one architecture names it
+    (a file dispatching over many says nothing about the change).
     """
     tokens = [t for t in _PATH_SPLIT_RE.split(path.lower()) if t]
     hardware = [t for t in tokens if _ARCH_TOKEN_RE.fullmatch(t) or _GPU_TOKEN_RE.fullmatch(t)]
@@ -279,7 +279,10 @@ def code_mentions(path: str, code: str, diff: str = "") -> tuple[list[str], list
         return _unique(found)
 
     near = guards(diff) if diff else []
-    whole = guards(code)
-    hardware += near + (whole if len(whole) == 1 else [])
+    if near:
+        hardware += near
+    else:  # the whole file only speaks when it targets one architecture
+        whole = guards(code)
+        hardware += whole if len(whole) == 1 else []
     models = _models(path.lower().replace("/", " "))
     return _unique([_norm_arch(h) for h in hardware]), models
