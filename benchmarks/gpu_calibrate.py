@@ -1016,6 +1016,25 @@ def fit(apply: bool, full: bool) -> None:
             print("wrote", path)
 
 
+def holdout(ties: list[str]) -> None:
+    """Leave-one-(op, shape)-out error of each way of tying the fit, in-sample beside it
+    (the headline of ``sim_calibration``; RESULTS.md's calibration table)."""
+    sys.path.insert(0, str(ROOT))
+    from dagster_project.sim.calibration import leave_one_group_out, read_measured
+
+    measured = read_measured()
+    print("| tie | free parameters | held-out median abs log error | held-out within 1.5x | "
+          "held-out rho per op | in-sample median | in-sample within 1.5x |")
+    print("|---|---:|---:|---:|---|---:|---:|")
+    for tie in ties:
+        r = leave_one_group_out(measured, tie=tie)
+        h, i = r.held_out, r.in_sample
+        rho = ", ".join(f"{k} {v:.2f}" for k, v in h.spearman_by_op.items())
+        print(f"| {tie} | {r.free_parameters} | {h.median_abs_log_err:.3f} | "
+              f"{h.share_within:.0%} | {rho} | {i.median_abs_log_err:.3f} | "
+              f"{i.share_within:.0%} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1051,8 +1070,13 @@ def main() -> None:
     f = sub.add_parser("fit")
     f.add_argument("--apply", action="store_true", help="write the H200 and H100 tables")
     f.add_argument("--full", action="store_true", help="no baseline shrink (breaks the card)")
+    h = sub.add_parser("holdout")
+    h.add_argument("--tie", action="append", choices=("rung", "family", "hybrid"),
+                   help="fit tying modes to score (repeat; default all)")
     args = ap.parse_args()
-    if args.cmd == "prepare":
+    if args.cmd == "holdout":
+        holdout(args.tie or ["rung", "family", "hybrid"])
+    elif args.cmd == "prepare":
         prepare(Path(args.out))
     elif args.cmd == "run":
         run(args)

@@ -778,3 +778,194 @@ def summary_rows(
 
 
 _SOURCES = ("cuda_template", "triton_template", "torch")
+
+
+# --------------------------------------------------------------------------------------
+# Out-of-sample evaluation: leave one (op, shape) out
+# --------------------------------------------------------------------------------------
+
+#: How the fit ties efficiencies. ``rung``: one (mem_eff, compute_eff) per rung (two free
+#: parameters per measured rung, each fitted on its op's shapes). ``family``: one pair of
+#: multiplicative factors per (family, language) applied to every rung of it, so the
+#: rungs keep their relative order from the baseline table and the kernel model and only
+#: the level of a ladder moves (two parameters per ladder). ``hybrid``: the family factors
+#: first, then per-rung factors on top under a strong prior (they move only where the
+#: points insist).
+TIE_MODES: tuple[str, ...] = ("rung", "family", "hybrid")
+
+
+def group_of(point: CalibPoint) -> tuple[str, str]:
+    """The held-out unit: one op at one shape (all its rungs, both ladders, libraries)."""
+    return (point.op, shape_str(point.shape))
+
+
+def _family_factors(
+    measured: Sequence[Measured],
+    gpu: str,
+    base: Table,
+    sources: Sequence[str],
+    freeze: Collection[EffKey],
+    prior: float,
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """One (mem, comp) factor pair per (family, impl), fitted on all its rungs' points."""
+    groups: dict[tuple[str, str], list[tuple[Prediction, float, EffKey]]] = defaultdict(list)
+    for m in measured:
+        if not m.ok or m.point.source not in sources or m.point.key in freeze:
+            continue
+        mem0, comp0 = base[m.point.key]
+        try:
+            pred = _planned(m.point, gpu, mem0, comp0)
+        except InfeasibleConfig:
+            continue
+        groups[(m.point.family, m.point.impl)].append((pred, m.measured_ms, m.point.key))
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for fam, pts in sorted(groups.items()):
+
+        def obj(a: float, b: float, _pts: Sequence[tuple[Prediction, float, EffKey]] = pts
+                ) -> float:
+            tot = 0.0
+            for p, meas, key in _pts:
+                mem0, comp0 = base[key]
+                tot += math.log(p.device_ms_at(_clamp(mem0 * a), _clamp(comp0 * b)) / meas) ** 2
+            return tot / len(_pts) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
+
+        best, fa, fb = obj(1.0, 1.0), 1.0, 1.0
+        for a in _SEED_FACTORS:
+            for b in _SEED_FACTORS:
+                v = obj(a, b)
+                if v < best - 1e-12:
+                    best, fa, fb = v, a, b
+        for _ in range(3):
+            moved = False
+            for f in _FACTORS[::4]:
+                v = obj(f, fb)
+                if v < best - 1e-12:
+                    best, fa, moved = v, f, True
+            for f in _FACTORS[::4]:
+                v = obj(fa, f)
+                if v < best - 1e-12:
+                    best, fb, moved = v, f, True
+            if not moved:
+                break
+        out[fam] = (fa, fb)
+    return out
+
+
+def tied_fit(
+    measured: Iterable[Measured],
+    tie: str = "rung",
+    gpu: str = CALIBRATION_GPU,
+    base: Table | None = None,
+    freeze: Collection[EffKey] = CARD_FROZEN,
+    sources: Sequence[str] = ("cuda_template", "triton_template"),
+    hybrid_prior: float = 0.2,
+) -> FitResult:
+    """The fit with efficiencies tied as ``tie`` says (``TIE_MODES``); ``rung`` is
+    ``card_safe_fit``. Frozen rungs keep their base values in every mode."""
+    if tie not in TIE_MODES:
+        raise ValueError(f"tie must be one of {TIE_MODES}, not {tie!r}")
+    ms = list(measured)
+    base_table = dict(base if base is not None else table_for(gpu))
+    if tie == "rung":
+        return fit_efficiency(ms, gpu=gpu, base=base_table, freeze=freeze)
+    factors = _family_factors(ms, gpu, base_table, sources, freeze, prior=0.0)
+    table = dict(base_table)
+    for key, (mem, comp) in base_table.items():
+        f = factors.get((key[0], key[1]))
+        if f is not None and key not in freeze:
+            table[key] = (round(_clamp(mem * f[0]), 3), round(_clamp(comp * f[1]), 3))
+    if tie == "family":
+        rungs = tuple(
+            RungFit(k, 0, base_table[k][0], base_table[k][1], table[k][0], table[k][1],
+                    float("nan"), float("nan"))
+            for k in sorted(table) if table[k] != base_table[k])
+        return FitResult(gpu, table, rungs)
+    return fit_efficiency(ms, gpu=gpu, base=table, freeze=freeze, prior=hybrid_prior,
+                          fallback_sources=())
+
+
+@dataclass(frozen=True)
+class HoldoutResult:
+    """Leave-one-(op, shape)-out predictions and their metrics, beside in-sample ones."""
+
+    tie: str
+    held_out: ErrorMetrics
+    in_sample: ErrorMetrics
+    pairs: tuple[Pair, ...]  # each point predicted by the fit that did not see its group
+    free_parameters: int
+
+
+def free_parameters(fit: FitResult, base: Table, tie: str = "rung") -> int:
+    """Parameters the fit chose: two per fitted rung (``rung``), two per moved ladder
+    (``family``), both for ``hybrid``."""
+    ladders = {(k[0], k[1]) for k in fit.table if k in base and fit.table[k] != base[k]}
+    if tie == "family":
+        return 2 * len(ladders)
+    if tie == "hybrid":
+        return 2 * len(ladders) + 2 * len(fit.rungs)
+    return 2 * len(fit.rungs)
+
+
+def leave_one_group_out(
+    measured: Sequence[Measured],
+    tie: str = "rung",
+    gpu: str = CALIBRATION_GPU,
+    base: Table | None = None,
+    fit_fn: Any = None,
+) -> HoldoutResult:
+    """Refit without each (op, shape) group in turn and predict that group's points with
+    the fit that never saw them; score all such predictions together (the headline),
+    and the fit on every point scored on the same points (in-sample, beside it).
+
+    ``base`` is where every fit starts: the pre-calibration table (never the shipped one,
+    which already saw every point). ``fit_fn(measured, base) -> FitResult`` replaces
+    ``tied_fit`` (the tests use it with a toy model).
+    """
+    base_table = dict(base if base is not None else load_table(baseline_table_path(gpu)))
+
+    def fit(ms: Sequence[Measured]) -> FitResult:
+        if fit_fn is not None:
+            return fit_fn(ms, base_table)
+        return tied_fit(ms, tie=tie, gpu=gpu, base=base_table)
+
+    usable = [m for m in measured if m.ok]
+    groups = sorted({group_of(m.point) for m in usable})
+    held: list[Pair] = []
+    for g in groups:
+        train = [m for m in usable if group_of(m.point) != g]
+        test = [m for m in usable if group_of(m.point) == g]
+        held += pairs_for(test, fit(train).table, gpu)
+    full = fit(usable)
+    if tie == "hybrid" and fit_fn is None:  # family factors + per-rung on top
+        fam = tied_fit(usable, tie="family", gpu=gpu, base=base_table)
+        full = FitResult(full.gpu, full.table, tuple(r for r in full.rungs
+                                                     if r.key not in {x.key for x in fam.rungs}
+                                                     or r.mem_after != r.mem_before
+                                                     or r.comp_after != r.comp_before))
+    return HoldoutResult(tie, error_metrics(held), error_metrics(pairs_for(usable, full.table, gpu)),
+                         tuple(held), free_parameters(full, base_table, tie))
+
+
+def holdout_rows(results: Sequence[HoldoutResult]) -> list[dict[str, Any]]:
+    """One row per (tie mode, scope): held-out and in-sample metrics side by side."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        ops = sorted(set(r.held_out.spearman_by_op) | {p.point.op for p in r.pairs})
+        for scope in ["all", *ops]:
+            keep = [p for p in r.pairs if scope == "all" or p.point.op == scope]
+            h = error_metrics(keep) if scope != "all" else r.held_out
+            out.append({
+                "tie": r.tie, "scope": scope, "points": h.n,
+                "free_parameters": r.free_parameters if scope == "all" else None,
+                "held_out_median_abs_log_err": h.median_abs_log_err,
+                "held_out_share_within_1_5x": h.share_within,
+                "held_out_spearman": None if scope == "all" else r.held_out.spearman_by_op.get(scope),
+                "held_out_spearman_min_op": min(
+                    (v for v in r.held_out.spearman_by_op.values() if not math.isnan(v)),
+                    default=float("nan")) if scope == "all" else None,
+                "in_sample_median_abs_log_err": r.in_sample.median_abs_log_err
+                if scope == "all" else None,
+                "in_sample_share_within_1_5x": r.in_sample.share_within if scope == "all" else None,
+                "in_sample_spearman": None if scope == "all" else r.in_sample.spearman_by_op.get(scope),
+            })
+    return out

@@ -39,3 +39,12 @@ def test_sim_calibration_writes_points_and_summary(kh_home: Path) -> None:
     md = res.asset_materializations_for_node("sim_calibration")[0].metadata
     assert "median abs log error" in md["metrics"].value
     assert md["dagster/row_count"].value == points.height
+    # out of sample is the headline, and it is worse than in sample (it must be: every
+    # group is scored by a fit that never saw it)
+    holdout = lake.read_table("sim", "calibration_holdout")
+    head = holdout.filter(holdout["scope"] == "all").to_dicts()[0]
+    assert head["points"] == ok.height
+    assert head["held_out_median_abs_log_err"] > head["in_sample_median_abs_log_err"]
+    assert md["held_out_median_abs_log_err"].value == round(
+        head["held_out_median_abs_log_err"], 4)
+    assert set(md["held_out_spearman_by_op"].value) == set(ok["op"])

@@ -192,7 +192,10 @@ def test_joint_grid_seed_finds_a_diagonal_move(monkeypatch: pytest.MonkeyPatch) 
     pts = [p for p in calibration_points() if p.key == key and p.source != "torch"]
     measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
     seeded = fit_efficiency(measured, base=base)
-    assert error_metrics(pairs_for(measured, seeded.table)).median_abs_log_err < 0.02
+    # < 0.05, not exact: since generator 1.6.0 every prediction has a physical floor
+    # (0.925 of spec bandwidth), so the doubled mem_eff is partly out of reach, and the
+    # prior then keeps compute_eff a little nearer the base.
+    assert error_metrics(pairs_for(measured, seeded.table)).median_abs_log_err < 0.05
     monkeypatch.setattr(calibration, "_SEED_FACTORS", (1.0,))
     descent_only = fit_efficiency(measured, base=base)
     assert error_metrics(pairs_for(measured, descent_only.table)).median_abs_log_err > 0.1
@@ -315,3 +318,63 @@ def _family(op: str) -> str:
     from dagster_project.sim.ops import get_op
 
     return get_op(op).family
+
+
+# ------------------------------------------------------------ leave one group out
+
+
+def test_leave_one_group_out_never_scores_a_group_with_a_fit_that_saw_it() -> None:
+    """Known answer: a fit that memorises its training points exactly (the truth on every
+    rung it saw, the base elsewhere). In sample it is perfect; held out, each group is
+    exact only where its rungs were seen in other groups, and the held-out predictions
+    equal those of a table built without that group."""
+    from dagster_project.sim.calibration import group_of, leave_one_group_out
+
+    base = dict(load_table(baseline_table_path()))
+    ops = {"rmsnorm", "swiglu_act"}
+    pts = [p for p in calibration_points() if p.op in ops and p.source != "torch"]
+    truth = {k: (min(1.0, v[0] * 0.6), v[1]) for k, v in base.items()}
+    measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
+    seen: list[set] = []
+
+    def memorise(ms, b):  # noqa: ANN001, ANN202 - the FitResult shape is all that matters
+        keys = {m.point.key for m in ms}
+        seen.append({group_of(m.point) for m in ms})
+        from dagster_project.sim.calibration import FitResult
+
+        return FitResult("h200", {k: (truth[k] if k in keys else b[k]) for k in b}, ())
+
+    r = leave_one_group_out(measured, base=base, fit_fn=memorise)
+    groups = {group_of(p) for p in pts}
+    assert len(seen) == len(groups) + 1  # one fit per held-out group, then the full fit
+    for g, trained in zip(sorted(groups), seen, strict=False):
+        assert g not in trained and trained == groups - {g}
+    assert r.in_sample.median_abs_log_err < 1e-9
+    for pair in r.pairs:
+        others = {m.point.key for m in measured if group_of(m.point) != group_of(pair.point)}
+        want = predict_point(pair.point, table={k: (truth[k] if k in others else base[k])
+                                                for k in base}).device_ms
+        assert pair.predicted_ms == pytest.approx(want)
+    assert r.held_out.n == len(pts)
+
+
+def test_leave_one_group_out_recovers_a_perturbed_table_held_out() -> None:
+    """Synthetic measurements from a table whose rmsnorm/swiglu rungs are 0.6x the
+    baseline's mem_eff: the per-rung fit, refitted without each shape, predicts the
+    held-out shape's points close to the truth, far better than the unfitted base."""
+    from dagster_project.sim.calibration import leave_one_group_out, tied_fit
+
+    base = dict(load_table(baseline_table_path()))
+    pts = [p for p in calibration_points()
+           if p.op in {"rmsnorm", "swiglu_act"} and p.source != "torch"]
+    truth = {k: (min(1.0, v[0] * 0.6), v[1]) for k, v in base.items()}
+    measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
+    unfitted = error_metrics(pairs_for(measured, base))
+    r = leave_one_group_out(measured, tie="rung", base=base)
+    assert unfitted.median_abs_log_err > 0.2
+    assert r.held_out.median_abs_log_err < 0.05
+    assert r.held_out.share_within == 1.0
+    assert r.free_parameters > 0
+    fam = leave_one_group_out(measured, fit_fn=lambda ms, b: tied_fit(ms, tie="family", base=b),
+                              base=base)
+    assert fam.held_out.median_abs_log_err < 0.05  # one factor per ladder is the truth here
