@@ -60,7 +60,7 @@ agg AS (
         any_value(triton_version) AS triton_version,
         max(harness_version) AS harness_version,
         any_value(timing) AS timing,
-        string_agg(DISTINCT source, ',') AS batches,
+        string_agg(DISTINCT source, ',' ORDER BY source) AS batches,
         max(measured_at) AS measured_at
     FROM m
     GROUP BY row_id

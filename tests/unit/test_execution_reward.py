@@ -795,3 +795,123 @@ def test_gpu_cli_plan_ingest_status(kh_home: Path, tmp_path: Path) -> None:
     res = cli.invoke(gpu_app, ["status"])
     assert res.exit_code == 0 and "3 measured" in res.output
     assert cli.invoke(gpu_app, ["ingest", str(tmp_path / "nope.jsonl")]).exit_code == 1
+
+
+# -- harness 1.1.0: compile dedup, reuse-ordered plans, shipped batches ----------------
+
+def test_spec_key_keys_constexpr_tiles_by_value() -> None:
+    """Two tile sizes that Triton compiles separately must not share a pre-compile key
+    (harness 1.0.0 keyed them by divisibility, so tile neighbours compiled serially)."""
+    from dagster_project.rewards.gpu.plan import plan_launches
+    from dagster_project.rewards.gpu.source import signature_of
+
+    row = MeasureRow.from_json({**tuned_frame().row(1, named=True), "moe_gemms": "mm"})
+    sig = signature_of(row.kernel_source, row.kernel)
+    constexprs = frozenset(p.name for p in sig.params if p.constexpr)
+    a = plan_launches(row, {**TUNED, "BLOCK_SIZE_N": 64}, sig, None)[0]
+    b = plan_launches(row, {**TUNED, "BLOCK_SIZE_N": 128}, sig, None)[0]
+    assert a.spec_key() == b.spec_key()  # the old key: both multiples of 16
+    assert a.spec_key(constexprs) != b.spec_key(constexprs)
+    assert a.spec_key(constexprs) == plan_launches(
+        row, {**TUNED, "BLOCK_SIZE_N": 64}, sig, None)[0].spec_key(constexprs)
+
+
+def test_reuse_plan_is_stratified_and_prefers_shared_kernels(tmp_path: Path) -> None:
+    from dagster_project.rewards import measured
+
+    lake = make_lake(tmp_path)
+    rows, _ = measured.measurable_rows(lake)
+    picked = measured.select_for_reuse(rows, set(), 4)
+    strata = [(r.kernel, r.quant, r.repo, measured.m_bucket(r.M)) for r in picked]
+    assert len(set(strata)) == 4  # four strata, one row each, before any repeats
+    every = measured.select_for_reuse(rows, set(), 100)
+    assert sorted(r.id for r in every) == sorted(r.id for r in rows)
+    assert [measured.m_bucket(m) for m in (1, 16, 17, 256, 257)] == \
+        ["decode", "decode", "small", "small", "prefill"]
+    # within a stratum a row whose kernels are already compiled comes first
+    keys = {r.id: measured.variant_keys(r) for r in rows}
+    seen: set = set()
+    for r in every[:4]:
+        seen |= keys[r.id]
+    nxt = every[4]
+    same = [r for r in rows if r not in every[:5] and
+            (r.kernel, r.quant, r.repo, measured.m_bucket(r.M)) ==
+            (nxt.kernel, nxt.quant, nxt.repo, measured.m_bucket(nxt.M))]
+    assert all(len(keys[nxt.id] - seen) <= len(keys[r.id] - seen) for r in same)
+    assert measured.plan_batch(lake, 3, order="reuse")[0]
+    with pytest.raises(ValueError, match="plan order"):
+        measured.plan_batch(lake, 3, order="nope")
+
+
+def test_xz_batch_round_trip_and_row_meta(tmp_path: Path) -> None:
+    from dagster_project.rewards import measured
+
+    lake = make_lake(tmp_path)
+    batch, _ = measured.plan_batch(lake, 3)
+    path = tmp_path / "batch-001.jsonl.xz"
+    measured.write_batch(batch, path)
+    assert path.read_bytes()[:6] == b"\xfd7zXZ\x00"
+    items = rb.read_batch(path)
+    assert [it.row.id for it in items] == [r.id for r in batch]
+    meta = rb.row_meta(items[0].row)
+    for k in ("dtype", "gpu", "config_path", "best_config", "default_config",
+              "kernel_source_sha", "split", "documented_speedup_vs_default"):
+        assert k in meta, k
+    assert "kernel_source" not in meta  # the engines' code never goes into results
+
+
+def test_pack_and_ingest_shipped_batches(tmp_path: Path) -> None:
+    """Results packed as a shipped batch build the dataset on a lake without
+    tuned_configs; a later batch of the same (row, candidate) wins; per-row noise and
+    the robust flags follow from the stored spreads; a broken batch is named."""
+    from dagster_project.rewards import measured
+
+    lake = make_lake(tmp_path)
+    batch, _ = measured.plan_batch(lake, 2, order="files", m_per_file=1)
+    inp = tmp_path / "b.jsonl"
+    measured.write_batch(batch, inp)
+    out = tmp_path / "out.jsonl"
+
+    def timed(row, cands, *, on_result=None, on_attempt=None, indices=None, **_):  # noqa: ANN001, ANN202
+        times = {"tuned": 10.0, "default": 10.1, "BLOCK_SIZE_N*2": 9.95}
+        for i, c in zip(indices or range(len(cands)), cands, strict=True):
+            on_attempt(c)
+            on_result(Measurement(row.id, c.label, dict(c.config), OK,
+                                  t_us=times.get(c.label, 20.0), index=i,
+                                  details={"spread": 0.01, "reps": 10}))
+
+    rb.run_batch(inp, out, measure=timed, env={"device": "NVIDIA H200", "driver": "580.1",
+                                               "cuda": "13.0", "timing": "fast"})
+    ship = tmp_path / "data" / "h200"
+    ship.mkdir(parents=True)
+    n = measured.pack_batch([out], ship / "batch-001.parquet")
+    assert n == len(rb.read_results(out))
+    packed = pl.read_parquet(ship / "batch-001.parquet")
+    assert set(packed["source"]) == {"batch-001"} and packed["spread"].null_count() == 0
+
+    fresh = Lake(tmp_path / "fresh.duckdb", str(tmp_path / "fresh"))  # no tuned_configs
+    rep = measured.ingest_shipped(fresh, tmp_path / "data")
+    assert rep.dataset_rows == 2
+    ds = fresh.read_table("datasets", "measured_configs").sort("id")
+    r0 = ds.row(0, named=True)
+    assert r0["kernel"] and r0["config_path"] and r0["driver_version"] == "580.1"
+    assert r0["best_label"] == "BLOCK_SIZE_N*2" and r0["tuned_is_best"] is False
+    assert r0["tuned_within_noise_of_best"] is True  # 10.0 vs 9.95 within a 1 % spread
+    assert r0["default_faster_beyond_noise"] is False
+    assert json.loads(r0["measured_best_config"])["BLOCK_SIZE_N"] == TUNED["BLOCK_SIZE_N"] * 2
+
+    # a second shipped batch re-measures one candidate later: it wins
+    late = [{**line, "t_us": 5.0, "measured_at": "2099-01-01T00:00:00+00:00"}
+            for line in rb.read_results(out) if line["label"] == "default"][:1]
+    late_path = tmp_path / "late.jsonl"
+    late_path.write_text(json.dumps(late[0]) + "\n")
+    measured.pack_batch([late_path], ship / "batch-002.parquet")
+    measured.ingest_shipped(fresh, tmp_path / "data")
+    row = fresh.read_table("datasets", "measured_configs").filter(
+        pl.col("id") == late[0]["row_id"]).row(0, named=True)
+    assert row["t_default_us"] == 5.0 and row["default_faster_beyond_noise"] is True
+    assert row["batches"] == "batch-001,batch-002"
+
+    (ship / "batch-003.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match="batch-003.parquet"):
+        measured.ingest_shipped(fresh, tmp_path / "data")
