@@ -29,8 +29,53 @@ def _numericish(cells: list[str]) -> float:
     return sum(value_of(c) is not None for c in cells) / len(cells)
 
 
+_BOX_RULE = re.compile(r"^\s*[+\-=|:┏┓┗┛┡┩└┘├┤┬┴┼━─╇╈┳┻╭╮╰╯═╞╡╪]{3,}\s*$")
+_BOX_ROW = re.compile(r"^\s*[|│┃]")
+
+
+def box_grids(lines: list[str]) -> list[Grid]:
+    """Tables drawn with borders (``+---+`` / ``| a | b |`` prints, rich's ``┃``/``│``
+    boxes): header rows (merged column-wise) above the first rule under them, data below."""
+    from dagster_project.gains.extract.document import split_pipe_row
+
+    grids: list[Grid] = []
+    header: list[list[str]] = []
+    rows: list[list[str]] = []
+    raw: list[str] = []
+    seen_rule_after_header = False
+
+    def flush() -> None:
+        if header and rows:
+            width = len(header[0])
+            merged = [" ".join(h[j] for h in header if j < len(h)).strip() for j in range(width)]
+            grids.append(Grid(merged, [r for r in rows if len(r) == width], [x for r, x in zip(rows, raw, strict=True) if len(r) == width]))
+
+    for ln in lines:
+        if _BOX_RULE.match(ln):
+            if header:
+                seen_rule_after_header = True
+            continue
+        if not _BOX_ROW.match(ln):
+            flush()
+            header, rows, raw, seen_rule_after_header = [], [], [], False
+            continue
+        cells = split_pipe_row(re.sub(r"[│┃]", "|", ln))
+        if not seen_rule_after_header:
+            header.append(cells)
+        elif header and cells == header[0]:
+            continue
+        else:
+            rows.append(cells)
+            raw.append(ln)
+    flush()
+    return grids
+
+
 def aligned_grids(lines: list[str]) -> list[Grid]:
-    """Every aligned table in ``lines`` (usually a code block's lines)."""
+    """Every aligned or boxed table in ``lines`` (usually a code block's lines)."""
+    boxed = box_grids(lines)
+    if boxed:
+        return boxed
     grids: list[Grid] = []
     i = 0
     n = len(lines)
@@ -41,8 +86,8 @@ def aligned_grids(lines: list[str]) -> list[Grid]:
             continue
         for wide in (True, False):
             hcells = _cells(head, wide)
-            if len(hcells) < 2 or _numericish(hcells) > 0.5:
-                continue
+            if len(hcells) < 2 or _numericish(hcells) >= 0.5 or any(c.endswith(":") for c in hcells):
+                continue  # "Successful requests:   800" is a record, not a header
             rows: list[list[str]] = []
             raw: list[str] = []
             j = i + 1

@@ -49,14 +49,17 @@ def candidates(text: str) -> list[Candidate]:
             got = []
             for g in aligned_grids(b.lines):
                 sub = Block("table", b.lines, b.index, g, b.heading, b.before, b.label, b.after, b.title)
-                got.extend(table_candidates(g, sub))
+                mine = table_candidates(g, sub)
+                got.extend(mine)
+                if not mine:
+                    quiet.append((sub, g))
             found.extend(got)
             if not got:
                 record_blocks.append(b)
         else:
             record_blocks.append(b)
-    found.extend(pair_candidates(table_runs(blocks, quiet)))
     found.extend(run_candidates(record_blocks))
+    found.extend(pair_candidates(table_runs(blocks, quiet)))
     found.extend(inline_candidates(record_blocks))
     found.extend(prose_candidates([b for b in blocks if b.kind == "text"], title))
     return found

@@ -245,6 +245,16 @@ def inline_candidates(blocks: list[Block]) -> list[Candidate]:
     return out
 
 
+def block_role(b: Block) -> Role | None:
+    """The role of the label line right above a block, or of the one above it when the
+    nearest line is a caption ("Before:" / "`sigmoid_kernel` 74ms ..." / block)."""
+    candidates = [b.label] + [ln for ln in reversed(b.before.split("\n")) if ln.strip() and ln.strip() != b.label.strip()][:1]
+    for ln in candidates:
+        if ln and role_line(ln) is not None:
+            return role_line(ln)
+    return None
+
+
 def collect_runs(blocks: list[Block]) -> list[Run]:
     """Every run in document order (see module docstring)."""
     runs: list[Run] = []
@@ -257,8 +267,8 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
             r0 = role_line(first)
             if r0 is not None and not parse_records(first):
                 role, label = r0, first.strip()
-            elif b.label and role_line(b.label):
-                role, label = role_line(b.label), b.label
+            elif block_role(b) is not None:
+                role, label = block_role(b), b.label
             elif b.heading and role_line(b.heading):
                 role, label = role_line(b.heading), b.heading
             run = Run(role or Role(None), label, b)
@@ -398,7 +408,7 @@ def table_runs(blocks: list[Block], grids: list[tuple[Block, object]]) -> list[R
 
     runs: list[Run] = []
     for b, grid in grids:
-        role = role_line(b.label) if b.label else None
+        role = block_role(b)
         if role is None:
             continue
         cols = classify(grid)  # type: ignore[arg-type]

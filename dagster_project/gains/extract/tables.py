@@ -102,7 +102,9 @@ def classify(grid: Grid) -> list[Column]:
             kind = "ratio"
         elif filled and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)) and role.kind is None:
             kind = "speedup" if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I) else "skip"
-        elif share < 0.5 or (j == 0 and not role.kind) or (_is_key_header(h) and not role.kind):
+        elif share < 0.5 or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h))) or (
+            _is_key_header(h) and not role.kind
+        ):
             kind = "key"
         elif ACCURACY.search(h) or (is_non_measurement(residual) and not METRIC_WORDS.search(h)) or re.search(
             r"[(\[\s](?:[kmgt]i?b|bytes)\s*[)\]]|\bmemory\b|\bmem\b", h, re.I

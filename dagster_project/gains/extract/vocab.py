@@ -156,7 +156,7 @@ ACCURACY = re.compile(
 NON_PERF = re.compile(
     r"successful requests|failed requests|total (?:input|generated|output)(?: text| vision)? tokens|"
     r"retokenized|benchmark duration|request rate|max(?:imum)?\.? (?:request )?concurrency|"
-    r"peak concurrent|^concurrency$|num[_ ]prompts|accept(?:ance)? (?:length|rate)|\bseed\b|"
+    r"peak concurrent|^concurrency$|num[_ ]prompts|acc(?:ept(?:ance)?)?[ _.]?(?:length|len|rate)|\bseed\b|"
     r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|\bstd\b|std[-_ ]?dev|stddev|\bmemory\b|\bmem\b|"
     r"kv[ _]cache|cache hit|\bbackend\b|\bstatus\b|\bcount\b|^#|\bptx\b|\bsass\b|\blines?\b|"
     r"\binstructions?\b|\bregisters?\b|\bregs\b|\bspills?\b|\bshare\b|% of|percent(?:age)?\b|"

@@ -103,3 +103,30 @@ def test_html_table_and_comments() -> None:
            "<tr><td>1</td><td>0.412</td><td>0.208</td></tr></table>"
     assert [b.kind for b in split_blocks(text)] == ["text", "table"] or pairs(text) == [(0.412, 0.208)]
     assert pairs(text) == [(0.412, 0.208)]
+
+
+def test_boxed_tables_as_two_labelled_runs() -> None:
+    box = """```
++-------------+--------+------------+-----------------+
+| Latency (s) | Tokens | Acc Length | Speed (token/s) |
++-------------+--------+------------+-----------------+
+|    {lat}    |  512   |   {acc}    |     {speed}      |
++-------------+--------+------------+-----------------+
+```"""
+    text = "t\nBefore:\n" + box.format(lat="2.183", acc="3.303", speed="234.53") + "\n\nAfter\n" + box.format(
+        lat="2.142", acc="3.391", speed="239.06")
+    got = {(m.baseline, m.optimized): m for m in extract_text(text) if m.is_pair}
+    assert set(got) == {(2.183, 2.142), (234.53, 239.06)}  # acceptance length and tokens are not results
+    assert got[(2.183, 2.142)].scope == "e2e" and all(m.audit_pass for m in got.values())
+
+
+def test_slash_cells_in_two_tables_and_project_sides() -> None:
+    table = "| tp size | data size | latency(ms) |\n| --- | --- | --- |\n| 2/4 | 512 | {a}/{b} |\n"
+    text = "t\nvllm\n" + table.format(a="0.0095", b="0.0091") + "\ncustom allreduce\n" + table.format(a="0.0037", b="0.0048")
+    from dagster_project.gains.extract import extract_pr_gains
+
+    ms = extract_pr_gains(text, repo="sglang").measurements
+    assert [(m.baseline, m.optimized) for m in ms] == [(0.0095, 0.0037), (0.0091, 0.0048)]
+    assert all(m.audit_pass and m.scope == "kernel" for m in ms)
+    # the same text with the PR's project unknown: "vllm" names no side, so nothing is paired
+    assert extract_pr_gains(text).measurements == []
