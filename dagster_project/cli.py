@@ -500,7 +500,7 @@ def gains_extract(
     else:
         table = Table(title=f"{len(rows)} measurement(s) — {res.extractor} extractor")
         cols = ("scope", "metric", "unit", "hardware", "shape", "batch_size", "baseline", "optimized",
-                "stated_speedup", "speedup", "audit_pass")
+                "stated_speedup", "speedup", "audit_pass", "audit_reason")
         for c in cols:
             table.add_column(c, overflow="fold")
         for r in rows:
