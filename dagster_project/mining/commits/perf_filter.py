@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 #: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "3"
+RULES_VERSION = "4"
 
 CORE_RE = re.compile(
     r"\[\s*perf(ormance)?\s*\]|^perf(\(|:)|\bperf\b|\bperformance\b|optimi[sz]"
@@ -70,6 +70,10 @@ MID_EXTRA_RE = re.compile(
     r"|\bfused\b(?=\s)"
     r"|\bfast\b"
     r"|\breplac\w*\b[^;]*\bnaive\b"
+    # v4: skipping or removing needless work, hoisting out of loops, serving latencies.
+    r"|\b(skip\w*|avoid\w*|remov\w*|drop\w*)\s+(\w+\s+)?(unnecessary|redundant|needless)\b"
+    r"|\b(move|moves|moved|hoist\w*)\b[^;]*\bout of\b[^;]*\bloops?\b"
+    r"|\b(ttft|tpot|itl)\b"
     r"|\bfast[\s-](path|kernel|topk|decode)\b"
     r"|\bsplit[\s-]?k\b"
     r"|\bpersistent (kernel|attention|mla|gemm|moe)"
@@ -104,7 +108,7 @@ _KEYWORDS = (
     "perf", "optimi", "speed", "sped", "faster", "tun", "throughput", "latency", "accelerat",
     "boost", "efficien", "vectori", "fast", "quicker", "reduc", "improv", "fuse", "fusing",
     "elimin", "avoid", "remov", "minimi", "sav", "split", "persistent", "warp", "opt", "fusion",
-    "naive",
+    "naive", "skip", "drop", "move", "hoist", "ttft", "tpot", "itl",
 )
 
 RULES = ("core", "mid")
@@ -154,8 +158,10 @@ _FIX_TAG_RE = re.compile(r"^\s*(bug\s*fix|bug|fix|hotfix)\s*$", re.IGNORECASE)
 _PERF_TAG_RE = re.compile(r"^\s*perf(ormance)?\s*$", re.IGNORECASE)
 _SUPPORT_RE = re.compile(r"\bsupport(s|ed|ing)?\b", re.IGNORECASE)
 _BENCHMARK_ONLY_RE = re.compile(r"^\s*\[\s*bench(mark)?s?\s*\]\s*(?!\[)", re.IGNORECASE)
-_LOGGING_RE = re.compile(r"\[\s*log(ging)?\s*\]|\b(startup|debug)\s+logs?\b|\blogging\b|\blogs\b",
-                         re.IGNORECASE)
+_LOGGING_RE = re.compile(r"\[\s*log(ging)?\s*\]|\b(startup|debug|optimi[sz]ation)\s+logs?\b|\blogging\b"
+                         r"|\blogs\b|\bmetrics\b", re.IGNORECASE)
+#: v4: refactors and API moves are not perf work unless an outcome word says so.
+_REFACTOR_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*refactor\b|\bto (the )?(unified|new) api\b", re.IGNORECASE)
 
 
 def _body(title: str) -> str:
@@ -183,10 +189,12 @@ def veto_reason(title: str) -> str | None:
         return "bug_fix"
     if _CI_AFTER_TAGS_RE.search(title):
         return "ci"
-    if PERF_WORD_RE.search(body.strip()) is None and _FEAT_LEAD_RE.search(title):
+    if not perf_tag and PERF_WORD_RE.search(body.strip()) is None and _FEAT_LEAD_RE.search(title):
         return "feature"
-    if PERF_WORD_RE.search(body.strip()) is None and _SUPPORT_RE.search(body):
+    if not perf_tag and PERF_WORD_RE.search(body.strip()) is None and _SUPPORT_RE.search(body):
         return "feature_support"
+    if FIX_PERF_WORD_RE.search(body) is None and _REFACTOR_RE.search(title):
+        return "refactor"
     return None
 
 

@@ -164,3 +164,24 @@ def test_v2_keeps_perf_fixes_and_tagged_titles(title: str) -> None:
 
 def test_opt_in_is_not_opt() -> None:
     assert match_title("Opt-in flag for the new scheduler (#1)") is None
+
+
+# Rule v4 (tuned on rounds 1 and 2 of the sample).
+@pytest.mark.parametrize("title", [
+    "Slightly improve the sampler to skip unnecessary steps (#6956)",
+    "move divide-d out of reduction loop",
+    "[Core] Reduce TTFT with concurrent partial prefills (#10235)",
+    "[Perf] Update TRTLLM supported MoE routing methods (#39141)",
+])
+def test_v4_widening(title: str) -> None:
+    assert match_title(title) is not None, title
+
+
+@pytest.mark.parametrize("title", [
+    "Refactor Fused Moe Module (#1309)",
+    "[FlashInfer] Switch FlashInfer allreduce fusion to unified API (#18341)",
+    "Better optimization log for gpt-oss model (#8953)",
+    "Update Spec Decode metrics to include drafted and accepted token throughput (#24127)",
+])
+def test_v4_vetoes(title: str) -> None:
+    assert match_title(title) is None, title
