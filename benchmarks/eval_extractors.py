@@ -21,6 +21,8 @@ What is scored, per PR:
   ratio-only claim of the same PR when the stated speedups agree within 1% (relative),
   since percentages go through one conversion convention. Each label is matched at most
   once, greedily in the predicted order, so a duplicate prediction is a false positive;
+* a text that ``prs.csv`` marks ``truncated`` (a prefix of the body) is read without its
+  last line when the cut fell inside it (:func:`input_text`);
 * field agreement over matched pairs: ``speedup`` within 1% (both known), ``scope``,
   ``batch_size``, ``unit`` (canonical spelling), and ``stated_speedup`` kept (labelled
   pairs that carry a stated ratio whose prediction carries it within 1%).
@@ -177,11 +179,22 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
     return t
 
 
+def input_text(pr: Any) -> str:
+    """What the extractor reads: the labelled text, minus its last line when ``prs.csv`` says
+    the text is a prefix cut at ``n_chars`` and the cut fell inside that line (the labelling
+    rules skip a row cut off by the truncation; in the pipeline a body is never cut, so the
+    extractor is told rather than left to guess)."""
+    text = pr.text or ""
+    if getattr(pr, "truncated", False) and not text.endswith("\n"):
+        text = text.rsplit("\n", 1)[0]  # the cut fell inside this line
+    return text
+
+
 def evaluate(prs: Iterable[Any], extract: Callable[[str, str], list[Measurement]], *, detail: bool) -> Tally:
     """Score ``extract(text, repo)`` over PRs; ``detail`` keeps per-PR misses (dev folds only)."""
     total = Tally()
     for pr in prs:
-        total.add(score_pr(pr, extract(pr.text or "", pr.repo), detail=detail))
+        total.add(score_pr(pr, extract(input_text(pr), pr.repo), detail=detail))
     return total
 
 

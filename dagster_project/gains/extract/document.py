@@ -169,9 +169,7 @@ def split_blocks(text: str) -> list[Block]:
             while j < len(lines) and not lines[j].strip().startswith(mark[0] * len(mark)):
                 j += 1
             body_lines = lines[i + 1 : j]
-            cut = j >= len(lines)
-            if cut and body_lines and body_lines[-1].strip():
-                body_lines = body_lines[:-1]  # a line cut off by truncation is not read
+            cut = j >= len(lines)  # unclosed: authors forget the fence; the lines are read
             blk = ctx_block("code", body_lines)
             blk.truncated = cut
             flush_text()
