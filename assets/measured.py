@@ -81,6 +81,13 @@ def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> d
         if timed.height else 0.0,
         "tuned_still_best_share": round(float(timed["tuned_is_best"].mean() or 0.0), 4)
         if timed.height else 0.0,
+        # within each row's own noise (the larger replay spread of the two timings)
+        "tuned_within_noise_of_best_share": round(float(
+            timed["tuned_within_noise_of_best"].cast(pl.Float64).mean() or 0.0), 4)
+        if timed.height else 0.0,
+        "default_faster_beyond_noise_share": round(float(
+            timed["default_faster_beyond_noise"].cast(pl.Float64).mean() or 0.0), 4)
+        if timed.height else 0.0,
         "export": str(path),
         "by_kernel": dg.MetadataValue.md(md_table(status, n=20)) if status.height else "",
         "preview": dg.MetadataValue.md(md_table(ds.select(

@@ -614,7 +614,7 @@ def run_local_batch(
     if workers is None:
         workers = max(0, min(12, (os.cpu_count() or 2) - 1))
     budget = budget_s
-    batch, _ = plan_batch(lake, rows, gpu=gpu)
+    batch, _ = plan_batch(lake, rows, gpu=gpu, order="reuse")
     if not batch:
         return None
     path = next_batch_path(folder)

@@ -9,6 +9,8 @@ SELECT
     min(measured_speedup_vs_default) AS min_speedup_vs_default,
     max(measured_speedup_vs_default) AS max_speedup_vs_default,
     avg(CASE WHEN t_tuned_us IS NOT NULL THEN tuned_is_best::INTEGER END) AS tuned_best_share,
+    avg(tuned_within_noise_of_best::INTEGER) AS tuned_within_noise_share,
+    avg(default_faster_beyond_noise::INTEGER) AS default_faster_beyond_noise_share,
     median(tuned_gap) AS median_tuned_gap,
     sum(n_candidates) AS candidates,
     sum(n_wrong_result) AS wrong_results,
