@@ -138,6 +138,15 @@ def main() -> None:
     print(
         f"  status counts: {res['status_counts']}  (card: ok 151.8K / compile_error 22.4K / wrong_result 5.3K)"
     )
+    # generator 1.6.0: "ok" is only a rung verified correct on its arch family; the steps
+    # that ran are ok + unverified (the card's ok share), the rest of "ok" is unknown
+    ran = res["ok_share"] + res["unverified_share"]
+    print(
+        f"  ran (ok + unverified): {ran:.3f} vs card ok {CARD_STATS['ok_share']:.3f} "
+        f"({(ran / CARD_STATS['ok_share'] - 1) * 100:+.1f}%); unverified share "
+        f"{res['unverified_share']:.3f}; sessions without a verified best kernel: "
+        f"{res['sessions_without_verified_best']} (mean speedup is over the others)"
+    )
     print(
         f"  median speedup {res['median_speedup']:.2f}, p90 {res['p90_speedup']:.1f}; step kinds {res['kind_counts']}"
     )
