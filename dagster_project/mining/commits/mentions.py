@@ -240,10 +240,13 @@ _GPU_TOKEN_RE = re.compile(r"(h100|h200|h20|h800|b200|b300|gb200|gb300|a100|mi30
 _CUDA_ARCH_GUARD_RE = re.compile(r"__CUDA_ARCH__\s*>=?\s*(\d{3,4})")
 _CUDA_FEAT_GUARD_RE = re.compile(r"CUDA_ARCH_FEAT_SM(\d{2,3})")
 _GFX_GUARD_RE = re.compile(r"__(gfx9\d{2}|gfx1[12]\d{2})__")
-_CAPABILITY_RE = re.compile(
-    r"(?:is|has)_device_capability(?:_family)?\(\s*(\d{2,3})\s*\)|\bis_sm(\d{2,3})[af]?\b"
-    r"|\bis_(hopper|blackwell)\b")
-_GUARD_KEYS = ("_capability", "is_sm", "is_hopper", "is_blackwell")
+#: (literal that must be present, regex): each regex runs only when its literal is there.
+_CAPABILITY_RES = (
+    ("_device_capability", re.compile(r"(?:is|has)_device_capability(?:_family)?\(\s*(\d{2,3})\s*\)")),
+    ("is_sm", re.compile(r"\bis_sm(\d{2,3})[af]?\b")),
+    ("is_hopper", re.compile(r"\bis_(hopper)\b")),
+    ("is_blackwell", re.compile(r"\bis_(blackwell)\b")),
+)
 _KNOWN_SM = {"70", "75", "80", "86", "89", "90", "100", "101", "103", "110", "120", "121"}
 
 
@@ -273,9 +276,9 @@ def code_mentions(path: str, code: str, diff: str = "") -> tuple[list[str], list
             found += [_sm(m.group(1)) or "" for m in _CUDA_FEAT_GUARD_RE.finditer(text)]
         if "__gfx" in text:
             found += [m.group(1) for m in _GFX_GUARD_RE.finditer(text)]
-        if any(k in text for k in _GUARD_KEYS):
-            for m in _CAPABILITY_RE.finditer(text):
-                found.append(m.group(3) or _sm(m.group(1) or m.group(2)) or "")
+        for key, rx in _CAPABILITY_RES:
+            if key in text:
+                found += [g if not g[0].isdigit() else (_sm(g) or "") for g in rx.findall(text)]
         return _unique(found)
 
     near = guards(diff) if diff else []
