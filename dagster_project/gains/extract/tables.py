@@ -27,12 +27,14 @@ from dagster_project.gains.extract.vocab import (
     AGGREGATE,
     BATCH_KEY,
     CONFIG_KEY,
+    COUNT_ROW,
     HW_KEY,
     METRIC_WORDS,
     MODEL_KEY,
     MULTIPLICATIVE_HEADER,
     RUN_ROW,
     SHAPE_KEYS_KERNEL,
+    SHARE_HEADER,
     SPEEDUP_HEADER,
     Role,
     is_non_measurement,
@@ -94,7 +96,9 @@ def classify(grid: Grid) -> list[Column]:
         residual = strip_role_words(h)
         share = _numeric_share(cells)
         filled = [c for c in cells if c.strip()]
-        if filled and sum(bool(CELL_ARROW.match(c)) for c in filled) >= max(1, len(filled) // 2):
+        if SHARE_HEADER.search(h) and not SPEEDUP_HEADER.search(strip_role_words(SHARE_HEADER.sub(" ", h))):
+            kind = "skip"  # profiling shares ("Time (%)") are not timings
+        elif filled and sum(bool(CELL_ARROW.match(c)) for c in filled) >= max(1, len(filled) // 2):
             kind = "arrow"
         elif SPEEDUP_HEADER.search(h) and role.strength < 2:
             kind = "speedup"
@@ -182,7 +186,8 @@ def _ratio_only(cell: str, header: str, hib: bool | None) -> tuple[float | None,
 
 
 def _skip_row(label: str) -> bool:
-    return bool(CONFIG_KEY.match(label.strip()) or (ACCURACY.search(label) and not METRIC_WORDS.search(label)))
+    return bool(CONFIG_KEY.match(label.strip()) or COUNT_ROW.search(label)
+                or (ACCURACY.search(label) and not METRIC_WORDS.search(label)))
 
 
 def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Block) -> str:

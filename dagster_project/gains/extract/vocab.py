@@ -173,6 +173,14 @@ AGGREGATE = re.compile(
     r"\W*(?:\([^)]*\))?\W*$",
     re.I,
 )
+#: row labels of counts and shares, never timings (PTX lines, registers, % of time)
+COUNT_ROW = re.compile(
+    r"\bptx\b|\bsass\b|\blines?\b|\binstructions?\b|\bregisters?\b|\bregs\b|\bspills?\b|"
+    r"occupancy|\bmemory\b|\bmem\b|\bshare\b|% of|\bcount\b|\bcalls\b|\blaunches\b|\bbytes\b",
+    re.I,
+)
+#: a header of profiling shares ("Time (%)", "% of total"): not a timing
+SHARE_HEADER = re.compile(r"\(\s*%\s*\)|\bpercent(?:age)?\b|\bshare\b|% of|\bratio of time\b", re.I)
 RUN_ROW = re.compile(r"^(?:run|trial|iter(?:ation)?|round|rep(?:eat)?|attempt|#)\s*#?\d+$", re.I)
 #: config-table rows/columns: values are settings, not results
 CONFIG_KEY = re.compile(

@@ -130,3 +130,27 @@ def test_slash_cells_in_two_tables_and_project_sides() -> None:
     assert all(m.audit_pass and m.scope == "kernel" for m in ms)
     # the same text with the PR's project unknown: "vllm" names no side, so nothing is paired
     assert extract_pr_gains(text).measurements == []
+
+
+def test_counts_shares_and_batch_keys() -> None:
+    text = """[Kernel] fused quant
+| kernel | before | after |
+|---|---|---|
+| PTX lines | 1200 | 800 |
+| registers | 128 | 96 |
+
+| op | Time (%) before | Time (%) after |
+|---|---|---|
+| gemm | 61.2 | 48.0 |
+
+| MKN | main (us) | PR (us) |
+|---|---|---|
+| (16, 4096, 4096) | 20.5 | 15.1 |
+
+Decode with batch size 32: before: 12.0 ms, after: 10.5 ms. We ran 200 iterations (warmup 10 iterations)."""
+    ms = extract_text(text)
+    assert [(m.baseline, m.optimized) for m in ms] == [(20.5, 15.1), (12.0, 10.5)]
+    mkn, prose = ms
+    assert (mkn.batch_size, mkn.scope, mkn.unit) == (16, "kernel", "us")
+    assert prose.unit == "ms" and prose.speedup == round(12.0 / 10.5, 4)
+    assert all(m.audit_pass for m in ms)
