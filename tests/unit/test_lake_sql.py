@@ -8,9 +8,11 @@ over a partition replaced 100 sessions with one row, ``ATTACH … (READ_WRITE)``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -190,3 +192,27 @@ def test_bucket_lake_reads_through_the_door(tmp_path: Path) -> None:
         with pytest.raises(QueryRefused, match="COPY"):
             lk.read_only_query(f"COPY (SELECT 7 AS a) TO 's3://{bucket}/lake/t/000.parquet'")
         assert lk.read_only_query("SELECT sum(a) AS s FROM sim.t")["s"].to_list() == [3]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM query('DROP TABLE raw.repo_heads')",
+        "SELECT * FROM query('COPY raw.repo_heads TO ''{part}''')",
+        "FROM query('ATTACH ''{db}'' AS rw (READ_WRITE)')",
+        "SELECT * FROM checkpoint()",
+        "SELECT * FROM force_checkpoint()",
+        "SELECT * FROM duckdb_secrets()",
+        "SELECT * FROM read_parquet('http://127.0.0.1:9/x.parquet')",
+    ],
+)
+def test_select_shaped_writes_change_nothing(lake: Lake, outside: Path, sql: str) -> None:
+    """Statements of type SELECT that reach for a side effect (a table function running
+    other SQL, a checkpoint, the secret store, the network): refused by DuckDB itself on
+    this connection (SELECT-only ``query()``, read-only database, no external access), or
+    a no-op; either way nothing under the home changes."""
+    before = _tree(outside)
+    with contextlib.suppress(duckdb.Error, QueryRefused):
+        lake.read_only_query(sql.format(part=_part(lake), db=lake.path))
+    assert _tree(outside) == before
+    assert lake.read_only_query("SELECT count(*) AS n FROM raw.repo_heads")["n"].to_list() == [2]
