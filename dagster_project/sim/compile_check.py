@@ -1,7 +1,8 @@
 """Check the simulator's compile verdicts against the real toolchain.
 
 Every CUDA template instantiation class (op × variant × arch) is rendered with random
-valid params and compiled with ``nvcc -O3 -std=c++17 -arch=<target> -c``; the simulator's
+valid params and compiled with ``nvcc -O3 -std=c++17 -arch=<target> -c`` — the flag the
+task prompt states (``sm_80``, ``sm_86``, ``sm_90a``, ``sm_120a``; ``hardware.nvcc_arch_flag``); the simulator's
 expectation (compiles unless a feature is missing, the tile ring is over the opt-in shared
 memory cap, or a slip was injected) must match nvcc's exit status. Injected slips and
 over-cap configs are added as their own strata, and their simulated diagnostic is checked
