@@ -211,7 +211,13 @@ def test_config_coverage(seeded: Seed, views: ViewReport) -> None:
 
 
 def test_gains_by_kernel_gpu(seeded: Seed, views: ViewReport) -> None:
-    primary = [r for r in seeded.gains.to_dicts() if r["primary"] and r["speedup"] is not None]
+    primary = [
+        r for r in seeded.gains.to_dicts()
+        if r["primary"] and r["audit_pass"] is True and r["speedup"] is not None
+    ]
+    # the seed has audit-failed primaries: they must not reach the view
+    assert any(r["primary"] and r["audit_pass"] is not True and r["speedup"] is not None
+               for r in seeded.gains.to_dicts())
     expected = []
     for (repo, scope, hw, metric), rows in _group(
         primary, lambda r: (r["repo"], r["scope"], r["hardware"] or "?", r["metric"])
@@ -265,7 +271,8 @@ def test_speedup_values(seeded: Seed, views: ViewReport) -> None:
     expected = [
         {"source": "derived.pr_gains", "repo": r["repo"], "pr_number": r["pr_number"], "scope": r["scope"],
          "gpu": r["hardware"], "kernel": None, "speedup": r["speedup"]}
-        for r in seeded.gains.to_dicts() if r["primary"] and r["speedup"] is not None
+        for r in seeded.gains.to_dicts()
+        if r["primary"] and r["audit_pass"] is True and r["speedup"] is not None
     ]
     expected += [
         {"source": "datasets.tuned_configs", "repo": r["repo"], "pr_number": r["config_pr_number"],
