@@ -312,7 +312,24 @@ def report(rows: pl.DataFrame, excluded: pl.DataFrame, commits: pl.DataFrame) ->
     print(f"  is_binding_file: {rows['is_binding_file'].sum()}")
     mention = {c: rows.filter(pl.col(c).list.len() > 0).height
                for c in ("models_mentioned", "hardware_mentioned", "speedup_claims")}
-    print(f"  rows with mentions (title + commit message): {mention}")
+    print(f"  rows with mentions (title + message + the file's path/guards/config names): {mention}")
+    # Coverage before/after issue 21: text alone vs text plus the file itself.
+    from dagster_project.mining.commits.mentions import extract_mentions
+
+    messages = dict(commits.select("sha", "message").iter_rows())
+    text_hw = text_mo = 0
+    for sha, title in rows.select("sha", "title").iter_rows():
+        m = extract_mentions(messages.get(sha) or title)
+        text_hw += bool(m.hardware)
+        text_mo += bool(m.models)
+    n = rows.height or 1
+    print(f"  hardware stated: text only {text_hw} ({text_hw / n:.1%}) -> with the file "
+          f"{mention['hardware_mentioned']} ({mention['hardware_mentioned'] / n:.1%}); models: "
+          f"text only {text_mo} ({text_mo / n:.1%}) -> {mention['models_mentioned']} "
+          f"({mention['models_mentioned'] / n:.1%})")
+    flags = {c: int(rows[c].sum()) for c in ("touches_kernel_body", "touches_cpu_kernel")}
+    either = int((rows["touches_kernel_body"] | rows["touches_cpu_kernel"]).sum())
+    print(f"  kernel-body flags: {flags}; either {either} ({either / n:.1%})")
     plen = rows["prompt"].str.len_chars()
     print(f"  prompt chars: median {plen.median():.0f}, p90 {plen.quantile(0.9):.0f}")
 

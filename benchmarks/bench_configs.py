@@ -207,6 +207,35 @@ def main() -> int:
                                                    "int4_w4a16", "float8", "bf16"]))
     print(f"files with an unrecognised dtype token: {unknown.height}")
 
+    # Issue 21 columns: what the engine's own lookup loads, and candidate_models coverage
+    # with the EP plausibility rule (E >= 2 local experts) against the rule without it.
+    loaded = rows.group_by("repo", "family", "loaded_at_runtime").len().sort("repo", "family")
+    print("\n== loaded_at_runtime (rows)")
+    for r in loaded.iter_rows(named=True):
+        print(f"  {r['repo']:7s} {r['family'] or '-':11s} {str(r['loaded_at_runtime']):5s} {r['len']:6d}")
+    from dagster_project.mining.configs import candidates as cand
+    from dagster_project.mining.configs import load_model_shapes_snapshot
+
+    moe = files.filter(pl.col("parse_status") == "ok", pl.col("family") == "moe")
+    table = cand.shape_rows(load_model_shapes_snapshot())
+
+    def covered(min_local: int) -> tuple[int, int]:
+        saved, cand.MIN_LOCAL_EXPERTS = cand.MIN_LOCAL_EXPERTS, min_local
+        try:
+            hits = [(bool(cand.match_models(E, N, d, repo, table)), n) for E, N, d, repo, n in
+                    moe.select("E", "N", "dtype", "repo", "n_entries").rows()]
+        finally:
+            cand.MIN_LOCAL_EXPERTS = saved
+        return sum(h for h, _ in hits), sum(n for h, n in hits if h)
+
+    before, after = covered(0), covered(cand.MIN_LOCAL_EXPERTS)
+    print(f"MoE files with candidate_models: any EP {before[0]} files / {before[1]} rows -> "
+          f"E >= {cand.MIN_LOCAL_EXPERTS} local experts {after[0]} / {after[1]} (of {moe.height} files)")
+    ds = dict(files.group_by("parse_status").len().iter_rows())
+    print(f"files by parse_status: {ds}")
+    reused = result["a"]["format_only_skipped"].fill_null(0)
+    print(f"attributions that walked through formatting-only changes: {int((reused > 0).sum())} files")
+
     print("\n== attribution")
     for n, (path, ref) in sources.items():
         a = result["a"].filter(pl.col("repo") == n)
