@@ -11,7 +11,9 @@ the snapshot, from the functions that build the names:
   into a regular expression the file's basename must match in full;
 * MoE: ``get_config_file_name``: whether it strips spaces from the ``block_shape`` list
   (vLLM) or keeps Python's ``[128, 128]`` spelling (SGLang), and whether it folds every
-  H200 variant into ``NVIDIA_H200`` (so a ``NVIDIA_H200_NVL`` file is never read).
+  H200 variant into ``NVIDIA_H200`` (so a ``NVIDIA_H200_NVL`` file is never read); and
+  ``(_)get_config_dtype_str``: the dtype strings it can return (vLLM's never returns
+  ``int8_w8a8``, ``float8`` or ``bf16``, so such MoE files are never read).
 
 ``loaded_at_runtime`` is True/False with ``not_loaded_reason`` when False, and null (with
 the reason) where the lookup is not modelled or not found in the source, never a guess.
@@ -28,12 +30,13 @@ from dagster_project.mining.git import GitRepo
 
 #: Version of the lookup model below. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 #: Modules that build config file names, newest layout first (missing ones are skipped).
 LOOKUP_MODULES: dict[str, tuple[str, ...]] = {
     "vllm": (
         "vllm/model_executor/layers/fused_moe/fused_moe.py",
+        "vllm/model_executor/layers/fused_moe/config.py",
         "vllm/model_executor/layers/quantization/utils/fp8_utils.py",
         "vllm/model_executor/layers/quantization/utils/int8_utils.py",
     ),
@@ -54,6 +57,7 @@ _TEMPLATE_RE = re.compile(r"""json_file_name\s*=\s*f["'](N=\{[^"']*\.json)["']""
 _PLACEHOLDER_RE = re.compile(r"\{([^{}]*)\}")
 _DIGIT_FIELDS = {"N", "K", "E", "block_n", "block_k"}
 _BLOCK_SHAPE_RE = re.compile(r"block_shape=\[([^\]]*)\]")
+_RETURN_STR_RE = re.compile(r"""\breturn\s+["']([\w.]+)["']""")
 
 
 def template_regex(template: str) -> re.Pattern[str]:
@@ -84,6 +88,8 @@ class LookupRules:
     moe_found: bool = False
     moe_strips_spaces: bool = False
     moe_folds_h200: bool = False
+    #: dtype strings the MoE dtype function returns (None: function not found).
+    moe_dtypes: frozenset[str] | None = None
     sources: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -100,17 +106,22 @@ def read_lookup_rules(repo: GitRepo, repo_name: str, ref: str = "HEAD") -> Looku
     blobs = repo.read_blobs([listing[p] for p in present])
     templates: list[str] = []
     moe_body: str | None = None
+    dtype_body: str | None = None
     for p in present:
         text = blobs.get(listing[p], b"").decode("utf-8", "replace")
         templates += [m.group(1) for m in _TEMPLATE_RE.finditer(text)]
         if moe_body is None:
             moe_body = _function_body(text, "get_config_file_name")
+        if dtype_body is None:
+            dtype_body = _function_body(text, "_get_config_dtype_str") or _function_body(
+                text, "get_config_dtype_str")
     return LookupRules(
         block_templates=tuple(dict.fromkeys(templates)),
         moe_found=moe_body is not None,
         moe_strips_spaces=moe_body is not None and 'replace(" ", "")' in moe_body.split(
             "block_shape_selector", 1)[-1],
         moe_folds_h200=moe_body is not None and '"H200" in device_name' in moe_body,
+        moe_dtypes=None if dtype_body is None else frozenset(_RETURN_STR_RE.findall(dtype_body)),
         sources=tuple(present),
     )
 
@@ -137,6 +148,9 @@ def is_loaded(rules: LookupRules, family: str | None, basename: str,
                 return False, "the lookup strips spaces: it asks for block_shape=[n,k]"
             if not rules.moe_strips_spaces and not spaced:
                 return False, "the lookup asks for block_shape=[n, k] (a Python list's str)"
+        if dtype and rules.moe_dtypes is not None and dtype not in rules.moe_dtypes:
+            asked = ", ".join(sorted(rules.moe_dtypes)) or "none"
+            return False, f"the lookup never asks for dtype={dtype} (it asks for: {asked}, or no dtype)"
         if rules.moe_folds_h200 and device_name and device_name != "NVIDIA_H200" \
                 and "H200" in device_name.split("_"):
             return False, "the lookup folds every H200 variant into device_name=NVIDIA_H200"
