@@ -198,35 +198,46 @@ class LocalRuns:
     Spawned, not forked: the parent holds DuckDB and sqlite handles. Partition writers
     write Parquet files of their own; the few DuckDB writes (views, small tables) wait
     for the single writer lock (``Lake.connect``), so they are serialised. Unpartitioned
-    stages run in this process, where their own progress reports reach the CLI."""
+    stages run in this process, where their own progress reports reach the CLI; the
+    workers are stopped before one runs (``run_build`` has collected the previous stage's
+    runs by then), so they hold no memory while the parent works alone, and started again
+    for the next partitioned stage."""
 
     def __init__(self, workers: int, *, run_config: dict[str, Any] | None, tags: dict[str, str]) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         self.workers = max(1, workers)
         self._run_config = run_config
         self._tags = dict(tags)
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
-        )
-        # Each worker imports Dagster and builds the definitions (seconds): start now.
-        for _ in range(self.workers):
-            self._pool.submit(_warm_worker)
+        self._pool: Any = None  # started by the first partition run of a stage
+
+    def _start(self) -> Any:
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+            )
+            # Each worker imports Dagster and builds the definitions (seconds) first.
+            for _ in range(self.workers):
+                self._pool.submit(_warm_worker)
+        return self._pool
 
     def __call__(self, keys: list[dg.AssetKey], partition_key: str | None) -> Callable[[], Result]:
         if partition_key is None:
+            self.close()
             summary = _run_in_worker(
                 [list(k.path) for k in keys], None, self._run_config, self._tags
             )
             return lambda: summary  # type: ignore[return-value]
-        future = self._pool.submit(
+        future = self._start().submit(
             _run_in_worker, [list(k.path) for k in keys], partition_key, self._run_config, self._tags
         )
         return future.result  # type: ignore[return-value]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def __enter__(self) -> LocalRuns:
         return self
