@@ -7,7 +7,11 @@ import polars as pl
 
 def md_table(df: pl.DataFrame, n: int = 5, width: int = 60) -> str:
     """A Markdown preview of the first ``n`` rows (cells cut to ``width`` chars), for
-    asset metadata: no pandas/tabulate needed."""
+    asset metadata. The table itself is ``tabulate``'s GitHub format (a dependency of
+    Dagster already); only the cell clean-up is ours: pipes escaped, newlines flattened,
+    long values cut, so a kernel source cannot break the table."""
+    from tabulate import tabulate
+
     head = df.head(n)
 
     def cell(v: object) -> str:
@@ -15,6 +19,5 @@ def md_table(df: pl.DataFrame, n: int = 5, width: int = 60) -> str:
         s = s.replace("|", "\\|").replace("\n", " ")
         return s if len(s) <= width else s[: width - 1] + "…"
 
-    lines = ["| " + " | ".join(head.columns) + " |", "|" + "---|" * len(head.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in head.iter_rows()]
-    return "\n".join(lines)
+    rows = [[cell(v) for v in row] for row in head.iter_rows()]
+    return tabulate(rows, headers=head.columns, tablefmt="github", disable_numparse=True)
