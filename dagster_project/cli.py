@@ -100,7 +100,7 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     return settings, instance, defs, stages
 
 
-def _offline_sources(settings, stages) -> dict[str, str]:  # noqa: ANN001
+def _offline_sources(settings, stages, partitions: list[str] | None = None) -> dict[str, str]:  # noqa: ANN001
     """Probe every repo source the plan clones or fetches (seconds, in parallel) and say
     once, before anything runs, which cannot be reached and how to fix it; the build then
     skips only what needs those repos."""
@@ -110,7 +110,8 @@ def _offline_sources(settings, stages) -> dict[str, str]:  # noqa: ANN001
     clones = {k.to_user_string() for s in stages for k in s.keys} & {"repo_clone"}
     if not clones:
         return {}
-    offline = probe_sources(dict(settings.sources))
+    wanted = {r: src for r, src in settings.sources.items() if not partitions or r in partitions}
+    offline = probe_sources(wanted)
     for repo, why in sorted(offline.items()):
         env = settings.env_name(repo)
         console.print(
@@ -149,7 +150,7 @@ def build(
     from dagster_project.progress import BuildProgress
 
     settings, instance, defs, stages = _plan(select)
-    offline = _offline_sources(settings, stages)
+    offline = _offline_sources(settings, stages, partition)
     started = time.monotonic()
     distributed = distributed or settings.executor == "dask"
     if workers is None:
