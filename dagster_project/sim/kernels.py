@@ -1278,7 +1278,9 @@ def _plan_scan(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -
     flops = op.flops(s, dt)
     ideal = op.bytes(s, dt)
     tag, impl = v.tag, v.impl
-    threads = p.get("threads", p.get("num_warps", 2) * 32)
+    # a Triton launch without num_warps runs Triton's default of 4 warps (the feedback
+    # reports this plan's threads, so it must be what the code launches)
+    threads = p.get("threads", p.get("num_warps", 4 if impl == "triton" else 2) * 32)
     chan_block = p.get("BLOCK_D", None)
     if tag == "v0_sequential":
         # h (and the discretised dA, dBu) round-trip through global memory in fp32

@@ -50,7 +50,8 @@ def test_higher_skill_keeps_more_improvements(skill_build: list[Episode]) -> Non
 def test_stats_report_the_effect(skill_build: list[Episode]) -> None:
     bands = ks.swarm_stats(skill_build)["skill"]
     assert bands[0]["error_rate"] > bands[-1]["error_rate"]
-    # Mean reward no longer rises with skill (generator 1.6.0): the skilled reach the
-    # Hopper rungs sooner, and those measured wrong on the H200 cost -0.3 each. The stats
-    # must still report every band's reward.
+    # In this 170-episode build mean reward no longer rises with skill (generator 1.6.0):
+    # the skilled reach the Hopper rungs sooner, and those measured wrong on the H200 cost
+    # -0.3 each (the full 2,400-episode build still rises: -0.046 / -0.034 / -0.023, see
+    # RESULTS). The stats must still report every band's reward.
     assert all(b["mean_reward"] is not None for b in bands)
