@@ -30,9 +30,11 @@ def tuned_configs() -> pl.DataFrame:
             "device_name": "NVIDIA_H100", "gpu": "NVIDIA H100", "dtype": "fp8_w8a8", "E": 8, "N": 128 * (i + 1),
             "K": None, "block_shape": None, "M": 1 + i, "split": split, "license": "Apache-2.0",
             "speedup_vs_default": 1.2, "snapshot_commit": "abc", "family": "moe",
-            "split_group": f"g{i}",
+            "split_group": f"g{i}", "loaded_at_runtime": True, "not_loaded_reason": None,
         })
-    return pl.DataFrame(rows, schema_overrides={"K": pl.Int64, "block_shape": pl.List(pl.Int64)})
+    return pl.DataFrame(rows, schema_overrides={
+        "K": pl.Int64, "block_shape": pl.List(pl.Int64), "not_loaded_reason": pl.String,
+    })
 
 
 def kernel_commits() -> pl.DataFrame:
@@ -44,9 +46,12 @@ def kernel_commits() -> pl.DataFrame:
             "before_code": "a\n", "after_code": "b\n", "diff": "d", "prompt": "p", "language": "CUDA",
             "split": "test" if i >= 18 else "train", "license": "Apache-2.0", "license_before": "Apache-2.0",
             "license_after": "Apache-2.0", "lines_changed": 2, "kernel_speedup": 1.3, "e2e_speedup": None,
-            "authored_at": t0 + timedelta(days=i),
+            "authored_at": t0 + timedelta(days=i), "reverted_by": None, "duplicate_of": None,
+            "touches_cpu_kernel": False,
         })
-    return pl.DataFrame(rows, schema_overrides={"e2e_speedup": pl.Float64})
+    return pl.DataFrame(rows, schema_overrides={
+        "e2e_speedup": pl.Float64, "reverted_by": pl.String, "duplicate_of": pl.String,
+    })
 
 
 def pr_gains(n: int = 1000, failing: int = 0) -> pl.DataFrame:
@@ -124,6 +129,33 @@ def test_pr_in_both_splits(tmp_path: Path) -> None:
         pl.when(pl.col("id") == "k19").then(pl.lit(100)).otherwise(pl.col("pr_number")).alias("pr_number"))
     failed = _failed(_run(tmp_path, "kernel_commits", "datasets.kernel_commits", df))
     assert failed["split disjointness: no PR has rows in both splits"] == [{"repo": "flashinfer", "pr_number": 100}]
+
+
+def test_unloaded_config_without_reason(tmp_path: Path) -> None:
+    df = tuned_configs().with_columns(
+        pl.when(pl.col("id") == "t4").then(pl.lit(False)).otherwise(pl.col("loaded_at_runtime")).alias("loaded_at_runtime"))
+    failed = _failed(_run(tmp_path, "tuned_configs", "datasets.tuned_configs", df))
+    assert failed == {"a config the engine's lookup does not load says why": [{"id": "t4"}]}
+    with_reason = df.with_columns(
+        pl.when(pl.col("id") == "t4").then(pl.lit("lookup asks for [128, 128]")).otherwise(pl.col("not_loaded_reason")).alias("not_loaded_reason"))
+    assert _run(tmp_path, "tuned_configs", "datasets.tuned_configs", with_reason).success
+
+
+def test_revert_and_duplicate_links(tmp_path: Path) -> None:
+    df = kernel_commits().with_columns(
+        pl.when(pl.col("id") == "k1").then(pl.lit("not-a-sha")).otherwise(pl.col("reverted_by")).alias("reverted_by"),
+        pl.when(pl.col("id") == "k2").then(pl.lit("k99")).otherwise(pl.col("duplicate_of")).alias("duplicate_of"),
+    )
+    failed = _failed(_run(tmp_path, "kernel_commits", "datasets.kernel_commits", df))
+    assert failed == {
+        "reverted_by is the full sha of the upstream revert": [{"id": "k1", "reverted_by": "not-a-sha"}],
+        "duplicate_of names a row of the dataset": [{"id": "k2", "duplicate_of": "k99"}],
+    }
+    ok = df.with_columns(
+        pl.when(pl.col("id") == "k1").then(pl.lit("a" * 40)).otherwise(pl.col("reverted_by")).alias("reverted_by"),
+        pl.when(pl.col("id") == "k2").then(pl.lit("k0")).otherwise(pl.col("duplicate_of")).alias("duplicate_of"),
+    )
+    assert _run(tmp_path, "kernel_commits", "datasets.kernel_commits", ok).success
 
 
 def test_fabricated_numbers_fail_the_audit_gate(tmp_path: Path) -> None:
