@@ -131,6 +131,20 @@ def test_pr_in_both_splits(tmp_path: Path) -> None:
     assert failed["split disjointness: no PR has rows in both splits"] == [{"repo": "flashinfer", "pr_number": 100}]
 
 
+def test_null_prompt_fails_although_only_its_null_marker_is_read(tmp_path: Path) -> None:
+    # prompt and kernel_source are asked only about null-ness, so run_suite reads a null
+    # marker instead of their text; a real null must still fail, naming the row.
+    df = tuned_configs().with_columns(
+        pl.when(pl.col("id") == "t7").then(None).otherwise(pl.col("prompt")).alias("prompt"),
+        pl.when(pl.col("id") == "t8").then(None).otherwise(pl.col("kernel_source")).alias("kernel_source"),
+    )
+    res = _run(tmp_path, "tuned_configs", "datasets.tuned_configs", df)
+    failed = {o.column: o for o in res.failed}
+    assert set(failed) == {"prompt", "kernel_source"}
+    assert failed["prompt"].unexpected_count == 1 and failed["kernel_source"].unexpected_count == 1
+    assert "t7" in str(failed["prompt"].sample) and "t8" in str(failed["kernel_source"].sample)
+
+
 def test_unloaded_config_without_reason(tmp_path: Path) -> None:
     df = tuned_configs().with_columns(
         pl.when(pl.col("id") == "t4").then(pl.lit(False)).otherwise(pl.col("loaded_at_runtime")).alias("loaded_at_runtime"))
