@@ -13,16 +13,19 @@ Contract with the caller (the ``pr_bodies`` asset):
   Modified`` keeps the cached title/body and only refreshes ``fetched_at``. GitHub does
   not count 304 answers against the primary rate limit, which is what makes daily
   refreshes of thousands of PRs affordable.
-* **Rate limits.** Primary limit (403/429 with ``x-ratelimit-remaining: 0``) → wait until
-  ``x-ratelimit-reset``; secondary limit (403/429 with ``retry-after``, or GitHub's
-  secondary-limit message) → wait ``retry-after`` seconds (else back off from 60 s). Each
-  wait is reported through ``on_progress`` and performed with the injected ``sleep``.
-  PyGithub's own retry/throttle machinery is switched off so that all waiting goes through
-  that one injectable function (tests never really wait).
-* **Errors.** 404/410/451 → ``status="missing"``. 5xx, 408 and connection errors are
-  retried ``max_retries`` times with exponential backoff, then recorded as
-  ``status="error"``. A 401 (bad token) or exhausting ``max_rate_limit_waits`` raises
-  :class:`GitHubFetchError`, since every further request would fail the same way.
+* **Retries are PyGithub's.** Waiting and retrying is :class:`github.GithubRetry` (a
+  ``urllib3.Retry``) mounted on the client: primary limit (403 with
+  ``x-ratelimit-remaining: 0``) → wait until ``x-ratelimit-reset``; secondary limit
+  (``Retry-After``, or GitHub's secondary-limit message) → ``Retry-After`` seconds, else
+  60 s; 5xx, 408 and connection errors → urllib3's exponential backoff, ``max_retries``
+  times; a 403 that is not a rate limit is never retried. A thin subclass (:class:`_Retry`)
+  only routes each wait through the injected ``sleep`` and ``on_progress`` (tests never
+  really wait), gives rate-limit waits their own budget (``max_rate_limit_waits``) and
+  reads ``x-ratelimit-reset`` on a 429, which the library does only for 403.
+* **Errors.** 404/410/451 → ``status="missing"``. Server or connection errors left after
+  the retries are recorded as ``status="error"``. A 401 (bad token), exhausting
+  ``max_rate_limit_waits`` or a rate-limit wait longer than ``max_rate_limit_wait_s``
+  raises :class:`GitHubFetchError`, since every further request would fail the same way.
   When a *cached* row's refresh fails, its content and status are kept, ``error`` says
   what happened, and ``fetched_at`` is left unchanged so the next run retries it.
 * **Offline.** ``offline=True`` performs no network access at all: the caller works from
@@ -44,8 +47,11 @@ from typing import Any, Literal
 
 import requests
 import urllib3
-from github import Auth, Github, GithubException
+from github import Auth, Github, GithubException, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.Requester import Requester
+from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.util.retry import Retry
 
 log = logging.getLogger("kernelhouse.github")
 
@@ -171,39 +177,97 @@ def select_pending(
     return out
 
 
-def _rate_limit_wait(
-    status: int,
-    headers: Mapping[str, Any],
-    data: Any,
-    now_epoch: float,
-    backoff_round: int,
-    max_wait_s: float,
-) -> tuple[float, str] | None:
-    """``(seconds, kind)`` to wait before retrying, or ``None`` if not a rate-limit answer.
+def _is_rate_limited(status: int, headers: Mapping[str, Any], data: Any) -> bool:
+    """Does a *final* 403/429 answer say "rate limit" (rather than "forbidden")?
 
-    ``kind`` is ``"primary"`` (wait for ``x-ratelimit-reset``), ``"secondary"`` (wait
-    ``retry-after``) or ``"backoff"`` (a secondary limit without ``retry-after``: GitHub
-    asks for at least a minute, growing exponentially on repeats).
+    Used only to word the outcome once PyGithub's retry has given up; the waiting itself
+    is :class:`_Retry`'s (that is, PyGithub's and urllib3's).
     """
     if status not in (403, 429):
-        return None
+        return False
     h = {str(k).lower(): v for k, v in (headers or {}).items()}
-    retry_after = h.get("retry-after")
-    if retry_after is not None:
-        try:
-            return min(max(float(retry_after), 1.0), max_wait_s), "secondary"
-        except ValueError:
-            pass
-    if str(h.get("x-ratelimit-remaining", "")).strip() == "0" and h.get("x-ratelimit-reset"):
-        try:
-            reset = float(h["x-ratelimit-reset"])
-        except ValueError:
-            reset = now_epoch + 60
-        return min(max(reset - now_epoch, 0.0) + 1.0, max_wait_s), "primary"
+    if status == 429 or "retry-after" in h or str(h.get("x-ratelimit-remaining", "")) == "0":
+        return True
     message = data.get("message", "") if isinstance(data, dict) else ""
-    if status == 429 or Requester.isSecondaryRateLimitError(message):
-        return min(60.0 * (2**backoff_round), max_wait_s), "backoff"
-    return None
+    return bool(message) and Requester.isRateLimitError(str(message))
+
+
+class _Retry(GithubRetry):
+    """PyGithub's :class:`~github.GithubRetry` (a ``urllib3.Retry``) with three additions.
+
+    Why a subclass rather than the plain class: the library's waiting is right (Retry-After,
+    ``x-ratelimit-reset`` for the primary limit, a fixed wait for the secondary one,
+    exponential backoff for 5xx and connection errors, a plain 403 not retried at all), but
+    (1) it sleeps with ``time.sleep`` and says nothing, while callers need each wait in
+    their progress and tests must not really wait: :meth:`sleep` computes the same wait and
+    hands it to an injected function; (2) it counts rate-limit waits against the same
+    budget as server errors, while a rate limit that lifts after an hour is not a transient
+    failure: rate-limit retries get their own budget (``rate_limit_waits``); (3) GitHub's
+    primary limit may come as a 429 with ``x-ratelimit-reset`` and no Retry-After, which
+    the library only knows for 403: that wait is taken from the reset header here.
+    """
+
+    def __init__(
+        self,
+        *,
+        sleep_fn: Callable[[float], None] = time.sleep,
+        on_wait: Callable[[float, str, bool], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        rate_limit_waits: int = 10,
+        **kwargs: Any,
+    ) -> None:
+        self.sleep_fn = sleep_fn
+        self.on_wait = on_wait
+        self.clock = clock
+        self.rate_limit_waits = rate_limit_waits
+        super().__init__(**kwargs)
+
+    def new(self, **kw: Any) -> Any:
+        kw.setdefault("sleep_fn", self.sleep_fn)
+        kw.setdefault("on_wait", self.on_wait)
+        kw.setdefault("clock", self.clock)
+        kw.setdefault("rate_limit_waits", self.rate_limit_waits)
+        return super().new(**kw)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        limited = response is not None and response.status in (403, 429)
+        # GithubRetry raises here for a 403 that is not a rate limit (never retried).
+        retry = super().increment(method, url, response, error, _pool, _stacktrace)
+        if not limited:
+            return retry
+        if self.rate_limit_waits <= 0:
+            # urllib3 hands the last answer back (raise_on_status=False); the caller words it.
+            raise MaxRetryError(_pool, url or "", ResponseError("rate limit did not lift"))
+        assert isinstance(retry, _Retry)
+        retry.rate_limit_waits = self.rate_limit_waits - 1
+        retry.status = self.status  # a rate-limit wait is not a server error
+        retry.total = self.total
+        return retry
+
+    def sleep(self, response: Any = None) -> None:
+        wait: float | None = None
+        if response is not None and self.respect_retry_after_header:
+            wait = self.get_retry_after(response)
+            if wait is None and response.status == 429:
+                reset = response.headers.get("X-RateLimit-Reset")
+                if reset and str(reset).isdigit():
+                    wait = max(float(reset) - self.clock(), 0.0) + 1.0
+        if wait is None:
+            wait = self.get_backoff_time()
+        status = int(response.status) if response is not None else 0
+        limited = status in (403, 429)
+        detail = f"HTTP {status}" if status else "connection error"
+        if self.on_wait is not None:
+            self.on_wait(float(wait), detail, limited)
+        self.sleep_fn(float(wait))
 
 
 def _row_from_pr(pr: Any, repo: str, number: int, fetched_at: datetime) -> dict[str, Any]:
@@ -288,10 +352,40 @@ def fetch_pull_requests(
         log.info("offline: %d PR(s) of %s left unfetched", total, repo_slug)
         return
 
+    # Where the request loop is, for the retry's progress reports.
+    at: dict[str, int] = {"number": 0, "done": 0}
+
+    def on_wait(wait_s: float, detail: str, limited: bool) -> None:
+        if limited:
+            log.warning(
+                "GitHub rate limit on %s#%d (%s): waiting %.0fs",
+                repo_slug, at["number"], detail, wait_s,
+            )
+            report("rate_limited", at["number"], at["done"], wait_s, f"rate limit ({detail})")
+        else:
+            report("retrying", at["number"], at["done"], wait_s, detail)
+
+    retry = _Retry(
+        total=None,
+        connect=max_retries,
+        read=max_retries,
+        status=max_retries,
+        other=0,
+        status_forcelist=[*range(500, 600), 408, 429],
+        backoff_factor=backoff_base_s,
+        backoff_max=max_backoff_s,
+        retry_after_max=int(max_rate_limit_wait_s),
+        max_rate_limit_wait=max_rate_limit_wait_s,
+        raise_on_status=False,  # the last answer comes back, and is worded below
+        sleep_fn=sleep,
+        on_wait=on_wait,
+        clock=clock,
+        rate_limit_waits=max_rate_limit_waits,
+    )
     gh = Github(
         base_url=(base_url or DEFAULT_BASE_URL).rstrip("/"),
         auth=Auth.Token(token) if token else None,
-        retry=None,
+        retry=retry,
         seconds_between_requests=None,
         seconds_between_writes=None,
         timeout=int(timeout_s),
@@ -301,120 +395,78 @@ def fetch_pull_requests(
     try:
         with _redacting_logs(secrets):
             gh_repo = gh.get_repo(repo_slug)
-            requests_made = 0
             for done, number in enumerate(pending, start=1):
+                at["number"], at["done"] = number, done
+                if done > 1 and min_interval_s > 0:
+                    sleep(min_interval_s)
                 prev = cached.get(number)
                 etag = None
                 if prev is not None and prev.get("status") == "ok" and prev.get("body") is not None:
                     etag = prev.get("etag") or None
-                transient = limited = backoff_round = 0
-                while True:
-                    if requests_made and min_interval_s > 0:
-                        sleep(min_interval_s)
-                    requests_made += 1
-                    # Decide what to do *outside* the except blocks below, so that a raised
-                    # GitHubFetchError carries no __context__ holding the server's answer.
-                    failure: tuple[int, dict[str, Any], Any] | None = None
-                    transport: str | None = None
-                    try:
-                        pr = gh_repo.get_pull(number)
-                        changed = pr.update(
-                            additional_headers={"If-None-Match": etag} if etag else None
-                        )
-                        fetched_at = datetime.fromtimestamp(clock(), tz=UTC)
-                        if not changed and prev is not None:
-                            row = dict(prev) | {
-                                "fetched_at": fetched_at,
-                                "status": "ok",
-                                "error": None,
-                            }
-                            event: ProgressEvent = "not_modified"
-                        else:
-                            row = _row_from_pr(pr, repo_name, number, fetched_at)
-                            event = "fetched"
-                    except GithubException as exc:
-                        failure = (int(exc.status or 0), dict(exc.headers or {}), exc.data)
-                    except (
-                        requests.exceptions.RequestException,
-                        urllib3.exceptions.HTTPError,
-                        OSError,
-                    ) as exc:
-                        transport = type(exc).__name__
-                    if failure is None and transport is None:
-                        report(event, number, done)
-                        yield _redact_row(row, secrets)
-                        break
-                    if transport is not None:
-                        transient += 1
-                        if transient <= max_retries:
-                            backoff = min(backoff_base_s * 2 ** (transient - 1), max_backoff_s)
-                            report("retrying", number, done, wait_s=backoff, detail=transport)
-                            sleep(backoff)
-                            continue
-                        err = f"connection error: {transport}"
-                        yield _redact_row(
-                            _failed_row(prev, repo_name, number, err, secrets), secrets
-                        )
-                        report("error", number, done, detail=err)
-                        break
-                    assert failure is not None
-                    status, headers, data = failure
-                    if status in (404, 410, 451):
-                        row = (dict(prev) if prev else _empty_row(repo_name, number)) | {
-                            "status": "missing",
-                            "error": f"HTTP {status}",
-                            "fetched_at": datetime.fromtimestamp(clock(), tz=UTC),
-                        }
-                        report("missing", number, done, detail=f"HTTP {status}")
-                        yield _redact_row(row, secrets)
-                        break
-                    if status == 401:
-                        raise GitHubFetchError(
-                            f"GitHub answered 401 for {repo_slug}#{number}: the token is invalid or "
-                            "lacks access (check GITHUB_TOKEN)"
-                        )
-                    limit = _rate_limit_wait(
-                        status, headers, data, clock(), backoff_round, max_rate_limit_wait_s
+                # Decide what to do *outside* the except blocks below, so that a raised
+                # GitHubFetchError carries no __context__ holding the server's answer.
+                failure: tuple[int, dict[str, Any], Any] | None = None
+                transport: str | None = None
+                waited_too_long: float | None = None
+                try:
+                    pr = gh_repo.get_pull(number)
+                    changed = pr.update(additional_headers={"If-None-Match": etag} if etag else None)
+                    fetched_at = datetime.fromtimestamp(clock(), tz=UTC)
+                    if not changed and prev is not None:
+                        row = dict(prev) | {"fetched_at": fetched_at, "status": "ok", "error": None}
+                        event: ProgressEvent = "not_modified"
+                    else:
+                        row = _row_from_pr(pr, repo_name, number, fetched_at)
+                        event = "fetched"
+                except RateLimitExceededExceedsMaxWait as exc:
+                    waited_too_long = float(exc.wait)
+                except GithubException as exc:
+                    failure = (int(exc.status or 0), dict(exc.headers or {}), exc.data)
+                except (
+                    requests.exceptions.RequestException,
+                    urllib3.exceptions.HTTPError,
+                    OSError,
+                ) as exc:
+                    transport = type(exc).__name__
+                if waited_too_long is not None:
+                    raise GitHubFetchError(
+                        f"GitHub rate limit on {repo_slug}#{number} would need a {waited_too_long:.0f}s "
+                        f"wait (more than {max_rate_limit_wait_s:.0f}s); rows fetched so far were yielded"
                     )
-                    if limit is not None:
-                        wait, kind = limit
-                        limited += 1
-                        if limited > max_rate_limit_waits:
-                            raise GitHubFetchError(
-                                f"GitHub rate limit did not lift after {max_rate_limit_waits} waits "
-                                f"({repo_slug}#{number}); rows fetched so far were yielded"
-                            )
-                        backoff_round += kind == "backoff"
-                        log.warning(
-                            "GitHub %s rate limit on %s#%d: waiting %.0fs",
-                            kind,
-                            repo_slug,
-                            number,
-                            wait,
-                        )
-                        report(
-                            "rate_limited",
-                            number,
-                            done,
-                            wait_s=wait,
-                            detail=f"{kind} rate limit (HTTP {status})",
-                        )
-                        sleep(wait)
-                        continue
-                    if status >= 500 or status == 408:
-                        transient += 1
-                        if transient <= max_retries:
-                            backoff = min(backoff_base_s * 2 ** (transient - 1), max_backoff_s)
-                            report(
-                                "retrying", number, done, wait_s=backoff, detail=f"HTTP {status}"
-                            )
-                            sleep(backoff)
-                            continue
-                    message = data.get("message") if isinstance(data, dict) else None
-                    err = f"HTTP {status}" + (f": {message}" if message else "")
+                if failure is None and transport is None:
+                    report(event, number, done)
+                    yield _redact_row(row, secrets)
+                    continue
+                if transport is not None:
+                    err = f"connection error: {transport}"
                     yield _redact_row(_failed_row(prev, repo_name, number, err, secrets), secrets)
                     report("error", number, done, detail=err)
-                    break
+                    continue
+                assert failure is not None
+                status, headers, data = failure
+                if status in (404, 410, 451):
+                    row = (dict(prev) if prev else _empty_row(repo_name, number)) | {
+                        "status": "missing",
+                        "error": f"HTTP {status}",
+                        "fetched_at": datetime.fromtimestamp(clock(), tz=UTC),
+                    }
+                    report("missing", number, done, detail=f"HTTP {status}")
+                    yield _redact_row(row, secrets)
+                    continue
+                if status == 401:
+                    raise GitHubFetchError(
+                        f"GitHub answered 401 for {repo_slug}#{number}: the token is invalid or "
+                        "lacks access (check GITHUB_TOKEN)"
+                    )
+                if _is_rate_limited(status, headers, data):
+                    raise GitHubFetchError(
+                        f"GitHub rate limit did not lift after {max_rate_limit_waits} waits "
+                        f"({repo_slug}#{number}); rows fetched so far were yielded"
+                    )
+                message = data.get("message") if isinstance(data, dict) else None
+                err = f"HTTP {status}" + (f": {message}" if message else "")
+                yield _redact_row(_failed_row(prev, repo_name, number, err, secrets), secrets)
+                report("error", number, done, detail=err)
     except GitHubFetchError:
         raise
     except Exception as exc:  # anything unexpected: never let the token out in a message

@@ -6,12 +6,12 @@ keeps what it fetched and the next run asks only for the rest.
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import polars as pl
+import requests
 
 from dagster_project.github.prs import PR_ROW_FIELDS, fetch_pull_requests
 from dagster_project.lake import Lake
@@ -36,10 +36,10 @@ def api_reachable(base_url: str | None, timeout_s: float = 3.0) -> bool:
     """One cheap request: is the REST API there at all? (Offline builds skip fetching.)"""
     url = (base_url or "https://api.github.com").rstrip("/") + "/rate_limit"
     try:
-        urllib.request.urlopen(url, timeout=timeout_s).close()  # noqa: S310 - fixed https/http URL
-    except urllib.error.HTTPError:
-        return True  # it answered
-    except Exception:  # noqa: BLE001 - DNS, refused, timeout: offline
+        # Any HTTP answer (even 401/403/5xx) means the API is there; requests raises only
+        # when nothing answered (DNS, refused, TLS, timeout).
+        requests.get(url, timeout=timeout_s, stream=True).close()
+    except requests.RequestException:
         return False
     return True
 

@@ -2,6 +2,9 @@
 
 The real PyGithub client talks HTTP to pytest-httpserver; nothing of ours is mocked.
 Sleeping and the clock are injected, so rate-limit waits are recorded, not performed.
+The waiting and retrying are PyGithub's ``GithubRetry`` (a ``urllib3.Retry``): these tests
+pin what that library does for us (which answers are retried, how long it waits, that a
+plain 403 is asked once), so an upgrade that changes it fails here.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -142,17 +146,29 @@ def test_stale_row_with_changed_etag_is_refetched(httpserver: HTTPServer) -> Non
 
 
 def test_primary_rate_limit_waits_until_reset(httpserver: HTTPServer) -> None:
+    # GithubRetry reads the wall clock for a 403's x-ratelimit-reset, so the reset is real time.
     httpserver.expect_oneshot_request(PATH.format(7)).respond_with_json(
         {"message": "API rate limit exceeded for user ID 1."},
         status=403,
-        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 120)},
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + 120)},
     )
     httpserver.expect_request(PATH.format(7)).respond_with_json(pr_json(httpserver, 7))
     rows, rec = fetch(httpserver, [7])
     assert rows[0]["status"] == "ok"
-    assert rec.sleeps == [121.0]
+    assert len(rec.sleeps) == 1 and 115.0 <= rec.sleeps[0] <= 122.0
     limited = [e for e in rec.events if e.event == "rate_limited"]
-    assert limited and limited[0].wait_s == 121.0 and "primary" in limited[0].detail
+    assert limited and limited[0].wait_s == rec.sleeps[0] and "HTTP 403" in limited[0].detail
+
+
+def test_rate_limit_wait_longer_than_allowed_raises_at_once(httpserver: HTTPServer) -> None:
+    httpserver.expect_request(PATH.format(16)).respond_with_json(
+        {"message": "API rate limit exceeded for user ID 1."},
+        status=403,
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + 7200)},
+    )
+    with pytest.raises(GitHubFetchError, match=r"would need a \d+s wait \(more than 600s\)"):
+        fetch(httpserver, [16], max_rate_limit_wait_s=600)
+    assert len(httpserver.log) == 1
 
 
 def test_primary_rate_limit_as_429(httpserver: HTTPServer) -> None:
@@ -179,7 +195,7 @@ def test_secondary_rate_limit_honours_retry_after(httpserver: HTTPServer) -> Non
     assert rows[0]["status"] == "ok" and rec.sleeps == [7.0]
 
 
-def test_secondary_limit_without_retry_after_backs_off_from_a_minute(
+def test_secondary_limit_without_retry_after_waits_a_minute_each_time(
     httpserver: HTTPServer,
 ) -> None:
     msg = {
@@ -189,17 +205,18 @@ def test_secondary_limit_without_retry_after_backs_off_from_a_minute(
     httpserver.expect_oneshot_request(PATH.format(10)).respond_with_json(msg, status=403)
     httpserver.expect_request(PATH.format(10)).respond_with_json(pr_json(httpserver, 10))
     rows, rec = fetch(httpserver, [10])
-    assert rows[0]["status"] == "ok" and rec.sleeps == [60.0, 120.0]
+    assert rows[0]["status"] == "ok" and rec.sleeps == [60.0, 60.0]  # GithubRetry's default
 
 
 def test_rate_limit_that_never_lifts_raises(httpserver: HTTPServer) -> None:
     httpserver.expect_request(PATH.format(11)).respond_with_json(
         {"message": "API rate limit exceeded"},
         status=403,
-        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 5)},
+        headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + 5)},
     )
-    with pytest.raises(GitHubFetchError, match="did not lift"):
+    with pytest.raises(GitHubFetchError, match="did not lift after 2 waits"):
         fetch(httpserver, [11], max_rate_limit_waits=2)
+    assert len(httpserver.log) == 3  # the first ask and two retries, then it stops
 
 
 def test_404_is_missing_and_plain_403_is_error(httpserver: HTTPServer) -> None:
@@ -214,20 +231,22 @@ def test_404_is_missing_and_plain_403_is_error(httpserver: HTTPServer) -> None:
     assert rows[0]["error"] == "HTTP 404" and rows[0]["body"] is None
     assert "403" in rows[1]["error"]
     assert rec.sleeps == []
+    assert len(httpserver.log) == 2  # a 403 that is not a rate limit is asked once, never retried
 
 
-def test_500_then_success_retries_with_backoff(httpserver: HTTPServer) -> None:
+def test_502_twice_then_200_recovers_through_the_clients_retry(httpserver: HTTPServer) -> None:
     httpserver.expect_oneshot_request(PATH.format(14)).respond_with_json(
-        {"message": "boom"}, status=500
+        {"message": "boom"}, status=502
     )
     httpserver.expect_oneshot_request(PATH.format(14)).respond_with_json(
         {"message": "boom"}, status=502
     )
     httpserver.expect_request(PATH.format(14)).respond_with_json(pr_json(httpserver, 14))
     rows, rec = fetch(httpserver, [14])
-    assert rows[0]["status"] == "ok"
-    assert rec.sleeps == [1.0, 2.0]
+    assert rows[0]["status"] == "ok" and len(httpserver.log) == 3
+    assert rec.sleeps == [0.0, 2.0]  # urllib3: first retry at once, then factor * 2**(n-1)
     assert [e.event for e in rec.events] == ["retrying", "retrying", "fetched"]
+    assert [e.detail for e in rec.events[:2]] == ["HTTP 502", "HTTP 502"]
 
 
 def test_persistent_500_becomes_error_row_and_cached_content_survives(
@@ -250,7 +269,7 @@ def test_persistent_500_becomes_error_row_and_cached_content_survives(
     assert len(httpserver.log) == 3
     assert rows[0]["body"] == "kept" and rows[0]["status"] == "ok" and rows[0]["fetched_at"] == old
     assert rows[0]["error"].startswith("HTTP 503")
-    assert rec.sleeps == [1.0, 2.0]
+    assert rec.sleeps == [0.0, 2.0]
 
 
 def test_connection_errors_are_retried_then_recorded() -> None:
@@ -272,7 +291,7 @@ def test_connection_errors_are_retried_then_recorded() -> None:
         )
     )
     assert rows[0]["status"] == "error" and rows[0]["error"].startswith("connection error")
-    assert rec.sleeps == [1.0]
+    assert rec.sleeps == [0.0]
 
 
 def test_offline_makes_no_requests(httpserver: HTTPServer) -> None:
