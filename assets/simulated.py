@@ -226,7 +226,9 @@ def sim_compile_validation(context: dg.AssetExecutionContext, lake: LakeResource
     if nvcc_path() is None:
         context.log.warning("nvcc not found: only Triton candidates are checked (ast)")
     with tempfile.TemporaryDirectory(prefix="kh-nvcc-") as work:
-        records = compile_sample(n or None, s.sim_seed, work)
+        # nvcc answers are kept by (toolchain, flags, rendered source) hash in the home,
+        # so a rebuild with unchanged templates compiles nothing (compile_check.NvccCache).
+        records = compile_sample(n or None, s.sim_seed, work, cache_dir=s.home / "cache" / "nvcc")
     df = pl.DataFrame(records, infer_schema_length=None) if records else pl.DataFrame()
     lake.lake().replace_table("sim", "compile_validation", df)
     summary = summarize(records)
@@ -235,6 +237,7 @@ def sim_compile_validation(context: dg.AssetExecutionContext, lake: LakeResource
         **table_schema(lake.lake(), "sim.compile_validation"),
         "agreement": float(summary.get("agreement", 0.0)),
         "nvcc": nvcc_path() or "not found",
+        "nvcc_cached": sum(1 for r in records if r.get("cached")),
         "by_stratum": dg.MetadataValue.json(summary.get("by_stratum", {})),
         "disagreements": dg.MetadataValue.json(summary.get("disagreements", [])),
     })

@@ -10,15 +10,28 @@ for the key phrase real nvcc/ptxas prints. Planted logic bugs must still compile
 fail at run time). Triton candidates are checked with ``ast.parse``.
 
 ``compile_sample`` is what an asset calls; ``stratified_cases`` is the full plan.
+
+**Cache.** nvcc's answer depends only on the rendered source, the flags and the
+toolchain, so :class:`NvccCache` keeps it (exit status and stderr) under
+``sha256(toolchain, flags, source)`` in the kernelhouse home
+(``<home>/cache/nvcc/``): a rebuild whose templates rendered the same sources skips
+nvcc, and a changed template renders a different source, hence a new key, hence a
+real compile. The *verdict* (agree, message_match) is recomputed from the cached
+stderr every time, so a changed expectation is never hidden by the cache. Timeouts
+are not cached (they say how loaded the machine was, not what nvcc thinks).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
+import json
 import os
 import random
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +86,63 @@ def nvcc_path() -> str | None:
         if cand and Path(cand).exists():
             return cand
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def toolchain_id(nvcc: str) -> str:
+    """What identifies the compiler for the cache: its resolved path and ``--version``."""
+    real = os.path.realpath(nvcc)
+    try:
+        out = subprocess.run(
+            [nvcc, "--version"], capture_output=True, text=True, timeout=60
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return f"{real}\n{out}"
+
+
+class NvccCache:
+    """nvcc results on disk, one small JSON file per (toolchain, flags, source) hash.
+
+    Files are written to a temporary name and renamed, so a build killed mid-write leaves
+    no half file; an unreadable file is a miss (and is overwritten by the next compile).
+    Safe for the threads of :func:`compile_sample`: each key is its own file.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(source: str, cmd_flags: Iterable[str], toolchain: str) -> str:
+        h = hashlib.sha256()
+        for part in (toolchain, "\0".join(cmd_flags), source):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00\x01")
+        return h.hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self.misses += 1
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("returncode"), int):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return data
+
+    def put(self, key: str, returncode: int, stderr: str) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"returncode": returncode, "stderr": stderr}), encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def _expectation(case: CompileCase) -> tuple[bool, str, str]:
@@ -254,10 +324,47 @@ def render_case(case: CompileCase) -> tuple[str, str]:
     return code, key
 
 
+def nvcc_compile(
+    code: str,
+    cmd: list[str],
+    workdir: Path,
+    *,
+    timeout: int = 240,
+    cache: NvccCache | None = None,
+) -> tuple[bool, str, bool]:
+    """``(compiled, stderr, from_cache)`` of ``code`` written as ``candidate.cu`` in
+    ``workdir`` and compiled with ``cmd`` (``cmd[0]`` is nvcc).
+
+    The cache key is the source text itself (with flags and toolchain), so any change to
+    a template that changes what it renders is a new key and a real compile.
+    """
+    ckey = NvccCache.key(code, cmd[1:], toolchain_id(cmd[0])) if cache is not None else ""
+    hit = cache.get(ckey) if cache is not None else None
+    if hit is not None:
+        return hit["returncode"] == 0, str(hit.get("stderr", "")), True
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "candidate.cu").write_text(code)
+    try:
+        proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, "timeout", False
+    if cache is not None:
+        cache.put(ckey, proc.returncode, proc.stderr)
+    return proc.returncode == 0, proc.stderr, False
+
+
 def run_case(
-    case: CompileCase, workdir: str | Path, nvcc: str | None = None, timeout: int = 240
+    case: CompileCase,
+    workdir: str | Path,
+    nvcc: str | None = None,
+    timeout: int = 240,
+    cache: NvccCache | None = None,
 ) -> dict[str, Any]:
-    """Compile (CUDA) or parse (Triton) one case and compare with the expectation."""
+    """Compile (CUDA) or parse (Triton) one case and compare with the expectation.
+
+    With ``cache``, nvcc's exit status and stderr come from it when the same source was
+    compiled with the same flags and toolchain before (``cached`` says so in the record).
+    """
     code, key = render_case(case)
     rec: dict[str, Any] = {
         "op": case.op,
@@ -288,26 +395,20 @@ def run_case(
             agree=actual,
             stderr_head=err,
             message_match=True,
+            cached=False,
             seconds=round(time.perf_counter() - t0, 3),
         )
         return rec
     nvcc = nvcc or nvcc_path()
     if nvcc is None:
         raise RuntimeError("nvcc not found")
+    flag = case.extra.get("flag", case.arch)
+    cmd = [nvcc, *NVCC_FLAGS, f"-arch={flag}", "-c", "candidate.cu", "-o", "candidate.o"]
     d = (
         Path(workdir)
         / f"{case.op}-{case.variant}-{case.arch}-{derive_seed(case.inject, sorted(case.params.items())) % 10**8}"
     )
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "candidate.cu").write_text(code)
-    flag = case.extra.get("flag", case.arch)
-    cmd = [nvcc, *NVCC_FLAGS, f"-arch={flag}", "-c", "candidate.cu", "-o", "candidate.o"]
-    try:
-        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=timeout)
-        actual = proc.returncode == 0
-        stderr = proc.stderr
-    except subprocess.TimeoutExpired:
-        actual, stderr = False, "timeout"
+    actual, stderr, hit = nvcc_compile(code, cmd, d, timeout=timeout, cache=cache)
     match = actual == case.expected_ok and (actual or not key or key in stderr)
     if "slip_line" in case.extra and not actual:
         match = match and f"candidate.cu({case.extra['slip_line']})" in stderr
@@ -318,6 +419,7 @@ def run_case(
         agree=actual == case.expected_ok,
         message_match=bool(match),
         stderr_head="\n".join(stderr.splitlines()[:6]),
+        cached=hit,
         seconds=round(time.perf_counter() - t0, 3),
     )
     return rec
@@ -346,12 +448,15 @@ def compile_sample(
     *,
     impls: Iterable[str] = ("cuda", "triton"),
     jobs: int | None = None,
+    cache_dir: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """Compile a stratified sample of ``n`` instantiations (all of them when ``n`` is None).
 
     Returns one record per case: op, variant, arch, inject, expected_ok, actual_ok, agree,
-    message_match, stderr_head (first lines of nvcc's output), seconds.
+    message_match, stderr_head (first lines of nvcc's output), cached, seconds.
+    ``cache_dir`` keeps nvcc's answers between builds (:class:`NvccCache`).
     """
+    cache = NvccCache(cache_dir) if cache_dir is not None else None
     cases = stratified_cases(seed, impls=impls)
     picked = cases if n is None or n >= len(cases) else _stratified_pick(cases, n, seed)
     nvcc = nvcc_path() if any(c.impl == "cuda" for c in picked) else None
@@ -362,7 +467,7 @@ def compile_sample(
     done = [0]
 
     def one(case: CompileCase) -> dict[str, Any]:
-        record = run_case(case, workdir, nvcc)
+        record = run_case(case, workdir, nvcc, cache=cache)
         done[0] += 1  # only read for display; a lost update just shows one case less
         progress.report(task, done[0], len(picked))
         return record
@@ -399,7 +504,9 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 __all__ = [
     "CompileCase",
+    "NvccCache",
     "compile_sample",
+    "nvcc_compile",
     "run_case",
     "stratified_cases",
     "summarize",

@@ -1,0 +1,115 @@
+"""The nvcc result cache of ``compile_check``: real nvcc, a wrapper that counts its runs.
+
+A rebuild with unchanged templates must not run nvcc again; a changed source (which is
+what a changed template renders) must be compiled again, and its new verdict used.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from dagster_project.sim.compile_check import (
+    NvccCache,
+    compile_sample,
+    nvcc_compile,
+    nvcc_path,
+    render_case,
+    stratified_cases,
+    toolchain_id,
+)
+
+REAL_NVCC = nvcc_path()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REAL_NVCC is None, reason="nvcc not installed")]
+
+GOOD = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+BAD = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f }\n"  # missing semicolon
+
+
+def counting_nvcc(tmp_path: Path) -> tuple[str, Path]:
+    """A real nvcc behind a script that appends one line per compile (not per --version)."""
+    log = tmp_path / "nvcc_runs.log"
+    script = tmp_path / "nvcc"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --version) ;; *) echo run >> "{log}" ;; esac\n'
+        f'exec "{REAL_NVCC}" "$@"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script), log
+
+
+def runs(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def cmd(nvcc: str) -> list[str]:
+    return [nvcc, "-O3", "-std=c++17", "-arch=sm_80", "-c", "candidate.cu", "-o", "candidate.o"]
+
+
+def test_same_source_is_answered_from_the_cache_and_a_changed_one_is_compiled(
+    tmp_path: Path,
+) -> None:
+    nvcc, log = counting_nvcc(tmp_path)
+    cache = NvccCache(tmp_path / "cache")
+    ok, err, hit = nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w1", cache=cache)
+    assert (ok, hit, runs(log)) == (True, False, 1)
+    ok, err, hit = nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w2", cache=cache)
+    assert (ok, hit, runs(log)) == (True, True, 1)  # nvcc not run again
+    # The "template" changes: what it renders differs, so it is compiled, and its new
+    # (failing) verdict is what comes back, with nvcc's own message.
+    ok, err, hit = nvcc_compile(BAD, cmd(nvcc), tmp_path / "w3", cache=cache)
+    assert (ok, hit, runs(log)) == (False, False, 2)
+    assert "candidate.cu(1)" in err and "error" in err
+    ok, err2, hit = nvcc_compile(BAD, cmd(nvcc), tmp_path / "w4", cache=cache)
+    assert (ok, hit, err2, runs(log)) == (False, True, err, 2)  # a failure is cached too
+    # Other flags are another key.
+    other = [*cmd(nvcc)[:3], "-arch=sm_90a", *cmd(nvcc)[4:]]
+    assert nvcc_compile(GOOD, other, tmp_path / "w5", cache=cache)[2] is False
+    assert runs(log) == 3 and (cache.hits, cache.misses) == (2, 3)
+
+
+def test_a_damaged_cache_file_is_a_miss_and_is_rewritten(tmp_path: Path) -> None:
+    nvcc, log = counting_nvcc(tmp_path)
+    cache = NvccCache(tmp_path / "cache")
+    nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w1", cache=cache)
+    (entry,) = (tmp_path / "cache").rglob("*.json")
+    entry.write_text('{"returncode": ')  # a torn write from some other tool
+    assert nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w2", cache=cache)[2] is False
+    assert runs(log) == 2
+    assert nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w3", cache=cache)[2] is True
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_compile_sample_twice_runs_nvcc_once_per_case_with_the_same_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nvcc, log = counting_nvcc(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert nvcc_path() == nvcc  # the asset's own lookup finds the counting wrapper
+    first = compile_sample(3, 7, tmp_path / "w1", impls=("cuda",), jobs=2, cache_dir=tmp_path / "c")
+    assert runs(log) == 3 and not any(r["cached"] for r in first)
+    second = compile_sample(3, 7, tmp_path / "w2", impls=("cuda",), jobs=2, cache_dir=tmp_path / "c")
+    assert runs(log) == 3 and all(r["cached"] for r in second)
+    strip = ("seconds", "cached")
+    assert [{k: v for k, v in r.items() if k not in strip} for r in first] == [
+        {k: v for k, v in r.items() if k not in strip} for r in second
+    ]
+    # The key is the rendered source: the stored files are exactly those of today's render.
+    cases = {(r["op"], r["variant"], r["arch"], r["inject"]) for r in first}
+    picked = [c for c in stratified_cases(7, impls=("cuda",))
+              if (c.op, c.variant, c.arch, c.inject or "") in cases]
+    keys = {
+        NvccCache.key(
+            render_case(c)[0],
+            ["-O3", "-std=c++17", f"-arch={c.extra['flag']}", "-c", "candidate.cu", "-o",
+             "candidate.o"],
+            toolchain_id(nvcc),
+        )
+        for c in picked
+    }
+    stored = {p.stem for p in (tmp_path / "c").rglob("*.json")}
+    assert stored and stored <= keys
