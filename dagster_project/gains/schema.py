@@ -15,8 +15,12 @@ model can never smuggle a computed number into the dataset unflagged.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
 
 Scope = Literal["kernel", "e2e"]
 ExtractorName = Literal["table", "llm"]
@@ -133,7 +137,7 @@ class Measurement:
 #: JSON Schema for the LLM reply. ``strict``-mode compatible (every property required,
 #: nullable via type unions, no additional properties) so OpenAI-style structured output
 #: can enforce it server-side where supported; :func:`validate_llm_output` enforces it
-#: client-side everywhere.
+#: client-side everywhere (with ``jsonschema``).
 LLM_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -175,54 +179,63 @@ LLM_OUTPUT_SCHEMA: dict[str, Any] = {
     },
 }
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
+def _json_path(path: str, parts: Any) -> str:
+    out = path
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
 
 
-def _type_ok(value: Any, expected: str) -> bool:
-    # bool is an int in Python but not a JSON number/integer
-    if expected in ("integer", "number") and isinstance(value, bool):
-        return False
-    return isinstance(value, _JSON_TYPES[expected])
+#: Order of a value's own errors (as before: its type, its enum, then its keys).
+_KEYWORD_ORDER = {"type": 0, "enum": 1, "required": 2, "additionalProperties": 3}
+
+
+@functools.lru_cache(maxsize=16)
+def _validator(schema_json: str) -> Draft202012Validator:
+    schema = json.loads(schema_json)
+    Draft202012Validator.check_schema(schema)  # a broken schema is our bug: say so loudly
+    return Draft202012Validator(schema)
 
 
 def validate_json(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
-    """Errors of ``value`` against the JSON-Schema subset used in this package.
+    """Errors of ``value`` against ``schema`` (JSON Schema 2020-12), one line per problem.
 
-    Supports ``type`` (incl. unions), ``enum``, ``required``, ``properties``,
-    ``additionalProperties: false`` and ``items``, which is all :data:`LLM_OUTPUT_SCHEMA`
-    uses. A dependency-free validator keeps the domain package's imports to what
-    ``pyproject.toml`` already declares.
+    Validation is ``jsonschema``'s; only the wording is ours, so that each line names the
+    field by its JSON path (``$.measurements[0].scope: 'gpu' not in ['kernel', 'e2e']``,
+    ``$.measurements[0]: missing 'metric'``, ``$: unexpected 'extra'``,
+    ``$.measurements[0].higher_is_better: expected boolean|null, got int``). A value of
+    the wrong type reports only that (not also its enum). ``True`` is not a JSON integer.
     """
-    errors: list[str] = []
-    types = schema.get("type")
-    if types is not None:
-        allowed = [types] if isinstance(types, str) else list(types)
-        if not any(_type_ok(value, t) for t in allowed):
-            return [f"{path}: expected {'|'.join(allowed)}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} not in {schema['enum']}")
-    if isinstance(value, dict):
-        props: dict[str, Any] = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                errors.append(f"{path}: missing {key!r}")
-        if schema.get("additionalProperties") is False:
-            errors.extend(f"{path}: unexpected {k!r}" for k in value if k not in props)
-        for key, sub in props.items():
-            if key in value:
-                errors.extend(validate_json(value[key], sub, f"{path}.{key}"))
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            errors.extend(validate_json(item, schema["items"], f"{path}[{i}]"))
-    return errors
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    found: list[tuple[str, int, str]] = []
+    mistyped: set[str] = set()
+    for err in validator.iter_errors(value):
+        where = _json_path(path, err.absolute_path)
+        kind = str(err.validator)
+        inst = err.instance
+        if kind == "type":
+            types = err.validator_value
+            allowed = [types] if isinstance(types, str) else list(types)
+            mistyped.add(where)
+            found.append((where, 0, f"{where}: expected {'|'.join(allowed)}, got {type(inst).__name__}"))
+        elif kind == "enum":
+            found.append((where, 1, f"{where}: {inst!r} not in {err.validator_value}"))
+        elif kind == "required" and isinstance(inst, dict):
+            found.extend(
+                (where, 2, f"{where}: missing {k!r}") for k in err.validator_value if k not in inst
+            )
+        elif kind == "additionalProperties" and isinstance(inst, dict):
+            props = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+            found.extend((where, 3, f"{where}: unexpected {k!r}") for k in inst if k not in props)
+        else:
+            found.append((where, _KEYWORD_ORDER.get(kind, 9), f"{where}: {err.message}"))
+    out: list[str] = []
+    for where, rank, message in sorted(found, key=lambda e: (e[0], e[1])):
+        if rank > 0 and where in mistyped:
+            continue
+        if message not in out:
+            out.append(message)
+    return out
 
 
 def validate_llm_output(value: Any) -> list[str]:
