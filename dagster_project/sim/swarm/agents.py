@@ -111,6 +111,9 @@ class SwarmAgent:
     tried: dict[str, set[ParamKey]] = field(default_factory=dict)
     #: where the agent starts tuning a variant it has not measured itself (handoffs)
     seeds: dict[str, Params] = field(default_factory=dict)
+    #: best time and candidate count at the agent's last status report
+    reported: float | None = None
+    reported_tries: int = 0
 
     # -- behaviour knobs derived from skill -------------------------------------------
     @property

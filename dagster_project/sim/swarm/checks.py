@@ -54,9 +54,79 @@ _SMEM_NOTE = re.compile(r"(\d+) B shared memory \(limit (\d+) B\)")
 _LEAD_KINDS = ("plan", "dispatch", "merge", "redirect", "verdict")
 _NAMED = ("dispatch", "handoff", "redirect")
 
+#: Text only a compiler, ptxas, Triton or the correctness harness prints. A review reads a
+#: candidate *before* the harness has compiled it, so none of this may appear in one: the
+#: reviewer reports its own reading of the code (resources, the defective line), never the
+#: diagnostic the compile is about to produce.
+HARNESS_TEXT = re.compile(
+    r"error\s*:|ptxas|static assertion failed|CompilationError|expected a \";\"|"
+    r"identifier \"[^\"]+\" is undefined|is not defined|unexpected keyword argument|"
+    r"must be of type tl\.constexpr|must be a power of 2|max_abs_err|max_rel_err|"
+    r"outputs mismatch|RESULT "
+)
+_DIAG_LINE = re.compile(r"error\s*:\s*(.+?)\s*$")
+_PY_EXC = re.compile(r"^[A-Z]\w*(?:Error|Exception)\('(.+)'\)\s*$")
+#: a mismatch's first wrong element (short error figures alone collide by chance)
+_ERR_VALUE = re.compile(r"got -?[0-9.]+, expected -?[0-9.]+")
+#: Messages that are the harness's own output (may quote themselves).
+_OUTPUT_KINDS = ("result", "candidate")
+
+
+def quotables(content: str) -> set[str]:
+    """Distinctive pieces of a result's text that another message could only copy from it.
+
+    Compiler and ptxas diagnostics (the message after ``error:``), Triton's exception
+    message, and the first mismatching element a failed correctness check prints.
+    """
+    out: set[str] = set()
+    for line in content.split("\n")[1:]:
+        m = _DIAG_LINE.search(line) or _PY_EXC.match(line.strip())
+        if m and len(m.group(1)) >= 8:
+            out.add(m.group(1))
+        out.update(_ERR_VALUE.findall(line))
+    return out
+
+
+def timeline_violations(msgs: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """``(message index, why)`` for every message that quotes a result before it exists.
+
+    Two rules, both about the episode's own timeline: (1) no message quotes a piece of a
+    result (a diagnostic, a measured error) that no earlier result printed; (2) a review
+    contains no harness output at all, since the candidate it reads has not been compiled.
+    """
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    future: dict[str, int] = {}
+    for j, m in enumerate(msgs):
+        if m["kind"] == "result":
+            for q in quotables(m["content"] or ""):
+                future.setdefault(q, j)
+    for i, m in enumerate(msgs):
+        text = m["content"] or ""
+        if m["kind"] == "result":
+            seen.update(quotables(text))
+            continue
+        if m["kind"] in _OUTPUT_KINDS:
+            continue
+        if m["kind"] == "review":
+            hit = HARNESS_TEXT.search(text)
+            if hit:
+                out.append((i, f"review quotes harness output {hit.group(0)!r} before any compile"))
+                continue
+        for q, j in future.items():
+            if q not in seen and q in text:
+                out.append((i, f"{m['kind']} quotes {q!r} from result {j}, which comes later"))
+                break
+    return out
+
 
 def _launch(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k != "variant"}
+
+
+def _key(params: dict[str, Any]) -> str:
+    """A kernel's identity (rung + launch params), order-free, bookkeeping keys dropped."""
+    return repr(sorted((k, v) for k, v in params.items() if k != "ref"))
 
 
 def check_episode(ep: dict[str, Any]) -> list[str]:
@@ -136,6 +206,10 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
 
     # -- replay: rewards, gating, leaderboards, merges -----------------------------------
     best = ep["baseline_ms"]
+    # trusted ok results so far (time, index): an unstable verification removes one
+    trusted: list[tuple[float, int]] = []
+    measured: dict[str, list[float]] = {}  # kernel key -> times results/verifies printed
+    agent_ok: dict[str, set[float]] = {}
     agent_best: dict[str, float] = {}
     tries: dict[str, int] = {}
     kept: dict[str, int] = {}
@@ -170,8 +244,40 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
             if was_kept:
                 best = m["time_ms"]
                 kept[who] = kept.get(who, 0) + 1
+            if st in RAN:
+                measured.setdefault(_key(m["params"]), []).append(m["time_ms"])
             if st == OK:
                 agent_best[who] = min(agent_best.get(who, math.inf), m["time_ms"])
+                agent_ok.setdefault(who, set()).add(m["time_ms"])
+                trusted.append((m["time_ms"], i))
+        elif kind == "verify":
+            ref_i = m["params"].get("ref")
+            ref = msgs[ref_i] if isinstance(ref_i, int) and 0 <= ref_i < i else None
+            if ref is None or ref["kind"] != "result" or ref["status"] not in RAN:
+                bad(f"verify {i} does not name an earlier result that ran (ref {ref_i!r})")
+                continue
+            if _key(ref["params"]) != _key(m["params"]):
+                bad(f"verify {i} re-measures another kernel than result {ref_i}")
+            if ref["status"] != OK and "correct on" in m["content"]:
+                bad(f"verify {i} calls {ref['params']['variant']} correct without execution evidence")
+            want_r = None
+            if m["status"] == "unstable":
+                trusted = [o for o in trusted if o[1] != ref_i]
+                if ref["reward"] is not None and ref["reward"] > 0:
+                    want_r = -ref["reward"]
+                best = min([ep["baseline_ms"], *(t for t, _ in trusted)])
+            elif m["status"] != "pass":
+                bad(f"verify {i} status {m['status']!r} is not pass/unstable")
+            if m["reward"] != want_r:
+                bad(f"verify {i} reward {m['reward']} != {want_r} (an unstable gain is not rewarded)")
+            measured.setdefault(_key(m["params"]), []).append(m["time_ms"])
+        elif kind == "status" and m["time_ms"] is not None:
+            if m["time_ms"] not in agent_ok.get(m["sender"], set()):
+                bad(f"status {i} quotes {m['time_ms']} ms, not an earlier ok result of {m['sender']}")
+        elif kind == "handoff" and m["time_ms"] is not None:
+            hk = _key({"variant": m["params"].get("variant"), **m["params"].get("params", {})})
+            if m["time_ms"] not in measured.get(hk, []):
+                bad(f"handoff {i} quotes {m['time_ms']} ms, measured for that kernel by no earlier message")
         elif kind == "leaderboard":
             ranking = m["params"].get("ranking", [])
             times = [r["best_ms"] for r in ranking]
@@ -196,12 +302,28 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
         elif kind in ("review",) and m["status"] not in ("pass", "fail"):
             bad(f"review {i} status {m['status']!r} is not pass/fail")
         elif kind == "review" and m["status"] == "pass":
+            # shared memory and arch features are arithmetic on the code: a reviewer
+            # never passes a kernel over the limit or one the target cannot run
+            try:
+                rv = get_variant(op.family, impl, m["params"]["variant"])
+            except KeyError:
+                bad(f"review {i} names unknown rung {m['params'].get('variant')!r}")
+                continue
+            rl = _launch(m["params"])
+            rsmem = plan(op, shape, dtype, gpu, rv, rl).smem
+            if rsmem > gpu.smem_per_block_optin:
+                bad(f"review {i} passes {rsmem} B of shared memory over the {gpu.smem_per_block_optin} B cap")
+            rmiss = sorted(f for f in features_used(rv, op, dtype, rl) if f not in gpu.features)
+            if rmiss:
+                bad(f"review {i} passes a kernel using {','.join(rmiss)} on {gpu.arch}")
             # a pass never reports a figure over the limit it quotes
             hit = _SMEM_NOTE.search(m["content"])
             if hit and int(hit.group(1)) > int(hit.group(2)):
                 bad(
                     f"review {i} passes {hit.group(1)} B of shared memory over its {hit.group(2)} B limit"
                 )
+    for i, why in timeline_violations(msgs):
+        bad(f"message {i}: {why}")
     if ep["best_ms"] != best:
         bad(f"best_ms {ep['best_ms']} != minimum verified time {best}")
     if ep["speedup"] != episode_speedup(ep["baseline_ms"], ep["best_ms"]):

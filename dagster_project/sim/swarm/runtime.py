@@ -37,12 +37,12 @@ from ..feedback import (
     stamp,
     unverified_line,
 )
-from ..hardware import min_arch_for
 from ..rng import stream
 from ..timing import benchmark, noise_sigma
 from ..variants import Params, Variant, default_params, hw_choice, iter_params, ladder, param_space
 from ..verification import rung_status, sound_baseline
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID, SwarmAgent, draw_skill, make_agent
+from .review import fail_note, pass_note, read_candidate
 from .rewards import (
     RAN,
     UNSUPPORTED_ARCH,
@@ -56,20 +56,6 @@ from .spec import NAMESPACE, SWARM_VERSION, SwarmSpec
 #: Card horizon of an episode, in hours.
 MIN_HOURS = 1.0
 MAX_HOURS = 5.0
-
-#: What a reviewer writes when it spots a planted bug (keyed like ``codegen.FAMILY_BUGS``).
-BUG_NOTES: dict[str, str] = {
-    "missing_sync": "no barrier between the shared-memory tile store and its first read: a race",
-    "no_tail_mask": "the last partial tile is loaded and stored without a bounds mask",
-    "splitk_race": "split partials are summed into the output without atomics or a reduce pass",
-    "no_rescale": "the running output is not rescaled when the running max changes",
-    "eps_outside": "eps is added after the square root instead of inside it",
-    "wrong_scale": "dequantisation applies the scale of the wrong group",
-    "wrong_index": "the output offset swaps the row and column strides",
-    "stale_max": "the threshold is taken from a block-local max instead of the row max",
-    "state_reset": "the recurrent state is zeroed at every chunk boundary",
-}
-
 
 #: Marker of the shared-memory guard every CUDA template is meant to emit.
 _SMEM_GUARD = "static_assert(kSmemBytes <= KH_SMEM_OPTIN_BYTES"
@@ -141,6 +127,26 @@ class _Pass:
     agent_best: dict[str, tuple[float, str]] = field(default_factory=dict)
     tries: dict[str, int] = field(default_factory=dict)
     kept: dict[str, int] = field(default_factory=dict)
+    #: trusted ok results so far: (time, index, agent, tag, params); a result whose
+    #: verification came back unstable leaves this list (its gain is noise)
+    oks: list[tuple[float, int, str, str, Params]] = field(default_factory=list)
+    #: statuses of every result so far, rungs they tried, improvements kept, withdrawals
+    statuses: dict[str, int] = field(default_factory=dict)
+    tags: set[str] = field(default_factory=set)
+    n_kept: int = 0
+    withdrawn: int = 0
+    #: what the last merge saw: (results so far, kept so far, withdrawn, holder index, best)
+    at_merge: tuple[int, int, int, int, float] | None = None
+
+    def revert_best(self) -> None:
+        """Shared best = the fastest trusted ok result so far (or the baseline)."""
+        top = min(self.oks, default=None, key=lambda o: (o[0], o[1]))
+        if top is None or top[0] >= self.baseline_ms:
+            self.best_ms, self.best_idx = self.baseline_ms, -1
+            self.holder, self.holder_variant, self.holder_params = None, None, {}
+        else:
+            self.best_ms, self.best_idx = top[0], top[1]
+            self.holder, self.holder_variant, self.holder_params = top[2], top[3], dict(top[4])
 
 
 class Runtime:
@@ -332,20 +338,69 @@ class Runtime:
         )
 
     def status(self, agent: SwarmAgent, note: str = "") -> Event:
-        """A terse progress report from an agent to the lead."""
+        """A progress report from an agent to the lead, stating its own record so far.
+
+        Only what the agent has seen by now goes in: its own results (all earlier than
+        this report), the reviews it got back and its best verified kernel.
+        """
         agent.clock += agent.rng.uniform(5.0, 25.0)
         b = agent.best()
         tries = agent.sent
+        mine = [e for e in self.results if e.recipient == agent.id and e.t <= agent.clock]
+        counts: dict[str, int] = {}
+        for e in mine:
+            counts[e.status or ""] = counts.get(e.status or "", 0) + 1
+        rejected = sum(
+            1
+            for e in self.events
+            if e.kind == "review" and e.recipient == agent.id and e.status == "fail"
+        )
+        trouble = [
+            f"{counts[k]} {label}{'s' if counts[k] > 1 else ''}"
+            for k, label in (
+                ("compile_error", "compile error"),
+                ("wrong_result", "wrong result"),
+                ("unsupported_arch", "arch rejection"),
+                ("unverified", "unverified run"),
+            )
+            if counts.get(k)
+        ]
+        if rejected:
+            trouble.append(f"{rejected} rejected in review")
+        last = agent.reported
         if b is None:
-            text = f"{agent.id}: no verified kernel yet after {tries} candidates"
+            text = f"{agent.id}: no verified kernel yet after {tries} candidate{'s' if tries != 1 else ''}"
+            if trouble:
+                text += f" ({', '.join(trouble)})"
+            elif not mine:
+                text += ", nothing measured so far"
             params: dict[str, Any] = {"tries": tries, "best_ms": None}
         else:
             t, tag, p = b
-            text = (
-                f"{agent.id}: best {fmt_ms(t)} ms with {tag} ({fmt_params(p)}), "
-                f"{self.baseline_ms / t:.2f}x vs baseline after {tries} candidates"
-            )
+            ratio = self.baseline_ms / t
+            vs = f"{ratio:.2f}x vs baseline" if ratio >= 1.0 else f"still {1 / ratio:.2f}x slower than the baseline"
+            if last is None:
+                text = (
+                    f"{agent.id}: first verified kernel, {tag} ({fmt_params(p)}) at {fmt_ms(t)} ms, "
+                    f"{vs}, after {tries} candidate{'s' if tries != 1 else ''}"
+                )
+            elif t < last:
+                text = (
+                    f"{agent.id}: {tag} ({fmt_params(p)}) down to {fmt_ms(t)} ms from {fmt_ms(last)} ms "
+                    f"({100 * (1 - t / last):.1f}% faster), {vs} after {tries} candidates"
+                )
+            else:
+                since = tries - agent.reported_tries
+                text = (
+                    f"{agent.id}: still {fmt_ms(t)} ms with {tag} ({fmt_params(p)}), {vs} after "
+                    f"{tries} candidates; "
+                    f"{'none of the last ' + str(since) + ' beat it' if since else 'nothing new since the last report'}"
+                )
+            if trouble:
+                text += f"; {', '.join(trouble)} so far"
             params = {"tries": tries, "best_ms": t, "variant": tag}
+            agent.reported = t
+        agent.reported_tries = tries
         if note:
             text += f"; {note}"
         return self.emit(
@@ -412,9 +467,6 @@ class Runtime:
             return v, p
         return None
 
-    def _defect(self, sub: Submission) -> str | None:
-        return sub.error_kind if sub.status != OK else None
-
     def _reportable(self, agent: SwarmAgent, v: Variant, p: Params) -> Params:
         """Keep over-cap configs away from templates that cannot report the overflow.
 
@@ -464,9 +516,14 @@ class Runtime:
                 + math.exp(reviewer.rng.gauss(math.log(70.0), 0.4)) * reviewer.pace
             )
             reviewer.clock = t_rev
-            defect = self._defect(sub)
-            caught = defect is not None and reviewer.rng.random() < reviewer.p_catch(defect)
-            note = self._review_note(sub, cand, v, p) if caught else self._review_pass(v, p)
+            # the reviewer reads the source; the harness has not compiled it yet, so
+            # nothing of ``sub`` but its code is looked at
+            reading = read_candidate(self.env, v, p, sub.code, cand.bug)
+            found = reading.defect
+            caught = bool(reading.missing) or reading.over
+            if found is not None and found[0] in ("slip", "bug"):
+                caught = reviewer.rng.random() < reviewer.p_catch(found[0]) or caught
+            note = fail_note(reading, self.gpu.arch) if caught else pass_note(reading)
             review = self.emit(
                 t_rev,
                 "review",
@@ -611,33 +668,6 @@ class Runtime:
             render=self._render_verify,
         )
 
-    # ------------------------------------------------------------------ reviewer texts
-    def _review_note(self, sub: Submission, cand: Candidate, v: Variant, p: Params) -> str:
-        if sub.error_kind == "feature":
-            miss = ", ".join(f"{f} (needs {min_arch_for(f)})" for f in sub.missing)
-            return f"uses {miss}, which {self.gpu.arch} does not have"
-        if sub.error_kind == "slip" and sub.slip is not None:
-            return f"will not compile, line {sub.slip.line}: {sub.slip.key}"
-        if sub.error_kind == "smem":
-            return (
-                f"tiles need {self.env.smem(v, p)} B of shared memory, over the "
-                f"{self.gpu.smem_per_block_optin} B per-block limit of {self.gpu.arch}"
-            )
-        if sub.error_kind == "bug" and cand.bug is not None:
-            return BUG_NOTES.get(cand.bug, cand.bug)
-        return "does not look right"
-
-    def _review_pass(self, v: Variant, p: Params) -> str:
-        smem = self.env.smem(v, p)
-        if smem > self.gpu.smem_per_block_optin:
-            # a reviewer who missed the overflow did not work the footprint out: a pass
-            # never states a figure over the limit it quotes
-            return "indexing, masking and synchronisation look right"
-        return (
-            f"indexing, masking and synchronisation look right; {smem} B shared memory "
-            f"(limit {self.gpu.smem_per_block_optin} B)"
-        )
-
     # ------------------------------------------------------------------ finishing
     def finish(self) -> dict[str, Any]:
         """Freeze the log into the card's row (see module docstring for the steps)."""
@@ -729,28 +759,78 @@ class Runtime:
                 launch_params(e.params),
             )
             st.kept[e.recipient] = st.kept.get(e.recipient, 0) + 1
+            st.n_kept += 1
+        st.statuses[e.status] = st.statuses.get(e.status, 0) + 1
+        st.tags.add(tag)
         if e.status == OK and e.time_ms is not None:
+            st.oks.append((e.time_ms, e.idx, e.recipient, tag, launch_params(e.params)))
             cur = st.agent_best.get(e.recipient)
             if cur is None or e.time_ms < cur[0]:
                 st.agent_best[e.recipient] = (e.time_ms, tag)
 
     def _render_verify(self, e: Event, st: _Pass) -> None:
+        """The verifier's own re-run, and what the lead does with an unstable one.
+
+        Correctness is claimed only for a rung with execution evidence (an ``ok``). An
+        ``unstable`` re-measurement means the recorded gain is noise: the result leaves the
+        trusted set, a kept improvement's reward is taken back (this message carries minus
+        that reward) and the shared best falls back to the fastest trusted result.
+        """
         ref = e.ref
         assert ref is not None and ref.time_ms is not None and e.time_ms is not None
         tag = e.params["variant"]
+        e.params["ref"] = ref.idx
+        band = 3.0 * noise_sigma(ref.time_ms) + 0.01
+        drift = e.time_ms / ref.time_ms - 1.0
         err = 10 ** st.rng.uniform(-4.5, -2.6)
-        verdict = (
-            "matches the recorded time"
-            if e.status == "pass"
-            else "does not reproduce the recorded time; treat the gain as noise"
+        if ref.status == OK:
+            check = (
+                f"correct on the task shape and two ragged shapes: max_abs_err {err:.1e} "
+                f"(atol {ATOL:.0e}, rtol {RTOL:.0e})"
+            )
+        else:
+            check = (
+                f"output not checked: {tag} has no execution evidence on {self.gpu.arch}, "
+                "so only the timing is re-measured"
+            )
+        rerun = rebench_result(
+            e.time_ms, e.spread, 1000, self.baseline_ms, ref.time_ms, ref.idx, tag
         )
-        e.content = (
-            f"verify {tag} by {ref.recipient} (message {ref.idx}): {e.status}\n"
-            f"correct on the task shape and two ragged shapes: max_abs_err {err:.1e} "
-            f"(atol {ATOL:.0e}, rtol {RTOL:.0e})\n"
-            + rebench_result(e.time_ms, e.spread, 1000, self.baseline_ms, ref.time_ms, ref.idx, tag)
-            + f"\n{verdict}"
-        )
+        if e.status == "pass":
+            if abs(drift) < 0.005:
+                decision = f"{drift:+.1%} from the recorded time: it stands"
+            else:
+                decision = (
+                    f"{drift:+.1%} from the recorded time, inside the ±{band:.1%} noise band: it stands"
+                )
+            if ref.idx == st.best_idx:
+                decision += f"; {ref.recipient}'s kernel remains the shared best"
+        else:
+            decision = (
+                f"{drift:+.1%} from the recorded time, outside the ±{band:.1%} noise band: "
+                "treat the gain as noise"
+            )
+            was_best = ref.idx == st.best_idx
+            before = st.best_ms
+            st.oks = [o for o in st.oks if o[1] != ref.idx]
+            if ref.reward is not None and ref.reward > 0:
+                e.reward = -ref.reward
+                decision += (
+                    f"; the {ref.reward:+.4f} kept-improvement reward of message {ref.idx} is "
+                    f"taken back ({e.reward:+.4f})"
+                )
+                st.withdrawn += 1
+            st.revert_best()
+            if was_best or st.best_ms != before:
+                who = (
+                    f"{st.holder}'s {st.holder_variant} at {fmt_ms(st.best_ms)} ms"
+                    if st.holder is not None
+                    else f"the baseline ({fmt_ms(st.best_ms)} ms)"
+                )
+                decision += f"; the shared best falls back to {who}"
+            elif ref.status == OK:
+                decision += f"; it was not the shared best ({fmt_ms(st.best_ms)} ms), nothing else changes"
+        e.content = f"verify {tag} by {ref.recipient} (message {ref.idx}): {e.status}\n{check}\n{rerun}\n{decision}"
 
     def _render_verdict(self, e: Event, st: _Pass) -> None:
         best = st.best_ms
@@ -777,13 +857,43 @@ class Runtime:
             "best_ms": best,
             "speedup": speedup,
         }
-        if st.holder is None:
-            who = "nobody beat the baseline"
+        base = f"the {self.base_rung.tag} baseline ({fmt_ms(self.baseline_ms)} ms)"
+        if st.holder is not None:
+            size = (
+                "an order of magnitude" if speedup >= 10 else
+                "a clear gain" if speedup >= 1.5 else "a modest gain" if speedup >= 1.1 else "a marginal gain"
+            )
+            head = (
+                f"{st.holder}'s {st.holder_variant} ({fmt_params(st.holder_params)}) wins at "
+                f"{fmt_ms(best)} ms, {speedup:.2f}x over {base}: {size}"
+            )
+        elif base_ok:
+            head = f"nobody beat {base}; it stays the team's kernel"
         else:
-            who = f"{st.holder}'s {st.holder_variant} ({fmt_params(st.holder_params)})"
+            head = (
+                f"no verified kernel: nothing beat {base}, and {self.base_rung.tag} has no "
+                f"execution evidence on {self.gpu.arch}"
+            )
+        n = sum(st.statuses.values())
+        parts = [
+            f"{st.statuses[k]} {label if st.statuses[k] == 1 else label.replace('error', 'errors')}"
+            for k, label in (
+                (OK, "ok"),
+                ("unverified", "unverified"),
+                ("compile_error", "compile error"),
+                ("wrong_result", "wrong"),
+                (UNSUPPORTED_ARCH, "rejected for the arch"),
+            )
+            if st.statuses.get(k)
+        ]
+        facts = f"{n} results on {len(st.tags)} rung{'s' if len(st.tags) != 1 else ''}"
+        if parts:
+            facts += f" ({', '.join(parts)})"
+        facts += f", {st.n_kept} kept improvement{'s' if st.n_kept != 1 else ''}"
+        if st.withdrawn:
+            facts += f", {st.withdrawn} withdrawn as noise"
         e.content = (
-            f"verdict after {hms(e.ts)}: best {fmt_ms(best)} ms from {who}; "
-            f"{speedup:.2f}x over the {self.base_rung.tag} baseline ({fmt_ms(self.baseline_ms)} ms); "
+            f"verdict after {hms(e.ts)}: {head}; {facts}; "
             f"terminal reward log2({speedup:.2f})/4 = {e.reward:+.4f}"
         )
 
@@ -805,11 +915,29 @@ def _render_leaderboard(e: Event, st: _Pass) -> None:
 
 
 def _render_merge(e: Event, st: _Pass) -> None:
+    """The lead's merge decision, stated against what changed since the last merge."""
     label = e.content
     e.time_ms = st.best_ms
+    n_res = sum(st.statuses.values())
+    prev = st.at_merge
+    since = n_res - (prev[0] if prev else 0)
+    gains = st.n_kept - (prev[1] if prev else 0)
+    dropped = st.withdrawn - (prev[2] if prev else 0)
+    st.at_merge = (n_res, st.n_kept, st.withdrawn, st.best_idx, st.best_ms)
+    scope = "since the last merge" if prev else "so far"
+    tail = f"; {dropped} noisy gain{'s' if dropped > 1 else ''} withdrawn" if dropped else ""
     if st.holder is None:
         e.params = {"winner": None, "variant": None, "params": {}, "best_ms": st.best_ms}
-        e.content = f"merge ({label}): nothing beats the baseline yet; shared best stays {fmt_ms(st.best_ms)} ms"
+        if since == 0:
+            e.content = (
+                f"merge ({label}): no new results {scope}; the baseline's {fmt_ms(st.best_ms)} ms "
+                f"stays the reference{tail}"
+            )
+        else:
+            e.content = (
+                f"merge ({label}): none of the {since} result{'s' if since != 1 else ''} {scope} beats "
+                f"the baseline; shared best stays {fmt_ms(st.best_ms)} ms{tail}"
+            )
         return
     e.params = {
         "winner": st.holder,
@@ -817,7 +945,29 @@ def _render_merge(e: Event, st: _Pass) -> None:
         "params": dict(st.holder_params),
         "best_ms": st.best_ms,
     }
-    e.content = (
-        f"merge ({label}): adopt {st.holder}'s {st.holder_variant} ({fmt_params(st.holder_params)}) "
-        f"as the shared best, {fmt_ms(st.best_ms)} ms = {st.baseline_ms / st.best_ms:.2f}x vs baseline"
-    )
+    kernel = f"{st.holder}'s {st.holder_variant} ({fmt_params(st.holder_params)})"
+    ratio = st.baseline_ms / st.best_ms
+    if prev is not None and prev[3] == st.best_idx:
+        e.content = (
+            f"merge ({label}): keep {kernel} at {fmt_ms(st.best_ms)} ms ({ratio:.2f}x vs baseline); "
+            f"{'none of the ' + str(since) + ' results since the last merge is faster' if since else 'no new results'}"
+            f"{tail}"
+        )
+    elif prev is not None and prev[3] >= 0 and st.best_ms > prev[4]:
+        e.content = (
+            f"merge ({label}): fall back to {kernel} at {fmt_ms(st.best_ms)} ms ({ratio:.2f}x vs "
+            f"baseline): the previous shared best {fmt_ms(prev[4])} ms did not survive verification"
+            f"; {since} result{'s' if since != 1 else ''} since the last merge{tail}"
+        )
+    elif prev is not None and prev[3] >= 0:
+        e.content = (
+            f"merge ({label}): adopt {kernel} at {fmt_ms(st.best_ms)} ms, "
+            f"{100 * (1 - st.best_ms / prev[4]):.1f}% under the previous shared best {fmt_ms(prev[4])} ms; "
+            f"{ratio:.2f}x vs baseline, {gains} improvement{'s' if gains != 1 else ''} in {since} results{tail}"
+        )
+    else:
+        e.content = (
+            f"merge ({label}): adopt {kernel} as the first shared best below the baseline, "
+            f"{fmt_ms(st.best_ms)} ms = {ratio:.2f}x; {gains} improvement{'s' if gains != 1 else ''} "
+            f"in {since} results {scope}{tail}"
+        )

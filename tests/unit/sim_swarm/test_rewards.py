@@ -50,10 +50,24 @@ def test_built_episodes_are_clean(small_build: list[Episode]) -> None:
 
 def test_rewards_replay_by_hand(small_build: list[Episode]) -> None:
     # independent of check_episode: recompute every reward from the message history
+    # an unstable verification withdraws its result: the gain is taken back and the
+    # shared best falls back to the fastest result still trusted
+    unstable = 0
     for ep in small_build:
         best = ep["baseline_ms"]
-        for m in ep["messages"]:
+        trusted: dict[int, float] = {}
+        for i, m in enumerate(ep["messages"]):
+            if m["kind"] == "verify" and m["status"] == "unstable":
+                unstable += 1
+                ref = ep["messages"][m["params"]["ref"]]
+                trusted.pop(m["params"]["ref"], None)
+                assert m["reward"] == (-ref["reward"] if ref["reward"] > 0 else None)
+                best = min([ep["baseline_ms"], *trusted.values()])
+            elif m["kind"] == "verify":
+                assert m["reward"] is None
             if m["kind"] == "result":
+                if m["status"] == "ok":
+                    trusted[i] = m["time_ms"]
                 if m["status"] == "ok" and m["time_ms"] < best:
                     assert m["reward"] == pytest.approx(min(1.0, math.log2(best / m["time_ms"])), abs=1e-6)
                     best = m["time_ms"]
@@ -69,6 +83,7 @@ def test_rewards_replay_by_hand(small_build: list[Episode]) -> None:
             elif m["kind"] == "verdict":
                 assert m["reward"] == pytest.approx(math.log2(ep["speedup"]) / 4, abs=1e-6)
         assert ep["best_ms"] == best
+    assert unstable > 0, "the small build should exercise an unstable verification"
 
 
 def _first(ep: Episode, pred: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
