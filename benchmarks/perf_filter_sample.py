@@ -11,14 +11,17 @@ reproducible and independent of the labeller):
 Round 1 rows get ``split`` ``dev`` (the rule may be tuned on it) or ``heldout`` (scored
 only) from the sha's hash. A later round (``--round 2``) draws a fresh, disjoint sample
 with the rule as it is then, all ``heldout``, appended to the same file: once a round's
-held-out half has been scored and the rule tuned again, only a new round is held out.
-Labels and reasons are added by hand afterwards;
+held-out half has been scored and the rule tuned again, only a new round is held out. Drawing a new round therefore marks every older row
+``dev`` (round 4, drawn with rule v5, turned rounds 1-3 into development rows).
+Labels and reasons are added by hand afterwards, blind: the labeller sees the commits in
+a hash order with title, message and diff stat, never the stratum or the rule's verdict;
 titles are never stored (they are third-party text): ``bench_perf_filter.py`` reads
 them from the clones again. Population sizes go to ``perf_filter_sample.json`` so the
 benchmark can also weight the strata back to the population.
 
     .venv/bin/python benchmarks/perf_filter_sample.py --per-stratum 110            # round 1
     .venv/bin/python benchmarks/perf_filter_sample.py --round 2 --per-stratum 60   # appended
+    .venv/bin/python benchmarks/perf_filter_sample.py --round 4 --per-stratum 100  # v5's held-out
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ def main() -> None:
     ap.add_argument("--round", type=int, default=1)
     args = ap.parse_args()
     old_rows = list(csv.DictReader(OUT.open())) if OUT.exists() and args.round > 1 else []
+    for r in old_rows:  # a round already scored (and tuned on) is development data now
+        r["split"] = "dev"
     taken = {r["sha"] for r in old_rows}
     strata: dict[str, list[dict]] = {"selected": [], "rejected": []}
     population: dict[str, dict[str, int]] = {}

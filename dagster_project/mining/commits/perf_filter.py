@@ -39,6 +39,13 @@ mode names, autotuner-only titles, ``[benchmark]``-only, logging/metrics, refact
 Each fresh round scored lower than the previous in-sample figure: v2 on round 1's
 held-out half P 0.92 / R 0.81, v3 on round 2 P 0.87 / R 0.83, v4 on round 3 P 0.85 /
 R 0.91 (``benchmarks/RESULTS.md``): a title alone seems to top out below P 0.97.
+
+Version 5 was tuned on rounds 1-3 (all development rows now; in-sample P 0.945 / R 0.949)
+and scored once on a fresh, blind-labelled round 4 of 200 commits: P 0.84 / R 0.82, the
+same as v4 on that round (P 0.83 / R 0.82). Its errors are mostly titles that say
+"remove redundant/unnecessary …" about clean-ups, and perf work named only by its
+mechanism ("Halving warps … to reduce spilling", "PDL improvements", "reduce one draft
+forward"). More title rules fit the rows they are tuned on and not the next round.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from dataclasses import dataclass
 
 #: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "4"
+RULES_VERSION = "5"
 
 CORE_RE = re.compile(
     r"\[\s*perf(ormance)?\s*\]|^perf(\(|:)|\bperf\b|\bperformance\b|optimi[sz]"
@@ -90,7 +97,11 @@ MID_EXTRA_RE = re.compile(
     r"|\bsplit[\s-]?k\b"
     r"|\bpersistent (kernel|attention|mla|gemm|moe)"
     r"|\bwarp[\s-]?speciali[sz]"
-    r"|\bvectoriz",
+    r"|\bvectoriz"
+    # v5 (tuned on rounds 1-3): any persistent kernel ("warp-level persistent qk norm"),
+    # contention and data movement removed, one-pass kernels, cache hints.
+    r"|\bpersistent\b|\bcontention\b|\bdata[\s-]movement\b"
+    r"|\bone[\s_-]pass\b|\bcache[\s-]hint",
     re.IGNORECASE,
 )
 
@@ -120,7 +131,8 @@ _KEYWORDS = (
     "perf", "optimi", "speed", "sped", "faster", "tun", "throughput", "latency", "accelerat",
     "boost", "efficien", "vectori", "fast", "quicker", "reduc", "improv", "fuse", "fusing",
     "elimin", "avoid", "remov", "minimi", "sav", "split", "persistent", "warp", "opt", "fusion",
-    "naive", "skip", "drop", "move", "hoist", "ttft", "tpot", "itl",
+    "naive", "skip", "drop", "move", "hoist", "ttft", "tpot", "itl", "fusion", "persistent",
+    "contention", "movement", "pass", "cache",
 )
 
 RULES = ("core", "mid")
@@ -147,14 +159,20 @@ MODE_NAME_RE = re.compile(r"(low|min(imum)?)[\s_-]?latency|high[\s_-]?throughput
 #: *of* a fusion is still a fix, so mechanisms do not count here.
 FIX_PERF_WORD_RE = re.compile(
     r"\bperf\w*|\bslow|regression|speed|faster|optimi|accelerat|throughput|latency"
-    r"|overhead|efficien",
+    r"|overhead|efficien"
+    # v5: a fix whose body names vectorisation, overlap or contention is perf work.
+    r"|vectori[sz]\w*|\boverlap\b|contention",
     re.IGNORECASE,
 )
 #: Words that make a "support" or "feat" title perf work: outcomes and mechanisms
 #: named as verbs or nouns (fuse, fusion), not the adjective "fused", which names kernels.
 PERF_WORD_RE = re.compile(
     FIX_PERF_WORD_RE.pattern + r"|\bfuses?\b|fusion|fusing|\btun(e|ed|ing)\b|\bsync\b"
-    r"|memory|boost|^opt\b",
+    r"|memory|boost|^opt\b"
+    # v5: "fused <op> + <op>" / "fused <op> quantization|norm" names a new fusion of two
+    # ops; a bare "fused GEMM/w8a8 kernel/MoE" names an existing kernel (measured: those are features).
+    r"|\bfused\b(?![\s_-]*moe)[^;]{0,30}(\+|quanti[sz]\w*|\bnorm\b)"
+    r"|\bpersistent\b|\bsplit[\s-]?k\b|\bvectori[sz]",
     re.IGNORECASE,
 )
 #: A feature title: ``feat:``, ``feat(x):``, ``[feat]``, ``[Feature]`` before the text.
@@ -174,6 +192,17 @@ _LOGGING_RE = re.compile(r"\[\s*log(ging)?\s*\]|\b(startup|debug|optimi[sz]ation
                          r"|\blogs\b|\bmetrics\b", re.IGNORECASE)
 #: v4: refactors and API moves are not perf work unless an outcome word says so.
 _REFACTOR_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*refactor\b|\bto (the )?(unified|new) api\b", re.IGNORECASE)
+
+
+#: v5: titles about plumbing that merely mention a fused kernel or a tuned config: weight
+#: loading, fallbacks, disabling a path, unused code removed, clean-ups/simplifications.
+_PLUMBING_RE = re.compile(
+    r"\bweights?[\s_-]load\w*|^\s*(?:\[[^\]]*\]\s*)*(fall[\s-]?back|disabl\w*)\b|\bunused\b"
+    r"|\bsimplif\w*|\bclean[\s-]?up\b|\bdisk[\s-]cache\b",
+    re.IGNORECASE,
+)
+#: v5: a title that ends in "fixes" ("gpt-oss fusion/padding fixes") is a bug fix.
+_FIX_TAIL_RE = re.compile(r"\bfix(es)?\s*$", re.IGNORECASE)
 
 
 def _body(title: str) -> str:
@@ -196,7 +225,7 @@ def veto_reason(title: str) -> str | None:
     if _LOGGING_RE.search(title):
         return "logging"
     if FIX_PERF_WORD_RE.search(body) is None and (
-            _FIX_LEAD_RE.match(title) or _FIX_LEAD_RE.match(body) or
+            _FIX_LEAD_RE.match(title) or _FIX_LEAD_RE.match(body) or _FIX_TAIL_RE.search(pr_title(title)) or
             (any(_FIX_TAG_RE.match(t) for t in tags) and not perf_tag)):
         return "bug_fix"
     if _CI_AFTER_TAGS_RE.search(title):
@@ -207,6 +236,8 @@ def veto_reason(title: str) -> str | None:
         return "feature_support"
     if FIX_PERF_WORD_RE.search(body) is None and _REFACTOR_RE.search(title):
         return "refactor"
+    if not perf_tag and PERF_WORD_RE.search(body.strip()) is None and _PLUMBING_RE.search(pr_title(title)):
+        return "plumbing"
     return None
 
 
