@@ -5,10 +5,12 @@ Public API (used by the Dagster assets; no dagster import here):
 * ``build_swarm_tasks`` → (episode specs, held-out task specs), deterministic in the seed;
 * ``generate_swarm_shard`` → card-format episode dicts, ``SHARD_SIZE`` per shard. Each
   episode is a pure function of (its spec, seed, ``SWARM_VERSION``, the simulator's
-  ``GENERATOR_VERSION``), so shards come out byte-identical in any order or process;
+  ``GENERATOR_VERSION``), so shards come out byte-identical in any order or process
+  (its random streams are labelled ``STREAM_EPOCH``, see ``swarm.spec``);
 * ``episode_frames`` / ``swarm_holdout_frame`` → polars tables for the lake;
 * ``check_episode`` → the invariants (rewards from history, verdict, best time, named
-  agents, leaderboards, arch gating, monotone time);
+  agents, leaderboards, arch gating, monotone time, the timeline: no message quotes a
+  result before it exists, no review passes an overflow, unstable gains withdrawn);
 * ``swarm_stats`` → the aggregate figures, with the card's figures beside ours.
 
 Episodes run on the shared simulator (``KernelEnv`` and friends); the team logic lives in
@@ -38,6 +40,7 @@ from .swarm.spec import (
     CARD_OPS,
     NAMESPACE,
     SCENARIOS,
+    STREAM_EPOCH,
     SWARM_VERSION,
     TEAM_SIZES,
     SwarmSpec,
@@ -112,7 +115,7 @@ def _build(seed: int, n_episodes: int) -> tuple[tuple[SwarmSpec, ...], tuple[Tas
         raise ValueError("n_episodes must be >= 0")
     pairs = list(KERNELSWARM_OPS)
     order = pairs[:]
-    stream(NAMESPACE, "quota", SWARM_VERSION, seed).shuffle(order)
+    stream(NAMESPACE, "quota", STREAM_EPOCH, seed).shuffle(order)
     quota = {
         pair: n_episodes // len(pairs) + (1 if i < n_episodes % len(pairs) else 0)
         for i, pair in enumerate(order)
@@ -141,14 +144,14 @@ def _build(seed: int, n_episodes: int) -> tuple[tuple[SwarmSpec, ...], tuple[Tas
                 f"{pair}: only {len(free)} tasks left after the holdout, need {quota[pair]}"
             )
         tasks.extend(free[: quota[pair]])
-    stream(NAMESPACE, "order", SWARM_VERSION, seed).shuffle(tasks)
+    stream(NAMESPACE, "order", STREAM_EPOCH, seed).shuffle(tasks)
     scenarios = [
         s for s, c in _exact_counts(n_episodes, SCENARIO_WEIGHTS).items() for _ in range(c)
     ]
-    stream(NAMESPACE, "scenarios", SWARM_VERSION, seed).shuffle(scenarios)
+    stream(NAMESPACE, "scenarios", STREAM_EPOCH, seed).shuffle(scenarios)
     specs = []
     for i, (task, scenario) in enumerate(zip(tasks, scenarios, strict=True)):
-        rng = stream(NAMESPACE, "team", SWARM_VERSION, seed, i, task.task_id, scenario)
+        rng = stream(NAMESPACE, "team", STREAM_EPOCH, seed, i, task.task_id, scenario)
         specs.append(SwarmSpec(i, task, scenario, _team_size(scenario, rng)))
     return tuple(specs), tuple(holdout)
 

@@ -20,7 +20,14 @@ from ..timing import physical_floor_ms
 from ..variants import features_used, get_variant
 from ..verification import rung_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID
-from .rewards import RAN, UNSUPPORTED_ARCH, episode_speedup, result_reward, verdict_reward
+from .rewards import (
+    RAN,
+    UNSUPPORTED_ARCH,
+    episode_speedup,
+    result_reward,
+    verdict_reward,
+    withdrawal_reward,
+)
 from .spec import CARD_OPS, SCENARIOS, TEAM_SIZES
 
 MESSAGE_KINDS: tuple[str, ...] = (
@@ -263,8 +270,7 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
             want_r = None
             if m["status"] == "unstable":
                 trusted = [o for o in trusted if o[1] != ref_i]
-                if ref["reward"] is not None and ref["reward"] > 0:
-                    want_r = -ref["reward"]
+                want_r = withdrawal_reward(ref["reward"])
                 best = min([ep["baseline_ms"], *(t for t, _ in trusted)])
             elif m["status"] != "pass":
                 bad(f"verify {i} status {m['status']!r} is not pass/unstable")

@@ -8,9 +8,13 @@ A reward is attached to every environment ``result`` and to the closing ``verdic
 * ``unverified`` (it ran, but its rung has no execution evidence on this arch family,
   see ``sim.verification``): ``-0.05`` like a correct kernel that does not beat the shared
   best, and never kept — nobody knows whether it is correct, so it earns no credit;
+* an ``unstable`` verification (the verifier's 1,000-run re-measurement is outside the
+  noise band of the recorded time): the gain is noise, so the verified result leaves the
+  trusted set and, if it had been kept, the verify message carries minus its reward
+  (``withdrawal_reward``); the shared best falls back to the fastest result still trusted;
 * verdict: ``log2(speedup) / 4``.
 
-"Shared best" is the lowest verified (``ok``) time so far in message order, starting from
+"Shared best" is the lowest verified (``ok``) time so far in message order, not withdrawn, starting from
 the baseline the lead measured before planning. Because the rule only looks at the
 episode's own history, anyone can recompute every reward from the published messages;
 ``checks.check_episode`` does exactly that. Rewards are rounded to ``REWARD_DIGITS``
@@ -71,6 +75,13 @@ def result_reward(status: str, time_ms: float | None, prev_best: float) -> tuple
         return PENALTY[status], False
     except KeyError:
         raise ValueError(f"unknown result status {status!r}") from None
+
+
+def withdrawal_reward(result_reward: float | None) -> float | None:
+    """Reward of an ``unstable`` verify message: a kept gain is taken back, else nothing."""
+    if result_reward is not None and result_reward > 0:
+        return _r(-result_reward)
+    return None
 
 
 def verdict_reward(speedup: float) -> float:

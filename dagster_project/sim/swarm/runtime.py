@@ -50,8 +50,9 @@ from .rewards import (
     result_reward,
     result_status,
     verdict_reward,
+    withdrawal_reward,
 )
-from .spec import NAMESPACE, SWARM_VERSION, SwarmSpec
+from .spec import NAMESPACE, STREAM_EPOCH, SwarmSpec
 
 #: Card horizon of an episode, in hours.
 MIN_HOURS = 1.0
@@ -160,7 +161,7 @@ class Runtime:
         self.op = self.env.op
         self.gpu = self.env.gpu
         self.dtype = self.task.dtype
-        self.rng = stream(NAMESPACE, "episode", SWARM_VERSION, seed, spec.episode_id)
+        self.rng = stream(NAMESPACE, "episode", STREAM_EPOCH, seed, spec.episode_id)
         rungs = ladder(self.op.family, self.task.impl)
         self.base_rung = sound_baseline(rungs, self.op.name, self.task.impl, self.gpu.arch)
         self.mid_rungs = [v for v in rungs if 1 <= v.level <= 3]
@@ -192,7 +193,7 @@ class Runtime:
         out = []
         for role in roles:
             aid = f"a{len(self.agents) + 1:02d}"
-            arng = stream(NAMESPACE, "agent", SWARM_VERSION, self.seed, self.spec.episode_id, aid)
+            arng = stream(NAMESPACE, "agent", STREAM_EPOCH, self.seed, self.spec.episode_id, aid)
             agent = make_agent(self.env, arng, aid, role, draw_skill(arng))
             self.agents.append(agent)
             self.by_id[aid] = agent
@@ -679,7 +680,7 @@ class Runtime:
         scale = target / ev[-1].t
         st = _Pass(
             self.baseline_ms,
-            stream(NAMESPACE, "feedback", SWARM_VERSION, self.seed, self.spec.episode_id),
+            stream(NAMESPACE, "feedback", STREAM_EPOCH, self.seed, self.spec.episode_id),
             self.baseline_ms,
         )
         for i, e in enumerate(ev):
@@ -813,8 +814,9 @@ class Runtime:
             was_best = ref.idx == st.best_idx
             before = st.best_ms
             st.oks = [o for o in st.oks if o[1] != ref.idx]
-            if ref.reward is not None and ref.reward > 0:
-                e.reward = -ref.reward
+            e.reward = withdrawal_reward(ref.reward)
+            if e.reward is not None:
+                assert ref.reward is not None
                 decision += (
                     f"; the {ref.reward:+.4f} kept-improvement reward of message {ref.idx} is "
                     f"taken back ({e.reward:+.4f})"
