@@ -27,6 +27,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from ..env import OK
 from ..feedback import fmt_ms
 from ..variants import Params, Variant, param_space
 from .agents import LEAD_ID, PROPOSER, REVIEWER, TUNER, VERIFIER, WORKER, SwarmAgent
@@ -310,9 +311,13 @@ def run_pipeline(rt: Runtime) -> None:
             v,
             p,
             ver.time_ms,
-            "verified, tune it"
+            (
+                "verified, tune it"
+                if res.status == OK
+                else f"timing confirmed, but {v.tag} has no execution evidence here; tune it"
+            )
             if ver.status == "pass"
-            else "timing is noisy, re-measure while tuning",
+            else "timing is noisy, its gain does not count; re-measure while tuning",
         )
         verifier.clock = h2.t
         rt.tune(tuner, v, PIPELINE_TUNE)
