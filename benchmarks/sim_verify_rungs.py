@@ -121,14 +121,20 @@ def _dtype(op: Any) -> str:
     return "bf16" if "bf16" in op.dtypes and op.dtypes[0] == "fp32" else op.dtypes[0]
 
 
-def prepare(out: Path) -> None:
+def prepare(out: Path, styles: bool = False) -> None:
+    """Render the cases. ``styles``: instead of the 1.6.0 renders, every structure of
+    ``styles`` other than 1.6.0's, for the rungs verified with the 1.6.0 structure (where a
+    structure needs its own evidence before renders may use it), each in a random author's
+    voice, at the same shapes and params."""
     sys.path.insert(0, str(ROOT))
     from dagster_project.sim import GENERATOR_VERSION
     from dagster_project.sim.codegen import render_candidate
     from dagster_project.sim.hardware import get_gpu
     from dagster_project.sim.kernels import plan
     from dagster_project.sim.ops import get_op
+    from dagster_project.sim.styles import Style, structures, style_for_seed, with_structure
     from dagster_project.sim.variants import features_used, iter_params, ladder
+    from dagster_project.sim.verification import rung_status
 
     if out.exists():
         shutil.rmtree(out)
@@ -162,27 +168,66 @@ def prepare(out: Path) -> None:
                             continue  # the rung cannot run on this family (compile error)
                         if "fp4_mma" in feats:
                             continue  # no FP4 MMA on Hopper: never executed, never verified
-                        code = render_candidate(op, gpu, dt, shape, v, params)
-                        ext = "cu" if impl == "cuda" else "py"
-                        rel = f"src/{len(cases):04d}_{name}_{v.tag}.{ext}"
-                        (out / rel).write_text(code)
-                        cases.append(
-                            {
-                                "id": len(cases),
-                                "op": name,
-                                "harness": ALIASES.get(name, name),
-                                "impl": impl,
-                                "variant": v.tag,
-                                "gpu": gpu_id,
-                                "family": family,
-                                "gencode": gencode,
-                                "dtype": dt,
-                                "shape": shape,
-                                "params": params,
-                                "file": rel,
-                                "generator_version": GENERATOR_VERSION,
-                            }
-                        )
+                        variants_of_case: list[tuple[str, str]] = []
+                        if not styles:
+                            code = render_candidate(
+                                op, gpu, dt, shape, v, params, style=Style.base()
+                            )
+                            variants_of_case.append(("", code))
+                        elif rung_status(name, impl, v.tag, family).verified:
+                            base = render_candidate(
+                                op, gpu, dt, shape, v, params, style=Style.base()
+                            )
+                            for key in structures(impl)[1:]:
+                                bare = with_structure(Style.base(), key)
+                                if (
+                                    render_candidate(
+                                        op,
+                                        gpu,
+                                        dt,
+                                        shape,
+                                        v,
+                                        params,
+                                        style=bare,
+                                        gate_structure=False,
+                                    )
+                                    == base
+                                ):
+                                    continue  # the structure does not touch this rung
+                                voice = style_for_seed(f"verify/{name}/{gpu_id}/{v.tag}/{si}/{key}")
+                                code = render_candidate(
+                                    op,
+                                    gpu,
+                                    dt,
+                                    shape,
+                                    v,
+                                    params,
+                                    style=with_structure(voice, key),
+                                    gate_structure=False,
+                                )
+                                variants_of_case.append((key, code))
+                        for key, code in variants_of_case:
+                            ext = "cu" if impl == "cuda" else "py"
+                            rel = f"src/{len(cases):04d}_{name}_{v.tag}.{ext}"
+                            (out / rel).write_text(code)
+                            cases.append(
+                                {
+                                    "id": len(cases),
+                                    "structure": key,
+                                    "op": name,
+                                    "harness": ALIASES.get(name, name),
+                                    "impl": impl,
+                                    "variant": v.tag,
+                                    "gpu": gpu_id,
+                                    "family": family,
+                                    "gencode": gencode,
+                                    "dtype": dt,
+                                    "shape": shape,
+                                    "params": params,
+                                    "file": rel,
+                                    "generator_version": GENERATOR_VERSION,
+                                }
+                            )
     (out / "manifest.json").write_text(json.dumps(cases))
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     by: dict[str, int] = {}
@@ -943,6 +988,7 @@ FIELDS = (
     "impl",
     "variant",
     "family",
+    "structure",
     "gpu_rendered",
     "built_for",
     "dtype",
@@ -963,7 +1009,11 @@ FIELDS = (
 )
 
 
-def collect(run_dir: Path, manifest: Path) -> None:
+def collect(run_dir: Path, manifest: Path, append: bool = False) -> None:
+    """Write the CSV from a run; ``append`` keeps the rows already there whose structure
+    (op, impl, rung, family, structure, shape) this manifest did not measure: a
+    ``--styles`` run adds its rows to the 1.6.0 ones, a re-run of some cases replaces
+    theirs."""
     cases = {c["id"]: c for c in json.loads(manifest.read_text())}
     env = json.loads((run_dir / "env.json").read_text())
     res = {r["id"]: r for r in _records(run_dir / "verify.jsonl")}
@@ -978,6 +1028,7 @@ def collect(run_dir: Path, manifest: Path) -> None:
                 "impl": c["impl"],
                 "variant": c["variant"],
                 "family": c["family"],
+                "structure": c.get("structure", ""),
                 "gpu_rendered": c["gpu"],
                 "built_for": c["gencode"] if c["impl"] == "cuda" else "triton JIT (sm_90a)",
                 "dtype": c["dtype"],
@@ -997,6 +1048,21 @@ def collect(run_dir: Path, manifest: Path) -> None:
                 "command": COMMAND,
             }
         )
+    if append and OUT_CSV.exists():
+
+        def key(r: dict[str, Any]) -> tuple[str, ...]:
+            return tuple(
+                r.get(k, "") for k in ("op", "impl", "variant", "family", "structure", "shape")
+            )
+
+        measured = {key(r) for r in rows}
+        with OUT_CSV.open(newline="") as fh:
+            keep = [
+                {k: r.get(k, "") for k in FIELDS}
+                for r in csv.DictReader(fh)
+                if key(r) not in measured
+            ]
+        rows = keep + rows
     OUT_CSV.parent.mkdir(parents=True, exist_ok=True)
     with OUT_CSV.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(FIELDS))
@@ -1012,6 +1078,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("--out", type=Path, default=SRC_DIR)
+    p.add_argument("--styles", action="store_true", help="the non-1.6.0 structures")
     r = sub.add_parser("run")
     r.add_argument("--out", default=os.environ.get("OUT", "verify_out"))
     r.add_argument("--src", default=str(SRC_DIR))
@@ -1026,15 +1093,16 @@ def main() -> None:
     c = sub.add_parser("collect")
     c.add_argument("--run", type=Path, required=True)
     c.add_argument("--manifest", type=Path, default=SRC_DIR / "manifest.json")
+    c.add_argument("--append", action="store_true")
     a = ap.parse_args()
     if a.cmd == "prepare":
-        prepare(a.out)
+        prepare(a.out, a.styles)
     elif a.cmd == "run":
         run(a)
     elif a.cmd == "worker":
         worker(a)
     else:
-        collect(a.run, a.manifest)
+        collect(a.run, a.manifest, a.append)
 
 
 if __name__ == "__main__":

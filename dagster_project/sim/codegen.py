@@ -24,7 +24,8 @@ import jinja2
 from .hardware import CUDA_ARCH_VALUE, GPU, get_gpu, nvcc_arch_flag
 from .kernels import KernelPlan, plan
 from .ops import OpSpec, get_op
-from .variants import Params, Variant, features_used
+from .styles import Style, apply_voice, counted_loops, header_lines, notes_line, style_for_task
+from .variants import Params, Variant, features_used, iter_params
 
 CUDA_FILE = "candidate.cu"
 TRITON_FILE = "candidate.py"
@@ -135,9 +136,51 @@ class RenderSpec:
     variant: Variant
     params: Params
     bug: str | None = None
+    #: the engineer writing it (``styles``); the caller's per-session author, or the
+    #: task's own when None (deterministic either way)
+    style: Style | None = None
+
+    def author(self) -> Style:
+        if self.style is not None:
+            return self.style
+        return style_for_task(self.op.name, self.gpu.name, self.dtype, self.shape)
 
 
-def context(rs: RenderSpec) -> dict[str, Any]:
+def effective_style(rs: RenderSpec) -> Style:
+    """The author's style with every structural choice this rung may not carry replaced by
+    the 1.6.0 structure (``verification.structure_allowed``: a verified or wrong rung only
+    takes a structure that was itself executed on the H200)."""
+    from .styles import base_structure, with_structure
+    from .verification import structure_allowed
+
+    st = rs.author()
+    impl = rs.variant.impl
+    key = st.structure(impl)
+    if key != base_structure(impl) and not structure_allowed(
+        rs.op.name, impl, rs.variant.tag, rs.gpu.arch, key
+    ):
+        st = with_structure(st, base_structure(impl))
+    return st
+
+
+@lru_cache(maxsize=4096)
+def _param_ranges(op: str, impl: str, tag: str, dtype: str) -> dict[str, tuple[int, int]]:
+    """(min, max) of each integer launch parameter over the rung's own search space."""
+    o = get_op(op)
+    from .variants import get_variant
+
+    v = get_variant(o.family, impl, tag)
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+    for p in iter_params(v, o, dtype):
+        for k, x in p.items():
+            if isinstance(x, int) and not isinstance(x, bool):
+                lo[k] = min(lo.get(k, x), x)
+                hi[k] = max(hi.get(k, x), x)
+    return {k: (lo[k], hi[k]) for k in lo}
+
+
+def context(rs: RenderSpec, style: Style | None = None) -> dict[str, Any]:
     kp: KernelPlan = plan(rs.op, rs.shape, rs.dtype, rs.gpu, rs.variant, rs.params)
     feats = features_used(rs.variant, rs.op, rs.dtype, rs.params)
     return {
@@ -162,6 +205,7 @@ def context(rs: RenderSpec) -> dict[str, Any]:
         "feats": sorted(feats),
         "bug": rs.bug,
         "kname": f"{rs.op.name}_{rs.variant.tag.split('_', 1)[1]}",
+        "st_reduce": (style or Style.base()).reduce,
     }
 
 
@@ -173,8 +217,15 @@ def render_candidate(
     variant: Variant,
     params: Params,
     bug: str | None = None,
+    style: Style | None = None,
+    gate_structure: bool = True,
 ) -> str:
-    """Render the full source of one candidate (no slip)."""
+    """Render the full source of one candidate (no slip) as ``style``'s author writes it.
+
+    ``style=None`` takes the task's own author (``styles.style_for_task``);
+    ``Style.base()`` renders the 1.6.0 text. ``gate_structure=False`` renders the style's
+    structure even where it has no evidence: only for the harnesses that gather it.
+    """
     rs = RenderSpec(
         op=get_op(op) if isinstance(op, str) else op,
         gpu=get_gpu(gpu) if isinstance(gpu, str) else gpu,
@@ -183,14 +234,26 @@ def render_candidate(
         variant=variant,
         params=dict(params),
         bug=bug,
+        style=style,
     )
-    text = _env().get_template(template_name(rs.op.family, variant.impl)).render(**context(rs))
+    st = effective_style(rs) if gate_structure else rs.author()
+    text = _env().get_template(template_name(rs.op.family, variant.impl)).render(**context(rs, st))
     # collapse runs of blank lines left by conditional blocks (PEP 8 keeps two in Python)
     text = (
         re.sub(r"\n{3,}", "\n\n", text)
         if variant.impl == "cuda"
         else re.sub(r"\n{4,}", "\n\n\n", text)
     )
+    if variant.impl == "triton" and st.loop == "count":
+        text = counted_loops(text)
+    if not st.is_base_voice:
+        head = header_lines(
+            st, rs.op.name, variant.title, rs.gpu.name, rs.gpu.arch, rs.dtype, rs.shape
+        )
+        note = notes_line(
+            st, rs.params, _param_ranges(rs.op.name, variant.impl, variant.tag, rs.dtype)
+        )
+        text = apply_voice(text, variant.impl, st, head, note)
     return text
 
 

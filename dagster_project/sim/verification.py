@@ -169,6 +169,8 @@ def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
                 for fam in FAMILIES:
                     table[(name, impl, v.tag, fam)] = RungStatus(name, impl, v.tag, fam)
     # compile evidence: clean cases only (injected slips/bugs/caps say nothing of the rung)
+    comp = [r for r in comp if not _styled(r)]
+    exe = [r for r in exe if not _styled(r)]
     for r in comp:
         if r.get("inject") or r.get("stderr_head") == "timeout":
             continue  # an nvcc that timed out decided nothing
@@ -266,6 +268,92 @@ def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
     return table
 
 
+def _styled(r: dict[str, str]) -> bool:
+    """A row measured on a non-1.6.0 structure (``styles``): evidence for that structure only."""
+    return r.get("structure", "") not in ("", "reduce=xor", "loop=range")
+
+
+@lru_cache(maxsize=1)
+def _structure_evidence() -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+    """(op, impl, rung, family, structure) -> correct shapes, wrong runs, compile verdicts
+    of the renders in that structure (rows with a ``structure`` column)."""
+    comp, exe = _evidence_rows()
+    ev: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+
+    def slot(op: str, impl: str, tag: str, fam: str, key: str) -> dict[str, Any]:
+        return ev.setdefault(
+            (op, impl, tag, fam, key), {"shapes": set(), "wrong": 0, "cc_ok": 0, "cc_err": 0}
+        )
+
+    for r in comp:
+        if not _styled(r) or r.get("inject") or r.get("stderr_head") == "timeout":
+            continue
+        if r["expected_ok"] != "True":
+            continue
+        e = slot(r["op"], r["impl"], r["variant"], r["arch"], r["structure"])
+        e["cc_ok" if r["actual_ok"] == "True" else "cc_err"] += 1
+    for r in exe:
+        if not _styled(r):
+            continue
+        e = slot(r["op"], r["impl"], r["variant"], r["family"], r["structure"])
+        if r["status"] == "ok":
+            e["shapes"].add(r["shape"])
+        elif r["status"] in (*_BAD, "compile_error"):
+            e["wrong"] += 1
+    return ev
+
+
+@lru_cache(maxsize=65536)
+def structure_allowed(op: str, impl: str, variant: str, family: str, structure: str) -> bool:
+    """May a render of this rung take ``structure`` (a ``styles`` key other than 1.6.0's)?
+
+    The rung's label was earned by the 1.6.0 structure. A verified rung takes another
+    structure only when that structure has its own evidence on the family, by the same
+    rules as the rung (sm_90a: >= MIN_SHAPES correct H200 shapes; other CUDA families:
+    their own render executed correct, or built with the family's flags, plus the sm_90a
+    structure verified; Triton: the sm_90a evidence) and nothing in that structure was
+    measured wrong or failed to build. A wrong rung keeps the code that was measured
+    wrong. An unverified rung is unverified whatever its structure: any structure goes.
+    """
+    st = rung_status(op, impl, variant, family)
+    if st.status == UNVERIFIED:
+        return True
+    if st.status == WRONG:
+        return False
+    ev = _structure_evidence()
+    empty: dict[str, Any] = {"shapes": set(), "wrong": 0, "cc_ok": 0, "cc_err": 0}
+    hop = ev.get((op, impl, variant, "sm_90a", structure), empty)
+    own = ev.get((op, impl, variant, family, structure), empty)
+    if hop["wrong"] or own["wrong"] or own["cc_err"] or hop["cc_err"]:
+        return False
+    if len(hop["shapes"]) < MIN_SHAPES:
+        return False
+    if family == "sm_90a" or impl == "triton":
+        return True
+    return bool(own["shapes"]) or own["cc_ok"] > 0
+
+
+def structure_rows() -> list[dict[str, Any]]:
+    """Per (op, impl, rung, family, structure) evidence and whether renders may use it."""
+    out = []
+    for (op, impl, tag, fam, key), e in sorted(_structure_evidence().items()):
+        out.append(
+            {
+                "op": op,
+                "impl": impl,
+                "variant": tag,
+                "family": fam,
+                "structure": key,
+                "correct_shapes": len(e["shapes"]),
+                "wrong": e["wrong"],
+                "compile_ok": e["cc_ok"],
+                "compile_error": e["cc_err"],
+                "allowed": structure_allowed(op, impl, tag, fam, key),
+            }
+        )
+    return out
+
+
 def rung_status(op: str, impl: str, variant: str, family: str) -> RungStatus:
     """The status of one rung on one arch family (``unverified`` for an unknown key)."""
     st = verification_table().get((op, impl, variant, family))
@@ -350,6 +438,8 @@ __all__ = [
     "mismatch_report",
     "rung_status",
     "sound_baseline",
+    "structure_allowed",
+    "structure_rows",
     "summary",
     "verification_rows",
     "verification_table",
