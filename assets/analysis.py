@@ -2,10 +2,12 @@
 
 import dagster as dg
 
+from dagster_project.execution import policy
 from dagster_project.resources import LakeResource
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
     group_name="analysis",
     kinds={"duckdb", "sql"},
     owners=["team:kernelhouse"],

@@ -16,6 +16,7 @@ figures (the shipped tables on the points they were fitted to) stand beside it.
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.table_metadata import table_schema
@@ -25,6 +26,8 @@ _SCRIPT = "benchmarks/gpu_calibrate.py"
 
 
 @dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS},
     group_name="simulated",
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],

@@ -3,12 +3,14 @@
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.resources import LakeResource, LLMResource
 from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
     group_name="gains", kinds={"python", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("pr_bodies")],
     metadata={"table": "derived.pr_gains"},

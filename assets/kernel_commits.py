@@ -4,6 +4,7 @@ optimise-this-file tasks, mined incrementally per repo."""
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
@@ -14,6 +15,8 @@ GROUP = "kernel_commits"
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("perf_commits"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     partitions_def=repo_partitions, deps=[dg.AssetKey("repo_clone")],
@@ -34,6 +37,8 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("kernel_commit_files"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     partitions_def=repo_partitions, deps=[perf_commits],
@@ -54,6 +59,8 @@ def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("kernel_commits"),
     group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
     deps=[kernel_commit_files, dg.AssetKey("pr_gains")],

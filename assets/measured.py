@@ -13,6 +13,7 @@ GPU has every row the project measured.
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.frames import md_table
 from dagster_project.resources import LakeResource
 from dagster_project.table_metadata import table_schema
@@ -24,6 +25,7 @@ NO_GPU = ("skipped: no CUDA GPU here; ingest device results with `kernelhouse gp
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
     group_name=GROUP, kinds={"cuda", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("tuned_configs")], metadata={"table": "datasets.measured_configs"},
     description="H200 tuned configs re-timed on a GPU with their own Triton kernels: partial "

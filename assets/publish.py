@@ -6,6 +6,7 @@ was never checked); the message names the failing expectations.
 
 import dagster as dg
 
+from dagster_project.execution import policy
 from dagster_project.resources import LakeResource
 
 GROUP = "publish"
@@ -20,6 +21,7 @@ def _gate(lake: LakeResource, assets: list[str]) -> None:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
     group_name=GROUP, kinds={"parquet", "huggingface"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("tuned_configs"), dg.AssetKey("kernel_commits")],
     description="kernel-opt-rl export: Parquet per config and split, dataset card, code/reward.py, licenses/.",
@@ -46,6 +48,7 @@ def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
     group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("kernelinfer_sessions"), dg.AssetKey("sim_compile_validation")],
     description="kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, card.",
@@ -71,6 +74,7 @@ def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
     group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("kernelswarm_episodes")],
     description="kernelswarm export: batches/batch_*.jsonl, episodes.jsonl, tasks_holdout.jsonl, stats.json, card.",
@@ -91,6 +95,7 @@ def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    # No automation_condition: publishing to the Hub is a deliberate act.
     group_name=GROUP, kinds={"huggingface"}, owners=["team:kernelhouse"],
     deps=[kernel_opt_rl_export, kernelinfer_export, kernelswarm_export],
     description="Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN).",

@@ -3,12 +3,14 @@
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.resources import GitHubResource, LakeResource
 from dagster_project.table_metadata import table_schema
 from dagster_project.versions import table_version
 
 
 @dg.asset(
+    automation_condition=policy.daily(), tags=policy.observer(policy.GITHUB),
     group_name="pull_requests", kinds={"github", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("config_attribution"), dg.AssetKey("kernel_commit_files")],
     metadata={"table": "raw.pr_bodies"},

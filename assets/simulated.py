@@ -7,6 +7,7 @@ the generator version, so an unchanged generator means unchanged shards on refre
 
 import dagster as dg
 
+from dagster_project.execution import policy
 from dagster_project.partitions import kernelinfer_shards, kernelswarm_shards
 from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
@@ -17,6 +18,8 @@ from dagster_project.versions import params_version, table_version
 
 
 @dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS},
     group_name="simulated",
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
@@ -46,6 +49,8 @@ def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
 
 
 @dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS},
     group_name="simulated",
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
@@ -81,6 +86,8 @@ def sim_rung_verification(context: dg.AssetExecutionContext, lake: LakeResource)
 
 
 @dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS, policy.SHARDS_TAG: "sim_sessions"},
     group_name="simulated",
     kinds={"python", "parquet"},
     owners=["team:kernelhouse"],
@@ -144,6 +151,8 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
 
 
 @dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS, policy.SHARDS_TAG: "sim_episodes"},
     group_name="simulated",
     kinds={"python", "parquet"},
     owners=["team:kernelhouse"],
@@ -203,6 +212,8 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
 
 
 @dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS},
     group_name="simulated",
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],

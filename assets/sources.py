@@ -5,6 +5,7 @@ import time
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.mining.git import GitError, clone_or_fetch
 from dagster_project.partitions import repo_partitions
 from dagster_project.resources import LakeResource
@@ -13,6 +14,8 @@ from dagster_project.table_metadata import table_schema
 
 
 @dg.asset(
+    # No automation_condition: the daily schedule fetches the repositories.
+    tags=policy.observer(policy.GIT),
     group_name="sources",
     partitions_def=repo_partitions,
     kinds={"git", "duckdb"},

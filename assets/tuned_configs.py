@@ -7,6 +7,7 @@ Assets are thin: each reads the snapshot recorded by ``repo_clone``, calls
 import dagster as dg
 import polars as pl
 
+from dagster_project.execution import policy
 from dagster_project.frames import md_table
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.resources import LakeResource
@@ -22,6 +23,8 @@ def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("config_files"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.config_files"},
@@ -48,6 +51,8 @@ def config_files(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("config_entries"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[config_files], metadata={"table": "raw.config_entries"},
@@ -78,6 +83,8 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("kernel_sources"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.kernel_sources"},
@@ -101,6 +108,8 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.daily(),
+    tags={**policy.observer(policy.HUB), policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("moe_model_shapes"),
     group_name=GROUP, kinds={"huggingface", "duckdb"}, owners=["team:kernelhouse"],
     metadata={"table": "raw.moe_model_shapes"},
@@ -130,6 +139,8 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("config_attribution"),
     group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
     deps=[config_files], metadata={"table": "derived.config_attribution"},
@@ -159,6 +170,8 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
 
 
 @dg.asset(
+    automation_condition=policy.on_inputs_changed(),
+    tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("tuned_configs"),
     group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
     deps=[config_entries, kernel_sources, moe_model_shapes, config_attribution, dg.AssetKey("pr_gains")],

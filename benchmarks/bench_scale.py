@@ -91,8 +91,9 @@ def _timings(instance: Any, started: float) -> tuple[float, dict[str, list[float
 def _run_mode(mode: Mode, root: Path, partitions: list[str]) -> None:
     import dagster as dg
 
-    from dagster_project.build import QUIET_RUN_CONFIG, run_build
-    from dagster_project.definitions import DaskRuns, build_definitions, dask_cluster
+    from dagster_project.definitions import build_definitions
+    from dagster_project.execution.distributed import DaskRuns, dask_cluster
+    from dagster_project.execution.planner import QUIET_RUN_CONFIG, run_build
     from dagster_project.settings import ensure_home, load_settings
 
     home = root / mode.name

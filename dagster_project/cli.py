@@ -83,8 +83,8 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     except SettingsError as exc:
         _fail(str(exc))
         raise  # unreachable: _fail exits
-    from dagster_project.build import plan_stages
     from dagster_project.definitions import build_definitions
+    from dagster_project.execution.planner import plan_stages
 
     defs = build_definitions()
     try:
@@ -104,7 +104,7 @@ def _offline_sources(settings, stages, partitions: list[str] | None = None) -> d
     """Probe every repo source the plan clones or fetches (seconds, in parallel) and say
     once, before anything runs, which cannot be reached and how to fix it; the build then
     skips only what needs those repos."""
-    from dagster_project.build import probe_sources
+    from dagster_project.execution.probes import probe_sources
     from dagster_project.settings import DEFAULT_SOURCES
 
     clones = {k.to_user_string() for s in stages for k in s.keys} & {"repo_clone"}
@@ -139,13 +139,8 @@ def build(
     """Materialise the whole graph (or a selection) with progress and a summary."""
     import contextlib
 
-    from dagster_project.build import (
-        QUIET_RUN_CONFIG,
-        Launch,
-        LocalRuns,
-        default_workers,
-        run_build,
-    )
+    from dagster_project.execution.local import LocalRuns, default_workers
+    from dagster_project.execution.planner import QUIET_RUN_CONFIG, Launch, run_build
     from dagster_project.home import BuildLocked, run_tags
     from dagster_project.progress import BuildProgress
 
@@ -173,7 +168,11 @@ def build(
                 workers, run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
             ))
         if distributed:
-            from dagster_project.definitions import DaskRuns, DistributedError, dask_cluster
+            from dagster_project.execution.distributed import (
+                DaskRuns,
+                DistributedError,
+                dask_cluster,
+            )
 
             try:
                 cluster = stack.enter_context(dask_cluster(settings.dask_scheduler))
@@ -226,7 +225,7 @@ def refresh(
     Fetch the repos, then run only assets that Dagster calls stale or missing (an input's data changed, or the
     simulator's code version did). A refresh with nothing new upstream runs nothing
     else. `kernelhouse build` rebuilds unconditionally."""
-    from dagster_project.build import run_build
+    from dagster_project.execution.planner import run_build
     from dagster_project.home import BuildLocked
 
     settings, instance, defs, stages = _plan(select)

@@ -1,7 +1,7 @@
 """The daily refresh: fetch every repo at 04:00 UTC; everything downstream follows.
 
 The schedule only fetches the repositories (one run per repo partition). Downstream
-assets carry automation conditions (``definitions.automation_for``): mined assets
+assets declare automation conditions (``execution/policy.py``): mined assets
 update as soon as their inputs changed, doing only incremental work; simulated shards
 regenerate only when missing or when the generator's code version changed. The
 automation sensor that evaluates those conditions is in ``sensors.py``.

@@ -11,8 +11,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from dagster_project.build import OBSERVERS, run_build
 from dagster_project.definitions import build_definitions
+from dagster_project.execution.planner import observers, run_build
 from dagster_project.lake import Lake
 from tests.fixtures.factory import RepoBuilder
 
@@ -55,7 +55,7 @@ def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Pat
     # 1. Nothing new anywhere: only the observers run, and no table changes.
     out = run_build(defs, instance, MINED, refresh=True)
     assert out.ok
-    assert {r.split("[")[0] for r in _ran(out)} <= OBSERVERS, _ran(out)
+    assert {r.split("[")[0] for r in _ran(out)} <= observers(defs), _ran(out)
     assert {"repo_clone[vllm]", "repo_clone[sglang]", "repo_clone[flashinfer]"} <= _ran(out)
     assert "tuned_configs" in out.fresh and "kernel_commits" in out.fresh
     after = _snapshot(kh_home)
@@ -96,7 +96,7 @@ def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Pat
     assert rows.filter(pl.col("sha") == sha)["path"].to_list() == [kernel]
     # ... and the next refresh is a no-op again.
     out = run_build(defs, instance, MINED, refresh=True)
-    assert {r.split("[")[0] for r in _ran(out)} <= OBSERVERS, _ran(out)
+    assert {r.split("[")[0] for r in _ran(out)} <= observers(defs), _ran(out)
 
     # 4. The upstream disappears: the fetch fails, nothing downstream of it runs, the
     #    lake keeps its data, and once the source is back a refresh is clean again.
@@ -110,7 +110,7 @@ def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Pat
         assert df.equals(_snapshot(kh_home)[name]), name
     gone.rename(vllm_upstream.path)
     out = run_build(defs, instance, MINED, refresh=True)
-    assert out.ok and {r.split("[")[0] for r in _ran(out)} <= OBSERVERS, _ran(out)
+    assert out.ok and {r.split("[")[0] for r in _ran(out)} <= observers(defs), _ran(out)
 
 
 def test_simulated_shards_regenerate_only_on_code_version_change(

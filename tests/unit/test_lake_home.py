@@ -88,8 +88,8 @@ def test_view_whose_files_are_gone_is_broken(tmp_path: Path) -> None:
 
 
 def test_refresh_rebuilds_broken_views_instead_of_calling_them_up_to_date(kh_home: Path) -> None:
-    from dagster_project.build import run_build
     from dagster_project.definitions import build_definitions
+    from dagster_project.execution.planner import run_build
 
     (kh_home / "dagster").mkdir(parents=True)
     with dg.DagsterInstance.local_temp(str(kh_home / "dagster")) as instance:

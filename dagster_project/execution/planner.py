@@ -1,0 +1,372 @@
+"""Materialise the asset graph (or a selection) in stages, from the CLI or a script.
+
+Dagster's ``materialize`` runs one partition key at a time, and our graph mixes three
+partitionings (none, repo, simulated shard). ``plan_stages`` orders the selected assets
+topologically and cuts them into stages that share one partitions definition; each stage
+runs once (unpartitioned) or once per key. Runs go to the persistent instance under
+``KERNELHOUSE_HOME/dagster`` so the UI and ``kernelhouse status`` see them. A failed
+asset stops only what depends on it: everything else still builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from dagster_project.execution import policy
+from dagster_project.execution.dagster_private import stale_status_resolver
+from dagster_project.home import damaged_now, exclusive_build, run_tags
+
+# A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``).
+Result = dg.ExecuteInProcessResult | dg.JobExecutionResult  # or a RunSummary (LocalRuns)
+# Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
+Launch = Callable[[list[dg.AssetKey], str | None], Callable[[], Result]]
+
+# The CLI prints its own progress; Dagster's DEBUG event stream would drown it.
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dataclass
+class Stage:
+    keys: list[dg.AssetKey]
+    partitions_def: dg.PartitionsDefinition | None
+    partition_keys: list[str | None]
+
+    @property
+    def label(self) -> str:
+        names = ", ".join(k.to_user_string() for k in self.keys)
+        return names if len(names) < 70 else names[:67] + "..."
+
+
+@dataclass
+class BuildOutcome:
+    rows: dict[str, int] = field(default_factory=dict)
+    runs: list[tuple[str, str | None, bool, str]] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    checks_failed: list[str] = field(default_factory=list)
+    fresh: list[str] = field(default_factory=list)  # refresh: up to date, not run
+    reasons: dict[str, str] = field(default_factory=dict)  # refresh: why each one ran
+    rows_by_run: dict[str, int] = field(default_factory=dict)  # per asset[partition]
+    notes: list[str] = field(default_factory=list)  # what the start swept (home.py)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.skipped
+
+
+def _pdef_id(pdef: dg.PartitionsDefinition | None) -> str:
+    if pdef is None:
+        return ""
+    return repr(sorted(pdef.get_partition_keys()))
+
+
+def normalise_selection(selection: str) -> str:
+    """Accept plain asset names as well as Dagster's selection syntax:
+    ``a,b`` → ``key:a or key:b``; ``tuned_configs+`` → ``key:tuned_configs+``."""
+    parts = [p.strip() for p in selection.split(",") if p.strip()]
+    out = []
+    for part in parts:
+        bare = part.strip("+*")
+        if bare.isidentifier() and " " not in part:
+            prefix, suffix = part[: part.index(bare)], part[part.index(bare) + len(bare):]
+            out.append(f"{prefix}key:{bare}{suffix}")
+        else:
+            out.append(f"({part})")
+    return " or ".join(out)
+
+
+def plan_stages(defs: dg.Definitions, selection: str | None) -> list[Stage]:
+    """Topological stages of the selected assets, grouped by partitions definition."""
+    graph = defs.resolve_asset_graph()
+    if selection:
+        keys = dg.AssetSelection.from_string(normalise_selection(selection)).resolve(graph)
+    else:
+        keys = {k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable}
+    keys = {k for k in keys if graph.get(k).is_materializable}
+    parents = {k: {p for p in graph.get(k).parent_keys if p in keys} for k in keys}
+    done: set[dg.AssetKey] = set()
+    stages: list[Stage] = []
+    while len(done) < len(keys):
+        ready = sorted(
+            (k for k in keys - done if parents[k] <= done), key=lambda k: k.to_user_string()
+        )
+        if not ready:
+            raise RuntimeError("cycle in the asset graph")
+        # Prefer continuing the partitioning of the previous stage, else unpartitioned.
+        pdef = graph.get(ready[0]).partitions_def
+        group: list[dg.AssetKey] = []
+        frontier = set(ready)
+        while frontier:
+            pick = [k for k in sorted(frontier, key=lambda k: k.to_user_string())
+                    if _pdef_id(graph.get(k).partitions_def) == _pdef_id(pdef)]
+            if not pick:
+                break
+            group += pick
+            done |= set(pick)
+            frontier = {k for k in keys - done if parents[k] <= done}
+        part_keys: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]
+        stages.append(Stage(group, pdef, part_keys))
+    return stages
+
+
+@exclusive_build  # one build per home; sweeps what a killed build left (home.py)
+def run_build(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    selection: str | None = None,
+    *,
+    partitions: list[str] | None = None,
+    on_run: Callable[[Stage, str | None, str], None] | None = None,
+    quiet: bool = True,
+    refresh: bool = False,
+    launch: Launch | None = None,
+    offline: Mapping[str, str] | None = None,
+) -> BuildOutcome:
+    """Run every stage; returns row counts per asset, failures and skipped assets.
+
+    With ``refresh``, an asset runs only when it observes the outside world (its
+    ``kernelhouse/observer`` tag, ``policy.py``) and that service answers, or when Dagster
+    calls it stale or missing: its code version changed, or an input's data version
+    differs from the one recorded at its last materialisation.
+    Every table-writing asset reports a content fingerprint as its data version
+    (``versions.py``), so a re-run that wrote the same rows does not cascade.
+
+    With ``launch`` (``local.LocalRuns``; ``distributed.DaskRuns``), each run is started
+    through it instead of in this process, and the runs of one stage's partitions are all
+    in flight before their results are collected.
+
+    ``offline`` maps repos whose source cannot be reached (``probe_sources``) to the
+    reason: their partition of the git-source observer (``repo_clone``) is not run,
+    everything that needs it is skipped, and everything else builds."""
+    graph = defs.resolve_asset_graph()
+    all_assets = list(defs.assets or []) + list(defs.asset_checks or [])
+    resources = defs.resources or {}
+    outcome = BuildOutcome()
+    failed: set[tuple[dg.AssetKey, str | None]] = set()
+    # One stale-status resolver (it caches event-log reads) until something runs.
+    resolver: list[Any] = []
+    probes: dict[str, str | None] = {}
+    pending: list[tuple[Stage, str | None, list[dg.AssetKey], Callable[[], Result]]] = []
+    offline = dict(offline or {})
+
+    def materialize(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey]) -> None:
+        resolver.clear()
+        if on_run:
+            on_run(stage, pkey, "start")
+        if launch is not None:
+            wait = launch(run_keys, pkey)
+            if refresh:  # the next wave's staleness depends on this run
+                finish(stage, pkey, run_keys, wait())
+            else:
+                pending.append((stage, pkey, run_keys, wait))
+            return
+        result = dg.materialize(
+            all_assets,
+            instance=instance,
+            resources=resources,
+            partition_key=pkey,
+            selection=run_keys,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG if quiet else None,
+            tags={"kernelhouse/cli": "refresh" if refresh else "build", **run_tags()},
+        )
+        finish(stage, pkey, run_keys, result)
+
+    def finish(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey], result: Result) -> None:
+        _collect(result, outcome, pkey)
+        if not result.success:
+            message = _failure_message(result)
+            for k in _failed_keys(result, run_keys):
+                failed.add((k, pkey))
+                outcome.failed[_label(k, pkey)] = message
+        if on_run:
+            on_run(stage, pkey, "ok" if result.success else "failed")
+
+    for stage in plan_stages(defs, selection):
+        for pkey in stage.partition_keys:
+            if partitions and pkey is not None and pkey not in partitions:
+                continue
+            for k in stage.keys:
+                if observed(graph, k) == policy.GIT and pkey in offline:
+                    failed.add((k, pkey))
+                    outcome.skipped[_label(k, pkey)] = f"source offline: {offline[pkey]}"
+            blocked = {
+                k for k in stage.keys
+                if (k, pkey) not in failed and _is_blocked(graph, k, pkey, failed)
+            }
+            run_keys = [k for k in stage.keys if k not in blocked and (k, pkey) not in failed]
+            for k in blocked:
+                outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, offline)
+            if not run_keys:
+                continue
+            if not refresh:
+                materialize(stage, pkey, run_keys)
+                continue
+            # Waves: run what is stale now, then look again (a child is stale only once
+            # its parent has written different data), until nothing in the stage is.
+            remaining = set(run_keys)
+            while remaining:
+                now_blocked = {k for k in remaining if _is_blocked(graph, k, pkey, failed)}
+                for k in now_blocked:
+                    outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, offline)
+                remaining -= now_blocked
+                if not resolver:
+                    resolver.append(stale_status_resolver(instance, graph))
+                reasons = stale_reasons(graph, resolver[0], remaining, pkey, probes)
+                # Hold back anything downstream of a stale asset: once that one ran,
+                # the child may or may not be stale, and only then can Dagster tell.
+                ready = sorted(
+                    (k for k in reasons if not (_upstream(graph, k) & set(reasons))),
+                    key=lambda k: k.to_user_string(),
+                )
+                if not ready:
+                    break
+                for k in ready:
+                    outcome.reasons[_label(k, pkey)] = reasons[k]
+                materialize(stage, pkey, ready)
+                remaining -= set(ready)
+            for k in remaining:
+                outcome.fresh.append(_label(k, pkey))
+        for stage_, pkey, run_keys, wait in pending:  # this stage's launched runs
+            finish(stage_, pkey, run_keys, wait())
+        pending.clear()
+    return outcome
+
+
+def _blocked_reason(graph: dg.AssetGraph, key: dg.AssetKey, offline: Mapping[str, str]) -> str:
+    if offline and any(observed(graph, up) == policy.GIT for up in _upstream(graph, key)):
+        return f"needs the offline source(s) {', '.join(sorted(offline))}"
+    return "an upstream asset failed"
+
+
+def _label(key: dg.AssetKey, pkey: str | None) -> str:
+    return key.to_user_string() + (f"[{pkey}]" if pkey else "")
+
+
+def observed(graph: dg.AssetGraph, key: dg.AssetKey) -> str | None:
+    """The service ``key`` observes (its ``kernelhouse/observer`` tag), else None."""
+    return graph.get(key).tags.get(policy.OBSERVER_TAG) if graph.has(key) else None
+
+
+def observers(defs: dg.Definitions) -> set[str]:
+    """Names of the assets that observe an external service: what a refresh with nothing
+    new anywhere still runs."""
+    graph = defs.resolve_asset_graph()
+    return {k.to_user_string() for k in graph.get_all_asset_keys() if observed(graph, k)}
+
+
+def stale_reasons(
+    graph: dg.AssetGraph,
+    resolver: Any,
+    keys: set[dg.AssetKey],
+    pkey: str | None,
+    probes: dict[str, str | None] | None = None,
+) -> dict[dg.AssetKey, str]:
+    """Which of ``keys`` must run on a refresh, with the reason Dagster gives (the same
+    stale/missing status and causes the UI shows)."""
+    from dagster_project.execution.dagster_private import StaleStatus
+    from dagster_project.execution.probes import service_unreachable
+
+    out: dict[dg.AssetKey, str] = {}
+    probes = {} if probes is None else probes  # one reachability probe per service and run
+    damaged = damaged_now()  # views whose files are gone: never "up to date"
+    for key in keys:
+        name = key.to_user_string()
+        if name in damaged:
+            out[key] = damaged[name]
+            continue
+        # An observer whose service does not answer has nothing new to see: it runs
+        # only by the ordinary rule (missing, or its inputs changed).
+        service = observed(graph, key)
+        if service is not None and service not in probes:
+            probes[service] = service_unreachable(service)
+        if service is not None and probes[service] is None:
+            out[key] = "observes an external source"
+            continue
+        part = pkey if graph.get(key).is_partitioned else None
+        status = resolver.get_status(key, part)
+        if status == StaleStatus.MISSING:
+            out[key] = "never materialised"
+        elif status == StaleStatus.STALE:
+            causes = resolver.get_stale_root_causes(key, part)
+            out[key] = "; ".join(
+                f"{c.asset_key.to_user_string()} {c.reason}" for c in causes[:3]
+            ) or "stale"
+    return out
+
+
+def _is_blocked(
+    graph: dg.AssetGraph,
+    key: dg.AssetKey,
+    pkey: str | None,
+    failed: set[tuple[dg.AssetKey, str | None]],
+) -> bool:
+    """Blocked when an upstream asset failed for this partition (same partitioning) or
+    for any partition (different partitioning: the input would be incomplete)."""
+    mine = _pdef_id(graph.get(key).partitions_def)
+    for up in _upstream(graph, key):
+        same = graph.has(up) and _pdef_id(graph.get(up).partitions_def) == mine and mine
+        if (same and (up, pkey) in failed) or (not same and any(f[0] == up for f in failed)):
+            return True
+    return False
+
+
+def _upstream(graph: dg.AssetGraph, key: dg.AssetKey) -> set[dg.AssetKey]:
+    seen: set[dg.AssetKey] = set()
+    todo = list(graph.get(key).parent_keys)
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        if graph.has(k):
+            todo.extend(graph.get(k).parent_keys)
+    return seen
+
+
+def _collect(result: Result, outcome: BuildOutcome, pkey: str | None) -> None:
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        name = mat.asset_key.to_user_string()
+        md = mat.metadata
+        rows = md.get("dagster/row_count") or md.get("rows")
+        if rows is not None:
+            outcome.rows[name] = outcome.rows.get(name, 0) + int(rows.value)  # type: ignore[union-attr]
+            outcome.rows_by_run[name + (f"[{pkey}]" if pkey else "")] = int(rows.value)  # type: ignore[union-attr]
+        else:
+            outcome.rows.setdefault(name, 0)
+    for ev in result.get_asset_check_evaluations():
+        if not ev.passed:
+            outcome.checks_failed.append(f"{ev.asset_key.to_user_string()}:{ev.check_name}")
+    outcome.runs.append((result.run_id, pkey, result.success, ""))
+
+
+def _failed_keys(result: Result, run_keys: list[dg.AssetKey]) -> set[dg.AssetKey]:
+    materialized = {
+        e.step_materialization_data.materialization.asset_key
+        for e in result.get_asset_materialization_events()
+    }
+    return {k for k in run_keys if k not in materialized}
+
+
+def _failure_message(result: Result) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data:
+            err = event.step_failure_data.error
+            if err is None:
+                continue
+            # A dagster.Failure carries our own description (it names the setting);
+            # any other error is wrapped by Dagster, so show its root cause.
+            msg = err.message
+            if err.cls_name != "Failure":
+                cause = err.cause
+                while cause is not None:
+                    msg = cause.message or msg
+                    cause = cause.cause
+            msg = " ".join(msg.split())
+            return msg.split(": ", 1)[1][:500] if msg.startswith("dagster.") else msg[:500]
+    return "run failed"

@@ -1,0 +1,115 @@
+"""The refresh policy an asset declares beside its code, and what the assembly resolves.
+
+An asset states its policy in its own decorator: an ``automation_condition`` built here
+(so the wording of each rule lives once), and ``kernelhouse/*`` tags that the build
+planner and the assembly read. Nothing here or in ``planner`` looks at an asset's name.
+
+Tags (``TAGS``):
+
+* ``kernelhouse/observer``: the asset observes an external service (``git``: a repo
+  source; ``hub``: the Hugging Face Hub; ``github``: the GitHub API). A refresh runs it
+  whenever that service answers; its content data version decides what else runs.
+* ``kernelhouse/code_version``: the asset's declared code version is completed when the
+  definitions are built. ``sim_params``: it carries the simulator's seed and sizes, so a
+  new seed marks the shards stale like a new generator does. ``mining_rules``: the rule
+  versions the miner has loaded now (``mining.versions``).
+* ``kernelhouse/shards``: the settings field that sizes the asset's shard partitions
+  (``sim_sessions``, ``sim_episodes``); the declared partitions are the default build's.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from dagster_project.settings import Settings
+
+OBSERVER_TAG = "kernelhouse/observer"
+CODE_VERSION_TAG = "kernelhouse/code_version"
+SHARDS_TAG = "kernelhouse/shards"
+TAGS = (OBSERVER_TAG, CODE_VERSION_TAG, SHARDS_TAG)
+
+#: Observed services (values of ``kernelhouse/observer``).
+GIT, HUB, GITHUB = "git", "hub", "github"
+#: Values of ``kernelhouse/code_version``.
+SIM_PARAMS, MINING_RULES = "sim_params", "mining_rules"
+#: Values of ``kernelhouse/shards``: settings fields that count the items to shard.
+SHARD_SIZES = ("sim_sessions", "sim_episodes")
+
+
+def observer(service: str) -> dict[str, str]:
+    """Tags of an asset that observes ``service`` (``git``, ``hub`` or ``github``)."""
+    if service not in (GIT, HUB, GITHUB):
+        raise ValueError(f"{OBSERVER_TAG}={service!r}: not one of {GIT}, {HUB}, {GITHUB}")
+    return {OBSERVER_TAG: service}
+
+
+def on_inputs_changed() -> dg.AutomationCondition:
+    """Mined, derived and published assets: run when an input's *data version* changed
+    (or the asset is newly missing), once its inputs are present and nothing is in
+    flight. Every table writer reports a content fingerprint as its data version, so a
+    fetch that found the same head, or a re-parse that produced the same rows, starts
+    nothing downstream (Dagster's ``eager`` would react to any new materialisation)."""
+    changed = (
+        dg.AutomationCondition.newly_missing()
+        | dg.AutomationCondition.any_deps_match(dg.AutomationCondition.data_version_changed())
+    ).since_last_handled()
+    return (
+        changed
+        & ~dg.AutomationCondition.any_deps_missing()
+        & ~dg.AutomationCondition.any_deps_in_progress()
+        & ~dg.AutomationCondition.in_progress()
+    ).with_label("inputs' data changed")
+
+
+def on_missing_or_new_code() -> dg.AutomationCondition:
+    """Simulated assets: only when missing or when the generator's code version (which
+    includes its seed and sizes, ``kernelhouse/code_version=sim_params``) changed."""
+    return dg.AutomationCondition.missing() | dg.AutomationCondition.code_version_changed()
+
+
+def daily() -> dg.AutomationCondition:
+    """Assets that observe a service with no change feed (Hub shapes, PR bodies): once a
+    day, at the daily schedule's tick. (Repo sources have the schedule itself; the Hub
+    push has no condition: publishing is a deliberate act.)"""
+    from dagster_project.schedules import DAILY_CRON
+
+    return (
+        dg.AutomationCondition.cron_tick_passed(DAILY_CRON, "UTC")
+        & ~dg.AutomationCondition.in_progress()
+    ).with_label("daily")
+
+
+def resolve(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
+    """Complete what an asset's tags say depends on settings or on loaded rules: its
+    code version (``kernelhouse/code_version``) and its shard keys (``kernelhouse/shards``).
+    An asset without these tags is returned as declared."""
+    from dagster_project import partitions
+
+    tags = spec.tags or {}
+    code_version = spec.code_version
+    kind = tags.get(CODE_VERSION_TAG)
+    if kind == SIM_PARAMS and code_version:
+        code_version = (
+            f"{code_version}+seed{settings.sim_seed}"
+            f".s{settings.sim_sessions}.e{settings.sim_episodes}"
+        )
+    elif kind == MINING_RULES:
+        from dagster_project.mining.versions import asset_code_version
+
+        code_version = asset_code_version(spec.key.to_user_string())
+    elif kind is not None:
+        raise ValueError(f"{spec.key.to_user_string()}: {CODE_VERSION_TAG}={kind!r} is unknown")
+
+    pdef = spec.partitions_def
+    sized_by = tags.get(SHARDS_TAG)
+    if sized_by is not None:
+        if sized_by not in SHARD_SIZES or pdef is None:
+            raise ValueError(
+                f"{spec.key.to_user_string()}: {SHARDS_TAG}={sized_by!r} needs shard partitions "
+                f"and one of {', '.join(SHARD_SIZES)}"
+            )
+        default_shards = len(pdef.get_partition_keys())
+        pdef = partitions.shard_partitions(getattr(settings, sized_by), default_shards)
+    if code_version == spec.code_version and pdef is spec.partitions_def:
+        return spec
+    return spec.replace_attributes(code_version=code_version, partitions_def=pdef)
