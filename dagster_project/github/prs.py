@@ -212,12 +212,14 @@ class _Retry(GithubRetry):
         *,
         sleep_fn: Callable[[float], None] = time.sleep,
         on_wait: Callable[[float, str, bool], None] | None = None,
+        on_rate_limit_exhausted: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
         rate_limit_waits: int = 10,
         **kwargs: Any,
     ) -> None:
         self.sleep_fn = sleep_fn
         self.on_wait = on_wait
+        self.on_rate_limit_exhausted = on_rate_limit_exhausted
         self.clock = clock
         self.rate_limit_waits = rate_limit_waits
         super().__init__(**kwargs)
@@ -225,6 +227,7 @@ class _Retry(GithubRetry):
     def new(self, **kw: Any) -> Any:
         kw.setdefault("sleep_fn", self.sleep_fn)
         kw.setdefault("on_wait", self.on_wait)
+        kw.setdefault("on_rate_limit_exhausted", self.on_rate_limit_exhausted)
         kw.setdefault("clock", self.clock)
         kw.setdefault("rate_limit_waits", self.rate_limit_waits)
         return super().new(**kw)
@@ -244,7 +247,10 @@ class _Retry(GithubRetry):
         if not limited:
             return retry
         if self.rate_limit_waits <= 0:
-            # urllib3 hands the last answer back (raise_on_status=False); the caller words it.
+            # urllib3 hands the last answer back (raise_on_status=False), but GithubRetry
+            # has read its body (the secondary-limit message), so say it here.
+            if self.on_rate_limit_exhausted is not None:
+                self.on_rate_limit_exhausted()
             raise MaxRetryError(_pool, url or "", ResponseError("rate limit did not lift"))
         assert isinstance(retry, _Retry)
         retry.rate_limit_waits = self.rate_limit_waits - 1
@@ -353,7 +359,10 @@ def fetch_pull_requests(
         return
 
     # Where the request loop is, for the retry's progress reports.
-    at: dict[str, int] = {"number": 0, "done": 0}
+    at: dict[str, int] = {"number": 0, "done": 0, "limit_exhausted": 0}
+
+    def on_rate_limit_exhausted() -> None:
+        at["limit_exhausted"] = at["number"]
 
     def on_wait(wait_s: float, detail: str, limited: bool) -> None:
         if limited:
@@ -379,6 +388,7 @@ def fetch_pull_requests(
         raise_on_status=False,  # the last answer comes back, and is worded below
         sleep_fn=sleep,
         on_wait=on_wait,
+        on_rate_limit_exhausted=on_rate_limit_exhausted,
         clock=clock,
         rate_limit_waits=max_rate_limit_waits,
     )
@@ -458,7 +468,7 @@ def fetch_pull_requests(
                         f"GitHub answered 401 for {repo_slug}#{number}: the token is invalid or "
                         "lacks access (check GITHUB_TOKEN)"
                     )
-                if _is_rate_limited(status, headers, data):
+                if at["limit_exhausted"] == number or _is_rate_limited(status, headers, data):
                     raise GitHubFetchError(
                         f"GitHub rate limit did not lift after {max_rate_limit_waits} waits "
                         f"({repo_slug}#{number}); rows fetched so far were yielded"

@@ -219,6 +219,17 @@ def test_rate_limit_that_never_lifts_raises(httpserver: HTTPServer) -> None:
     assert len(httpserver.log) == 3  # the first ask and two retries, then it stops
 
 
+def test_secondary_limit_that_never_lifts_raises_too(httpserver: HTTPServer) -> None:
+    # Only the body says "secondary rate limit" (no headers), and GithubRetry reads it.
+    httpserver.expect_request(PATH.format(17)).respond_with_json(
+        {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."},
+        status=403,
+    )
+    with pytest.raises(GitHubFetchError, match="did not lift after 1 waits"):
+        fetch(httpserver, [17], max_rate_limit_waits=1)
+    assert len(httpserver.log) == 2
+
+
 def test_404_is_missing_and_plain_403_is_error(httpserver: HTTPServer) -> None:
     httpserver.expect_request(PATH.format(12)).respond_with_json(
         {"message": "Not Found"}, status=404
