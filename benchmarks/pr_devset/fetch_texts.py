@@ -40,10 +40,17 @@ SHORT_NAMES: dict[str, str] = {
     "sgl-project/sglang": "sglang",
     "flashinfer-ai/flashinfer": "flashinfer",
 }
-#: folds an extractor author may read; the others are scored only
-DEV_FOLDS: frozenset[int] = frozenset({0, 1, 2})
-HELD_FOLDS: frozenset[int] = frozenset({3, 4})
+#: folds an extractor author may read: all five since 2026-12-01. Folds 3-4 were the held-out
+#: folds of extractor 2.0; their aggregate score was printed five times while it was written, so
+#: they were retired into development (LABELLING.md, "Retired held folds"). The held-out set is
+#: now the separate ``fresh/`` folder, scored once per round.
+DEV_FOLDS: frozenset[int] = frozenset({0, 1, 2, 3, 4})
+#: the former held folds, kept for the record (results quoted "held" before 2026-12-01 mean these)
+RETIRED_HELD_FOLDS: frozenset[int] = frozenset({3, 4})
+HELD_FOLDS: frozenset[int] = frozenset()
 N_FOLDS = 5
+#: the fresh held-out set (same formats, ``split=fresh``): ``load_devset(FRESH_ROOT)``
+FRESH_ROOT = Path(__file__).resolve().parent / "fresh"
 
 
 class DevsetError(ValueError):
@@ -90,7 +97,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    split: str  # "dev" | "held"
+    split: str  # "dev" | "fresh" (was "held" for folds 3-4 before they were retired)
     truncated: bool
     n_chars: int
     sha256: str

@@ -29,7 +29,10 @@ from dagster_project.gains.extract.vocab import PROJECT, project_of
 from dagster_project.gains.normalise import finalise
 from dagster_project.gains.schema import Measurement
 
-EXTRACTOR_VERSION = "2.0"
+#: 2.1 (2026-12-01): transitions ending a sentence, ``a -> b`` on one key of a run, summed
+#: expressions by their totals, one-line code spans, versions and geometric means refused,
+#: "Nx slower than" said of the replaced side, benchmark duration kept as a measurement
+EXTRACTOR_VERSION = "2.1"
 
 
 def candidates(text: str) -> list[Candidate]:

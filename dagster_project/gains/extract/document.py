@@ -24,6 +24,12 @@ import re
 from dataclasses import dataclass, field
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+def _one_line_span(line: str, mark: str) -> bool:
+    """A line that opens and closes its own fence (text between): inline code, no block."""
+    body = line.strip()[len(mark):]
+    return body.rstrip().endswith(mark) and bool(body.rstrip()[: -len(mark)].strip())
+
+
 _HTML_TABLE = re.compile(r"<table\b.*?</table\s*>", re.I | re.S)
 _PIPE_SEP = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(?:\|\s*:?-{1,}:?\s*)+\|?\s*$")
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s+\S|\*\*[^*]{2,80}\*\*:?\s*$|__[^_]{2,80}__:?\s*$)")
@@ -103,10 +109,12 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
             header = [f"{a} {b}".strip() for a, b in zip(up, header, strict=True)]
     data_lines = [ln for ln in rows[sep_at + 1 :] if not _PIPE_SEP.match(ln)]
     grid = Grid(header, [], [])
+    # a missing closing pipe marks a cut row only in a table whose rows close with one
+    outer = rows[sep_at - 1].rstrip().endswith("|")
     for j, ln in enumerate(data_lines):
         cells = split_pipe_row(ln)
         last = j == len(data_lines) - 1
-        if last and at_text_end and (len(cells) < len(header) or not ln.rstrip().endswith("|")):
+        if last and at_text_end and (len(cells) < len(header) or (outer and not ln.rstrip().endswith("|"))):
             grid.truncated_last = True
             continue
         if cells == header:
@@ -163,6 +171,8 @@ def split_blocks(text: str) -> list[Block]:
     while i < len(lines):
         line = lines[i]
         fence = _FENCE.match(line)
+        if fence and _one_line_span(line, fence.group(1)):
+            fence = None  # "```python3 -m sglang.bench_serving ...```": a code span, not a fence
         if fence:
             mark = fence.group(1)
             j = i + 1

@@ -29,8 +29,11 @@ from dagster_project.gains.numbers import parse_number
 _V = r"\d[\d,]*(?:\.\d+)?"
 _U = rf"(?:{UNIT_PATTERN})"
 _ARROW = r"(?:→|->|=>|⟶|➡️?|➜|-->|⇒)"
+#: a value ends at a non-word character; a full stop ends it too unless a digit follows (the
+#: sentence's own period: "from ~26.8us to ~9.8us." and "7.8us->6.5us." are transitions)
+_END = r"(?!\w|\.\d)"
 TRANSITION = re.compile(
-    rf"(?:\bfrom\s+)?[~≈]?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?(?![\w.])\s*(?:{_ARROW}|\bto\b)\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?(?![\w.])",
+    rf"(?:\bfrom\s+)?[~≈]?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?{_END}\s*(?:{_ARROW}|\bto\b)\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
     re.I,
 )
 INLINE_ROLES = re.compile(
@@ -109,6 +112,12 @@ def _bad_context(window: str) -> bool:
         r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b", window, re.I))
 
 
+#: "from 5.9+5.7+2.6=14.2us to 8.7+3=11.7us": sums written out, labelled by their totals
+SUMMED = re.compile(
+    rf"\bfrom\s+(?:{_V}\s*\+\s*)+{_V}\s*=\s*(?P<b>{_V})\s*(?P<ub>{_U})?{_END}\s*(?:{_ARROW}|\bto\b)\s*"
+    rf"(?:{_V}\s*\+\s*)+{_V}\s*=\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
+    re.I,
+)
 RATIO_FORMULA = re.compile(rf"(?<![\w.])(?P<a>{_V})\s*/\s*(?P<b>{_V})\s*=\s*(?P<r>\d+(?:\.\d+)?)(?![\w.])")
 
 
@@ -127,7 +136,8 @@ def transitions(s: str, b: Block) -> list[Candidate]:
         taken.append((m.start(), m.end()))
         out.append(Candidate(base, opt, metric, None, b, "sentence", higher_is_better=not lower,
                              stated=round(r, 4), stated_text=m.group("r"), scope_hint=_scope_of(s, b), evidence=[s]))
-    for rx, structure in ((INLINE_ROLES, "sentence"), (VALUE_ROLES, "sentence"), (TRANSITION, "sentence")):
+    for rx, structure in ((SUMMED, "sentence"), (INLINE_ROLES, "sentence"), (VALUE_ROLES, "sentence"),
+                          (TRANSITION, "sentence")):
         for m in rx.finditer(s):
             if any(a <= m.start() < z for a, z in taken):
                 continue
@@ -144,8 +154,9 @@ def transitions(s: str, b: Block) -> list[Candidate]:
                     continue
             if ub and uo and normalise_unit(ub) != normalise_unit(uo):
                 continue
-            if re.match(r"^\s*[+*/]\s*\d", s[m.end("o"):]) or re.search(r"\d\s*[+*/]\s*$", s[: m.start("b")]):
-                continue  # one side is a sum being written out (5.9+5.7+...=38.8us)
+            if rx is not SUMMED and (re.match(r"^\s*[+*/]\s*\d", s[m.end("o"):])
+                                     or re.search(r"\d\s*[+*/=]\s*$", s[: m.start("b")])):
+                continue  # one side is a sum being written out: SUMMED reads it by its totals
             if re.search(r"\bsum of\b|\bin total\b|\btotal of\b|\bgeomean\b|\bon average\b|\baveraged over\b",
                          s[max(0, m.start() - 80) : m.start()], re.I):
                 continue  # a summary of the rows, not a measurement of its own
@@ -187,7 +198,7 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
             r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
         if not (cue_after or cue_before or listed):
             continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
-        if not summaries and re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
+        if not summaries and re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
                      f"{lead[-40:]} {tail[:40]}", re.I):
             continue  # a summary over the rows (average / geomean / overall), not a measurement
         if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
@@ -203,6 +214,10 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
         v = parse_stated_speedup(phrase)
         if v is None:
             continue
+        if v < 1 and re.match(r"^\s*slower\s+than\b", tail, re.I) and not re.search(
+                r"\bthis (?:pr|change|patch)\b|\bour\b|\bnew\b|\boptimi[sz]ed\b|\bproposed\b|\bwith (?:the|this) pr\b", lead, re.I):
+            # "It (the default kernel) is 2x slower than CUTLASS": N for the PR, as written
+            v = float(m.group("n")) if m.group("u") in "xX×" else round(1 / v, 4)
         metric = _metric_before(s, start) or (METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else "")
         out.append(Candidate(None, None, metric, None, b, "sentence", stated=v,
                              keys=[(keyed.group("k"), keyed.group("v"))] if keyed else [],

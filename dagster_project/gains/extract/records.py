@@ -177,8 +177,8 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         return []
     v = parse_number(m.group("val"))
     tail = m.group("tail") or ""
-    if v is None or re.match(r"^\s*[-–~]\s*\d", tail):
-        return []
+    if v is None or re.match(r"^\s*[-–~]\s*\d", tail) or (not m.group("unit") and re.match(r"^\.\d", tail)):
+        return []  # a range, or a version ("Pytorch: 2.11.0"), is not a value of a run
     unit = m.group("unit")
     if unit == "%":
         return []
@@ -211,14 +211,44 @@ def key_only(line: str) -> tuple[tuple[str, str], ...] | None:
     return keys
 
 
+#: ``Benchmark duration (s):   437.69    ->  409.60``: one key, the value before and after
+_ARROW_LINE = re.compile(
+    rf"^\s*(?P<key>[A-Za-z][^:=\d]{{1,60}}?)\s*[:=]\s*(?P<b>{_VAL})\s*(?P<ub>{_UNIT})?\s*"
+    rf"(?:->|→|=>|⟶|⇒)\s*(?P<o>{_VAL})\s*(?P<uo>{_UNIT})?\s*$",
+    re.I,
+)
+
+
+def _arrow_line(b: Block, ln: str) -> Candidate | None:
+    """A key/value line of a run whose value is written as ``before -> after`` (a code block
+    of one run edited to show both sides); the arrow's order is before to after."""
+    m = _ARROW_LINE.match(ln)
+    if not m:
+        return None
+    key = m.group("key").strip()
+    unit = m.group("uo") or m.group("ub") or unit_in(key)
+    metric = re.sub(r"\s*\([^)]*\)\s*$", "", key).strip()
+    if is_non_measurement(metric) or (m.group("ub") and m.group("uo")
+                                      and normalise_unit(m.group("ub")) != normalise_unit(m.group("uo"))):
+        return None
+    bv, ov = parse_number(m.group("b")), parse_number(m.group("o"))
+    if bv is None or ov is None or bv == ov:
+        return None
+    return Candidate(bv, ov, metric, unit, b, "records", evidence=[ln])
+
+
 def inline_candidates(blocks: list[Block]) -> list[Candidate]:
     """Two readings of one line that differ by one word naming each side
-    (``vllm time = 0.0130ms, custom time = 0.0119ms``): a pair from one record line."""
+    (``vllm time = 0.0130ms, custom time = 0.0119ms``), or one key whose value is written
+    ``before -> after`` in a code block: a pair from one record line."""
     out: list[Candidate] = []
     for b in blocks:
         if b.kind not in ("code", "text"):
             continue
         for ln in b.lines:
+            if b.kind == "code" and (arrow := _arrow_line(b, ln)) is not None:
+                out.append(arrow)
+                continue
             recs = parse_records(ln)
             if len(recs) != 2:
                 continue

@@ -287,7 +287,7 @@ def is_non_measurement(label: str | None) -> bool:
     s = label.strip()
     if METRIC_WORDS.search(s) and not re.search(
         r"accuracy|\bmemory\b|\bmem\b|\bptx\b|\bsass\b|\bcompile time\b|% of|\bshare\b|"
-        r"warm-?up|iterations?|\bstd\b|stddev|benchmark duration|\bstartup\b|\bload(?:ing)? time\b",
+        r"warm-?up|iterations?|\bstd\b|stddev|\bstartup\b|\bload(?:ing)? time\b",
         s,
         re.I,
     ):

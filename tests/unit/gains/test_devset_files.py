@@ -21,6 +21,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
+#: the fresh held-out set (same formats; ``split=fresh``), scored once per round
+FRESH = ROOT / "fresh"
+#: every committed set: the development set and the fresh held-out set
+SETS = {"dev": ROOT, "fresh": FRESH}
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
 RESERVED: dict[str, set[int]] = {
@@ -97,26 +101,40 @@ def _devset_module() -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="module")
-def prs() -> list[dict[str, str]]:
-    with (ROOT / "prs.csv").open(newline="", encoding="utf-8") as fh:
+def _read_prs(root: Path) -> list[dict[str, str]]:
+    with (root / "prs.csv").open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 
 
-@pytest.fixture(scope="module")
-def labels() -> list[dict[str, Any]]:
-    lines = (ROOT / "labels.jsonl").read_text(encoding="utf-8").splitlines()
+def _read_labels(root: Path) -> list[dict[str, Any]]:
+    lines = (root / "labels.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def test_prs_rows_are_typed_and_unique(prs: list[dict[str, str]]) -> None:
-    assert len(prs) >= 60
+@pytest.fixture(scope="module", params=sorted(SETS))
+def which(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def prs(which: str) -> list[dict[str, str]]:
+    return _read_prs(SETS[which])
+
+
+@pytest.fixture(scope="module")
+def labels(which: str) -> list[dict[str, Any]]:
+    return _read_labels(SETS[which])
+
+
+def test_prs_rows_are_typed_and_unique(which: str, prs: list[dict[str, str]]) -> None:
+    assert len(prs) >= (60 if which == "dev" else 30)
     keys = [(row["repo"], int(row["number"])) for row in prs]
     assert len(set(keys)) == len(keys), "a PR is listed twice"
     for row in prs:
         assert row["url"] == f"https://github.com/{row['repo']}/pull/{row['number']}"
         assert row["kind"] in KINDS
-        assert row["split"] == ("dev" if int(row["fold"]) <= 2 else "held")
+        # folds 3-4 were the held folds until they were retired into development
+        assert row["split"] == which
         assert row["truncated"] in {"true", "false"}
         assert int(row["n_chars"]) > 0
         assert len(row["sha256"]) == 64 and int(row["sha256"], 16) >= 0
@@ -188,10 +206,23 @@ def test_speedup_agrees_with_its_pair(labels: list[dict[str, Any]]) -> None:
 def test_loader_reads_committed_files_without_texts() -> None:
     module = _devset_module()
     devset = module.load_devset(ROOT, require_texts=False)
-    assert {pr.split for pr in devset} == {"dev", "held"}
-    held = module.load_devset(ROOT, folds=module.HELD_FOLDS, require_texts=False)
-    assert held and all(pr.fold in module.HELD_FOLDS for pr in held)
+    assert {pr.split for pr in devset} == {"dev"}
+    assert set(range(module.N_FOLDS)) == set(module.DEV_FOLDS)
+    assert not module.HELD_FOLDS
+    retired = module.load_devset(ROOT, folds=module.RETIRED_HELD_FOLDS, require_texts=False)
+    assert retired and all(pr.fold in module.RETIRED_HELD_FOLDS for pr in retired)
     assert sum(len(pr.labels) for pr in devset) == len(module.read_labels(ROOT))
+    fresh = module.load_devset(module.FRESH_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh} == {"fresh"}
+    assert sum(len(pr.labels) for pr in fresh) == len(module.read_labels(module.FRESH_ROOT))
+
+
+def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
+    """The fresh held-out set is only held out if none of its PRs was ever developed on."""
+    dev = {(row["repo"], int(row["number"])) for row in _read_prs(ROOT)}
+    fresh = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH)}
+    assert fresh and not dev & fresh
+    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(FRESH)} & dev
 
 
 def test_loader_names_a_missing_text(tmp_path: Path) -> None:

@@ -81,7 +81,9 @@ Mean TTFT (ms):                          35702.09
 - base: 9,812 tok/s
 - new: 10,344 tok/s
 """
-    assert pairs(text) == [(8.30, 8.89), (38120.67, 35702.09), (9812.0, 10344.0)]  # counts/durations out
+    # counts out; the benchmark duration of each run is a measurement (the real-PR labels pair
+    # it whenever both runs show it: sglang#7687, sglang#20565)
+    assert pairs(text) == [(96.41, 90.02), (8.30, 8.89), (38120.67, 35702.09), (9812.0, 10344.0)]
 
 
 def test_prose_transitions_ratios_and_traps() -> None:
@@ -154,3 +156,55 @@ Decode with batch size 32: before: 12.0 ms, after: 10.5 ms. We ran 200 iteration
     assert (mkn.batch_size, mkn.scope, mkn.unit) == (16, "kernel", "us")
     assert prose.unit == "ms" and prose.speedup == round(12.0 / 10.5, 4)
     assert all(m.audit_pass for m in ms)
+
+
+def test_round_two_layouts() -> None:
+    """Layouts the dev-set misses of the second round showed (texts in our own words)."""
+    # a transition that ends its sentence: the full stop is not part of the value
+    assert pairs("t\nThe decode kernel went from ~41.5us to ~17.2us.\nPrefill: 9.1ms->8.4ms.") == [
+        (41.5, 17.2), (9.1, 8.4)]
+    # a whole command in one ```...``` line is a code span: the table after it is still a table
+    text = """t
+```python3 -m bench --num-prompts 50```
+
+TP | Length | Before Output Throughput (tok/s) | After Output Throughput (tok/s)
+-- | -- | -- | --
+2|512-256|700.5|733.25
+4|1024-256|800.5|833.25
+
+Configs only change the tile sizes.
+"""
+    assert pairs(text) == [(700.5, 733.25), (800.5, 833.25)]
+    # one run edited to show both sides with an arrow on one key; a count line is no pair
+    text = """t
+```
+Successful requests:                     200   ->  200
+Total input tokens:                      4096  ->  8192
+Benchmark duration (s):                  51.20  ->  47.75
+```
+"""
+    assert pairs(text) == [(51.2, 47.75)]
+    # sums written out are read by their totals, never by an addend
+    assert pairs("t\nDecode time from 2.5+3.5+1.0=7.0us to 2.0+1.5=3.5us.") == [(7.0, 3.5)]
+
+
+def test_round_two_traps() -> None:
+    # versions in an environment list are not a run of values
+    assert pairs("t\n**Environment**\nTorch: 2.9.1\nTriton: 3.5.0\nKernel: 12.5 us\n") == []
+    # a geometric-mean summary is not a measurement
+    assert [m.stated_speedup for m in extract_text(
+        "t\n- 1.21x geometric mean speedup over the old backend across 40 shapes")] == []
+    # "Nx slower than" said of what the PR replaces is N for the PR; said of the PR, 1/N
+    assert [m.stated_speedup for m in extract_text(
+        "t\nThe default path is about 3x slower than the fused kernel for long prompts.")] == [3.0]
+    assert [m.stated_speedup for m in extract_text(
+        "t\nWith this PR the kernel is 1.25x slower than before for tiny batches.")] == [0.8]
+
+
+def test_cut_last_row_only_where_rows_close_with_a_pipe() -> None:
+    head = "t\nTP | Before latency (us) | After latency (us)\n-- | -- | --\n2 | 10.5 | 9.5\n"
+    # no outer pipes anywhere: the last row is whole, not cut
+    assert pairs(head + "4 | 20.5 | 18.5") == [(10.5, 9.5), (20.5, 18.5)]
+    piped = "t\n| TP | Before latency (us) | After latency (us) |\n|--|--|--|\n| 2 | 10.5 | 9.5 |\n"
+    # rows that close with a pipe: one that does not, at the end of the text, is cut
+    assert pairs(piped + "| 4 | 20.5 | 18") == [(10.5, 9.5)]
