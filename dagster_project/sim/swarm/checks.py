@@ -260,6 +260,7 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
         elif kind == "verify":
             ref_i = m["params"].get("ref")
             ref = msgs[ref_i] if isinstance(ref_i, int) and 0 <= ref_i < i else None
+            measured.setdefault(_key(m["params"]), []).append(m["time_ms"])
             if ref is None or ref["kind"] != "result" or ref["status"] not in RAN:
                 bad(f"verify {i} does not name an earlier result that ran (ref {ref_i!r})")
                 continue
@@ -276,7 +277,6 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
                 bad(f"verify {i} status {m['status']!r} is not pass/unstable")
             if m["reward"] != want_r:
                 bad(f"verify {i} reward {m['reward']} != {want_r} (an unstable gain is not rewarded)")
-            measured.setdefault(_key(m["params"]), []).append(m["time_ms"])
         elif kind == "status" and m["time_ms"] is not None:
             if m["time_ms"] not in agent_ok.get(m["sender"], set()):
                 bad(f"status {i} quotes {m['time_ms']} ms, not an earlier ok result of {m['sender']}")
