@@ -14,7 +14,14 @@ Finishing an episode (``finish``) does what can only be done once the whole log 
    order* and rendering the texts that quote it (results, leaderboards, merges, verify
    reports, the verdict). Computing these in the same pass is what makes every reward
    and every leaderboard consistent with the episode's own history by construction;
-   ``checks.check_episode`` verifies it independently.
+   ``checks.check_episode`` verifies it independently. An ``unstable`` verify withdraws
+   its result in that walk (``rewards.withdrawal_reward``; the shared best falls back),
+   and merges, verdict and verify texts state the counts and decisions the walk has seen
+   up to that message, never later ones.
+
+Reviews are written when they happen, from the submitted code alone (``review``): the
+harness's outcome for that candidate is computed first only because the simulator needs
+it if the review passes; no reviewer text is derived from it.
 """
 
 from __future__ import annotations
