@@ -77,6 +77,11 @@ _PY_EXC = re.compile(r"^[A-Z]\w*(?:Error|Exception)\('(.+)'\)\s*$")
 _ERR_VALUE = re.compile(r"got -?[0-9.]+, expected -?[0-9.]+")
 #: Messages that are the harness's own output (may quote themselves).
 _OUTPUT_KINDS = ("result", "candidate")
+#: A latency as messages print it (``feedback.fmt_ms``: four significant digits + " ms").
+_MS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:e[-+]?\d+)?) ms\b")
+#: Kinds whose every latency must have been measured before (a verify prints its own
+#: new re-measurement, so it is checked through its ``ref`` instead).
+_QUOTING_KINDS = ("plan", "dispatch", "status", "review", "leaderboard", "merge", "redirect", "handoff", "verdict")
 
 
 def quotables(content: str) -> set[str]:
@@ -97,12 +102,15 @@ def quotables(content: str) -> set[str]:
 def timeline_violations(msgs: list[dict[str, Any]]) -> list[tuple[int, str]]:
     """``(message index, why)`` for every message that quotes a result before it exists.
 
-    Two rules, both about the episode's own timeline: (1) no message quotes a piece of a
+    Three rules, all about the episode's own timeline: (1) no message quotes a piece of a
     result (a diagnostic, a measured error) that no earlier result printed; (2) a review
-    contains no harness output at all, since the candidate it reads has not been compiled.
+    contains no harness output at all, since the candidate it reads has not been compiled;
+    (3) every latency a lead or agent message states ("0.01405 ms") was measured by an
+    earlier message (the plan's baseline, a result, a verification).
     """
     out: list[tuple[int, str]] = []
     seen: set[str] = set()
+    times: set[float] = set()  # latencies printed by the plan (baseline), results, verifies
     future: dict[str, int] = {}
     for j, m in enumerate(msgs):
         if m["kind"] == "result":
@@ -110,6 +118,15 @@ def timeline_violations(msgs: list[dict[str, Any]]) -> list[tuple[int, str]]:
                 future.setdefault(q, j)
     for i, m in enumerate(msgs):
         text = m["content"] or ""
+        if m["kind"] in _QUOTING_KINDS and m["kind"] != "plan":
+            stale = [x for x in _MS.findall(text) if float(x) not in times]
+            if stale:
+                out.append((i, f"{m['kind']} quotes {stale[0]} ms, which no earlier message measured"))
+                continue
+        if m["kind"] in ("result", "verify", "plan") and m["time_ms"] is not None:
+            times.add(float(f"{m['time_ms']:.4g}"))
+        if m["kind"] == "verify" or (m["kind"] == "plan" and m["time_ms"] is not None):
+            times.update(float(x) for x in _MS.findall(text))
         if m["kind"] == "result":
             seen.update(quotables(text))
             continue

@@ -290,3 +290,22 @@ def test_behaviour_script_on_parquet(small_build: list[Episode], tmp_path: Path)
     assert f["verify_claims_unverified_correct"] == 0
     assert r["templates"]["status"] >= 15
     json.dumps(r)  # the --json output is plain data
+
+
+def test_checker_catches_a_latency_measured_only_later(small_build: list[Episode]) -> None:
+    for ep0 in small_build:
+        msgs = ep0["messages"]
+        i = next((i for i, m in enumerate(msgs) if m["kind"] == "merge"), None)
+        later = [
+            m["time_ms"]
+            for m in msgs[i + 1 :] if i is not None and m["kind"] == "result" and m["time_ms"] is not None
+        ]
+        earlier = {m["time_ms"] for m in msgs[: i or 0] if m["time_ms"] is not None}
+        fresh = [t for t in later if t not in earlier]
+        if i is None or not fresh:
+            continue
+        ep = copy.deepcopy(ep0)
+        ep["messages"][i]["content"] += f"; a06 expects {fmt_ms(fresh[0])} ms next"
+        assert any("which no earlier message measured" in v for v in ks.check_episode(ep))
+        return
+    pytest.fail("no merge followed by a new time in the small build")
