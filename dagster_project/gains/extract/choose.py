@@ -31,7 +31,8 @@ from dagster_project.gains.schema import Measurement
 
 #: 2.1 (2026-12-01): transitions ending a sentence, ``a -> b`` on one key of a run, summed
 #: expressions by their totals, one-line code spans, versions and geometric means refused,
-#: "Nx slower than" said of the replaced side, benchmark duration kept as a measurement
+#: "Nx slower than" said of the replaced side, benchmark duration kept as a measurement;
+#: bounds ("up to 3x", "over 1.0x") and extremes ("min/max speedup") are not measurements
 EXTRACTOR_VERSION = "2.1"
 
 

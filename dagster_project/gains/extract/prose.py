@@ -63,6 +63,10 @@ _BEFORE_CUE = re.compile(
     r"(?:about|around|roughly|approximately|~|up to|nearly|over|≈)?\s*$",
     re.I,
 )
+#: "up to 3x", "over 1.0x faster", "> 2x": a bound, not a measured value (LABELLING: "up to" maxima)
+_BOUND = re.compile(r"^\s*(?:up\s+to|over|>|more\s+than|at\s+least)\b|^\s*>", re.I)
+#: "min speedup 0.77x. max speedup 4.8x.", "worst case 0.9x": extremes that summarise the rows
+_EXTREME = re.compile(r"\b(?:min(?:imum)?|max(?:imum)?|worst(?:[- ]case)?|best(?:[- ]case)?|peak)\b[\w\s-]{0,20}$", re.I)
 _RANGE_BEFORE = re.compile(r"\d\s*(?:[-–~]|to)\s*$")
 _GPU_AFTER = re.compile(r"^\s*(?:[A-Z]{1,3}\d{2,4}|GPUs?|nodes?|cards?|devices?|the\b|more\s+(?:memory|tokens))", re.I)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])|\n")
@@ -201,6 +205,8 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
         if not summaries and re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
                      f"{lead[-40:]} {tail[:40]}", re.I):
             continue  # a summary over the rows (average / geomean / overall), not a measurement
+        if not summaries and (_BOUND.match(m.group("hedge")) or _EXTREME.search(lead[-30:])):
+            continue  # a bound or an extreme over the rows ("up to 3x", "over 1.0x", "max speedup 4.8x")
         if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
             continue  # "a/b=1.148 ~= 15%": the ratio restated, read as a pair by transitions()
         window = f"{lead} {m.group(0)}"

@@ -208,3 +208,12 @@ def test_cut_last_row_only_where_rows_close_with_a_pipe() -> None:
     piped = "t\n| TP | Before latency (us) | After latency (us) |\n|--|--|--|\n| 2 | 10.5 | 9.5 |\n"
     # rows that close with a pipe: one that does not, at the end of the text, is cut
     assert pairs(piped + "| 4 | 20.5 | 18") == [(10.5, 9.5)]
+
+
+def test_bounds_and_extremes_are_not_measurements() -> None:
+    """"up to" maxima, lower bounds and min/max over the rows summarise, they do not measure."""
+    for s in ("It brings up to 3x speedup on decode.", "Tiles are over 1.5x faster for small M.",
+              "- smallest model: min speedup 0.71x. max speedup 3.9x."):
+        assert [m.stated_speedup for m in extract_text(f"t\n{s}")] == [], s
+    # a plain claim still counts
+    assert [m.stated_speedup for m in extract_text("t\nThe fused kernel is 2.5x faster than the old one.")] == [2.5]
