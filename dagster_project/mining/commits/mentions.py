@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 #: Version of hardware/model/speedup mentions. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "4"
+RULES_VERSION = "5"
 
 _TRAILER_RE = re.compile(
     r"^[ \t]*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by"
@@ -151,13 +151,45 @@ def _norm_model(s: str) -> str:
     return "deepseek-r1" if s == "dsr1" else s
 
 
+# v5 (issue 21: "hardware not stated" in most prompts): the platform a change targets when
+# no GPU or architecture is named. vLLM/SGLang titles say "[ROCm]", "[AMD]", "[XPU]",
+# "[NPU]", "[CPU]" … and their bodies are empty, so these tags were the hardware statement
+# most rows had and we dropped. Coarse on purpose: one label per platform, never a GPU
+# guess. "CPU" counts only as a title tag or a path token ("CPU overhead" targets a GPU).
+PLATFORM_RE = re.compile(
+    r"(rocm|amd|hip|aiter|xpu|intel[\s-]gpu|npu|ascend|apple[\s-]silicon|mlx|s390x|risc-?v|rvv"
+    r"|aarch64|arm64|avx-?512\w*|avx2|amx|\[cpu\])(?![\w-])"
+)
+_PLATFORM_OF = {
+    "rocm": "rocm", "amd": "rocm", "hip": "rocm", "aiter": "rocm",
+    "xpu": "xpu", "intel gpu": "xpu", "intel-gpu": "xpu",
+    "npu": "npu", "ascend": "npu",
+    "apple silicon": "apple", "apple-silicon": "apple", "mlx": "apple", "mps": "apple",
+    "s390x": "s390x", "vxe": "s390x",
+    "risc-v": "riscv", "riscv": "riscv", "rvv": "riscv",
+    "aarch64": "arm", "arm64": "arm", "neon": "arm", "sve": "arm",
+    "avx2": "x86", "amx": "x86", "x86": "x86",
+    "[cpu]": "cpu", "cpu": "cpu",
+}
+
+
+def _platform(token: str) -> str | None:
+    """The platform label of a text match or a path token (``avx512_bf16`` -> ``x86``)."""
+    t = re.sub(r"\s+", " ", token)
+    return "x86" if t.startswith("avx") and t[3:4] in ("5", "-") else _PLATFORM_OF.get(t)
+
+
+def _platforms(low: str) -> list[str]:
+    return _unique([p for m in _matches(PLATFORM_RE, low) if (p := _platform(m.group(1)))])
+
+
 def _hardware(text: str, low: str) -> list[str]:
     gpus = sorted(
         [(m.start(), _norm_gpu(m.group(1))) for m in _matches(GPU_RE, low, _gpu_ok)]
         + [(m.start(), _norm_gpu(m.group(1))) for m in _matches(GPU_EXACT_RE, text, _gpu_ok)]
     )
     archs = [_norm_arch(m.group(1)) for m in _matches(ARCH_RE, low)]
-    return _unique([g for _, g in gpus] + archs)
+    return _unique([g for _, g in gpus] + archs + _platforms(low))
 
 
 def _models(low: str) -> list[str]:
@@ -288,4 +320,6 @@ def code_mentions(path: str, code: str, diff: str = "") -> tuple[list[str], list
         whole = guards(code)
         hardware += whole if len(whole) == 1 else []
     models = _models(path.lower().replace("/", " "))
-    return _unique([_norm_arch(h) for h in hardware]), models
+    # v5: the platform a path is for (``csrc/rocm/``, ``cpu_attn_vxe.hpp``, ``…/mlx/moe/``).
+    platforms = [p for t in tokens if (p := _platform(t))]
+    return _unique([_norm_arch(h) for h in hardware] + platforms), models

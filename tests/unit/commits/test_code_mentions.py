@@ -13,7 +13,11 @@ from dagster_project.mining.commits.mentions import code_mentions
         ("csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8.cu", "", "", ["sm90"]),
         ("csrc/attention/blackwell/fmha_kernel.cu", "", "", ["blackwell"]),
         ("flashinfer/hopper/prefill.cuh", "", "", ["hopper"]),
-        ("csrc/rocm/attention_gfx942.cu", "", "", ["gfx942"]),
+        ("csrc/rocm/attention_gfx942.cu", "", "", ["gfx942", "rocm"]),
+        # v5: the platform of the path when it names one.
+        ("csrc/cpu/cpu_attn_vxe.hpp", "", "", ["cpu", "s390x"]),
+        ("python/sglang/srt/hardware_backend/mlx/moe/fused_swiglu.py", "", "", ["apple"]),
+        ("vllm/v1/attention/backends/rocm_aiter_fa.py", "", "", ["rocm"]),
         ("csrc/x.cu", "#if __CUDA_ARCH__ >= 900\nk();\n#endif\n", "", ["sm90"]),
         ("csrc/x.cu", "#if defined(__gfx942__)\nk();\n#endif\n", "", ["gfx942"]),
         ("vllm/x.py", "if current_platform.is_device_capability(100):\n    f()\n", "", ["sm100"]),
@@ -50,3 +54,17 @@ def test_config_device_names_of_the_same_commit(tmp_path) -> None:
     _, rows, _ = mine_repo(GitRepo(b.path), DEFAULT_SPECS["vllm"], head="HEAD")
     row = rows.filter(rows["sha"] == sha).row(0, named=True)
     assert row["hardware_from_code"] == ["H200"] and "H200" in row["hardware_mentioned"]
+
+
+@pytest.mark.parametrize(("title", "hardware"), [
+    ("[ROCm] Fix blockReduceSum (#1)", ["rocm"]),
+    ("[CPU][Perf] Accelerate attention head for s390x (#2)", ["cpu", "s390x"]),
+    ("[Intel GPU] DeepSeek V4 on XPU (#3)", ["xpu"]),
+    ("[NPU]Optimization of forward_npu (#4)", ["npu"]),
+    ("Reduce CPU overhead of the scheduler (#5)", []),  # "CPU" here is not the target
+    ("[AMD] Tune for MI300X (#6)", ["MI300X", "rocm"]),
+])
+def test_platforms_from_the_title(title: str, hardware: list[str]) -> None:
+    from dagster_project.mining.commits.mentions import hardware_mentioned
+
+    assert hardware_mentioned(title) == hardware
