@@ -143,8 +143,10 @@ class _Pass:
     tags: set[str] = field(default_factory=set)
     n_kept: int = 0
     withdrawn: int = 0
-    #: what the last merge saw: (results so far, kept so far, withdrawn, holder index, best)
-    at_merge: tuple[int, int, int, int, float] | None = None
+    #: unverified runs faster than the baseline (they ran, but count for nothing)
+    fast_unverified: int = 0
+    #: what the last merge saw: (results, kept, withdrawn, holder index, best, fast unverified)
+    at_merge: tuple[int, int, int, int, float, int] | None = None
 
     def revert_best(self) -> None:
         """Shared best = the fastest trusted ok result so far (or the baseline)."""
@@ -770,6 +772,8 @@ class Runtime:
             st.n_kept += 1
         st.statuses[e.status] = st.statuses.get(e.status, 0) + 1
         st.tags.add(tag)
+        if e.status == "unverified" and e.time_ms is not None and e.time_ms < self.baseline_ms:
+            st.fast_unverified += 1
         if e.status == OK and e.time_ms is not None:
             st.oks.append((e.time_ms, e.idx, e.recipient, tag, launch_params(e.params)))
             cur = st.agent_best.get(e.recipient)
@@ -877,11 +881,16 @@ class Runtime:
                 f"{fmt_ms(best)} ms, {speedup:.2f}x over {base}: {size}"
             )
         elif base_ok:
-            head = f"nobody beat {base}; it stays the team's kernel"
+            head = f"no verified kernel beat {base}; it stays the team's kernel"
         else:
             head = (
-                f"no verified kernel: nothing beat {base}, and {self.base_rung.tag} has no "
+                f"no verified kernel: none beat {base}, and {self.base_rung.tag} has no "
                 f"execution evidence on {self.gpu.arch}"
+            )
+        if st.holder is None and st.fast_unverified:
+            head += (
+                f" ({st.fast_unverified} faster run{'s' if st.fast_unverified > 1 else ''} "
+                "of unverified rungs cannot count)"
             )
         n = sum(st.statuses.values())
         parts = [
@@ -932,9 +941,15 @@ def _render_merge(e: Event, st: _Pass) -> None:
     since = n_res - (prev[0] if prev else 0)
     gains = st.n_kept - (prev[1] if prev else 0)
     dropped = st.withdrawn - (prev[2] if prev else 0)
-    st.at_merge = (n_res, st.n_kept, st.withdrawn, st.best_idx, st.best_ms)
+    fast = st.fast_unverified - (prev[5] if prev else 0)
+    st.at_merge = (n_res, st.n_kept, st.withdrawn, st.best_idx, st.best_ms, st.fast_unverified)
     scope = "since the last merge" if prev else "so far"
     tail = f"; {dropped} noisy gain{'s' if dropped > 1 else ''} withdrawn" if dropped else ""
+    if fast:
+        tail += (
+            f"; {fast} faster run{'s are' if fast > 1 else ' is'} unverified on this arch "
+            "and cannot be adopted"
+        )
     if st.holder is None:
         e.params = {"winner": None, "variant": None, "params": {}, "best_ms": st.best_ms}
         if since == 0:
@@ -944,8 +959,8 @@ def _render_merge(e: Event, st: _Pass) -> None:
             )
         else:
             e.content = (
-                f"merge ({label}): none of the {since} result{'s' if since != 1 else ''} {scope} beats "
-                f"the baseline; shared best stays {fmt_ms(st.best_ms)} ms{tail}"
+                f"merge ({label}): none of the {since} result{'s' if since != 1 else ''} {scope} is a "
+                f"verified kernel faster than the baseline; shared best stays {fmt_ms(st.best_ms)} ms{tail}"
             )
         return
     e.params = {
