@@ -20,9 +20,9 @@ Design choices, and why:
   when the primary model's reply is malformed, truncated (``finish_reason == "length"``)
   or the primary model is unavailable after retries.
 * **Bounded retries with an injectable sleep.** 429 and 5xx (and connection errors) are
-  retried ``max_retries`` times with exponential backoff, honouring ``Retry-After``; the
-  openai client's own retries are disabled so waiting is ours to control (and to skip in
-  tests).
+  retried ``max_retries`` times by ``tenacity`` with exponential backoff, honouring
+  ``Retry-After``; the openai client's own retries are disabled because it sleeps inside
+  the client (jittered, not injectable), so tests could not skip the waits.
 * **Cache key.** :func:`llm_cache_key` hashes (repo, PR number, body SHA-256, prompt
   version, model). The caller stores results under it in the lake; a PR is re-extracted
   only when one of those changes.
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import openai
+import tenacity
 
 from dagster_project.gains.normalise import finalise, parse_stated_speedup
 from dagster_project.gains.numbers import is_integer_text, parse_number
@@ -248,6 +249,13 @@ def scrub_reply(content: str, secret: str | None) -> str:
     return content.replace(secret, "[redacted]")
 
 
+def _transient(exc: BaseException) -> bool:
+    """Worth another attempt: rate limits, 5xx and connection trouble; a 4xx is final."""
+    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
 class LLMExtractor:
     """Extract measurements with a chat model; see the module docstring for the policy."""
 
@@ -303,7 +311,10 @@ class LLMExtractor:
         key = self.config.api_key
         return text.replace(key, "***") if key else text
 
-    def _wait(self, attempt: int, exc: Exception) -> float:
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Seconds before the next attempt: the server's ``Retry-After`` when it sends one,
+        else ``backoff_base_s`` doubling per attempt; capped at ``max_backoff_s``."""
+        exc = state.outcome.exception() if state.outcome is not None else None
         retry_after = None
         response = getattr(exc, "response", None)
         if response is not None:
@@ -312,11 +323,17 @@ class LLMExtractor:
                 retry_after = float(raw) if raw is not None else None
             except ValueError:
                 retry_after = None
+        attempt = state.attempt_number - 1
         base = retry_after if retry_after is not None else self.config.backoff_base_s * (2**attempt)
         return max(0.0, min(base, self.config.max_backoff_s))
 
     def _call(self, model: str, messages: list[dict[str, str]], usage: dict[str, int]) -> str:
-        """One model, with retries on transient errors; counts requests in ``usage``."""
+        """One model, with retries on transient errors; counts requests in ``usage``.
+
+        Retrying is tenacity's (stop after ``max_retries`` retries, our wait rule, the
+        injected sleep). Not the openai client's own ``max_retries``: its waits are jittered
+        and slept inside the client, so tests could not skip them and the log could not say
+        which model is being waited on."""
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -326,41 +343,43 @@ class LLMExtractor:
         rf = self._response_format()
         if rf is not None:
             kwargs["response_format"] = rf
-        attempts = 0
-        while True:
-            attempts += 1
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            wait = state.next_action.sleep if state.next_action is not None else 0.0
+            log.warning("LLM %s: %s, retrying in %.1fs", model, type(exc).__name__, wait)
+
+        def attempt() -> Any:
             usage["requests"] = usage.get("requests", 0) + 1
-            try:
-                resp = self._client.chat.completions.create(**kwargs)
-            except (
-                openai.RateLimitError,
-                openai.InternalServerError,
-                openai.APIConnectionError,
-            ) as exc:
-                if attempts > self.config.max_retries:
-                    raise _Unavailable(
-                        self._redact(f"{model}: {type(exc).__name__} after {attempts} attempts")
-                    ) from None
-                wait = self._wait(attempts - 1, exc)
-                log.warning("LLM %s: %s, retrying in %.1fs", model, type(exc).__name__, wait)
-                self._sleep(wait)
-                continue
-            except openai.APIStatusError as exc:
-                if exc.status_code >= 500 and attempts <= self.config.max_retries:
-                    wait = self._wait(attempts - 1, exc)
-                    self._sleep(wait)
-                    continue
-                raise _Unavailable(self._redact(f"{model}: HTTP {exc.status_code}")) from None
-            if resp.usage is not None:
-                for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                    usage[k] = usage.get(k, 0) + int(getattr(resp.usage, k, 0) or 0)
-            if not resp.choices:
-                raise _Malformed(f"{model}: reply has no choices")
-            choice = resp.choices[0]
-            content = choice.message.content or ""
-            if choice.finish_reason == "length":
-                raise _Malformed(f"{model}: reply truncated (finish_reason=length)")
-            return scrub_reply(content, self.config.api_key)
+            return self._client.chat.completions.create(**kwargs)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_transient),
+            stop=tenacity.stop_after_attempt(self.config.max_retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            resp = retrying(attempt)
+        except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            raise _Unavailable(
+                self._redact(f"{model}: {type(exc).__name__} after {attempts} attempts")
+            ) from None
+        except openai.APIStatusError as exc:
+            raise _Unavailable(self._redact(f"{model}: HTTP {exc.status_code}")) from None
+        if resp.usage is not None:
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                usage[k] = usage.get(k, 0) + int(getattr(resp.usage, k, 0) or 0)
+        if not resp.choices:
+            raise _Malformed(f"{model}: reply has no choices")
+        choice = resp.choices[0]
+        content = choice.message.content or ""
+        if choice.finish_reason == "length":
+            raise _Malformed(f"{model}: reply truncated (finish_reason=length)")
+        return scrub_reply(content, self.config.api_key)
 
     def extract(
         self, text: str, *, repo: str | None = None, pr_number: int | None = None
