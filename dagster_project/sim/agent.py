@@ -11,16 +11,34 @@ bugs such as a missing ``__syncthreads``) and fixes them on the next step.
 ``AgentProfile.skill`` (0..1) scales how well it guesses promising parameters and how
 rarely it slips, so a multi-agent generator can field specialists of different skill on
 the same environment.
+
+Generator 1.7.0 splits the session into a *runner* (``Engineer.run``: owns the
+``KernelEnv``, submits, records) and a *policy* (``Policy``: decides every step). The
+policy is built from the task statement alone (op, shape, dtype, the GPU's spec sheet as
+the prompt prints it, the rung ladder and parameter grids an engineer knows) and is fed
+one ``Observation`` per step: status, the class of the diagnostic, the features it names,
+the measured median and spread, the shared-memory bytes the harness printed. It holds no
+environment, plan or prediction (``tests/unit/sim/test_agent_learns.py`` walks its object
+graph), so it keeps its own noisy estimates: per-rung measured times and the measured
+effect of each parameter move; shared-memory footprints scaled from the bytes the harness
+reported (an overflow is resized from its byte count, a configuration estimated over the
+cap or at a size that already overflowed is not submitted); re-benchmarks only a new best
+whose gain is within the measured spread; abandons rungs measured well slower than the
+best; and stops tuning at a plateau (the session ends with a re-benchmark of the best).
+Skill sets how noisy its estimates are and how patient it is, not what it can see.
+The older helpers (``_neighbors``, ``_maybe_mistake``...) stay for the swarm's ``Hands``.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from .codegen import slip_kinds
-from .env import COMPILE_ERROR, OK, WRONG_RESULT, Candidate, KernelEnv, Submission
+from .codegen import FAMILY_BUGS, slip_kinds
+from .env import ANY_BUG, COMPILE_ERROR, OK, WRONG_RESULT, Candidate, KernelEnv, Submission
 from .variants import (
     Params,
     Variant,
@@ -66,6 +84,9 @@ class AgentProfile:
     p_habit: float = 0.45
     p_smem_check: float = 0.8
     p_rebench: float = 0.035
+    #: chance that a new rung is written without a tail mask because its tile divides the
+    #: extent (a later tile that does not divide it gives a wrong result)
+    p_skip_mask: float = 0.8
 
 
 @dataclass
@@ -220,12 +241,36 @@ class Engineer:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> list[StepRecord]:
-        self._baseline()
-        self.explore = self._plan_ladder()
-        while len(self.records) < self.n - 1:
-            self._one_step()
-        if len(self.records) < self.n:
-            self._rebench(final=True)
+        """One session: the policy decides from observations, the runner executes."""
+        pol = Policy(self.task, self.gpu, self.rng, self.n, self.prof, self.base_rung)
+        # a bug the code of a rung carries without showing yet (a tail mask left out while
+        # the tile divides the extent): part of the engineer's source, not of its knowledge,
+        # so the runner keeps writing it until a tile reveals it and a fix removes it
+        latent: dict[str, str] = {}
+        carry: tuple[Candidate, str] | None = None
+        while len(self.records) < self.n:
+            d = pol.decide(self.n - len(self.records))
+            if d is None:
+                break
+            cand = d.cand
+            tag = cand.variant.tag
+            if tag in latent and cand.bug is None and d.kind in ("tune", "rebench"):
+                cand = Candidate(cand.variant, cand.params, cand.slip, latent[tag])
+            elif carry is not None and d.kind == "fix" and cand.params == carry[0].params:
+                # fixing the typo leaves the logic bug written beside it in place
+                cand = Candidate(cand.variant, cand.params, cand.slip, carry[1])
+            carry = None
+            base = self.records[d.base].sub.code if d.base is not None else None
+            runs = 1000 if d.kind == "rebench" else 200
+            sub = self.env.submit(cand, self.rng, runs=runs, base_code=base)
+            rec = self._record(d.kind, cand, sub)
+            if sub.status == COMPILE_ERROR and sub.extra.get("bug"):
+                carry = (cand, str(sub.extra["bug"]))
+            if sub.status == OK and sub.extra.get("bug"):
+                latent[tag] = str(sub.extra["bug"])
+            elif sub.status == WRONG_RESULT or d.kind == "fix":
+                latent.pop(tag, None)
+            pol.observe(observe(rec))
         return self.records
 
     def _plan_ladder(self) -> list[Variant]:
@@ -481,3 +526,497 @@ class Engineer:
         q, d, s = min(opts, key=guess)
         self._last_dir = (v.tag, d, s, rs.best_time)
         return self._maybe_mistake(v, q, "tune")
+
+
+# ======================================================================================
+# The observation-only policy (generator 1.7.0)
+# ======================================================================================
+
+_SMEM_IN_TEXT = re.compile(r"\((\d+) B\) exceeds the opt-in|Required: (\d+), Hardware limit")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One step as the engineer reads the harness's reply (nothing the reply lacks)."""
+
+    step: int
+    tag: str
+    params: tuple[tuple[str, object], ...]
+    kind: str
+    status: str  # ok (also unverified) | compile_error | wrong_result
+    error: str | None  # the diagnostic's class: feature | slip | smem | bug | rung
+    missing: tuple[str, ...]  # features the diagnostic names
+    time_ms: float | None  # the measured median
+    spread_pct: float  # the measured spread
+    smem_bytes: int | None  # bytes the overflow message or the ok resource line prints
+
+
+def observe(rec: StepRecord) -> Observation:
+    """The runner's transcription of a step's feedback into an ``Observation``."""
+    sub = rec.sub
+    smem: int | None = None
+    if sub.status == COMPILE_ERROR and sub.error_kind == "smem":
+        m = _SMEM_IN_TEXT.search(sub.detail)
+        smem = int(m.group(1) or m.group(2)) if m else None
+    elif sub.status == OK and sub.prediction is not None:
+        smem = sub.prediction.plan.smem  # the "N B smem" of the printed resource line
+    return Observation(
+        rec.step,
+        rec.tag,
+        tuple(rec.params.items()),
+        rec.kind,
+        sub.status,
+        sub.error_kind,
+        tuple(sub.missing) if sub.status == COMPILE_ERROR else (),
+        sub.time_ms if sub.status == OK else None,
+        sub.spread_pct,
+        smem,
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The next step: what to submit, as which kind, edited from which earlier step."""
+
+    cand: Candidate
+    kind: str
+    base: int | None
+
+
+@dataclass
+class _Rung:
+    times: dict[tuple[tuple[str, object], ...], float] = field(default_factory=dict)
+    step_of: dict[tuple[tuple[str, object], ...], int] = field(default_factory=dict)
+    best_key: tuple[tuple[str, object], ...] | None = None
+    best_time: float = math.inf
+    tried: set[tuple[tuple[str, object], ...]] = field(default_factory=set)
+    #: reported footprints by the staging dimensions' values (``_SMEM_DIMS`` order)
+    smem_seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    overflow_min: int | None = None
+    smem_memo: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    stale: int = 0
+    done: bool = False
+
+
+def _key(p: Params) -> tuple[tuple[str, object], ...]:
+    return tuple(sorted(p.items()))
+
+
+class Policy:
+    """Decides each step of a session from the observations so far (see module doc)."""
+
+    def __init__(
+        self,
+        task: Any,
+        gpu: Any,
+        rng: random.Random,
+        n_steps: int,
+        profile: AgentProfile,
+        base_rung: Variant,
+    ) -> None:
+        from .ops import get_op
+
+        self.rng = rng
+        self.n = n_steps
+        self.prof = profile
+        self.task = task
+        self.op = get_op(task.op)
+        self.dtype = task.dtype
+        self.shape = dict(task.shape)
+        # the spec sheet the prompt prints: instruction set and KB of shared memory
+        self.features = frozenset(gpu.features)
+        self.cap = gpu.smem_cap_kb * 1024
+        self._gpu_sheet = gpu
+        rungs = ladder(self.op.family, task.impl)
+        self.base_rung = base_rung
+        self.hw_rung = hw_choice(self.op.family, task.impl, gpu)
+        self.wrong_hw = tempting_wrong_hw(self.op.family, task.impl, gpu)
+        self.variants = {v.tag: v for v in rungs}
+        if self.hw_rung is not None:
+            self.variants[self.hw_rung.tag] = self.hw_rung
+        if self.wrong_hw is not None:
+            self.variants[self.wrong_hw.tag] = self.wrong_hw
+        mid = [v for v in rungs if 1 <= v.level <= 3]
+        if mid and mid[0].level == 1 and rng.random() < 0.35 * profile.skill:
+            mid = mid[1:]
+        self.explore: list[Variant] = mid + ([self.hw_rung] if self.hw_rung else [])
+        self.hist: list[Observation] = []
+        self.rungs: dict[str, _Rung] = {}
+        self.avoid: set[str] = set()
+        self.overflowed: set[tuple[Any, ...]] = set()  # staging sizes seen over the cap
+        self.overflow_floor: int | None = None  # the smallest footprint seen over the cap
+        self.bad: set[str] = set()
+        self.pending: Decision | None = None
+        # measured effect of moving one parameter one notch: log(t_new / t_old)
+        self.effects: dict[tuple[str, str, int], list[float]] = {}
+        self.best_time = math.inf
+        self.best_step: int | None = None
+        self.best_spread = 0.0
+        self.rebench_due: int | None = None
+        self.n_rebench = 0
+        self.last_move: tuple[str, int, tuple[tuple[str, object], ...], float] | None = None
+        self.patience = int(round(6 + 10 * profile.skill))
+        self.finished = False
+
+    # ------------------------------------------------------------------ knowledge
+    def _defaults(self, v: Variant) -> Params:
+        return default_params(v, self.op, self.dtype, self.shape, self._gpu_sheet)
+
+    def _space(self, v: Variant) -> dict[str, tuple[Any, ...]]:
+        return {d.name: tuple(d.values) for d in param_space(v, self.op, self.dtype)}
+
+    def _rung(self, tag: str) -> _Rung:
+        return self.rungs.setdefault(tag, _Rung())
+
+    def _avoided(self, v: Variant, q: Params) -> bool:
+        used = features_used(v, self.op, self.dtype, q)
+        return bool(used & self.avoid)
+
+    def _smem_estimate(self, tag: str, q: Params) -> int | None:
+        """Own footprint estimate: the nearest reported footprint of this rung, scaled by
+        the ratio of each staging dimension (tiles and stages enter linearly)."""
+        rs = self.rungs.get(tag)
+        qd = tuple(q.get(d) for d in _SMEM_DIMS)
+        if rs is None or not rs.smem_seen:
+            # a rung not measured yet: the same staging sizes overflowed on another rung
+            hits = [o for r in self.rungs.values() if (o := r.smem_seen.get(qd)) is not None]
+            return max(hits) if hits else None
+        if qd in rs.smem_memo:
+            return rs.smem_memo[qd]
+        # nearest by the staging dimensions only (the others do not move the footprint)
+        best: tuple[int, tuple[Any, ...], int] | None = None
+        for pd, b in rs.smem_seen.items():
+            dist = sum(1 for x, y in zip(pd, qd, strict=True) if x != y)
+            if best is None or dist < best[0]:
+                best = (dist, pd, b)
+        assert best is not None
+        _, pd, b = best
+        est = float(b)
+        for a, c in zip(pd, qd, strict=True):
+            if isinstance(a, int) and isinstance(c, int) and a > 0 and c > 0 and a != c:
+                est *= c / a
+        rs.smem_memo[qd] = int(est)
+        return int(est)
+
+    def _fits_own(self, tag: str, q: Params) -> bool:
+        """Whether the engineer expects ``q`` to fit (an estimate that has already
+        overflowed is never resubmitted; past the cap it checks with ``p_smem_check``)."""
+        if tuple(q.get(d) for d in _SMEM_DIMS) in self.overflowed:
+            return False  # these staging sizes overflowed (on this rung or another)
+        est = self._smem_estimate(tag, q)
+        if est is None:
+            return True
+        rs = self._rung(tag)
+        if rs.overflow_min is not None and est >= rs.overflow_min:
+            return False
+        if self.overflow_floor is not None and est >= self.overflow_floor:
+            return False  # at or past a footprint that already overflowed somewhere
+        if est > self.cap:
+            return self.rng.random() >= self.prof.p_smem_check * (0.7 + 0.3 * self.prof.skill)
+        return True
+
+    def _shrink(self, v: Variant, p: Params, need: int) -> Params | None:
+        """Resize from an overflow's byte count: step staging dimensions down (the first
+        listed first) until the scaled footprint is under the cap."""
+        space = self._space(v)
+        q = dict(p)
+        est = float(need)
+        changed = False
+        for dim in _SMEM_DIMS:
+            while est > self.cap * 0.97 and dim in q and dim in space:
+                vals = space[dim]
+                i = vals.index(q[dim]) if q[dim] in vals else 0
+                if i == 0:
+                    break
+                r = dict(q)
+                r[dim] = vals[i - 1]
+                if not valid(v, self.op, self.dtype, r):
+                    break
+                a, c = q[dim], r[dim]
+                if isinstance(a, int) and isinstance(c, int) and a > 0:
+                    est *= c / a
+                q, changed = r, True
+            if est <= self.cap * 0.97:
+                break
+        return q if changed else None
+
+    def _sized(self, v: Variant, p: Params) -> Params:
+        """``p`` resized when its own footprint estimate (from bytes it has seen reported,
+        on this rung or another with the same staging sizes) is over the cap."""
+        est = self._smem_estimate(v.tag, p)
+        if est is not None and est > self.cap:
+            return self._shrink(v, p, est) or p
+        return p
+
+    # ------------------------------------------------------------------ mistakes
+    def _dress(self, v: Variant, p: Params, kind: str) -> Candidate:
+        """Intent to err: a slip or a bug; the environment lands it only on lines the
+        step rewrote (a digit-only edit has none, so it comes out clean)."""
+        prof = self.prof
+        mult = {"variant": 2.5, "tune": 4.5, "fix": 0.3}.get(kind, 0.0)
+        slip = None
+        if self.rng.random() < prof.p_slip * mult * (1.35 - 0.7 * prof.skill):
+            slip = self.rng.choice(slip_kinds(self.task.impl))
+        if kind not in ("variant", "tune"):
+            return Candidate.of(v, p, slip=slip)
+        # new code can hold a typo and a logic bug at once: the bug shows once it compiles
+        pb = prof.p_bug * 5.5 * (1.3 - 0.6 * prof.skill)
+        if self.rng.random() < pb:
+            return Candidate.of(v, p, slip=slip, bug=ANY_BUG)
+        if slip is not None:
+            return Candidate.of(v, p, slip=slip)
+        if (
+            kind == "variant"
+            and "no_tail_mask" in FAMILY_BUGS[self.op.family]
+            and self.rng.random() < prof.p_skip_mask * (1.3 - 0.6 * prof.skill)
+        ):
+            # a new rung written for the tile at hand: no tail mask (the code stays right
+            # until a tuned tile stops dividing the extent)
+            return Candidate.of(v, p, bug="no_tail_mask")
+        return Candidate.of(v, p)
+
+    # ------------------------------------------------------------------ observing
+    def observe(self, o: Observation) -> None:
+        self.hist.append(o)
+        p = dict(o.params)
+        k = _key(p)
+        rs = self._rung(o.tag)
+        rs.tried.add(k)
+        self.pending = None
+        if o.smem_bytes is not None:
+            dims = tuple(p.get(d) for d in _SMEM_DIMS)
+            if rs.smem_seen.get(dims) != o.smem_bytes:
+                rs.smem_seen[dims] = o.smem_bytes
+                rs.smem_memo.clear()
+        if o.status == OK and o.time_ms is not None:
+            t = o.time_ms
+            if o.kind == "rebench":
+                # a longer run of the same code: trust it over the first measurement
+                rs.times[k] = t
+                if o.step and self.best_step is not None:
+                    self.best_time = min(self.best_time, t) if k == rs.best_key else self.best_time
+                return
+            if self.last_move is not None and self.last_move[2] == k:
+                dim, sign, _, t0 = self.last_move
+                if dim:
+                    self.effects.setdefault((o.tag, dim, sign), []).append(math.log(t / t0))
+            rs.times[k] = t
+            rs.step_of[k] = o.step
+            if t < rs.best_time:
+                gain = rs.best_time / t - 1 if rs.best_time < math.inf else math.inf
+                rs.best_time, rs.best_key = t, k
+                rs.stale = 0 if gain > o.spread_pct / 100 else rs.stale + 1
+            else:
+                rs.stale += 1
+            if t < self.best_time:
+                gain = self.best_time / t - 1
+                noise = 2.0 * max(o.spread_pct, self.best_spread) / 100
+                if self.best_step is not None and gain < noise and o.kind != "baseline":
+                    self.rebench_due = o.step  # within the noise: measure it longer first
+                self.best_time, self.best_step, self.best_spread = t, o.step, o.spread_pct
+            self._abandon_slow()
+            return
+        v = self.variants.get(o.tag) or self._variant(o.tag)
+        if o.kind == "tune":
+            rs.stale += 1
+        if o.error == "feature":
+            self.avoid |= set(o.missing)
+            only_lowp = not set(o.missing) - {"fp8_mma", "fp4_mma"}
+            if only_lowp and "mma" in p and o.tag != "v4_wgmma_tma":
+                q = dict(p)
+                q["mma"] = "f16"
+                self.pending = Decision(Candidate.of(v, q), "fix", o.step)
+                return
+            target = self.hw_rung if self.hw_rung is not None and self.hw_rung.tag != o.tag else None
+            if target is not None and target.tag not in self.rungs:
+                self.explore = [x for x in self.explore if x.tag != target.tag]
+                q = self._sized(target, self._defaults(target))
+                self.pending = Decision(Candidate.of(target, q), "fix", o.step)
+            return
+        if o.error == "rung":
+            self.bad.add(o.tag)
+            self.explore = [x for x in self.explore if x.tag != o.tag]
+            return
+        if o.error == "smem":
+            need = o.smem_bytes or int(self.cap * 1.5)
+            self.overflowed.add(tuple(p.get(d) for d in _SMEM_DIMS))
+            self.overflow_floor = need if self.overflow_floor is None else min(self.overflow_floor, need)
+            rs.overflow_min = need if rs.overflow_min is None else min(rs.overflow_min, need)
+            q = self._shrink(v, p, need)
+            if q is not None and _key(q) not in rs.tried:
+                self.pending = Decision(self._dress(v, q, "fix"), "fix", o.step)
+            return
+        # a slip or a bug: the same configuration, corrected
+        self.pending = Decision(self._dress(v, p, "fix"), "fix", o.step)
+
+    def _variant(self, tag: str) -> Variant:
+        from .variants import get_variant
+
+        return get_variant(self.op.family, self.task.impl, tag)
+
+    def _abandon_slow(self) -> None:
+        """Drop rungs measured well slower than the best (after a fair try)."""
+        for rs in self.rungs.values():
+            if rs.done or rs.best_time == math.inf or self.best_time == math.inf:
+                continue
+            ratio = rs.best_time / self.best_time
+            if ratio > 1.6 or (ratio > 1.3 and len(rs.times) >= 3):
+                rs.done = True
+
+    # ------------------------------------------------------------------ deciding
+    def decide(self, remaining: int) -> Decision | None:
+        if not self.hist:
+            v = self.base_rung
+            return Decision(Candidate.of(v, self._defaults(v)), "baseline", None)
+        last = self.hist[-1].step
+        if remaining <= 1:
+            return self._final_rebench(last)
+        if self.pending is not None:
+            d, self.pending = self.pending, None
+            return d
+        if self.rebench_due is not None:
+            step, self.rebench_due = self.rebench_due, None
+            o = self.hist[step]
+            if self.n_rebench + 1 <= 0.15 * len(self.hist) and o.step == self.best_step:
+                self.n_rebench += 1
+                v = self.variants.get(o.tag) or self._variant(o.tag)
+                return Decision(Candidate.of(v, dict(o.params)), "rebench", step)
+        if self.explore:
+            return self._next_rung(last)
+        d = self._tune(last)
+        if d is None:
+            return self._final_rebench(last)
+        return d
+
+    def _final_rebench(self, last: int) -> Decision | None:
+        if self.finished or self.best_step is None:
+            return None
+        self.finished = True
+        o = self.hist[self.best_step]
+        v = self.variants.get(o.tag) or self._variant(o.tag)
+        self.n_rebench += 1
+        self.pending = None
+        self.explore = []
+        return Decision(Candidate.of(v, dict(o.params)), "rebench", self.best_step)
+
+    def _next_rung(self, last: int) -> Decision:
+        v = self.explore.pop(0)
+        if v is self.hw_rung and self.wrong_hw is not None and self.rng.random() < self.prof.p_habit:
+            wv = self.wrong_hw  # habit: the fancier rung this GPU cannot run
+            wp = self._sized(wv, self._defaults(wv))
+            return Decision(self._dress(wv, wp, "variant"), "variant", last)
+        p = self._defaults(v)
+        if "mma" in p and p["mma"] == "f16" and self.rng.random() < self.prof.p_habit * 0.6:
+            native = [x for x in self._space(v).get("mma", ()) if x != "f16"]
+            if native and not ({"fp8_mma", "fp4_mma"} & self.avoid):
+                p = dict(p)
+                p["mma"] = native[0]
+        p = self._sized(v, p)
+        self.last_move = None
+        return Decision(self._dress(v, p, "variant"), "variant", last)
+
+    def _estimate(self, tag: str, dim: str, sign: int) -> float:
+        """Own estimate of a one-notch move's log time ratio (0 when never measured; a
+        skilled engineer's hunch is less noisy)."""
+        e = self.effects.get((tag, dim, sign))
+        mean = sum(e) / len(e) if e else -0.02
+        return mean + self.rng.gauss(0.0, 0.12 * (1.25 - self.prof.skill))
+
+    def _tune(self, last: int) -> Decision | None:
+        live = [
+            (tag, rs)
+            for tag, rs in self.rungs.items()
+            if rs.best_key is not None and not rs.done and tag not in self.bad
+            and (tag != self.base_rung.tag or len(self.rungs) == 1)
+        ]
+        live.sort(key=lambda x: x[1].best_time)
+        if len(live) > 1 and self.rng.random() < 0.12:
+            live = [live[1], live[0], *live[2:]]
+        for tag, rs in live:
+            d = self._tune_rung(tag, rs)
+            if d is not None:
+                return d
+            rs.done = True  # plateau: nothing left that its own estimates call promising
+        return None
+
+    def _tune_rung(self, tag: str, rs: _Rung) -> Decision | None:
+        v = self.variants.get(tag) or self._variant(tag)
+        assert rs.best_key is not None
+        p = dict(rs.best_key)
+        base_step = rs.step_of.get(rs.best_key)
+        # the longer the rung has not improved, the less sure a move has to look before it
+        # is tried (moves measured slower by more than the noise come last); past
+        # ``patience`` without a gain beyond the noise, only clear wins are worth a step
+        if rs.stale >= 10 * self.patience:
+            return None
+        reach = min(1.0, rs.stale / self.patience)
+        bar = 0.03 + 0.37 * reach
+        space = self._space(v)
+        opts: list[tuple[float, Params, str, int]] = []
+        singles: list[tuple[str, int, int]] = []  # (dim, sign, notches) moves worth trying
+        for dim, vals in space.items():
+            if dim not in p or len(vals) < 2:
+                continue
+            i = vals.index(p[dim]) if p[dim] in vals else 0
+            for sgn in (-1, 1):
+                for notch in (1, 2, 3):
+                    j = i + sgn * notch
+                    if not 0 <= j < len(vals):
+                        continue
+                    q = dict(p)
+                    q[dim] = vals[j]
+                    est = self._estimate(tag, dim, sgn) * notch
+                    if notch == 1 and est < bar:
+                        singles.append((dim, sgn, 1))
+                    k = _key(q)
+                    if k in rs.tried or not valid(v, self.op, self.dtype, q):
+                        continue
+                    if self._avoided(v, q):
+                        continue
+                    if not self._fits_own(tag, q):
+                        rs.tried.add(k)  # worked out the footprint: over the cap
+                        continue
+                    opts.append((est + 0.01 * (notch - 1), q, dim if notch == 1 else "", sgn))
+        # two dimensions at once, along moves not measured slower
+        for a in range(len(singles)):
+            for b in range(a + 1, len(singles)):
+                (d1, s1, _), (d2, s2, _) = singles[a], singles[b]
+                if d1 == d2:
+                    continue
+                q = dict(p)
+                for dd, ss in ((d1, s1), (d2, s2)):
+                    vals = space[dd]
+                    q[dd] = vals[(vals.index(p[dd]) if p[dd] in vals else 0) + ss]
+                k = _key(q)
+                if k in rs.tried or not valid(v, self.op, self.dtype, q):
+                    continue
+                if self._avoided(v, q) or not self._fits_own(tag, q):
+                    continue
+                est = self._estimate(tag, d1, s1) + self._estimate(tag, d2, s2) + 0.01
+                opts.append((est, q, "", 0))
+        # a longer jump: untried configurations whose every changed dimension moves in a
+        # direction not measured slower (its own estimate is the sum of those effects)
+        if not any(o[0] < bar for o in opts):
+            pool = iter_params(v, self.op, self.dtype)
+            for _ in range(min(len(pool), 60)):
+                q = pool[self.rng.randrange(len(pool))]
+                k = _key(q)
+                if k in rs.tried or self._avoided(v, q):
+                    continue
+                est = 0.02
+                for dim, val in q.items():
+                    vals = space.get(dim)
+                    if vals is None or p.get(dim) == val or p.get(dim) not in vals or val not in vals:
+                        continue
+                    steps_ = vals.index(val) - vals.index(p[dim])
+                    e = self.effects.get((tag, dim, 1 if steps_ > 0 else -1))
+                    est += (sum(e) / len(e) if e else 0.0) * abs(steps_)
+                if est < bar and self._fits_own(tag, q):
+                    opts.append((est + self.rng.gauss(0.0, 0.1 * (1.25 - self.prof.skill)), q, "", 0))
+        # a move its own measurements call slower by more than the noise is not tried
+        opts = [o for o in opts if o[0] < bar]
+        if not opts:
+            return None
+        est, q, dim, sgn = min(opts, key=lambda o: o[0])
+        self.last_move = (dim, sgn, _key(q), rs.best_time)
+        return Decision(self._dress(v, q, "tune"), "tune", base_step)

@@ -150,16 +150,17 @@ def effective_style(rs: RenderSpec) -> Style:
     """The author's style with every structural choice this rung may not carry replaced by
     the 1.6.0 structure (``verification.structure_allowed``: a verified or wrong rung only
     takes a structure that was itself executed on the H200)."""
+    return _effective(rs.author(), rs.op.name, rs.variant.impl, rs.variant.tag, rs.gpu.arch)
+
+
+@lru_cache(maxsize=16384)
+def _effective(st: Style, op: str, impl: str, tag: str, arch: str) -> Style:
     from .styles import base_structure, with_structure
     from .verification import structure_allowed
 
-    st = rs.author()
-    impl = rs.variant.impl
     key = st.structure(impl)
-    if key != base_structure(impl) and not structure_allowed(
-        rs.op.name, impl, rs.variant.tag, rs.gpu.arch, key
-    ):
-        st = with_structure(st, base_structure(impl))
+    if key != base_structure(impl) and not structure_allowed(op, impl, tag, arch, key):
+        return with_structure(st, base_structure(impl))
     return st
 
 
@@ -299,9 +300,12 @@ def _kernel_body_range(lines: list[str]) -> tuple[int, int]:
     return 0, len(lines)
 
 
-def _cuda_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | None:
+def _cuda_slip(
+    code: str, kind: str, rng: random.Random, allowed: set[int] | None = None
+) -> tuple[str, Slip] | None:
     lines = code.split("\n")
     lo, hi = _kernel_body_range(lines)
+    ok = _allowed(allowed)
     if kind == "missing_semicolon":
         cands = []
         for i in range(lo, hi - 1):
@@ -309,6 +313,7 @@ def _cuda_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | N
                 _DECL.match(lines[i])
                 and lines[i + 1].strip()
                 and not lines[i + 1].lstrip().startswith(("//", "#", "}"))
+                and ok(i)
             ):
                 cands.append(i)
         if not cands:
@@ -334,7 +339,8 @@ def _cuda_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | N
                     continue
                 mm = re.search(rf"\b{name}\b", lines[j])
                 if mm and not re.match(r"^\s*(?:const\s+)?\w+\s+" + name + r"\b", lines[j]):
-                    cands.append((j, name, mm.start()))
+                    if ok(j):
+                        cands.append((j, name, mm.start()))
                     break
         if not cands:
             return None
@@ -360,7 +366,8 @@ def _cuda_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | N
             expr = m.group(5).strip()
             base = re.match(r"([a-z_][a-z0-9_]*)", expr)
             if (
-                base
+                ok(i)
+                and base
                 and base.group(1) in ptr_types
                 and ptr_types[base.group(1)]
                 not in ("uint4", "uint2", "uint32_t", "float4", "float2", "int4", "void")
@@ -389,7 +396,7 @@ def _cuda_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | N
             kind, i + 1, diag, "cannot be used to initialize an entity of type"
         )
     if kind == "legacy_shfl":
-        cands = [i for i in range(lo, hi) if "__shfl_xor_sync(0xffffffffu, " in lines[i]]
+        cands = [i for i in range(lo, hi) if "__shfl_xor_sync(0xffffffffu, " in lines[i] and ok(i)]
         if not cands:
             return None
         i = rng.choice(cands)
@@ -421,8 +428,11 @@ def _jit_start(lines: list[str]) -> int:
     return 0
 
 
-def _triton_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] | None:
+def _triton_slip(
+    code: str, kind: str, rng: random.Random, allowed: set[int] | None = None
+) -> tuple[str, Slip] | None:
     lines = code.split("\n")
+    ok = _allowed(allowed)
     start = _jit_start(lines)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("def ")), len(lines))
     if kind == "undefined_name":
@@ -435,7 +445,8 @@ def _triton_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] |
             for j in range(i + 1, min(end, i + 20)):
                 mm = re.search(rf"(?<![\.\w]){name}\b", lines[j])
                 if mm and not re.match(rf"^\s*{name}\s*=", lines[j]):
-                    cands.append((j, name, mm.start()))
+                    if ok(j):
+                        cands.append((j, name, mm.start()))
                     break
         if not cands:
             return None
@@ -449,7 +460,9 @@ def _triton_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] |
         return "\n".join(lines), Slip(kind, j + 1, diag, "is not defined")
     if kind == "bad_kwarg":
         cands = [
-            i for i in range(start + 1, end) if "other=" in lines[i] and "tl.load(" in lines[i]
+            i
+            for i in range(start + 1, end)
+            if "other=" in lines[i] and "tl.load(" in lines[i] and ok(i)
         ]
         if not cands:
             return None
@@ -473,7 +486,7 @@ def _triton_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] |
                 use = next(
                     (j for j in range(i + 1, end) if f"tl.arange(0, {name})" in lines[j]), None
                 )
-                if use is not None:
+                if use is not None and ok(i):
                     cands.append((i, m, name, use))
         if not cands:
             return None
@@ -494,7 +507,7 @@ def _triton_slip(code: str, kind: str, rng: random.Random) -> tuple[str, Slip] |
         cands = []
         for i in range(end, len(lines)):
             m = re.search(r"\b(BLOCK(?:_[A-Z]+)?)=(\d+)", lines[i])
-            if m and int(m.group(2)) >= 32:
+            if m and int(m.group(2)) >= 32 and ok(i):
                 cands.append((i, m))
         if not cands:
             return None
@@ -522,11 +535,24 @@ def _kernel_def_line(lines: list[str], at: int) -> int:
     return 1
 
 
-def inject_slip(code: str, impl: str, kind: str, rng: random.Random) -> tuple[str, Slip] | None:
-    """Apply a slip of ``kind``; None when the source offers no place for it."""
+def _allowed(lines: set[int] | None) -> Any:
+    """Predicate over 0-based line numbers: may a slip be typed there?"""
+    if lines is None:
+        return lambda _i: True
+    return lines.__contains__
+
+
+def inject_slip(
+    code: str, impl: str, kind: str, rng: random.Random, lines: set[int] | None = None
+) -> tuple[str, Slip] | None:
+    """Apply a slip of ``kind``; None when the source offers no place for it.
+
+    ``lines`` (0-based) restricts the slip to lines the step rewrote (the edited line is
+    the one mutated; nvcc may still point at the next line for a missing semicolon, as it
+    really does). None allows any line of the kernel."""
     if impl == "cuda":
-        return _cuda_slip(code, kind, rng)
-    return _triton_slip(code, kind, rng)
+        return _cuda_slip(code, kind, rng, lines)
+    return _triton_slip(code, kind, rng, lines)
 
 
 def slip_kinds(impl: str) -> tuple[str, ...]:

@@ -6,11 +6,23 @@ missing arch features, then slips, then the shared-memory guard; correctness; ti
 and returns a ``Submission`` with the code and the diagnostic/benchmark text. It holds no
 agent policy, so a multi-agent generator can drive the same environment from several
 agents (each with its own rng) without forking it.
+
+**Causal mistakes** (generator 1.7.0). A candidate's slip or planted bug is the agent's
+intent to err; where it lands is decided here, from what the step actually rewrote. Given
+``base_code`` (the source the engineer edited), ``touched_lines`` are the lines of the new
+clean source whose digit-normalised text is not in the base (an edit that only changes
+numbers, i.e. a parameter-only ``tune``, touches none). A slip is typed only on a touched
+line, a bug is planted only where all of its lines are touched; with no room the candidate
+is written correctly. So a parameter-only edit can fail only for what its numbers cause
+(shared memory over the cap), and a line fixed earlier never breaks again unless the step
+rewrites it. ``base_code=None`` (a first submission, the swarm's callers) touches every line.
 """
 
 from __future__ import annotations
 
+import difflib
 import random
+import re
 from dataclasses import dataclass, field
 
 from .codegen import FAMILY_BUGS, Slip, inject_slip, render_candidate, slip_kinds
@@ -29,6 +41,45 @@ WRONG_RESULT = "wrong_result"
 #: An ok whose rung has no execution evidence on this arch family (``sim.rung_verification``):
 #: it compiled and has a modelled time, but nobody ran it against a reference there.
 UNVERIFIED = "unverified"
+#: ``Candidate.bug`` value meaning "the engineer plants some bug": the environment picks one
+#: that this rung's source has a place for, inside the lines the step touched.
+ANY_BUG = "?"
+
+_DIGITS = re.compile(r"\d+")
+
+
+def touched_lines(base_code: str | None, code: str) -> set[int] | None:
+    """0-based lines of ``code`` whose digit-normalised text the edit from ``base_code``
+    rewrote (a pure deletion marks its neighbours); None = everything (no base)."""
+    if base_code is None:
+        return None
+    a = [_DIGITS.sub("#", ln.strip()) for ln in base_code.split("\n")]
+    b = [_DIGITS.sub("#", ln.strip()) for ln in code.split("\n")]
+    out: set[int] = set()
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, _i1, _i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if j2 > j1:
+            out.update(range(j1, j2))
+        else:
+            out.update((j1 - 1, j1))
+    return out
+
+
+def mistake_lines(clean: str, bad: str) -> set[int]:
+    """0-based lines of ``clean`` that ``bad`` changes or deletes (an insertion marks its
+    neighbours): where a planted bug or slip sits, in the clean source's numbering."""
+    a, b = clean.split("\n"), bad.split("\n")
+    out: set[int] = set()
+    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            out.update(range(i1, i2))
+        else:
+            out.update((i1 - 1, i1))
+    return out
 
 
 @dataclass(frozen=True)
@@ -184,10 +235,50 @@ class KernelEnv:
         return s["Din"] % p.get("BLOCK_D", p.get("threads", 64)) != 0
 
     # -- the harness --------------------------------------------------------------------
-    def submit(self, cand: Candidate, rng: random.Random, runs: int = 200) -> Submission:
-        """Compile, check and time a candidate. ``rng`` drives only noise and messages."""
+    def place_bug(
+        self, variant: Variant, params: Params, want: str | None, touched: set[int] | None
+    ) -> str | None:
+        """The bug the candidate really carries: ``want`` (or, for ``ANY_BUG``, one of the
+        rung's visible bugs, else a tail mask left out while the tile still divides the
+        extent: a latent bug a later tile reveals) if all of its lines lie in ``touched``;
+        else None."""
+        if want is None or (touched is not None and not touched):
+            return None
+        clean = self.code(variant, params)
+        if want == ANY_BUG:
+            bugs = self.bugs_for(variant, params)
+            if not bugs and "no_tail_mask" in FAMILY_BUGS[self.op.family]:
+                bugs = ["no_tail_mask"]
+        else:
+            bugs = [want]
+        bugs = [b for b in bugs if self.code(variant, params, b) != clean]
+        if touched is not None:
+            bugs = [
+                b for b in bugs if mistake_lines(clean, self.code(variant, params, b)) <= touched
+            ]
+        if not bugs:
+            return None
+        return bugs[0] if len(bugs) == 1 else bugs[_pick(len(bugs), variant.tag, params)]
+
+    def submit(
+        self,
+        cand: Candidate,
+        rng: random.Random,
+        runs: int = 200,
+        base_code: str | None = None,
+    ) -> Submission:
+        """Compile, check and time a candidate. ``rng`` drives only noise and messages;
+        ``base_code`` is the source the candidate was edited from (see the module doc)."""
         params = cand.param_dict
         v = cand.variant
+        touched = None  # only a candidate carrying a mistake needs to know where it may go
+        if base_code is not None and (cand.slip or cand.bug):
+            touched = touched_lines(base_code, self.code(v, params))
+        bug = cand.bug
+        if bug is not None and (bug == ANY_BUG or touched is not None):
+            bug = self.place_bug(v, params, bug, touched)
+            if bug != cand.bug:
+                cand = Candidate(cand.variant, cand.params, cand.slip, bug)
         code = self.code(v, params, cand.bug)
         feats = features_used(v, self.op, self.task.dtype, params)
         flag = nvcc_arch_flag(self.gpu.arch, feats)
@@ -201,12 +292,17 @@ class KernelEnv:
         if missing and not cuda:
             detail = feature_error(missing, self.gpu, "triton", flag, rng)
             return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
+        if cand.slip and touched is not None:
+            if cand.bug:  # the slip goes into the source as written, bug included
+                touched = touched_lines(base_code, code)
+            if not touched:
+                cand = Candidate(cand.variant, cand.params, None, cand.bug)  # nothing rewritten
         if cand.slip:
             # fall back to another slip the source has room for (the engineer slipped somewhere)
             kinds = [cand.slip] + [k for k in slip_kinds(self.task.impl) if k != cand.slip]
             res = None
             for kind in kinds:
-                res = inject_slip(code, self.task.impl, kind, rng)
+                res = inject_slip(code, self.task.impl, kind, rng, touched)
                 if res is not None:
                     break
             if res is not None:
@@ -219,6 +315,7 @@ class KernelEnv:
                     "slip",
                     tuple(missing),
                     slip=slip,
+                    extra={"bug": cand.bug} if cand.bug else {},
                 )
         # nvcc's front end (the shared-memory static_assert) runs before ptxas sees any PTX
         if over:
@@ -232,7 +329,7 @@ class KernelEnv:
             return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
         pred = self.predicted(v, params)
         assert pred is not None
-        if cand.bug:
+        if cand.bug and cand.bug in self.bugs_for(v, params):
             name, dims = self.op.out(self.shape)
             tail = tuple(d - 1 for d in dims)
             detail = wrong_result(cand.bug, name, dims, rng, tail)
@@ -253,4 +350,14 @@ class KernelEnv:
             spread_pct=spread,
             prediction=pred,
             verified=rung.verified,
+            extra={"bug": cand.bug} if cand.bug else {},
         )
+
+
+def _pick(n: int, tag: str, params: Params) -> int:
+    """A deterministic choice among ``n`` placeable bugs (no rng draw, so placing a bug
+    does not shift the session's random stream)."""
+    h = 0
+    for ch in tag + repr(sorted(params.items())):
+        h = (h * 131 + ord(ch)) % 1_000_003
+    return h % n

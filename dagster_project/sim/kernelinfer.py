@@ -8,7 +8,9 @@ Public API (used by the Dagster assets; no dagster import here):
   order or process with byte-identical results;
 * ``session_frames`` / ``task_frame`` / ``holdout_frame`` → polars tables;
 * ``check_session`` → the mechanical invariants of a session (feature gating, smem caps,
-  best/baseline/speedup consistency, monotone timestamps, code-only assistant turns).
+  best/baseline/speedup consistency, monotone timestamps, code-only assistant turns, and
+  since 1.7.0 causal errors: every mistake lies in lines its step changed, see
+  ``error_causes``; no configuration that overflowed shared memory is submitted again).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ import polars as pl
 
 from . import GENERATOR_VERSION
 from .agent import AgentProfile, Engineer, StepRecord
-from .env import COMPILE_ERROR, OK, UNVERIFIED, WRONG_RESULT, KernelEnv
+from .env import (
+    COMPILE_ERROR,
+    OK,
+    UNVERIFIED,
+    WRONG_RESULT,
+    KernelEnv,
+    mistake_lines,
+    touched_lines,
+)
 from .feedback import fmt_ms, hms, ok_result, rebench_result, resource_line, stamp, unverified_line
 from .hardware import FEATURE_INSTRUCTION, compile_command, get_gpu, nvcc_arch_flag
 from .kernels import plan
@@ -148,9 +158,14 @@ def _round4(x: float) -> float:
     return float(f"{x:.4g}")
 
 
+#: The step budget over the family's typical length: since 1.7.0 the engineer stops at a
+#: plateau, so the budget is a cap that many sessions do not reach.
+_BUDGET = 1.95
+
+
 def _n_steps(task: TaskSpec, rng: Any) -> int:
     base = _FAMILY_STEPS[get_op(task.op).family] * (0.94 if task.impl == "triton" else 1.0)
-    n = base * rng.lognormvariate(0.0, 0.38) * 0.935
+    n = base * rng.lognormvariate(0.0, 0.38) * 0.935 * _BUDGET
     return int(min(200, max(30, round(n))))
 
 
@@ -674,6 +689,119 @@ def check_session(session: dict[str, Any]) -> list[str]:
         v.append(f"{sid}: last timestamp after elapsed_s")
     if msgs[0]["role"] != "system" or msgs[1]["role"] != "user":
         v.append(f"{sid}: conversation does not open with system + user task")
+    v.extend(_causal_violations(session))
+    return v
+
+
+_RAN = (OK, UNVERIFIED)
+_OVERFLOW = re.compile(r"\((\d+) B\) exceeds the opt-in|Required: (\d+), Hardware limit")
+_MEASURED_WRONG = "(sim_verify_rungs)"
+
+
+def step_parent(trace: list[dict[str, Any]], i: int) -> int | None:
+    """The step whose code step ``i`` was edited from: the previous step for a fix or a
+    variant; for a tune or rebench the fastest measured (non-rebench) step of the same rung
+    so far, else the rung's latest step. ``Engineer.run`` edits from exactly these."""
+    r = trace[i]
+    if i == 0:
+        return None
+    if r["kind"] in ("tune", "rebench"):
+        best, best_t = None, math.inf
+        for j in range(i):
+            q = trace[j]
+            if (
+                q["tag"] == r["tag"]
+                and q["status"] in _RAN
+                and q["kind"] != "rebench"
+                and q["time_ms"] is not None
+                and q["time_ms"] < best_t
+            ):
+                best, best_t = j, q["time_ms"]
+        if best is not None:
+            return best
+        for j in range(i - 1, -1, -1):
+            if trace[j]["tag"] == r["tag"]:
+                return j
+    return i - 1
+
+
+def error_causes(
+    trace: list[dict[str, Any]], codes: list[str], feedbacks: list[str]
+) -> list[dict[str, Any]]:
+    """For each compile_error / wrong_result step: where its mistake lies and whether it
+    lies in what the step changed.
+
+    *intended* is the clean source of the step's rung and parameters (any ok/unverified
+    step of the session with the same rung and parameters: the source is a pure function
+    of them); the mistake is ``mistake_lines(intended, code)``, the step's edit is
+    ``touched_lines(parent code, intended)``. An error without a textual mistake (shared
+    memory over the cap, a missing feature, a rung measured wrong) is caused by the rung
+    or parameters, so it must come from a step that changed one of them (or fixes an
+    error). ``traced`` is None when the intended source never appears (unresolved)."""
+    clean: dict[tuple[str, str], int] = {}
+    keys = [(t["tag"], json.dumps(t["params"], sort_keys=True)) for t in trace]
+    for i, t in enumerate(trace):
+        if t["status"] in _RAN:
+            clean.setdefault(keys[i], i)
+    out: list[dict[str, Any]] = []
+    for i, t in enumerate(trace):
+        if t["status"] not in (COMPILE_ERROR, WRONG_RESULT):
+            continue
+        fb = feedbacks[i]
+        m = _OVERFLOW.search(fb)
+        rec: dict[str, Any] = {
+            "step": i,
+            "kind": t["kind"],
+            "status": t["status"],
+            "overflow": int(m.group(1) or m.group(2)) if m else None,
+            "mistake": set(),
+            "intended": None,
+            "traced": None,
+        }
+        p = step_parent(trace, i)
+        twin = clean.get(keys[i])
+        if twin is None:
+            if m or _MEASURED_WRONG in fb or "ptxas" in fb:
+                twin = i  # it cannot run as written: the configuration is the cause
+            else:
+                out.append(rec)
+                continue
+        intended = codes[twin]
+        rec["intended"] = intended
+        mistake = mistake_lines(intended, codes[i]) if twin != i else set()
+        rec["mistake"] = mistake
+        if not mistake:
+            rec["traced"] = (
+                p is None
+                or keys[p] != keys[i]
+                or trace[p]["status"] in (COMPILE_ERROR, WRONG_RESULT)
+            )
+        else:
+            edit = touched_lines(codes[p], intended) if p is not None else None
+            rec["traced"] = edit is None or mistake <= edit
+        out.append(rec)
+    return out
+
+
+def _causal_violations(session: dict[str, Any]) -> list[str]:
+    """Mistakes outside what their step changed; a parameter-only tune failing for
+    anything but a resource; an identical shared-memory overflow submitted twice."""
+    sid = session.get("session_id", "?")
+    trace = session["trace"]
+    msgs = session["messages"]
+    codes = [msgs[2 + 2 * i]["content"] for i in range(len(trace))]
+    fbs = [msgs[3 + 2 * i]["content"] for i in range(len(trace))]
+    v: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for r in error_causes(trace, codes, fbs):
+        i = r["step"]
+        if r["traced"] is False:
+            v.append(f"{sid}: step {i} {r['status']} lies outside the lines the step changed")
+        if r["overflow"] is not None:
+            key = (trace[i]["tag"], json.dumps(trace[i]["params"], sort_keys=True))
+            if key in seen:
+                v.append(f"{sid}: step {i} resubmits a configuration that already overflowed")
+            seen.add(key)
     return v
 
 
