@@ -144,13 +144,55 @@ def figures(rows: Iterable[tuple[str, str, str, str, str]]) -> dict[str, Any]:
     }
 
 
+def render_speed(n: int) -> None:
+    """Render ``n`` candidates in the 1.6.0 style and in their task's author's style, in
+    one process (same tasks, rungs, params; a fresh render each, no env cache)."""
+    import random
+
+    from dagster_project.sim.codegen import render_candidate
+    from dagster_project.sim.kernelinfer import DEFAULT_SEED, build_tasks
+    from dagster_project.sim.styles import Style
+    from dagster_project.sim.variants import get_variant, iter_params, ladder
+
+    tasks, _ = build_tasks(DEFAULT_SEED)
+    rng = random.Random(0)
+    cases = []
+    for t in rng.sample(tasks, min(n, len(tasks))):
+        op = t.spec
+        v = rng.choice(ladder(op.family, t.impl))
+        ps = iter_params(get_variant(op.family, t.impl, v.tag), op, t.dtype)
+        if ps:
+            cases.append((t, v, rng.choice(ps)))
+    for t, v, p in cases:  # warm the template, evidence and parameter-range caches
+        render_candidate(t.op, t.gpu, t.dtype, t.shape, v, p)
+        render_candidate(t.op, t.gpu, t.dtype, t.shape, v, p, style=Style.base())
+    times: dict[str, float] = {}
+    for _ in range(3):  # alternate, keep each one's best: the machine is shared
+        for label, style in (("1.6.0 (Style.base)", Style.base()), ("author styles", None)):
+            t0 = time.perf_counter()
+            for t, v, p in cases:
+                render_candidate(t.op, t.gpu, t.dtype, t.shape, v, p, style=style)
+            secs = time.perf_counter() - t0
+            times[label] = min(times.get(label, secs), secs)
+    base = times["1.6.0 (Style.base)"]
+    for label, secs in times.items():
+        print(
+            f"  render {len(cases)} candidates, {label:20s} {secs:6.2f} s "
+            f"({1e3 * secs / len(cases):.2f} ms each, {secs / base:.2f}x)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", type=str, default="", help="Parquet from bench_sim.py --keep")
     ap.add_argument("--sessions", type=int, default=0, help="generate N sessions in-process")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baseline-distinct", type=int, default=19345, help="1.6.0 figure")
+    ap.add_argument("--render-speed", type=int, default=0, help="time N renders and stop")
     args = ap.parse_args()
+    if args.render_speed:
+        render_speed(args.render_speed)
+        return
     t0 = time.perf_counter()
     if args.dir:
         src = _sessions_from_dir(Path(args.dir))

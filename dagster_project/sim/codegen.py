@@ -150,16 +150,17 @@ def effective_style(rs: RenderSpec) -> Style:
     """The author's style with every structural choice this rung may not carry replaced by
     the 1.6.0 structure (``verification.structure_allowed``: a verified or wrong rung only
     takes a structure that was itself executed on the H200)."""
+    return _effective(rs.author(), rs.op.name, rs.variant.impl, rs.variant.tag, rs.gpu.arch)
+
+
+@lru_cache(maxsize=16384)
+def _effective(st: Style, op: str, impl: str, tag: str, arch: str) -> Style:
     from .styles import base_structure, with_structure
     from .verification import structure_allowed
 
-    st = rs.author()
-    impl = rs.variant.impl
     key = st.structure(impl)
-    if key != base_structure(impl) and not structure_allowed(
-        rs.op.name, impl, rs.variant.tag, rs.gpu.arch, key
-    ):
-        st = with_structure(st, base_structure(impl))
+    if key != base_structure(impl) and not structure_allowed(op, impl, tag, arch, key):
+        return with_structure(st, base_structure(impl))
     return st
 
 
