@@ -6,9 +6,9 @@ code location; the CLI and tests call ``build_definitions()``.
 
 What runs the graph (executors, the staged build and refresh planner, distributed runs)
 is in ``dagster_project/execution/``; each asset declares its own refresh policy in its
-decorator (``execution/policy.py``), and the only settings-dependent part of it (the
-simulator's seed and sizes in code versions and shard keys) is resolved here, from the
-assets' tags, by ``policy.resolve``.
+decorator (``execution/policy.py``); what of it depends on settings or on the rule
+versions loaded now (the simulator's seed and sizes in code versions and shard keys, the
+miner's rule versions) is resolved here, from the assets' tags, by ``policy.resolve``.
 """
 
 from __future__ import annotations
