@@ -189,7 +189,25 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baseline-distinct", type=int, default=19345, help="1.6.0 figure")
     ap.add_argument("--render-speed", type=int, default=0, help="time N renders and stop")
+    ap.add_argument(
+        "--base-style",
+        action="store_true",
+        help="A/B: generate with every render in Style.base() (the 1.6.0 text)",
+    )
     args = ap.parse_args()
+    if args.base_style:
+        # the counterfactual of the same generator without authors: env.py calls
+        # codegen.render_candidate through its module attribute
+        from dagster_project.sim import codegen, env
+        from dagster_project.sim.styles import Style
+
+        plain = codegen.render_candidate
+
+        def base_render(*a: Any, **k: Any) -> str:
+            k["style"] = Style.base()
+            return plain(*a, **k)
+
+        env.render_candidate = base_render  # type: ignore[assignment]
     if args.render_speed:
         render_speed(args.render_speed)
         return
@@ -202,7 +220,9 @@ def main() -> None:
 
         n = args.sessions or 200
         src = _sessions_in_process(n, args.seed or DEFAULT_SEED)
-        where = f"{n} sessions generated in-process"
+        where = f"{n} sessions generated in-process" + (
+            " in Style.base()" if args.base_style else ""
+        )
     f = figures(turns(src))
     from dagster_project.sim import GENERATOR_VERSION
 

@@ -251,8 +251,12 @@ def render_candidate(
         head = header_lines(
             st, rs.op.name, variant.title, rs.gpu.name, rs.gpu.arch, rs.dtype, rs.shape
         )
-        note = notes_line(
-            st, rs.params, _param_ranges(rs.op.name, variant.impl, variant.tag, rs.dtype)
+        note = (
+            notes_line(
+                st, rs.params, _param_ranges(rs.op.name, variant.impl, variant.tag, rs.dtype)
+            )
+            if st.notes
+            else ""
         )
         text = apply_voice(text, variant.impl, st, head, note)
     return text

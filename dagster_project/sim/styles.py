@@ -224,8 +224,16 @@ def notes_line(style: Style, params: dict[str, object], ranges: dict[str, tuple[
     """The author's note on the launch parameters of this candidate ('' for none)."""
     if not style.notes or not params:
         return ""
-    items = ", ".join(_regime(k, v, *ranges.get(k, (0, 0))) for k, v in sorted(params.items()))
-    return _NOTES[style.notes].format(items=items)
+    items = tuple(sorted((k, v, *ranges.get(k, (0, 0))) for k, v in params.items()))
+    try:
+        return _notes(style.notes, items)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable parameter value: no memo
+        return _notes.__wrapped__(style.notes, items)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=65536)
+def _notes(kind: int, items: tuple[tuple[str, object, int, int], ...]) -> str:
+    return _NOTES[kind].format(items=", ".join(_regime(k, v, lo, hi) for k, v, lo, hi in items))
 
 
 def header_lines(

@@ -174,3 +174,29 @@ def test_every_cuda_structure_compiles(tmp_path: Path) -> None:
         cmd = [nvcc, *compile_command("sm_90a").split()[1:], "-o", "candidate.o"]
         res = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=240)
         assert res.returncode == 0, (key, res.stderr[:400])
+
+
+def test_render_does_not_depend_on_order() -> None:
+    """The per-line memo is a cache, not state: any order renders the same bytes."""
+    from dagster_project.sim import styles
+
+    cases = []
+    for name, impl in (("rmsnorm", "cuda"), ("rmsnorm", "triton"), ("gemv_fp16", "cuda")):
+        o = get_op(name)
+        shape = o.sample(random.Random(3))
+        for v in ladder(o.family, impl)[:3]:
+            for p in iter_params(v, o, o.dtypes[0])[:2]:
+                for seed in (1, 2):
+                    cases.append((o, v, p, shape, style_for_seed(seed)))
+
+    def render_all(cs: list) -> dict[int, str]:
+        return {
+            id(c): render_candidate(c[0], "h200", c[0].dtypes[0], c[3], c[1], c[2], style=c[4])
+            for c in cs
+        }
+
+    styles._LINE_MEMO.clear()
+    fwd = render_all(cases)
+    styles._LINE_MEMO.clear()
+    back = render_all(list(reversed(cases)))
+    assert fwd == back
