@@ -568,10 +568,15 @@ def observe(rec: StepRecord) -> Observation:
         sub.status,
         sub.error_kind,
         tuple(sub.missing) if sub.status == COMPILE_ERROR else (),
-        sub.time_ms if sub.status == OK else None,
+        # the median as the harness prints it (4 significant digits), as the engineer reads it
+        float(f"{sub.time_ms:.4g}") if sub.status == OK and sub.time_ms is not None else None,
         sub.spread_pct,
         smem,
     )
+
+
+#: A session has at least this many steps (the card's floor) unless nothing is left to try.
+MIN_STEPS = 30
 
 
 @dataclass(frozen=True)
@@ -884,9 +889,25 @@ class Policy:
         if self.explore:
             return self._next_rung(last)
         d = self._tune(last)
+        if d is None and len(self.hist) < MIN_STEPS - 1:
+            d = self._keep_looking()
         if d is None:
             return self._final_rebench(last)
         return d
+
+    def _keep_looking(self) -> Decision | None:
+        """Before ``MIN_STEPS`` a plateau does not end the session: the engineer reopens
+        every rung it has measured (slow ones too) and tries its best-estimated untried
+        configuration at any estimate."""
+        for rs in self.rungs.values():
+            rs.done = False
+            rs.stale = 1
+        keep = self.patience
+        self.patience = 1  # the bar fully open
+        try:
+            return self._tune(self.hist[-1].step)
+        finally:
+            self.patience = keep
 
     def _final_rebench(self, last: int) -> Decision | None:
         if self.finished or self.best_step is None:

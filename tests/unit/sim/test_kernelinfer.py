@@ -125,7 +125,10 @@ def test_small_build_is_clean_and_unique(small_build: dict[str, Any]) -> None:
     assert len(combos) == len(sessions)
     hours = [s["elapsed_s"] / 3600 for s in sessions]
     assert min(hours) >= 1.0 and max(hours) <= 5.0
-    assert all(30 <= s["num_steps"] <= 200 for s in sessions)
+    # since 1.7.0 a session ends at a plateau; before 30 steps only when nothing is left
+    # to try (agent.MIN_STEPS), which a few tasks with tiny grids or wrong rungs reach
+    assert all(5 <= s["num_steps"] <= 200 for s in sessions)
+    assert sum(s["num_steps"] >= 30 for s in sessions) >= 0.9 * len(sessions)
     assert all(
         s["best"]["time_ms"] <= s["baseline_ms"] for s in sessions if s["best"]["step"] is not None
     )
