@@ -182,6 +182,34 @@ def render_speed(n: int) -> None:
         )
 
 
+def shard_ab(rounds: int) -> None:
+    """Generate shard 0 of the default build with and without authors (``env``'s renders
+    forced to ``Style.base()``), alternating, best of ``rounds``: the generator's cost of
+    the authors, in one process."""
+    from dagster_project.sim import codegen, env
+    from dagster_project.sim.kernelinfer import DEFAULT_SESSIONS, generate_shard
+    from dagster_project.sim.styles import Style
+
+    plain = codegen.render_candidate
+
+    def base_render(*a: Any, **k: Any) -> str:
+        k["style"] = Style.base()
+        return plain(*a, **k)
+
+    generate_shard(1, n_sessions=DEFAULT_SESSIONS)  # warm templates and evidence
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, fn in (("Style.base()", base_render), ("authors", plain)):
+            env.render_candidate = fn  # type: ignore[assignment]
+            t0 = time.perf_counter()
+            generate_shard(0, n_sessions=DEFAULT_SESSIONS)
+            secs = time.perf_counter() - t0
+            best[label] = min(best.get(label, secs), secs)
+            print(f"  shard 0 with {label:13s} {secs:6.1f} s", flush=True)
+    env.render_candidate = plain  # type: ignore[assignment]
+    print(f"  best: {best}; authors / base = {best['authors'] / best['Style.base()']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", type=str, default="", help="Parquet from bench_sim.py --keep")
@@ -189,6 +217,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--baseline-distinct", type=int, default=19345, help="1.6.0 figure")
     ap.add_argument("--render-speed", type=int, default=0, help="time N renders and stop")
+    ap.add_argument("--shard-ab", type=int, default=0, help="A/B shard 0, N rounds, and stop")
     ap.add_argument(
         "--base-style",
         action="store_true",
@@ -210,6 +239,9 @@ def main() -> None:
         env.render_candidate = base_render  # type: ignore[assignment]
     if args.render_speed:
         render_speed(args.render_speed)
+        return
+    if args.shard_ab:
+        shard_ab(args.shard_ab)
         return
     t0 = time.perf_counter()
     if args.dir:
