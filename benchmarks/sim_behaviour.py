@@ -28,7 +28,7 @@ generates ``--sessions N`` sessions in-process with the current generator, and p
   across sessions, distinct digit-normalised bodies and CUDA lines.
 
     python benchmarks/sim_behaviour.py --dir /tmp/kh/base20/kernelinfer
-    python benchmarks/sim_behaviour.py --sessions 300
+    python benchmarks/sim_behaviour.py --sessions 80 --sample-seed 7
 """
 
 from __future__ import annotations
@@ -63,11 +63,16 @@ def load_dir(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return steps, sessions
 
 
-def generate(n: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def generate(n: int, sample_seed: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``n`` sessions of the default build: the first ``n`` tasks, or with ``sample_seed``
+    a ``random.Random(sample_seed).sample`` of all of them (spread over ops and GPUs)."""
+    import random
+
     from dagster_project.sim.kernelinfer import build_tasks, session_frames, simulate_session
 
     tasks, _ = build_tasks()
-    sess = [simulate_session(t) for t in tasks[:n]]
+    chosen = random.Random(sample_seed).sample(tasks, n) if sample_seed is not None else tasks[:n]
+    sess = [simulate_session(t) for t in chosen]
     sdf, tdf = session_frames(sess, shard=0)
     return tdf, sdf.select("session_id", "best", "num_steps")
 
@@ -205,6 +210,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", type=Path, help="Parquet from bench_sim.py --keep DIR")
     ap.add_argument("--sessions", type=int, help="generate this many sessions in-process")
+    ap.add_argument("--sample-seed", type=int, help="with --sessions: a random sample of tasks")
     ap.add_argument("--json", action="store_true", help="also print the raw counters as JSON")
     a = ap.parse_args()
     t0 = time.perf_counter()
@@ -214,7 +220,7 @@ def main() -> None:
     else:
         from dagster_project.sim import GENERATOR_VERSION
 
-        steps, sessions = generate(a.sessions or 200)
+        steps, sessions = generate(a.sessions or 200, a.sample_seed)
         src = f"generated in-process (generator {GENERATOR_VERSION})"
     m = measure(steps, sessions)
     print(f"kernelinfer behaviour figures: {src}")
