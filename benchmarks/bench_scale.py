@@ -2,7 +2,7 @@
 
 Builds the same simulated shards three (or more) ways, each into a fresh
 ``KERNELHOUSE_HOME`` through the code path ``kernelhouse build`` uses
-(``build.run_build``): in process (``dg.materialize``), then ``--distributed`` on a local
+(``execution.planner.run_build``): in process (``dg.materialize``), then ``--distributed`` on a local
 Dask cluster of W single-threaded worker processes (``definitions.dask_cluster`` +
 ``DaskRuns``). Reports wall time, shards/min and the ratio to the in-process run, and,
 from the Dagster event log of each run, where the time went:

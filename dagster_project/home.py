@@ -267,7 +267,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def exclusive_build(fn: F) -> F:
-    """Wrap ``build.run_build``: take the home's lock, sweep what a killed build left,
+    """Wrap ``execution.planner.run_build``: take the home's lock, sweep what a killed build left,
     fail its runs, and (on a refresh) find damaged views; the findings go on the outcome's
     ``notes``. ``fn``'s first two arguments are the Definitions and the instance."""
 

@@ -11,7 +11,7 @@ Two halves that never import each other's heavy dependencies:
   terminal (a log file, CI) it prints one line per run instead, as before.
 
 Reports reach the display only from steps that run in the CLI's own process (the
-unpartitioned stages, ``build.LocalRuns``); partition runs in worker processes are
+unpartitioned stages, ``execution.local.LocalRuns``); partition runs in worker processes are
 counted by the stage bar.
 """
 

@@ -54,54 +54,6 @@ class LakeResource(dg.ConfigurableResource):
         return GitRepo(path), str(row["head_sha"][0])
 
 
-class LakeIOManager(dg.ConfigurableIOManager):
-    """Stores polars frames returned by assets as DuckDB tables.
-
-    Replaces the stock ``DuckDBPolarsIOManager``, whose input loading calls
-    ``execute(...).arrow()`` and breaks on DuckDB 2.x. Schema comes from the asset's
-    ``schema`` metadata (default: the first key component, else ``derived``). A
-    partitioned asset with ``partition_expr`` metadata replaces only its partition's rows.
-    Writes are transactional (see ``Lake``), so a failed write keeps the previous table.
-    """
-
-    home: str | None = None
-
-    def _lake(self) -> Lake:
-        return LakeResource(home=self.home).lake()
-
-    @staticmethod
-    def _target(key: dg.AssetKey, metadata: dict[str, Any] | None) -> tuple[str, str]:
-        md = metadata or {}
-        schema = md.get("schema") or (key.path[0] if len(key.path) > 1 else "derived")
-        return str(schema), key.path[-1]
-
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | None) -> None:
-        if obj is None:
-            return
-        if not isinstance(obj, pl.DataFrame):
-            raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}; the lake stores polars DataFrames")
-        schema, table = self._target(context.asset_key, context.definition_metadata)
-        lake = self._lake()
-        part_col = (context.definition_metadata or {}).get("partition_expr")
-        if context.has_asset_partitions and part_col:
-            keys = context.asset_partition_keys
-            lake.replace_rows(schema, table, obj, str(part_col), keys)
-        else:
-            lake.replace_table(schema, table, obj)
-        context.add_output_metadata({"dagster/row_count": obj.height, "table": f"{schema}.{table}"})
-
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
-        upstream = context.upstream_output
-        md = upstream.definition_metadata if upstream else {}
-        schema, table = self._target(context.asset_key, md)
-        lake = self._lake()
-        part_col = (md or {}).get("partition_expr")
-        if context.has_asset_partitions and part_col:
-            keys = list(context.asset_partition_keys)
-            return lake.read_table(schema, table, f'"{part_col}" IN (SELECT unnest(?))', [keys])
-        return lake.read_table(schema, table)
-
-
 class GitHubResource(dg.ConfigurableResource):
     """GitHub REST access (PyGithub). Token from ``GITHUB_TOKEN``; base URL overridable
     (``KERNELHOUSE_GITHUB_API_URL``) for GitHub Enterprise and for tests."""
@@ -140,7 +92,6 @@ def default_resources() -> dict[str, Any]:
     """Resources for ``Definitions``: constructed without reading the environment."""
     return {
         "lake": LakeResource(),
-        "io_manager": LakeIOManager(),
         "github": GitHubResource(),
         "llm": LLMResource(),
     }

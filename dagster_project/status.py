@@ -138,11 +138,15 @@ def source_notes(settings: Settings) -> list[str]:
     answer): what is unreachable and what a build does without it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from dagster_project.build import _unreachable, probe_sources
+    from dagster_project.execution.policy import GITHUB, HUB
+    from dagster_project.execution.probes import probe_sources, service_unreachable
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         repos = pool.submit(probe_sources, dict(settings.sources))
-        services = {name: pool.submit(_unreachable, name) for name in ("pr_bodies", "moe_model_shapes")}
+        services = {
+            name: pool.submit(service_unreachable, service)
+            for name, service in (("pr_bodies", GITHUB), ("moe_model_shapes", HUB))
+        }
         offline = repos.result()
         down = {name: f.result() for name, f in services.items()}
     notes = [

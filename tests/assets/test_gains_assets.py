@@ -14,8 +14,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from dagster_project.build import run_build
 from dagster_project.definitions import build_definitions
+from dagster_project.execution.planner import run_build
 from dagster_project.lake import Lake
 from tests.assets.test_mining_assets import MINED
 

@@ -10,8 +10,8 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from dagster_project.build import run_build
 from dagster_project.definitions import build_definitions
+from dagster_project.execution.planner import run_build
 from dagster_project.lake import Lake
 from tests.fixtures.factory import RepoBuilder
 

@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from dagster_project.build import probe_source, probe_sources
+from dagster_project.execution.probes import probe_source, probe_sources
 
 
 def test_local_paths_are_checked_on_disk(tmp_path: Path) -> None:
