@@ -74,6 +74,16 @@ _SMEM_DIMS = (
 )
 
 
+def dequantised_fix(tag: str, params: dict, missing: tuple[str, ...] | set[str]) -> dict | None:
+    """The fix for a rung whose only missing features are native low-precision MMAs:
+    the same parameters with ``mma="f16"`` (dequantise to fp16), or None when that is not
+    the fix. One rule for the legacy ``Engineer`` step and the observation-only policy."""
+    only_lowp = not set(missing) - {"fp8_mma", "fp4_mma"}
+    if only_lowp and "mma" in params and tag != "v4_wgmma_tma":
+        return {**params, "mma": "f16"}
+    return None
+
+
 @dataclass(frozen=True)
 class AgentProfile:
     """Behavioural knobs of one engineer."""
@@ -350,11 +360,8 @@ class Engineer:
             return
         if sub.error_kind == "feature":
             self.avoid |= set(sub.missing)
-            only_lowp = not set(sub.missing) - {"fp8_mma", "fp4_mma"}
-            if only_lowp and "mma" in p and v.tag != "v4_wgmma_tma":
-                # native low-precision MMA is missing: dequantise to fp16 instead
-                q = dict(p)
-                q["mma"] = "f16"
+            q = dequantised_fix(v.tag, p, sub.missing)
+            if q is not None:
                 self.pending = Candidate.of(v, q)
                 return
             target = self.hw_rung or self.best_variant
@@ -826,10 +833,8 @@ class Policy:
             rs.stale += 1
         if o.error == "feature":
             self.avoid |= set(o.missing)
-            only_lowp = not set(o.missing) - {"fp8_mma", "fp4_mma"}
-            if only_lowp and "mma" in p and o.tag != "v4_wgmma_tma":
-                q = dict(p)
-                q["mma"] = "f16"
+            q = dequantised_fix(o.tag, p, o.missing)
+            if q is not None:
                 self.pending = Decision(Candidate.of(v, q), "fix", o.step)
                 return
             target = self.hw_rung if self.hw_rung is not None and self.hw_rung.tag != o.tag else None
