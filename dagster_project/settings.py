@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -425,9 +426,10 @@ def ensure_home(settings: Settings) -> None:
     try:
         for d in (settings.home, settings.repos_dir, settings.exports_dir, settings.dagster_home):
             d.mkdir(parents=True, exist_ok=True)
-        probe = settings.home / ".write-probe"
-        probe.write_text("ok")
-        probe.unlink()
+        # A per-process probe name: parallel steps of one run (multiprocess executor) all
+        # call this, and a shared name let one step unlink another's probe mid-check.
+        with tempfile.NamedTemporaryFile(dir=settings.home, prefix=".write-probe-"):
+            pass
     except OSError as exc:
         raise SettingsError(
             f"KERNELHOUSE_HOME={settings.home} is not writable ({exc.strerror or exc}); "
