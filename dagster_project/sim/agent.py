@@ -45,8 +45,8 @@ from .variants import (
     default_params,
     features_used,
     hw_choice,
-    iter_params,
     ladder,
+    param_pool,
     param_space,
     tempting_wrong_hw,
     valid,
@@ -502,9 +502,9 @@ class Engineer:
             neigh.append((q, d, s))
         if not neigh:
             # plateau: an untried random config of the rung (a longer jump)
-            pool = iter_params(v, self.op, self.task.dtype)
+            pool = param_pool(v, self.op, self.task.dtype)
             for _ in range(24):
-                q = pool[self.rng.randrange(len(pool))]
+                q = dict(pool[self.rng.randrange(len(pool))])
                 if self._key(q) in rs.tried or self._avoided(v, q):
                     continue
                 if not self.env.fits(v, q) and self._notices_overflow():
@@ -614,6 +614,12 @@ def _key(p: Params) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(p.items()))
 
 
+def _staging(p: Params) -> tuple[Any, ...]:
+    """The staging dimensions' values (``_SMEM_DIMS`` order): what moves the footprint."""
+    get = p.get
+    return tuple([get(d) for d in _SMEM_DIMS])
+
+
 class Policy:
     """Decides each step of a session from the observations so far (see module doc)."""
 
@@ -684,11 +690,15 @@ class Policy:
         used = features_used(v, self.op, self.dtype, q)
         return bool(used & self.avoid)
 
-    def _smem_estimate(self, tag: str, q: Params) -> int | None:
+    def _smem_estimate(
+        self, tag: str, q: Params, qd: tuple[Any, ...] | None = None
+    ) -> int | None:
         """Own footprint estimate: the nearest reported footprint of this rung, scaled by
-        the ratio of each staging dimension (tiles and stages enter linearly)."""
+        the ratio of each staging dimension (tiles and stages enter linearly). ``qd`` is
+        ``_staging(q)`` when the caller has it already."""
         rs = self.rungs.get(tag)
-        qd = tuple(q.get(d) for d in _SMEM_DIMS)
+        if qd is None:
+            qd = _staging(q)
         if rs is None or not rs.smem_seen:
             # a rung not measured yet: the same staging sizes overflowed on another rung
             hits = [o for r in self.rungs.values() if (o := r.smem_seen.get(qd)) is not None]
@@ -713,9 +723,10 @@ class Policy:
     def _fits_own(self, tag: str, q: Params) -> bool:
         """Whether the engineer expects ``q`` to fit (an estimate that has already
         overflowed is never resubmitted; past the cap it checks with ``p_smem_check``)."""
-        if tuple(q.get(d) for d in _SMEM_DIMS) in self.overflowed:
+        qd = _staging(q)
+        if qd in self.overflowed:
             return False  # these staging sizes overflowed (on this rung or another)
-        est = self._smem_estimate(tag, q)
+        est = self._smem_estimate(tag, q, qd)
         if est is None:
             return True
         rs = self._rung(tag)
@@ -796,7 +807,7 @@ class Policy:
         rs.tried.add(k)
         self.pending = None
         if o.smem_bytes is not None:
-            dims = tuple(p.get(d) for d in _SMEM_DIMS)
+            dims = _staging(p)
             if rs.smem_seen.get(dims) != o.smem_bytes:
                 rs.smem_seen[dims] = o.smem_bytes
                 rs.smem_memo.clear()
@@ -849,7 +860,7 @@ class Policy:
             return
         if o.error == "smem":
             need = o.smem_bytes or int(self.cap * 1.5)
-            self.overflowed.add(tuple(p.get(d) for d in _SMEM_DIMS))
+            self.overflowed.add(_staging(p))
             self.overflow_floor = need if self.overflow_floor is None else min(self.overflow_floor, need)
             rs.overflow_min = need if rs.overflow_min is None else min(rs.overflow_min, need)
             q = self._shrink(v, p, need)
@@ -1023,9 +1034,9 @@ class Policy:
         # a longer jump: untried configurations whose every changed dimension moves in a
         # direction not measured slower (its own estimate is the sum of those effects)
         if not any(o[0] < bar for o in opts):
-            pool = iter_params(v, self.op, self.dtype)
+            pool = param_pool(v, self.op, self.dtype)
             for _ in range(min(len(pool), 60)):
-                q = pool[self.rng.randrange(len(pool))]
+                q = dict(pool[self.rng.randrange(len(pool))])
                 k = _key(q)
                 if k in rs.tried or self._avoided(v, q):
                     continue

@@ -135,7 +135,7 @@ class RenderSpec:
     shape: dict[str, int]
     variant: Variant
     params: Params
-    bug: str | None = None
+    bug: str | BugProbe | None = None
     #: the engineer writing it (``styles``); the caller's per-session author, or the
     #: task's own when None (deterministic either way)
     style: Style | None = None
@@ -210,6 +210,35 @@ def context(rs: RenderSpec, style: Style | None = None) -> dict[str, Any]:
     }
 
 
+class BugProbe:
+    """A ``bug`` value that renders exactly like None and records every planted-bug name
+    the templates compare it with (they only ever ask ``bug == "x"`` / ``bug != "x"``).
+
+    A bug the clean render never asked about cannot change the source: rendering with it
+    takes every branch the clean render took. So one clean render with a probe says which
+    bugs have a spot in this source, and the bug renders that would only come out equal
+    to the clean text (about one in eight) are never made.
+    """
+
+    __slots__ = ("asked",)
+
+    def __init__(self) -> None:
+        self.asked: set[object] = set()
+
+    def __eq__(self, other: object) -> bool:
+        self.asked.add(other)
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        self.asked.add(other)
+        return True
+
+    def __bool__(self) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+
 def render_candidate(
     op: str | OpSpec,
     gpu: str | GPU,
@@ -217,7 +246,7 @@ def render_candidate(
     shape: dict[str, int],
     variant: Variant,
     params: Params,
-    bug: str | None = None,
+    bug: str | BugProbe | None = None,
     style: Style | None = None,
     gate_structure: bool = True,
 ) -> str:
@@ -314,10 +343,10 @@ def _cuda_slip(
         cands = []
         for i in range(lo, hi - 1):
             if (
-                _DECL.match(lines[i])
+                ok(i)
+                and _DECL.match(lines[i])
                 and lines[i + 1].strip()
                 and not lines[i + 1].lstrip().startswith(("//", "#", "}"))
-                and ok(i)
             ):
                 cands.append(i)
         if not cands:
@@ -332,6 +361,9 @@ def _cuda_slip(
     if kind == "undeclared_identifier":
         cands = []
         for i in range(lo, hi):
+            # a use is looked for in the next 24 lines only: none of them may be edited
+            if allowed is not None and not any(ok(j) for j in range(i + 1, min(hi, i + 25))):
+                continue
             m = _DECL.match(lines[i])
             if not m:
                 continue
@@ -357,21 +389,19 @@ def _cuda_slip(
         diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
         return "\n".join(lines), Slip(kind, j + 1, diag, f'identifier "{typo}" is undefined')
     if kind == "vector_ptr_cast":
-        # find pointer declarations to know the source type printed by nvcc
+        casts = [(i, m) for i in range(lo, hi) if ok(i) and (m := _USE_CAST.match(lines[i]))]
+        # pointer declarations give the source type nvcc prints (scanned only when needed)
         ptr_types: dict[str, str] = {}
-        for ln in lines:
-            for m in _PTR_DECL.finditer(ln):
-                ptr_types.setdefault(m.group(2), m.group(1))
+        if casts:
+            for ln in lines:
+                for pm in _PTR_DECL.finditer(ln):
+                    ptr_types.setdefault(pm.group(2), pm.group(1))
         cands = []
-        for i in range(lo, hi):
-            m = _USE_CAST.match(lines[i])
-            if not m:
-                continue
+        for i, m in casts:
             expr = m.group(5).strip()
             base = re.match(r"([a-z_][a-z0-9_]*)", expr)
             if (
-                ok(i)
-                and base
+                base
                 and base.group(1) in ptr_types
                 and ptr_types[base.group(1)]
                 not in ("uint4", "uint2", "uint32_t", "float4", "float2", "int4", "void")
@@ -400,7 +430,7 @@ def _cuda_slip(
             kind, i + 1, diag, "cannot be used to initialize an entity of type"
         )
     if kind == "legacy_shfl":
-        cands = [i for i in range(lo, hi) if "__shfl_xor_sync(0xffffffffu, " in lines[i] and ok(i)]
+        cands = [i for i in range(lo, hi) if ok(i) and "__shfl_xor_sync(0xffffffffu, " in lines[i]]
         if not cands:
             return None
         i = rng.choice(cands)
@@ -442,6 +472,8 @@ def _triton_slip(
     if kind == "undefined_name":
         cands = []
         for i in range(start + 1, end):
+            if allowed is not None and not any(ok(j) for j in range(i + 1, min(end, i + 20))):
+                continue  # its use is looked for in the next 19 lines only
             m = re.match(r"^\s+([a-z_][a-z0-9_]*)\s*=\s*", lines[i])
             if not m or len(m.group(1)) < 3:
                 continue
@@ -466,7 +498,7 @@ def _triton_slip(
         cands = [
             i
             for i in range(start + 1, end)
-            if "other=" in lines[i] and "tl.load(" in lines[i] and ok(i)
+            if ok(i) and "other=" in lines[i] and "tl.load(" in lines[i]
         ]
         if not cands:
             return None

@@ -1216,6 +1216,14 @@ def iter_params(variant: Variant, op: OpSpec, dtype: str) -> list[Params]:
     return [dict(c) for c in _params_cached(variant.key, op.name, dtype)]
 
 
+def param_pool(variant: Variant, op: OpSpec, dtype: str) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """Every valid combination as shared, immutable item tuples (``dict(c)`` for a Params).
+
+    For callers that sample a few combinations out of thousands: ``iter_params`` copies
+    every one into a fresh dict, which cost the agent's long jumps more than the sampling."""
+    return _params_cached(variant.key, op.name, dtype)
+
+
 @lru_cache(maxsize=4096)
 def _params_cached(
     vkey: tuple[str, str, str], op_name: str, dtype: str
