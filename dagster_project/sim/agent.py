@@ -32,6 +32,7 @@ The older helpers (``_neighbors``, ``_maybe_mistake``...) stay for the swarm's `
 from __future__ import annotations
 
 import math
+import operator
 import random
 import re
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from .variants import (
     hw_choice,
     ladder,
     param_pool,
+    param_pool_keys,
     param_space,
     tempting_wrong_hw,
     valid,
@@ -661,6 +663,8 @@ class Policy:
         self.hist: list[Observation] = []
         self.rungs: dict[str, _Rung] = {}
         self.avoid: set[str] = set()
+        self._spaces: dict[str, dict[str, tuple[Any, ...]]] = {}  # per rung; read only
+        self._pos: dict[str, dict[str, dict[Any, int]]] = {}
         self.overflowed: set[tuple[Any, ...]] = set()  # staging sizes seen over the cap
         self.overflow_floor: int | None = None  # the smallest footprint seen over the cap
         self.bad: set[str] = set()
@@ -681,14 +685,33 @@ class Policy:
         return default_params(v, self.op, self.dtype, self.shape, self._gpu_sheet)
 
     def _space(self, v: Variant) -> dict[str, tuple[Any, ...]]:
-        return {d.name: tuple(d.values) for d in param_space(v, self.op, self.dtype)}
+        space = self._spaces.get(v.tag)
+        if space is None:
+            space = self._spaces[v.tag] = {
+                d.name: tuple(d.values) for d in param_space(v, self.op, self.dtype)
+            }
+        return space
+
+    def _positions(self, v: Variant) -> dict[str, dict[Any, int]]:
+        """Each dimension's values by their first position in the rung's grid (what
+        ``tuple.index`` answers, looked up instead of searched)."""
+        pos = self._pos.get(v.tag)
+        if pos is None:
+            pos = self._pos[v.tag] = {}
+            for dim, vals in self._space(v).items():
+                at: dict[Any, int] = {}
+                for n, x in enumerate(vals):
+                    at.setdefault(x, n)
+                pos[dim] = at
+        return pos
 
     def _rung(self, tag: str) -> _Rung:
         return self.rungs.setdefault(tag, _Rung())
 
     def _avoided(self, v: Variant, q: Params) -> bool:
-        used = features_used(v, self.op, self.dtype, q)
-        return bool(used & self.avoid)
+        if not self.avoid:
+            return False
+        return bool(features_used(v, self.op, self.dtype, q) & self.avoid)
 
     def _smem_estimate(
         self, tag: str, q: Params, qd: tuple[Any, ...] | None = None
@@ -708,7 +731,7 @@ class Policy:
         # nearest by the staging dimensions only (the others do not move the footprint)
         best: tuple[int, tuple[Any, ...], int] | None = None
         for pd, b in rs.smem_seen.items():
-            dist = sum(1 for x, y in zip(pd, qd, strict=True) if x != y)
+            dist = sum(map(operator.ne, pd, qd))  # differing staging dimensions
             if best is None or dist < best[0]:
                 best = (dist, pd, b)
         assert best is not None
@@ -991,6 +1014,8 @@ class Policy:
         space = self._space(v)
         opts: list[tuple[float, Params, str, int]] = []
         singles: list[tuple[str, int, int]] = []  # (dim, sign, notches) moves worth trying
+        pk = _key(p)
+        at = {name: n for n, (name, _) in enumerate(pk)}
         for dim, vals in space.items():
             if dim not in p or len(vals) < 2:
                 continue
@@ -1005,7 +1030,8 @@ class Policy:
                     est = self._estimate(tag, dim, sgn) * notch
                     if notch == 1 and est < bar:
                         singles.append((dim, sgn, 1))
-                    k = _key(q)
+                    n = at[dim]  # _key(q): p's sorted items with this one replaced
+                    k = (*pk[:n], (dim, vals[j]), *pk[n + 1 :])
                     if k in rs.tried or not valid(v, self.op, self.dtype, q):
                         continue
                     if self._avoided(v, q):
@@ -1035,17 +1061,22 @@ class Policy:
         # direction not measured slower (its own estimate is the sum of those effects)
         if not any(o[0] < bar for o in opts):
             pool = param_pool(v, self.op, self.dtype)
+            keys = param_pool_keys(v, self.op, self.dtype)  # _key of each, in pool order
+            pos = self._positions(v)
             for _ in range(min(len(pool), 60)):
-                q = dict(pool[self.rng.randrange(len(pool))])
-                k = _key(q)
-                if k in rs.tried or self._avoided(v, q):
+                r = self.rng.randrange(len(pool))
+                q = dict(pool[r])
+                if keys[r] in rs.tried or self._avoided(v, q):
                     continue
                 est = 0.02
-                for dim, val in q.items():
-                    vals = space.get(dim)
-                    if vals is None or p.get(dim) == val or p.get(dim) not in vals or val not in vals:
+                for dim, val in pool[r]:
+                    at_dim = pos.get(dim)
+                    if at_dim is None or p.get(dim) == val:
                         continue
-                    steps_ = vals.index(val) - vals.index(p[dim])
+                    a, b = at_dim.get(p.get(dim)), at_dim.get(val)
+                    if a is None or b is None:
+                        continue  # a value outside the rung's listed grid
+                    steps_ = b - a
                     e = self.effects.get((tag, dim, 1 if steps_ > 0 else -1))
                     est += (sum(e) / len(e) if e else 0.0) * abs(steps_)
                 if est < bar and self._fits_own(tag, q):

@@ -12,6 +12,7 @@ compiler diagnostic that mutation really produces (checked against nvcc by
 
 from __future__ import annotations
 
+import bisect
 import random
 import re
 from dataclasses import dataclass
@@ -268,12 +269,12 @@ def render_candidate(
     )
     st = effective_style(rs) if gate_structure else rs.author()
     text = _env().get_template(template_name(rs.op.family, variant.impl)).render(**context(rs, st))
-    # collapse runs of blank lines left by conditional blocks (PEP 8 keeps two in Python)
-    text = (
-        re.sub(r"\n{3,}", "\n\n", text)
-        if variant.impl == "cuda"
-        else re.sub(r"\n{4,}", "\n\n\n", text)
-    )
+    # collapse runs of blank lines left by conditional blocks (PEP 8 keeps two in Python);
+    # str.replace until none is left is the regex ``\n{3,}`` → two (``\n{4,}`` → three)
+    # without a regex scan of the whole file: each pass shortens every long run
+    run, keep = ("\n\n\n", "\n\n") if variant.impl == "cuda" else ("\n\n\n\n", "\n\n\n")
+    while run in text:
+        text = text.replace(run, keep)
     if variant.impl == "triton" and st.loop == "count":
         text = counted_loops(text)
     if not st.is_base_voice:
@@ -359,10 +360,11 @@ def _cuda_slip(
         diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
         return "\n".join(lines), Slip(kind, i + 2, diag, 'expected a ";"')
     if kind == "undeclared_identifier":
+        srt = None if allowed is None else sorted(allowed)
         cands = []
         for i in range(lo, hi):
             # a use is looked for in the next 24 lines only: none of them may be edited
-            if allowed is not None and not any(ok(j) for j in range(i + 1, min(hi, i + 25))):
+            if not _any_allowed(srt, i + 1, min(hi, i + 25)):
                 continue
             m = _DECL.match(lines[i])
             if not m:
@@ -470,9 +472,10 @@ def _triton_slip(
     start = _jit_start(lines)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("def ")), len(lines))
     if kind == "undefined_name":
+        srt = None if allowed is None else sorted(allowed)
         cands = []
         for i in range(start + 1, end):
-            if allowed is not None and not any(ok(j) for j in range(i + 1, min(end, i + 20))):
+            if not _any_allowed(srt, i + 1, min(end, i + 20)):
                 continue  # its use is looked for in the next 19 lines only
             m = re.match(r"^\s+([a-z_][a-z0-9_]*)\s*=\s*", lines[i])
             if not m or len(m.group(1)) < 3:
@@ -569,6 +572,14 @@ def _kernel_def_line(lines: list[str], at: int) -> int:
         if lines[i].startswith("def ") and i > 0 and lines[i - 1].startswith("@triton.jit"):
             return i + 1
     return 1
+
+
+def _any_allowed(lines: list[int] | None, lo: int, hi: int) -> bool:
+    """Whether some line in ``[lo, hi)`` may be edited; ``lines`` sorted (None: all may)."""
+    if lines is None:
+        return True
+    k = bisect.bisect_left(lines, lo)
+    return k < len(lines) and lines[k] < hi
 
 
 def _allowed(lines: set[int] | None) -> Any:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -54,8 +55,36 @@ def _normalised(code: str) -> tuple[str, ...]:
     """Digit-normalised, stripped lines of a source text. Every step diffs its parent's
     source, which was the previous step's new source: normalising each text once instead
     of once per diff removes about a third of a diff's cost."""
-    sub = _DIGITS.sub
-    return tuple(sub("#", ln.strip()) for ln in code.split("\n"))
+    # one substitution over the file (digit runs never span lines; stripping commutes)
+    return tuple(ln.strip() for ln in _DIGITS.sub("#", code).split("\n"))
+
+
+def _changes(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int, int]]:
+    """The non-equal opcodes ``(i1, i2, j1, j2)`` of a line diff from ``a`` to ``b``.
+
+    The common head and tail are matched first and only the middle goes to ``difflib``
+    (generator 1.8.0): an edit or a mistake rewrites a few lines of a file of hundreds, so
+    this is most of the time a diff of a handful of lines instead of the whole file. It
+    can align a repeated line differently from a whole-file ``SequenceMatcher`` (which
+    prefers the longest block anywhere), never wrongly: every line it calls equal is.
+    """
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    ma, mb = a[head : len(a) - tail], b[head : len(b) - tail]
+    if not ma and not mb:
+        return []
+    if not ma or not mb:
+        return [(head, head + len(ma), head, head + len(mb))]
+    return [
+        (head + i1, head + i2, head + j1, head + j2)
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ma, mb, autojunk=False).get_opcodes()
+        if tag != "equal"
+    ]
 
 
 def touched_lines(base_code: str | None, code: str) -> set[int] | None:
@@ -63,12 +92,8 @@ def touched_lines(base_code: str | None, code: str) -> set[int] | None:
     rewrote (a pure deletion marks its neighbours); None = everything (no base)."""
     if base_code is None:
         return None
-    a, b = _normalised(base_code), _normalised(code)
     out: set[int] = set()
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, _i1, _i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            continue
+    for _i1, _i2, j1, j2 in _changes(_normalised(base_code), _normalised(code)):
         if j2 > j1:
             out.update(range(j1, j2))
         else:
@@ -79,11 +104,8 @@ def touched_lines(base_code: str | None, code: str) -> set[int] | None:
 def mistake_lines(clean: str, bad: str) -> set[int]:
     """0-based lines of ``clean`` that ``bad`` changes or deletes (an insertion marks its
     neighbours): where a planted bug or slip sits, in the clean source's numbering."""
-    a, b = clean.split("\n"), bad.split("\n")
     out: set[int] = set()
-    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
+    for i1, i2, _j1, _j2 in _changes(clean.split("\n"), bad.split("\n")):
         if i2 > i1:
             out.update(range(i1, i2))
         else:

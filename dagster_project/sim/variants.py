@@ -1224,6 +1224,21 @@ def param_pool(variant: Variant, op: OpSpec, dtype: str) -> tuple[tuple[tuple[st
     return _params_cached(variant.key, op.name, dtype)
 
 
+def param_pool_keys(
+    variant: Variant, op: OpSpec, dtype: str
+) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """``param_pool`` with each combination's items sorted by name: its order-free key
+    (the agent's "already tried" bookkeeping), computed once per process."""
+    return _pool_keys_cached(variant.key, op.name, dtype)
+
+
+@lru_cache(maxsize=1024)
+def _pool_keys_cached(
+    vkey: tuple[str, str, str], op_name: str, dtype: str
+) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    return tuple(tuple(sorted(c)) for c in _params_cached(vkey, op_name, dtype))
+
+
 @lru_cache(maxsize=4096)
 def _params_cached(
     vkey: tuple[str, str, str], op_name: str, dtype: str
