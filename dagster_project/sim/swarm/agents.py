@@ -8,7 +8,8 @@ think / compile / bench durations. Those helpers already scale with ``AgentProfi
 so error rates and timing stay identical in spirit to kernelinfer.
 
 What *is* new here is the team-level policy: which configuration an agent picks from a
-shortlist (skilled agents predict better and weigh more options), how often it reaches for
+shortlist (skilled agents weigh more options, with less noisy hunches, from what they
+have measured themselves), how often it reaches for
 a rung the GPU cannot run out of habit, how well it reviews someone else's code, and how
 fast it works. All of it depends on ``skill`` so the data shows the effect.
 """
@@ -114,6 +115,11 @@ class SwarmAgent:
     #: best time and candidate count at the agent's last status report
     reported: float | None = None
     reported_tries: int = 0
+    #: every time this agent has measured, per variant tag and configuration (verified or
+    #: not: a median it was shown), and what one-notch moves did to it: the agent's only
+    #: source for guessing a configuration's time (it never sees the model's prediction)
+    seen: dict[str, dict[ParamKey, float]] = field(default_factory=dict)
+    effects: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
 
     # -- behaviour knobs derived from skill -------------------------------------------
     @property
@@ -140,6 +146,51 @@ class SwarmAgent:
             if cur is None or ok_time < cur[0]:
                 self.own[v.tag] = (ok_time, dict(p))
 
+    def observe(self, v: Variant, p: Params, time_ms: float) -> None:
+        """Learn from a measured time: against every earlier measurement of the rung that
+        differs in one parameter, the log time ratio of that move (its direction is the
+        order of the two values)."""
+        seen = self.seen.setdefault(v.tag, {})
+        for k, t in seen.items():
+            other = dict(k)
+            diff = [d for d in p if other.get(d) != p[d]]
+            if len(diff) != 1:
+                continue
+            d = diff[0]
+            a, b = other.get(d), p[d]
+            if not (isinstance(a, int | float) and isinstance(b, int | float)):
+                continue
+            sign = 1 if b > a else -1
+            self.effects.setdefault((v.tag, d, sign), []).append(math.log(time_ms / t))
+        seen[param_key(p)] = time_ms
+
+    def estimate(self, v: Variant, p: Params, fallback_ms: float) -> float:
+        """Own guess of ``p``'s time: the nearest configuration it has measured on this
+        rung (fewest differing parameters, then the closest values, then the faster),
+        moved by the effects it has measured for each differing parameter;
+        ``fallback_ms`` with nothing measured."""
+        seen = self.seen.get(v.tag)
+        if not seen:
+            return fallback_ms
+        best: tuple[int, float, float, ParamKey] | None = None
+        for k, t in seen.items():
+            other = dict(k)
+            diff = [d for d in p if other.get(d) != p[d]]
+            gap = sum(_octaves(other.get(d), p[d]) for d in diff)
+            if best is None or (len(diff), gap, t) < best[:3]:
+                best = (len(diff), gap, t, k)
+        assert best is not None
+        _, _, t, k = best
+        other = dict(k)
+        log_t = math.log(t)
+        for d, b in p.items():
+            a = other.get(d)
+            if a == b or not (isinstance(a, int | float) and isinstance(b, int | float)):
+                continue
+            e = self.effects.get((v.tag, d, 1 if b > a else -1))
+            log_t += sum(e) / len(e) if e else 0.0
+        return math.exp(log_t)
+
     def has_tried(self, v: Variant, p: Params) -> bool:
         return param_key(p) in self.tried.get(v.tag, set())
 
@@ -164,19 +215,20 @@ class SwarmAgent:
     def pick(self, env: KernelEnv, v: Variant, options: list[Params], fallback_ms: float) -> Params:
         """Choose one option the way this agent would.
 
-        A skilled agent weighs more options "in its head" and its estimate of each is less
-        noisy (the estimate is the roofline prediction blurred by a skill-dependent error),
-        so its proposals are better on average.
+        A skilled agent weighs more options "in its head" and its hunch about each is less
+        noisy. The estimate is its own (``estimate``: what it has measured on the rung and
+        what each move did), never the simulator's prediction, so a proposal is only as
+        good as the agent's measurements. ``env`` is unused: kept so callers need not
+        change; the observation-only contract is tested by ``test_swarm_agents``.
         """
+        del env
         k = 1 + int(self.rng.random() < self.skill) + int(self.rng.random() < self.skill * 0.6)
         k += int(self.skill > 0.85)
         opts = self.rng.sample(options, min(k, len(options)))
         sigma = 0.35 * (1.2 - self.skill)
 
         def guess(p: Params) -> float:
-            pred = env.predicted(v, p)
-            t = pred.time_ms if pred is not None else fallback_ms
-            return t * math.exp(self.rng.gauss(0.0, sigma))
+            return self.estimate(v, p, fallback_ms) * math.exp(self.rng.gauss(0.0, sigma))
 
         return min(opts, key=guess)
 
@@ -185,8 +237,10 @@ class SwarmAgent:
     ) -> list[Params]:
         """Up to ``n`` untried configs from ``space``, best-guess first.
 
-        Configurations the agent works out to overflow shared memory are dropped (and
-        remembered) when it notices, which skilled agents do more often.
+        Configurations the agent works out on paper to overflow shared memory (the
+        footprint follows from the tile sizes; ``env.fits``) are dropped and remembered
+        when it notices, which skilled agents do more often. The ranking is the agent's
+        own ``estimate``, never the simulator's prediction.
         """
         pool = [p for p in space if not self.has_tried(v, p)]
         self.rng.shuffle(pool)
@@ -194,11 +248,10 @@ class SwarmAgent:
         sigma = 0.35 * (1.2 - self.skill)
         scored: list[tuple[float, int, Params]] = []
         for i, p in enumerate(pool):
-            pred = env.predicted(v, p)
-            if pred is None and not env.fits(v, p) and self.hands.notices_overflow():
+            if not env.fits(v, p) and self.hands.notices_overflow():
                 self.rule_out(v, p)
                 continue
-            t = pred.time_ms if pred is not None else fallback_ms
+            t = self.estimate(v, p, fallback_ms)
             scored.append((t * math.exp(self.rng.gauss(0.0, sigma)), i, p))
         scored.sort(key=lambda x: (x[0], x[1]))
         return [p for _, _, p in scored[:n]]
@@ -212,6 +265,13 @@ class SwarmAgent:
             "kept": kept,
             "best_ms": best_ms,
         }
+
+
+def _octaves(a: Any, b: Any) -> float:
+    """How far apart two parameter values are (|log2 ratio|; 1 for anything else)."""
+    if isinstance(a, int | float) and isinstance(b, int | float) and a > 0 and b > 0:
+        return abs(math.log2(b / a))
+    return 1.0
 
 
 def make_agent(

@@ -567,8 +567,11 @@ class Runtime:
         )
         self.results.append(res)
         agent.clock = res.t
-        # an agent's own best is a verified kernel: an unverified time is not a result
+        # an agent's own best is a verified kernel: an unverified time is not a result;
+        # any median it was shown still teaches it what the move did
         agent.record(v, p, time_ms if status == OK else None)
+        if time_ms is not None:
+            agent.observe(v, p, time_ms)
         return res, sub, review
 
     def implement(
