@@ -88,7 +88,7 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
 
     defs = build_definitions()
     try:
-        stages = plan_stages(defs, select)
+        stages = plan_stages(defs, select, instance)
     except Exception as exc:  # a bad selection string
         _fail(f"--select {select!r}: {exc}")
         raise

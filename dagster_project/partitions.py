@@ -16,10 +16,15 @@ kernelinfer_shards = dg.StaticPartitionsDefinition([f"{i:03d}" for i in range(KE
 kernelswarm_shards = dg.StaticPartitionsDefinition([f"{i:03d}" for i in range(KERNELSWARM_SHARDS)])
 
 
+def shards_needed(n_items: int, shard_size: int = 100) -> int:
+    """How many shards ``n_items`` sessions / episodes fill."""
+    return -(-n_items // shard_size)
+
+
 def shard_partitions(n_items: int, default_shards: int, shard_size: int = 100) -> dg.StaticPartitionsDefinition:
     """Shard keys for a build of ``n_items`` sessions / episodes: as many as it needs
     (ten times the data is ten times the shards, each a unit of parallel work), never
     fewer than the default build's, so shards left by a larger earlier build are still
     addressed and get cleaned up."""
-    n = max(default_shards, -(-n_items // shard_size))
+    n = max(default_shards, shards_needed(n_items, shard_size))
     return dg.StaticPartitionsDefinition([f"{i:03d}" for i in range(n)])

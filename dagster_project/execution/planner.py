@@ -79,8 +79,19 @@ def normalise_selection(selection: str) -> str:
     return " or ".join(out)
 
 
-def plan_stages(defs: dg.Definitions, selection: str | None) -> list[Stage]:
-    """Topological stages of the selected assets, grouped by partitions definition."""
+def plan_stages(
+    defs: dg.Definitions,
+    selection: str | None,
+    instance: dg.DagsterInstance | None = None,
+) -> list[Stage]:
+    """Topological stages of the selected assets, grouped by partitions definition.
+
+    With ``instance``, a stage of shard-sized assets (``kernelhouse/shards``) leaves out
+    the shards beyond what the configured size needs that none of its assets ever
+    materialised here: they hold nothing to clean up, and each would be a run that writes
+    nothing (a 40-session build's 18 empty session shards and 23 empty episode shards
+    cost about as much as its simulation). A shard an earlier, larger build wrote is kept,
+    so its file is still dropped."""
     graph = defs.resolve_asset_graph()
     if selection:
         keys = dg.AssetSelection.from_string(normalise_selection(selection)).resolve(graph)
@@ -109,8 +120,31 @@ def plan_stages(defs: dg.Definitions, selection: str | None) -> list[Stage]:
             done |= set(pick)
             frontier = {k for k in keys - done if parents[k] <= done}
         part_keys: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]
+        if instance is not None and pdef is not None:
+            part_keys = _needed_shards(graph, group, part_keys, instance)
         stages.append(Stage(group, pdef, part_keys))
     return stages
+
+
+def _needed_shards(
+    graph: dg.AssetGraph,
+    group: list[dg.AssetKey],
+    part_keys: list[str | None],
+    instance: dg.DagsterInstance,
+) -> list[str | None]:
+    """``part_keys`` without the shards past the configured size that no asset of the
+    stage has a materialisation of (see ``plan_stages``)."""
+    from dagster_project.partitions import shards_needed
+    from dagster_project.settings import load_settings
+
+    fields = {graph.get(k).tags.get(policy.SHARDS_TAG) for k in group}
+    if len(fields) != 1 or None in fields:
+        return part_keys  # not (all) sized by one setting: every key runs
+    needed = shards_needed(getattr(load_settings(), fields.pop()))
+    written: set[str] = set()
+    for k in group:
+        written |= set(instance.get_materialized_partitions(k))
+    return [p for p in part_keys if p is None or int(p) < needed or p in written]
 
 
 @exclusive_build  # one build per home; sweeps what a killed build left (home.py)
@@ -186,7 +220,7 @@ def run_build(
         if on_run:
             on_run(stage, pkey, "ok" if result.success else "failed")
 
-    for stage in plan_stages(defs, selection):
+    for stage in plan_stages(defs, selection, instance):
         for pkey in stage.partition_keys:
             if partitions and pkey is not None and pkey not in partitions:
                 continue
