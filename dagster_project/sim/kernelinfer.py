@@ -203,7 +203,7 @@ def _pace(records: list[StepRecord], rng: Any) -> None:
     """Scale thinking time so the session lasts a plausible 1-5 hours, then stamp steps."""
     fixed = sum(r.compile_s + r.bench_s for r in records)
     think = sum(r.think_s for r in records)
-    pace = rng.lognormvariate(0.0, 0.22) * 0.875
+    pace = rng.lognormvariate(0.0, 0.22) * 0.83
     total = fixed + think * pace
     lo, hi = 1.03 * 3600, 4.93 * 3600
     if total < lo:
