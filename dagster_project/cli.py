@@ -92,7 +92,7 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     except Exception as exc:  # a bad selection string
         _fail(f"--select {select!r}: {exc}")
         raise
-    if any(k.to_user_string() == "repo_clone" for s in stages for k in s.keys):
+    if _observes_git(defs, stages):
         try:
             validate_sources(settings)
         except SettingsError as exc:
@@ -100,15 +100,24 @@ def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     return settings, instance, defs, stages
 
 
-def _offline_sources(settings, stages, partitions: list[str] | None = None) -> dict[str, str]:  # noqa: ANN001
+def _observes_git(defs, stages) -> bool:  # noqa: ANN001
+    """Whether the plan runs an asset that observes a repo source (its
+    ``kernelhouse/observer`` tag is ``git``): the only reason to check or probe sources."""
+    from dagster_project.execution import policy
+    from dagster_project.execution.planner import observed
+
+    graph = defs.resolve_asset_graph()
+    return any(observed(graph, k) == policy.GIT for s in stages for k in s.keys)
+
+
+def _offline_sources(settings, defs, stages, partitions: list[str] | None = None) -> dict[str, str]:  # noqa: ANN001
     """Probe every repo source the plan clones or fetches (seconds, in parallel) and say
     once, before anything runs, which cannot be reached and how to fix it; the build then
     skips only what needs those repos."""
     from dagster_project.execution.probes import probe_sources
     from dagster_project.settings import DEFAULT_SOURCES
 
-    clones = {k.to_user_string() for s in stages for k in s.keys} & {"repo_clone"}
-    if not clones:
+    if not _observes_git(defs, stages):
         return {}
     wanted = {r: src for r, src in settings.sources.items() if not partitions or r in partitions}
     offline = probe_sources(wanted)
@@ -145,7 +154,7 @@ def build(
     from dagster_project.progress import BuildProgress
 
     settings, instance, defs, stages = _plan(select)
-    offline = _offline_sources(settings, stages, partition)
+    offline = _offline_sources(settings, defs, stages, partition)
     started = time.monotonic()
     distributed = distributed or settings.executor == "dask"
     if workers is None:
@@ -229,7 +238,7 @@ def refresh(
     from dagster_project.home import BuildLocked
 
     settings, instance, defs, stages = _plan(select)
-    offline = _offline_sources(settings, stages)
+    offline = _offline_sources(settings, defs, stages)
     started = time.monotonic()
 
     def on_run(stage, pkey, state):  # noqa: ANN001
