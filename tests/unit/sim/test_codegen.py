@@ -120,3 +120,23 @@ def test_triton_slips_stay_parseable(kind: str) -> None:
     bad, slip = res
     ast.parse(bad)
     assert slip.diagnostic.startswith("triton.compiler.errors.CompilationError: at ")
+
+
+@pytest.mark.parametrize("impl", ["cuda", "triton"])
+def test_bug_probe_renders_like_no_bug_and_names_every_spot(impl: str) -> None:
+    """``KernelEnv.bugs_for`` trusts ``BugProbe``: a render with it must equal the clean
+    one, and a bug it was never asked about must not change the source. A template that
+    tests ``bug`` some other way (``is none``, printing it) breaks this test."""
+    from dagster_project.sim.codegen import BugProbe
+
+    asked_any = 0
+    for op, v, gid, dtype, shape, params in _renders(impl):
+        clean = render_candidate(op, gid, dtype, shape, v, params)
+        probe = BugProbe()
+        assert render_candidate(op, gid, dtype, shape, v, params, probe) == clean, (op.name, v.tag)
+        asked_any += bool(probe.asked)
+        for bug in FAMILY_BUGS[op.family]:
+            if bug not in probe.asked:
+                bad = render_candidate(op, gid, dtype, shape, v, params, bug)
+                assert bad == clean, (op.name, v.tag, gid, bug)
+    assert asked_any  # the probe does see the templates' questions
