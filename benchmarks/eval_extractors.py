@@ -1,21 +1,24 @@
-"""Precision, recall and F1 of the gains extractors on the real-PR development set.
+"""Precision, recall and F1 of the gains extractors on real PR descriptions.
 
     .venv/bin/python benchmarks/eval_extractors.py [--json] [--show [--show-folds 0,1,2,3]]
-    .venv/bin/python benchmarks/eval_extractors.py --fresh [--json]   # once per round
+    .venv/bin/python benchmarks/eval_extractors.py --held [--json]   # once per round
 
 Data: ``benchmarks/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions, labelled by
-hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``). Each PR sits in one of
-five folds (sha256 of ``owner/name#number`` mod 5). All five folds are **development** now:
-folds 3-4 were the held-out folds of extractor 2.0, but their aggregate was printed five times
-while it was written, so they were retired into development (``pr_devset/LABELLING.md``).
-The default run prints the development score and each fold's score on its own
-(cross-validation: ``--show --show-folds`` lists per-PR misses of the folds named only, so a
-change can be driven by some folds and checked on the others).
+hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
-The **headline** is ``--fresh``: ``benchmarks/pr_devset/fresh`` is a separate set of real PRs,
-labelled before any extractor ran on them and scored once per round, at its end. That run prints
-the aggregate, and, because it is the last look, the misses and false positives grouped by the
-layout families of their PRs (``prs.csv`` ``layouts``).
+**Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv`` and the 31 of
+``pr_devset/fresh/``. ``fresh/`` was the held-out set of extractor 2.1, scored once at the end
+of that round; it was then retired into development for 2.2 (``pr_devset/LABELLING.md``),
+as folds 3-4 of ``prs.csv`` were before it. Each PR sits in one of five folds (sha256 of
+``owner/name#number`` mod 5); the default run prints the development score and each fold's
+score on its own (cross-validation: ``--show --show-folds`` lists per-PR misses of the folds
+named only, so a change can be driven by some folds and checked on the others).
+
+The **headline** is ``--held``: ``benchmarks/pr_devset/fresh2`` is a separate set of real PRs,
+labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
+and scored once per round, at its end. That run prints the aggregate and, because it is the
+last look, the misses and false positives grouped by the layout families of their PRs
+(``prs.csv`` ``layouts``). ``--fresh`` is kept as an alias of ``--held``.
 
 What is scored, per PR:
 
@@ -60,7 +63,10 @@ from dagster_project.gains.normalise import normalise_unit  # noqa: E402
 from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "pr_devset"
-FRESH = DEVSET / "fresh"
+#: development sets (all folds): the first set and the retired held-out set of extractor 2.1
+DEV_ROOTS = (DEVSET, DEVSET / "fresh")
+#: the held-out set of the current round (scored once, at its end)
+HELD = DEVSET / "fresh2"
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
 
@@ -219,20 +225,24 @@ def by_layout(prs: list[Any], lines: list[str]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def run(show: bool, show_folds: Iterable[int] = DEV_FOLDS, fresh: bool = False) -> dict[str, Any]:
+def run(show: bool, show_folds: Iterable[int] = DEV_FOLDS, held: bool = False) -> dict[str, Any]:
     devset = _loader()
     out: dict[str, Any] = {"extractor": "table"}
     t0 = time.perf_counter()
-    if fresh:
-        prs = devset.load_devset(FRESH)
+    if held:
+        prs = devset.load_devset(HELD)
         tally = evaluate(prs, _det, detail=True)
-        out["fresh"] = tally.summary()
-        out["fresh_misses"], out["fresh_false"] = tally.misses, tally.false
-        out["fresh_misses_by_layout"] = by_layout(prs, tally.misses)
-        out["fresh_false_by_layout"] = by_layout(prs, tally.false)
+        out["held"] = tally.summary()
+        out["held_misses"], out["held_false"] = tally.misses, tally.false
+        out["held_misses_by_layout"] = by_layout(prs, tally.misses)
+        out["held_false_by_layout"] = by_layout(prs, tally.false)
     else:
-        dev = devset.load_devset(DEVSET, folds=DEV_FOLDS)
+        dev = [pr for root in DEV_ROOTS for pr in devset.load_devset(root, folds=DEV_FOLDS)]
         out["dev"] = evaluate(dev, _det, detail=False).summary()
+        out["dev_by_set"] = {
+            root.name: evaluate([p for p in dev if _root_of(p) == root.name], _det, detail=False).summary()
+            for root in DEV_ROOTS
+        }
         out["dev_by_fold"] = {
             str(f): evaluate([p for p in dev if p.fold == f], _det, detail=False).summary() for f in DEV_FOLDS
         }
@@ -242,10 +252,15 @@ def run(show: bool, show_folds: Iterable[int] = DEV_FOLDS, fresh: bool = False) 
             out["dev_false"] = shown.false
     out["seconds"] = round(time.perf_counter() - t0, 2)
     if os.environ.get("KERNELHOUSE_LLM_BASE_URL"):
-        out["llm"] = "configured: score with --folds held after a dev run (not run by default: costs tokens)"
+        out["llm"] = "configured: score with --held after a dev run (not run by default: costs tokens)"
     else:
         out["llm"] = "skipped: KERNELHOUSE_LLM_BASE_URL not set"
     return out
+
+
+def _root_of(pr: Any) -> str:
+    """Which development set a PR comes from (``split`` is ``fresh`` in the retired set)."""
+    return "fresh" if pr.split == "fresh" else DEVSET.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,25 +268,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--show", action="store_true", help="list dev misses and false positives")
     ap.add_argument("--show-folds", default="0,1,2,3,4", help="folds whose misses --show lists")
-    ap.add_argument("--fresh", action="store_true", help="score the fresh held-out set (once per round)")
+    ap.add_argument("--held", "--fresh", dest="held", action="store_true",
+                    help="score the held-out set of this round (once per round)")
     args = ap.parse_args(argv)
-    res = run(args.show, [int(f) for f in args.show_folds.split(",")], fresh=args.fresh)
+    res = run(args.show, [int(f) for f in args.show_folds.split(",")], held=args.held)
     if args.json:
         print(json.dumps(res, indent=1))
         return 0
-    for split in ("fresh", "dev"):
+    for split in ("held", "dev"):
         if split in res:
             s = res[split]
             print(f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, {s['predicted']} predicted): "
                   f"precision {s['precision']}  recall {s['recall']}  F1 {s['f1']}  | speedup±1% "
                   f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  batch {s['batch_size_agreement']}  "
                   f"unit {s['unit_agreement']}  stated kept {s['stated_speedup_kept']}")
+    for name, s in res.get("dev_by_set", {}).items():
+        print(f"  dev set {name}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs, {s['labelled']} labels)")
     for f, s in res.get("dev_by_fold", {}).items():
         print(f"  dev fold {f}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs)")
-    for k in ("dev_misses", "dev_false", "fresh_misses", "fresh_false"):
+    for k in ("dev_misses", "dev_false", "held_misses", "held_false"):
         for line in res.get(k, []):
             print(f"{k.split('_', 1)[1]}: {line}")
-    for k in ("fresh_misses_by_layout", "fresh_false_by_layout"):
+    for k in ("held_misses_by_layout", "held_false_by_layout"):
         if k in res:
             print(f"{k}: " + ", ".join(f"{fam} {n}" for fam, n in res[k].items()))
     print(f"llm: {res['llm']}  ({res['seconds']} s)")

@@ -47,12 +47,16 @@ _UNIT_ALIASES: dict[str, str] = {
     "tokens/sec": "tok/s",
     "token/sec": "tok/s",
     "tokens per second": "tok/s",
+    "tok/sec": "tok/s",
+    "toks/sec": "tok/s",
     "tps": "tok/s",
     "req/s": "req/s",
     "reqs/s": "req/s",
     "request/s": "req/s",
     "requests/s": "req/s",
     "requests/sec": "req/s",
+    "req/sec": "req/s",
+    "reqs/sec": "req/s",
     "qps": "req/s",
     "it/s": "it/s",
     "samples/s": "samples/s",
@@ -101,7 +105,7 @@ def normalise_unit(unit: str | None) -> str | None:
     u = unit.strip().strip("()[]").strip()
     if not u:
         return None
-    key = u.lower()
+    key = re.sub(r"\s*/\s*", "/", u.lower())  # "reqs / sec", as spreadsheets head a column
     if key in _UNIT_ALIASES:
         return _UNIT_ALIASES[key]
     # "ms/token", "us/iter": time per something
@@ -121,7 +125,7 @@ _LOWER_WORDS = re.compile(
 _HIGHER_WORDS = re.compile(
     r"throughput|\btok/s\b|tokens?/s|tokens? per second|\bqps\b|\brps\b|bandwidth|"
     r"\b[tgp]?flops\b|\bmfu\b|utili[sz]ation|goodput|\bspeed\b|speedup|speed-up|\bop/s\b|"
-    r"samples/s|it/s|req/s|requests?/s|\bgb/s\b|\btb/s\b",
+    r"samples/s|it/s|req/s|requests?/s|\bgb/s\b|\btb/s\b|\btpm\b|tokens? per minute",
     re.I,
 )
 

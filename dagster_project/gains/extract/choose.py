@@ -33,7 +33,14 @@ from dagster_project.gains.schema import Measurement
 #: expressions by their totals, one-line code spans, versions and geometric means refused,
 #: "Nx slower than" said of the replaced side, benchmark duration kept as a measurement;
 #: bounds ("up to 3x", "over 1.0x") and extremes ("min/max speedup") are not measurements
-EXTRACTOR_VERSION = "2.1"
+#: 2.2 (2026-12-01): spreadsheet pastes (empty first header cell, the header's second line
+#: under the separator, spaced units "toks / sec"), no pair across two metric columns of a
+#: rows-are-sides table, JSON-lines benchmark output, two paragraphs under "X before and
+#: after:", a role line whose value sits in a short clause, inline roles with "~", bounds
+#: written before the number ("more than 5x"), ranges with a unit on the first end, claims
+#: over a "range" of sizes, "a/b=c <noun>" arithmetic, a claim's scope from its own clause,
+#: a signed percentage "vs" a named baseline
+EXTRACTOR_VERSION = "2.2"
 
 
 def candidates(text: str) -> list[Candidate]:

@@ -94,6 +94,16 @@ def split_pipe_row(line: str) -> list[str]:
     return [clean_cell(c) for c in re.split(r"(?<!\\)\|", s)]
 
 
+def _second_header(header: list[str], first: list[str]) -> bool:
+    """Whether the first row under the separator is the header's second line: as wide as
+    the header, no digit in any cell, and the header above it incomplete (blank cells) or
+    repeating itself (``main | main | PR | PR``), so the two lines only mean something together."""
+    if len(first) != len(header) or any(re.search(r"\d", c) for c in first) or sum(bool(c) for c in first) < 2:
+        return False
+    named = [h for h in header if h]
+    return len(named) < len(header) or len(set(named)) < len(named)
+
+
 def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
     rows = [ln for ln in lines if ln.strip()]
     if len(rows) < 2:
@@ -102,12 +112,21 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
     if sep_at is None or sep_at == 0:
         return None
     header = split_pipe_row(rows[sep_at - 1])
+    if not rows[sep_at].lstrip().startswith("|") and rows[sep_at - 1].lstrip().startswith("|"):
+        # a table without outer pipes (a spreadsheet paste: "a | b | c") whose header starts
+        # with "|": that pipe closes an empty first cell, it is not an outer pipe
+        header = ["", *header]
     # a header written over two lines ("| | main | PR |" above "| bs | us | us |")
     for extra in rows[: sep_at - 1][::-1]:
         up = split_pipe_row(extra)
         if len(up) == len(header):
             header = [f"{a} {b}".strip() for a, b in zip(up, header, strict=True)]
     data_lines = [ln for ln in rows[sep_at + 1 :] if not _PIPE_SEP.match(ln)]
+    if data_lines and _second_header(header, split_pipe_row(data_lines[0])):
+        # the header's second line below the separator ("main | main | PR | PR" over
+        # "reqs / sec | toks / sec | reqs / sec | toks / sec"): one header, cell by cell
+        second = split_pipe_row(data_lines.pop(0))
+        header = [f"{a} {b}".strip() for a, b in zip(header, second, strict=True)]
     grid = Grid(header, [], [])
     # a missing closing pipe marks a cut row only in a table whose rows close with one
     outer = rows[sep_at - 1].rstrip().endswith("|")

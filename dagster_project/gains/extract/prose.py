@@ -37,8 +37,8 @@ TRANSITION = re.compile(
     re.I,
 )
 INLINE_ROLES = re.compile(
-    rf"\b(?:before|baseline|main)\b\s*[:=(]?\s*(?P<b>{_V})\s*(?P<ub>{_U})?\)?[,;]?\s*(?:and|vs\.?|,|;)?\s*"
-    rf"\b(?:after|this pr|with this pr|pr|optimized|new)\b\s*[:=(]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?",
+    rf"\b(?:before|baseline|main(?:\s+branch)?)\b\s*[:=(]?\s*[~≈]?\s*(?P<b>{_V})\s*(?P<ub>{_U})?\)?[,;]?\s*(?:and|vs\.?|,|;)?\s*"
+    rf"\b(?:after|this pr|with this pr|pr|optimized|new)\b\s*[:=(]?\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?",
     re.I,
 )
 VALUE_ROLES = re.compile(
@@ -65,9 +65,11 @@ _BEFORE_CUE = re.compile(
 )
 #: "up to 3x", "over 1.0x faster", "> 2x": a bound, not a measured value (LABELLING: "up to" maxima)
 _BOUND = re.compile(r"^\s*(?:up\s+to|over|>|more\s+than|at\s+least)\b|^\s*>", re.I)
+#: "more than 5x improvement", "at least 2x": the bound written before the number's hedge
+_BOUND_BEFORE = re.compile(r"(?:\bup\s+to|\bover|\bmore\s+than|\bat\s+least|\bgreater\s+than|>|≥)\s*$", re.I)
 #: "min speedup 0.77x. max speedup 4.8x.", "worst case 0.9x": extremes that summarise the rows
 _EXTREME = re.compile(r"\b(?:min(?:imum)?|max(?:imum)?|worst(?:[- ]case)?|best(?:[- ]case)?|peak)\b[\w\s-]{0,20}$", re.I)
-_RANGE_BEFORE = re.compile(r"\d\s*(?:[-–~]|to)\s*$")
+_RANGE_BEFORE = re.compile(r"\d\s*[%x×]?\s*(?:[-–~]|to)\s*$")
 _GPU_AFTER = re.compile(r"^\s*(?:[A-Z]{1,3}\d{2,4}|GPUs?|nodes?|cards?|devices?|the\b|more\s+(?:memory|tokens))", re.I)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])|\n")
 
@@ -134,6 +136,8 @@ def transitions(s: str, b: Block) -> list[Candidate]:
         a, d, r = parse_number(m.group("a")), parse_number(m.group("b")), parse_number(m.group("r"))
         if not a or not d or not r or abs(a / d / r - 1) > 0.01 or r < 1:
             continue
+        if re.match(r"\s*(?![x×]\b)[A-Za-z]", s[m.end():]) and not re.match(rf"\s*(?:\w+\s+)?{_CUE}\b", s[m.end():], re.I):
+            continue  # "256/4=64 local experts": arithmetic about a configuration, not a ratio
         metric = _metric_before(s, m.start())
         lower = bool(re.search(r"latenc|time|\bms\b|\bus\b", metric, re.I))
         base, opt = (a, d) if lower else (d, a)  # written as the PR's gain: ratio >= 1
@@ -200,12 +204,19 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
         keyed = re.match(r"^\W*(?P<k>bs|batch[ _]?size|m|num[_ ]tokens)\s*=\s*(?P<v>\d+)\s*:", s, re.I)
         listed = bool(keyed) and m.group("u") in "xX×" and not tail.strip() and re.search(
             r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
-        if not (cue_after or cue_before or listed):
+        # "Total TPM: +9.5% vs fallback default config": a change against a named baseline
+        versus = m.group("u") == "%" and re.match(
+            r"^\s*(?:vs\.?|versus|compared\s+(?:to|with)|relative\s+to)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?"
+            r"(?:default|main|baseline|fallback|original|stock|upstream|old|before)\b", tail, re.I)
+        if not (cue_after or cue_before or listed or versus):
             continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
-        if not summaries and re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
-                     f"{lead[-40:]} {tail[:40]}", re.I):
-            continue  # a summary over the rows (average / geomean / overall), not a measurement
-        if not summaries and (_BOUND.match(m.group("hedge")) or _EXTREME.search(lead[-30:])):
+        if not summaries and (re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
+                     f"{lead[-40:]} {tail[:40]}", re.I) or re.search(
+                         r"\b(?:for|over|across)\s+(?:the\s+|all\s+|a\s+)?(?:[\w-]+\s+){0,3}?range\b",
+                         s[m.end():m.end() + 90], re.I)):
+            continue  # a summary over the rows (average / geomean / overall / a range of sizes), not a measurement
+        if not summaries and (_BOUND.match(m.group("hedge")) or _BOUND_BEFORE.search(lead)
+                              or _EXTREME.search(lead[-30:])):
             continue  # a bound or an extreme over the rows ("up to 3x", "over 1.0x", "max speedup 4.8x")
         if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
             continue  # "a/b=1.148 ~= 15%": the ratio restated, read as a pair by transitions()
@@ -213,7 +224,8 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
         if ACCURACY.search(window) or re.search(r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
                                                 r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+", window + tail[:20], re.I):
             continue
-        phrase = f"{m.group('n')}{m.group('u')}{tail}"
+        signed = s[m.start() - 1] if m.start() > 0 and s[m.start() - 1] in "+-\u2212" and not m.group("hedge") else ""
+        phrase = f"{signed}{m.group('n')}{m.group('u')}{tail}"
         if m.group("u") == "%":
             clause = re.split(r",|;|\band\b|\bbut\b", lead)[-1]
             phrase = f"{phrase} {re.sub(r'[0-9.]+', ' ', clause[-30:])}"
@@ -225,8 +237,11 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
             # "It (the default kernel) is 2x slower than CUTLASS": N for the PR, as written
             v = float(m.group("n")) if m.group("u") in "xX×" else round(1 / v, 4)
         metric = _metric_before(s, start) or (METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else "")
+        # the scope the claim's own clause names ("Kernel 5x. e2e about 1%": e2e for the 1%)
+        clause = re.split(r"[.;:]\s", lead)[-1]
+        scope = _scope_of(clause, b) or _scope_of(clause + m.group(0) + tail, b) or _scope_of(s, b)
         out.append(Candidate(None, None, metric, None, b, "sentence", stated=v,
                              keys=[(keyed.group("k"), keyed.group("v"))] if keyed else [],
                              stated_text=s[m.start("n") : m.end("u")],
-                             scope_hint=_scope_of(s, b), evidence=[s]))
+                             scope_hint=scope, evidence=[s]))
     return out

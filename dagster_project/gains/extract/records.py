@@ -15,6 +15,7 @@ per metric (and keys) present in both; counts, durations and settings never are.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -73,8 +74,45 @@ def _key_name(key: str) -> str:
     return re.sub(r"^(?:\d+\.\s+|[-*+]\s+)", "", k)
 
 
+def _condition_key(key: str) -> bool:
+    """A key that names a condition of the run (batch size, M, lengths, TP), not a metric."""
+    return bool(BATCH_KEY.match(key) or SHAPE_KEYS_KERNEL.match(key) or CONCURRENCY_KEY.match(key) or re.fullmatch(
+        r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|num[_ ]\w+|n_\w+|bs",
+        key, re.I,
+    ))
+
+
+def _json_records(s: str, line: str) -> list[Rec] | None:
+    """A benchmark's JSON-lines output (``{"batch_size": 16, "latency": 28.87, ...}``): one
+    record per numeric field, conditions as keys; ``None`` when the line is not a JSON object.
+    Read with :mod:`json` (not the ``key: value`` regex) because quoted keys never match it."""
+    if not (s.startswith("{") and s.endswith("}")):
+        return None
+    try:
+        obj = json.loads(s)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    keys: list[tuple[str, str]] = []
+    out: list[Rec] = []
+    for k, v in obj.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not isinstance(k, str):
+            continue
+        written = re.search(rf'"{re.escape(k)}"\s*:\s*({_VAL})', s)
+        raw = written.group(1) if written else json.dumps(v)  # as written: "70.770" stays
+        if _condition_key(k):
+            keys.append((k, raw))
+        else:
+            out.append(Rec(k, float(v), raw, unit_in(k), (), line))
+    return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
+
+
 def parse_records(line: str) -> list[Rec]:
     """The records of one line (see module docstring); empty for prose."""
+    js = _json_records(line.strip(), line)
+    if js is not None:
+        return js
     s = clean_cell(line.strip().lstrip("-*+> ").strip())
     if not s:
         return []
@@ -114,11 +152,7 @@ def parse_records(line: str) -> list[Rec]:
         if v is None or not key:
             continue
         unit = m.group("unit")
-        is_key = bool(BATCH_KEY.match(key) or SHAPE_KEYS_KERNEL.match(key) or CONCURRENCY_KEY.match(key) or re.fullmatch(
-            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|num[_ ]\w+|n_\w+|bs",
-            key, re.I,
-        ))
-        if is_key and (unit is None or unit == "%"):
+        if _condition_key(key) and (unit is None or unit == "%"):
             keys.append((key, m.group("val")))
             continue
         out.append(Rec(key, v, m.group("val"), unit, (), line))
@@ -174,7 +208,7 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         return recs
     m = re.match(rf"^\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?P<tail>.*)$", rest, re.I)
     if not m:
-        return []
+        return _clause_record(rest, line)
     v = parse_number(m.group("val"))
     tail = m.group("tail") or ""
     if v is None or re.match(r"^\s*[-–~]\s*\d", tail) or (not m.group("unit") and re.match(r"^\.\d", tail)):
@@ -188,6 +222,24 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         if ev is not None:
             out.append(Rec(e.group("unit"), ev, e.group("val"), e.group("unit"), (), line))
     return out
+
+
+_CLAUSE_VALUE = re.compile(rf"(?<![\w.])[~≈]?\s*(?P<val>{_VAL})\s*(?P<unit>{UNIT_PATTERN})(?![\w/])", re.I)
+
+
+def _clause_record(rest: str, line: str) -> list[Rec]:
+    """``Main: `the_kernel` takes around 159µs.``: a role line whose value sits in a short
+    clause. Taken only when the clause holds exactly one number and it carries a unit (so a
+    count, a version or a range is never a value of the run)."""
+    if len(rest) > 120 or re.search(r"\d\s*%?\s*[-–]\s*\d", rest):
+        return []
+    nums = re.findall(r"(?<![\w.])\d", rest)
+    found = list(_CLAUSE_VALUE.finditer(rest))
+    if len(found) != 1 or len(nums) != 1:
+        return []
+    m = found[0]
+    v = parse_number(m.group("val"))
+    return [Rec("", v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
 
 
 def _merge(section: tuple[tuple[str, str], ...], own: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
@@ -285,6 +337,10 @@ def block_role(b: Block) -> Role | None:
     return None
 
 
+#: a label line naming both sides in order and no value: "Accuracy before and after:"
+_BOTH_ROLES = re.compile(r"^[^\d:]{0,40}?\bbefore\s*(?:and|/|&)\s*after\b[^\d]{0,20}:\s*$", re.I)
+
+
 def collect_runs(blocks: list[Block]) -> list[Run]:
     """Every run in document order (see module docstring)."""
     runs: list[Run] = []
@@ -327,8 +383,20 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
             runs.append(run)
         elif b.kind == "text":
             run: Run | None = None  # type: ignore[no-redef]
+            # "Accuracy before and after:" over two paragraphs of records: the first paragraph
+            # is the baseline run, the second the PR's (the line names both roles, in order)
+            both_next = False
             for ln in b.lines:
                 if not ln.strip():
+                    if both_next and run is not None and run.records and run.role.kind == "baseline":
+                        runs.append(run)
+                        run = Run(Role("optimized", 1), run.label, b)
+                        both_next = False
+                    continue
+                if _BOTH_ROLES.match(clean_cell(ln)):
+                    if run is not None and run.records:
+                        runs.append(run)
+                    run, both_next = Run(Role("baseline", 1), ln.strip(), b), True
                     continue
                 rv = _role_value(ln)
                 if rv is not None:

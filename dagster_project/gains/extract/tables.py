@@ -239,7 +239,9 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         # three or more implementations named only by weak words: which one is the PR's
         # is not written in the table, so no pair is read from it
         groups = {}
-    if len(valued) == 2 and len(speed_cols) == 1 and sum(c.role.strength for c in valued) <= 1:
+    if len(valued) == 2 and len(speed_cols) == 1 and sum(c.role.strength for c in valued) <= 1 and not _roles_in_rows(
+        cols, rows
+    ):
         # "| batch | F.linear (us) | tinygemm (us) | speedup |": two unnamed sides and a
         # stated ratio; the ratio says which side is the PR's (checked per row below)
         first, second = valued
@@ -343,15 +345,20 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     return out
 
 
-def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]) -> list[Candidate]:
-    role_col = None
+def _roles_in_rows(cols: list[Column], rows: list[tuple[int, list[str]]]) -> Column | None:
+    """The key column whose cells name both sides (``| main | ... |`` / ``| this pr | ... |``):
+    the table compares by row, and its value columns are metrics, never two sides."""
     for c in cols:
         if c.kind != "key":
             continue
         roles = [role_of(r[c.j]).kind for _, r in rows if c.j < len(r)]
         if "baseline" in roles and "optimized" in roles:
-            role_col = c
-            break
+            return c
+    return None
+
+
+def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]) -> list[Candidate]:
+    role_col = _roles_in_rows(cols, rows)
     if role_col is None:
         return []
     other_keys = [c for c in cols if c.kind == "key" and c.j != role_col.j]

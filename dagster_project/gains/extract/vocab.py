@@ -204,7 +204,7 @@ CONCURRENCY_KEY = re.compile(r"^(?:concurrency|max[_ ]?concurrency|num[_ ]?promp
 METRIC_WORDS = re.compile(
     r"kernel time|step time|\blatenc(?:y|ies)\b|\bthroughput\b|\bttft\b|\btpot\b|\bitl\b|\be2el\b|"
     r"\b[tgp]?flops\b|\bbandwidth\b|\bduration\b|\bruntime\b|\bexecution time\b|\btime\b|\bmfu\b|"
-    r"tok(?:en)?s?/s|req/s|requests?/s|\bspeed\b|\bqps\b|\bgoodput\b|\belapsed\b|\bperf\b|\bms\b|\bus\b",
+    r"tok(?:en)?s?/s|req/s|requests?/s|\bspeed\b|\bqps\b|\bgoodput\b|\belapsed\b|\bperf\b|\bms\b|\bus\b|\btpm\b",
     re.I,
 )
 E2E_WORDS = re.compile(
@@ -241,6 +241,7 @@ def unit_in(label: str | None) -> str | None:
     """A unit written in a header or label (``latency (us)``, ``TFLOPs/s``, ``micro-seconds``)."""
     if not label:
         return None
+    label = re.sub(r"(?<=[A-Za-z])\s+/\s+(?=[A-Za-z])", "/", label)  # "toks / sec"
     low = label.lower()
     for word, unit in _UNIT_WORDS.items():
         if word in low:

@@ -217,3 +217,84 @@ def test_bounds_and_extremes_are_not_measurements() -> None:
         assert [m.stated_speedup for m in extract_text(f"t\n{s}")] == [], s
     # a plain claim still counts
     assert [m.stated_speedup for m in extract_text("t\nThe fused kernel is 2.5x faster than the old one.")] == [2.5]
+
+
+def ratios(text: str) -> list[float | None]:
+    return [m.stated_speedup for m in extract_text(text) if not m.is_pair]
+
+
+def test_round_three_tables() -> None:
+    # a spreadsheet paste: no outer pipes, an empty first header cell, the header's second
+    # line below the separator, and two metrics per side
+    sheet = """Faster scheduler steps
+  |   | base | base | ours | ours
+-- | -- | -- | -- | -- | --
+steps | cp | req / s | tok / s | req / s | tok / s
+4 | off | 10.5 | 2100.0 | 11.0 | 2200.0
+4 | on | 9.5 | 1900.5 | 10.1 | 2020.2"""
+    ms = [m for m in extract_text(sheet) if m.is_pair]
+    assert [(m.baseline, m.optimized) for m in ms] == [(10.5, 11.0), (9.5, 10.1), (2100.0, 2200.0), (1900.5, 2020.2)]
+    assert {m.unit for m in ms} == {"req/s", "tok/s"} and all(m.speedup and m.speedup > 1 for m in ms)
+    # rows are the sides, columns are metrics, a change column beside them: never a pair
+    # across two metric columns
+    rows = """t
+| Build | Output tok/s | Mean TPOT | Relative |
+| --- | ---: | ---: | ---: |
+| main | 500.0 tokens/s | 20.0 ms | Baseline |
+| this pr | 510.0 tokens/s | 19.5 ms | +2.0% |"""
+    assert pairs(rows) == [(500.0, 510.0), (20.0, 19.5)]
+
+
+def test_round_three_records() -> None:
+    # JSON lines of a benchmark script under main / this PR labels
+    js = """t
+main:
+```
+{"name": "x", "batch_size": 8, "latency": 3.5, "throughput": 120.25}
+{"name": "x", "batch_size": 64, "latency": 9.0, "throughput": 700.0}
+```
+this PR:
+```
+{"name": "x", "batch_size": 8, "latency": 3.25, "throughput": 130.0}
+{"name": "x", "batch_size": 64, "latency": 8.5, "throughput": 742.5}
+```"""
+    ms = [m for m in extract_text(js) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.batch_size) for m in ms] == [
+        (3.5, 3.25, 8), (120.25, 130.0, 8), (9.0, 8.5, 64), (700.0, 742.5, 64)]
+    # two paragraphs under one line that names both sides, in order
+    both = """t
+Results before and after:
+Score: 0.61
+Latency: 40.5 s
+Output throughput: 900.25 token/s
+
+Score: 0.60
+Latency: 39.0 s
+Output throughput: 920.5 token/s
+"""
+    assert pairs(both) == [(40.5, 39.0), (900.25, 920.5)]
+    # each side in a sentence of its own, the value inside the clause
+    clause = """t
+Base: `my_kernel` needs about 120µs per call.
+
+Ours: `my_kernel` needs about 45µs per call.
+"""
+    assert pairs(clause) == [(120.0, 45.0)]
+    # a clause with two numbers, or a range, is not a value of the run
+    assert pairs("t\nBase: 2 launches of about 120µs.\n\nOurs: 1 launch of 45µs.\n") == []
+
+
+def test_round_three_prose() -> None:
+    assert pairs("t\nOn main branch: ~310tok/s, with this PR: ~335 tok/s\n") == [(310.0, 335.0)]
+    # bounds written before the number, ranges with a unit on both ends, summaries over a
+    # range of sizes, and arithmetic about a configuration are not measurements
+    assert ratios("t\nThe op is more than 4x faster.\n") == []
+    assert ratios("t\n3% - 4% higher output throughput at batch size 1.\n") == []
+    assert ratios("t\nThe fallback is ~20% slower than the tuned one for the batch size range we serve.\n") == []
+    assert pairs("t\nWith expert parallelism (128/4=32 local experts) the file is picked up.\n") == []
+    # the scope of a claim is the one its own clause names
+    (m,) = [m for m in extract_text("t\n* Kernel got more than 3x faster. e2e gain is about 2% as it runs once per step\n")
+            if not m.is_pair]
+    assert (m.stated_speedup, m.scope) == (1.02, "e2e")
+    # a signed change against a named baseline, on a quantity whose direction is known
+    assert ratios("t\n- Total TPM: +7.5% vs the stock default config\n") == [1.075]
