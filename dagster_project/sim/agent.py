@@ -630,8 +630,7 @@ def _volume(qd: tuple[Any, ...]) -> int:
 
 def _staging(p: Params) -> tuple[Any, ...]:
     """The staging dimensions' values (``_SMEM_DIMS`` order): what moves the footprint."""
-    get = p.get
-    return tuple([get(d) for d in _SMEM_DIMS])
+    return tuple(map(p.get, _SMEM_DIMS))
 
 
 class Policy:
@@ -718,7 +717,12 @@ class Policy:
         return pos
 
     def _rung(self, tag: str) -> _Rung:
-        return self.rungs.setdefault(tag, _Rung())
+        # get-then-insert rather than ``setdefault(tag, _Rung())``: the same entry (a missing
+        # rung is still added, at the end) without building a throw-away _Rung per call
+        rs = self.rungs.get(tag)
+        if rs is None:
+            rs = self.rungs[tag] = _Rung()
+        return rs
 
     def _avoided(self, v: Variant, q: Params) -> bool:
         if not self.avoid:
@@ -1020,6 +1024,30 @@ class Policy:
             rs.done = True  # plateau: nothing left that its own estimates call promising
         return None
 
+    def _jump_terms(self, v: Variant, tag: str, p: Params) -> dict[tuple[str, Any], float]:
+        """Each ``(dim, value)``'s term in a long jump's own estimate from ``p``: the mean
+        measured one-notch effect in that direction times the notches moved.
+
+        Worked out once per tuning step for every value of the rung's grid instead of once
+        per drawn configuration (60 draws of ~8 dimensions each). A pair with no entry adds
+        nothing, exactly where the per-draw sum skipped it (a dimension outside the grid,
+        ``p``'s own value, a value ``p`` or the draw has off the grid), and the terms are the
+        same floats added in the same order, so the estimate is bit-for-bit the same.
+        """
+        out: dict[tuple[str, Any], float] = {}
+        for dim, at_dim in self._positions(v).items():
+            cur = p.get(dim)
+            a = at_dim.get(cur)
+            if a is None:
+                continue  # p's value is off the grid: no dimension value has a term
+            for val, b in at_dim.items():
+                if cur == val:
+                    continue
+                steps_ = b - a
+                e = self.effects.get((tag, dim, 1 if steps_ > 0 else -1))
+                out[(dim, val)] = (sum(e) / len(e) if e else 0.0) * abs(steps_)
+        return out
+
     def _tune_rung(self, tag: str, rs: _Rung) -> Decision | None:
         v = self.variants.get(tag) or self._variant(tag)
         assert rs.best_key is not None
@@ -1083,25 +1111,22 @@ class Policy:
         if not any(o[0] < bar for o in opts):
             pool = param_pool(v, self.op, self.dtype)
             keys = param_pool_keys(v, self.op, self.dtype)  # _key of each, in pool order
-            pos = self._positions(v)
+            terms = self._jump_terms(v, tag, p)
             for _ in range(min(len(pool), 60)):
                 r = self.rng.randrange(len(pool))
-                q = dict(pool[r])
-                if keys[r] in rs.tried or self._avoided(v, q):
+                if keys[r] in rs.tried or (self.avoid and self._avoided(v, dict(pool[r]))):
                     continue
                 est = 0.02
                 for dim, val in pool[r]:
-                    at_dim = pos.get(dim)
-                    if at_dim is None or p.get(dim) == val:
-                        continue
-                    a, b = at_dim.get(p.get(dim)), at_dim.get(val)
-                    if a is None or b is None:
-                        continue  # a value outside the rung's listed grid
-                    steps_ = b - a
-                    e = self.effects.get((tag, dim, 1 if steps_ > 0 else -1))
-                    est += (sum(e) / len(e) if e else 0.0) * abs(steps_)
-                if est < bar and self._fits_own(tag, q):
-                    opts.append((est + self.rng.gauss(0.0, 0.1 * (1.25 - self.prof.skill)), q, "", 0))
+                    tv = terms.get((dim, val))
+                    if tv is not None:
+                        est += tv
+                if est < bar:
+                    q = dict(pool[r])
+                    if self._fits_own(tag, q):
+                        opts.append(
+                            (est + self.rng.gauss(0.0, 0.1 * (1.25 - self.prof.skill)), q, "", 0)
+                        )
         # a move its own measurements call slower by more than the noise is not tried
         opts = [o for o in opts if o[0] < bar]
         if not opts:
