@@ -50,13 +50,33 @@ ANY_BUG = "?"
 _DIGITS = re.compile(r"\d+")
 
 
+class _LineMemo(dict[str, str]):
+    """Raw line -> its digit-normalised, stripped text, filled on first sight.
+
+    Safe to share by every text and session: the value is a pure function of the line.
+    Renders of one template share most of their lines (across rungs, params and tasks), so
+    a lookup replaces a regex pass over nearly every line of a file.
+    """
+
+    def __missing__(self, ln: str) -> str:
+        if len(self) > _LINE_MEMO_MAX:
+            self.clear()  # bounded: the memo only ever saves work
+        out = self[ln] = _DIGITS.sub("#", ln).strip()
+        return out
+
+
+_LINE_MEMO_MAX = 200_000
+_LINE_NORM = _LineMemo()
+
+
 @lru_cache(maxsize=4096)
 def _normalised(code: str) -> tuple[str, ...]:
     """Digit-normalised, stripped lines of a source text. Every step diffs its parent's
     source, which was the previous step's new source: normalising each text once instead
     of once per diff removes about a third of a diff's cost."""
-    # one substitution over the file (digit runs never span lines; stripping commutes)
-    return tuple(ln.strip() for ln in _DIGITS.sub("#", code).split("\n"))
+    # line by line through the shared memo: the same as one substitution over the file,
+    # since a digit run never spans a newline and stripping a line commutes with it
+    return tuple(map(_LINE_NORM.__getitem__, code.split("\n")))
 
 
 def _changes(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int, int]]:
