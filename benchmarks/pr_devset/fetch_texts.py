@@ -49,8 +49,11 @@ DEV_FOLDS: frozenset[int] = frozenset({0, 1, 2, 3, 4})
 RETIRED_HELD_FOLDS: frozenset[int] = frozenset({3, 4})
 HELD_FOLDS: frozenset[int] = frozenset()
 N_FOLDS = 5
-#: the fresh held-out set (same formats, ``split=fresh``): ``load_devset(FRESH_ROOT)``
+#: the held-out set of extractor 2.1 (``split=fresh``), retired into development for 2.2
+#: (LABELLING.md, "Retired fresh set"): ``load_devset(FRESH_ROOT)``
 FRESH_ROOT = Path(__file__).resolve().parent / "fresh"
+#: the held-out set of the current round (``split=fresh2``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh2"
 
 
 class DevsetError(ValueError):
@@ -97,7 +100,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    split: str  # "dev" | "fresh" (was "held" for folds 3-4 before they were retired)
+    split: str  # "dev" | "fresh" (retired) | "fresh2" (was "held" for folds 3-4 before they were retired)
     truncated: bool
     n_chars: int
     sha256: str
