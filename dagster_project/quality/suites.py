@@ -99,6 +99,25 @@ def load_suite(path: Path) -> dict[str, Any]:
     return data
 
 
+def gate_threshold(suite: str, check: str, key: str, directory: Path | None = None) -> float:
+    """A pass/fail threshold of a check written in Python (not a GX expectation), read
+    from ``meta.kernelhouse.thresholds.<check>.<key>`` of ``expectations/<suite>.json``.
+
+    Every gate threshold lives in ``expectations/``: a GX expectation carries its own
+    (``mostly``, ``min_value`` …), a Python check reads its numbers here, never from a
+    literal. A missing or non-numeric key raises ``SuiteError`` naming the file.
+    """
+    path = (directory or SUITES_DIR) / f"{suite}.json"
+    where = f"meta.kernelhouse.thresholds.{check}.{key}"
+    try:
+        value = load_suite(path)["meta"]["kernelhouse"]["thresholds"][check][key]
+    except (KeyError, TypeError):
+        raise SuiteError(f"{path}: {where} is missing (the threshold of check {check!r})") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SuiteError(f"{path}: {where} must be a number, not {value!r}")
+    return float(value)
+
+
 def _gx_context():  # noqa: ANN202
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig

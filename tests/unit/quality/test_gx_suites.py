@@ -111,3 +111,25 @@ def test_malformed_suite_names_file(tmp_path: Path) -> None:
     p.write_text(json.dumps({"expectations": []}))
     with pytest.raises(SuiteError, match="broken.json"):
         load_suite(p)
+
+
+def test_gate_threshold_read_from_suite_file(tmp_path: Path) -> None:
+    from dagster_project.quality.suites import gate_threshold
+
+    suite = {**SUITE, "meta": {"kernelhouse": {**SUITE["meta"]["kernelhouse"],
+                                               "thresholds": {"c": {"share": 0.5, "bad": "x"}}}}}
+    (tmp_path / "toy.json").write_text(json.dumps(suite))
+    assert gate_threshold("toy", "c", "share", tmp_path) == 0.5
+    with pytest.raises(SuiteError, match=r"toy\.json: meta\.kernelhouse\.thresholds\.c\.gone is missing"):
+        gate_threshold("toy", "c", "gone", tmp_path)
+    with pytest.raises(SuiteError, match="toy.json.*must be a number"):
+        gate_threshold("toy", "c", "bad", tmp_path)
+
+
+def test_python_gates_read_their_thresholds_from_expectations() -> None:
+    """The oracle gate's numbers are the suite file's (no literal in the asset)."""
+    import assets.kernel_commits as kc
+
+    suite = json.loads((Path(__file__).parents[3] / "expectations" / "kernel_commits.json").read_text())
+    t = suite["meta"]["kernelhouse"]["thresholds"]["oracle_patch_reward"]
+    assert (t["min_share_perfect"], t["low_score"]) == (kc.ORACLE_MIN_SHARE_PERFECT, kc.ORACLE_LOW_SCORE)
