@@ -21,10 +21,12 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
-#: the fresh held-out set (same formats; ``split=fresh``), scored once per round
+#: the held-out set of extractor 2.1 (``split=fresh``), retired into development for 2.2
 FRESH = ROOT / "fresh"
-#: every committed set: the development set and the fresh held-out set
-SETS = {"dev": ROOT, "fresh": FRESH}
+#: the held-out set of this round (``split=fresh2``), scored once at its end
+HELD = ROOT / "fresh2"
+#: every committed set: the development sets and the held-out set
+SETS = {"dev": ROOT, "fresh": FRESH, "fresh2": HELD}
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
 RESERVED: dict[str, set[int]] = {
@@ -215,14 +217,21 @@ def test_loader_reads_committed_files_without_texts() -> None:
     fresh = module.load_devset(module.FRESH_ROOT, require_texts=False)
     assert {pr.split for pr in fresh} == {"fresh"}
     assert sum(len(pr.labels) for pr in fresh) == len(module.read_labels(module.FRESH_ROOT))
+    held = module.load_devset(module.HELD_ROOT, require_texts=False)
+    assert {pr.split for pr in held} == {"fresh2"}
+    assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
 def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
-    """The fresh held-out set is only held out if none of its PRs was ever developed on."""
+    """A held-out set is only held out if none of its PRs was ever developed on: each set
+    shares no PR with the sets before it (dev, then the retired fresh set)."""
     dev = {(row["repo"], int(row["number"])) for row in _read_prs(ROOT)}
     fresh = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH)}
     assert fresh and not dev & fresh
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(FRESH)} & dev
+    held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
+    assert held and not held & (dev | fresh)
+    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (dev | fresh)
 
 
 def test_loader_names_a_missing_text(tmp_path: Path) -> None:
