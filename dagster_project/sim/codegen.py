@@ -26,7 +26,7 @@ from .hardware import CUDA_ARCH_VALUE, GPU, get_gpu, nvcc_arch_flag
 from .kernels import KernelPlan, plan
 from .ops import OpSpec, get_op
 from .styles import Style, apply_voice, counted_loops, header_lines, notes_line, style_for_task
-from .variants import Params, Variant, features_used, iter_params
+from .variants import Params, Variant, features_used, param_pool
 
 CUDA_FILE = "candidate.cu"
 TRITON_FILE = "candidate.py"
@@ -167,15 +167,19 @@ def _effective(st: Style, op: str, impl: str, tag: str, arch: str) -> Style:
 
 @lru_cache(maxsize=4096)
 def _param_ranges(op: str, impl: str, tag: str, dtype: str) -> dict[str, tuple[int, int]]:
-    """(min, max) of each integer launch parameter over the rung's own search space."""
+    """(min, max) of each integer launch parameter over the rung's own search space.
+
+    Reads the shared item tuples of ``param_pool`` (the same combinations, items in the
+    same order as ``iter_params``' fresh dicts) instead of copying every one into a dict.
+    """
     o = get_op(op)
     from .variants import get_variant
 
     v = get_variant(o.family, impl, tag)
     lo: dict[str, int] = {}
     hi: dict[str, int] = {}
-    for p in iter_params(v, o, dtype):
-        for k, x in p.items():
+    for p in param_pool(v, o, dtype):
+        for k, x in p:
             if isinstance(x, int) and not isinstance(x, bool):
                 lo[k] = min(lo.get(k, x), x)
                 hi[k] = max(hi.get(k, x), x)
