@@ -742,19 +742,23 @@ class Policy:
             # a rung not measured yet: the same staging sizes overflowed on another rung
             hits = [o for r in self.rungs.values() if (o := r.smem_seen.get(qd)) is not None]
             return max(hits) if hits else None
-        if qd in rs.smem_memo:
-            return rs.smem_memo[qd]
+        memo = rs.smem_memo.get(qd)  # an int, never None
+        if memo is not None:
+            return memo
         # nearest by the staging dimensions only (the others do not move the footprint)
         best: tuple[int, tuple[Any, ...], int] | None = None
         for pd, b in rs.smem_seen.items():
             dist = sum(map(operator.ne, pd, qd))  # differing staging dimensions
             if best is None or dist < best[0]:
                 best = (dist, pd, b)
+                if not dist:
+                    break  # the first exact match: nothing later is strictly nearer
         assert best is not None
         _, pd, b = best
         est = float(b)
         for a, c in zip(pd, qd, strict=True):
-            if isinstance(a, int) and isinstance(c, int) and a > 0 and c > 0 and a != c:
+            # ``a != c`` first: it rules out most dimensions (equal, or both unused: None)
+            if a != c and isinstance(a, int) and isinstance(c, int) and a > 0 and c > 0:
                 est *= c / a
         rs.smem_memo[qd] = int(est)
         return int(est)
