@@ -18,6 +18,7 @@ GX is imported inside functions only: it costs ~3 s to import.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
 import time
@@ -96,7 +97,34 @@ def load_suite(path: Path) -> dict[str, Any]:
     if not isinstance(data.get("expectations"), list) or not data["expectations"]:
         raise SuiteError(f"{path}: no expectations")
     data.setdefault("name", path.stem)
+    for spec in data["expectations"]:
+        _resolve_value_set(path, spec)
     return data
+
+
+#: A suite's ``kwargs`` may name, instead of a literal ``value_set``, the Python sequence
+#: that holds it (``"value_set_from": "dagster_project.<module>:<NAME>"``): a rule with
+#: one home in code (the licence allow-list) is then not copied into JSON.
+VALUE_SET_FROM = "value_set_from"
+
+
+def _resolve_value_set(path: Path, spec: dict[str, Any]) -> None:
+    """Replace ``value_set_from`` by ``value_set`` in place, keeping the key's position."""
+    kwargs = spec.get("kwargs") or {}
+    ref = kwargs.get(VALUE_SET_FROM)
+    if ref is None:
+        return
+    module, _, name = str(ref).partition(":")
+    if not module.startswith("dagster_project.") or not name:
+        raise SuiteError(f"{path}: {VALUE_SET_FROM} {ref!r} must be 'dagster_project.<module>:<NAME>'")
+    try:
+        values = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise SuiteError(f"{path}: {VALUE_SET_FROM} {ref!r} does not resolve ({exc})") from exc
+    if "value_set" in kwargs:
+        raise SuiteError(f"{path}: both value_set and {VALUE_SET_FROM} {ref!r}")
+    spec["kwargs"] = {("value_set" if k == VALUE_SET_FROM else k): (list(values) if k == VALUE_SET_FROM else v)
+                      for k, v in kwargs.items()}
 
 
 def gate_threshold(suite: str, check: str, key: str, directory: Path | None = None) -> float:

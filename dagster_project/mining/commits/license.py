@@ -13,6 +13,21 @@ sides of one row can differ (reference §4). Order matters:
    named as the origin's licence: "licensed under the MIT license").
 5. No header → None; the row then takes the repository's default (Apache-2.0 for all three).
 
+Which licences a row may carry is decided once, here: ``OPEN_SOURCE`` is the allow-list.
+It is a Python tuple beside the detector rather than a data file because the ids it holds
+are the ones ``detect_license`` spells (the text rules below use the same constants), so a
+new detector label and its admission are one edit in one file. Both consumers derive from
+it: the miner's filter (``exclusion_reason``) and the Great Expectations value sets of
+``license``, ``license_before``, ``license_after`` in ``expectations/kernel_commits.json``
+(``value_set_from``, resolved by ``quality.suites.load_suite`` when the suite is loaded).
+
+A licence id in neither the allow-list nor the two NVIDIA labels (say an SPDX
+``GPL-2.0-only`` header, or a spec's ``default_license`` outside the list) is excluded by
+the miner with reason ``license_unlisted``: it never reaches the dataset, so the blocking
+gate cannot fail on a licence the miner let through. (Before issue 23 such a row passed the
+miner and failed the gate; no row of the fixture or real clones has one, so the mined
+output is unchanged and ``RULES_VERSION`` stays.)
+
 Only the first 4 KiB are read: headers sit at the top, and a later quoted licence string
 (say, in a test fixture or a docstring) must not relabel a file.
 """
@@ -31,6 +46,16 @@ TENSORRT = "NVIDIA-TensorRT"
 PROPRIETARY = "NVIDIA-proprietary"
 NON_OSS = frozenset({TENSORRT, PROPRIETARY})
 EXCLUSION_REASON = {TENSORRT: "license_tensorrt", PROPRIETARY: "license_proprietary"}
+#: Exclusion reason of a licence that is neither open source (``OPEN_SOURCE``) nor NVIDIA's.
+UNLISTED_REASON = "license_unlisted"
+
+APACHE_2 = "Apache-2.0"
+BSD_3 = "BSD-3-Clause"
+BSD = "BSD"
+MIT = "MIT"
+#: The allow-list: the only licence ids a kernel_commits row may carry on either side or as
+#: its label. The GX suite reads it (``value_set_from``), in this order.
+OPEN_SOURCE: tuple[str, ...] = (APACHE_2, BSD_3, BSD, MIT)
 
 # Words of a phrase may be split across comment lines ("// ... \n// ..." or
 # " * ... \n * ..."), so every space in a phrase also matches a run of whitespace and
@@ -52,13 +77,13 @@ _PROPRIETARY_RE = _phrase(
 )
 _SPDX_RE = re.compile(r"SPDX-License-Identifier:[ \t]*([^\r\n]*)")
 _TEXT_RULES = (
-    (_phrase(r"Apache License,? Version 2\.0"), "Apache-2.0"),
-    (_phrase("Neither the name"), "BSD-3-Clause"),
-    (_phrase("Redistribution and use"), "BSD"),
-    (_phrase("Permission is hereby granted,? free of charge"), "MIT"),
+    (_phrase(r"Apache License,? Version 2\.0"), APACHE_2),
+    (_phrase("Neither the name"), BSD_3),
+    (_phrase("Redistribution and use"), BSD),
+    (_phrase("Permission is hereby granted,? free of charge"), MIT),
     # Vendored code that names its origin's licence instead of quoting it (SGLang's
     # fla/kda.py: "The original source code was licensed under the MIT license").
-    (_phrase("licensed under the MIT license"), "MIT"),
+    (_phrase("licensed under the MIT license"), MIT),
 )
 
 
@@ -90,14 +115,22 @@ def detect_license(blob: bytes | str | None) -> str | None:
     return None
 
 
-def row_license(before: str | None, after: str | None, default: str = "Apache-2.0") -> str:
+def row_license(before: str | None, after: str | None, default: str = APACHE_2) -> str:
     """The label of a row: the after version's header, else the before's, else the repo's."""
     return after or before or default
 
 
-def exclusion_reason(before: str | None, after: str | None) -> str | None:
-    """``license_tensorrt`` / ``license_proprietary`` when either side is not open source."""
-    for label in (TENSORRT, PROPRIETARY):
-        if label in (before, after):
-            return EXCLUSION_REASON[label]
+def exclusion_reason(before: str | None, after: str | None, label: str | None = None) -> str | None:
+    """Why a row must not be kept for its licence, or None when it may.
+
+    ``license_tensorrt`` / ``license_proprietary`` when either side carries an NVIDIA
+    label; otherwise ``license_unlisted`` when a side's header or the row's ``label``
+    (``row_license``: where no side has a header, the repository's default) names an id
+    outside ``OPEN_SOURCE``. A side without a header (None) is not judged by itself.
+    """
+    for nvidia in (TENSORRT, PROPRIETARY):
+        if nvidia in (before, after):
+            return EXCLUSION_REASON[nvidia]
+    if any(x is not None and x not in OPEN_SOURCE for x in (before, after, label)):
+        return UNLISTED_REASON
     return None

@@ -77,6 +77,7 @@ EXCLUSION_REASONS = (
     "too_many_lines",
     "license_tensorrt",
     "license_proprietary",
+    "license_unlisted",
     "added_file",
     "deleted_file",
     "no_diff",
@@ -503,7 +504,7 @@ def mine_commit_files(
         before_b = blobs[f.before_oid or ""]
         after_b = blobs[f.after_oid or ""]
         lic_before, lic_after = detect_license(before_b), detect_license(after_b)
-        reason = exclusion_reason(lic_before, lic_after)
+        reason = exclusion_reason(lic_before, lic_after, row_license(lic_before, lic_after, spec.default_license))
         if reason:
             exclude(f, reason, f"before={lic_before} after={lic_after}")
             continue

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from dagster_project.mining.commits.license import APACHE_2
+
 #: Version of kernel path globs and binding-file rules per repo. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "1"
@@ -102,7 +104,7 @@ class RepoSpec:
     pr_url_template: str
     stop_at: str | None = None
     trim_unnumbered_tip: bool = False
-    default_license: str = "Apache-2.0"
+    default_license: str = APACHE_2
     title_rule: str = "mid"
     extra_excludes: tuple[str, ...] = field(default_factory=tuple)
 

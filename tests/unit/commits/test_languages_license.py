@@ -158,3 +158,34 @@ def test_licence_change_between_versions() -> None:
 )
 def test_binding_files(path: str, binding: bool) -> None:
     assert is_binding_file(path) is binding
+
+
+def test_licence_outside_the_allow_list_is_excluded_by_the_miner() -> None:
+    """One allow-list (``license.OPEN_SOURCE``): an id in neither it nor the NVIDIA labels
+    is dropped by the miner (``license_unlisted``) instead of failing the blocking gate."""
+    gpl = detect_license(b"// SPDX-License-Identifier: GPL-2.0-only\nint x;\n")
+    assert gpl == "GPL-2.0-only"
+    assert exclusion_reason("Apache-2.0", gpl) == "license_unlisted"
+    assert exclusion_reason(gpl, None) == "license_unlisted"
+    # NVIDIA labels keep their own reasons, whatever the other side says.
+    assert exclusion_reason(gpl, "NVIDIA-TensorRT") == "license_tensorrt"
+    # A side without a header is judged by the row's label (the repository default).
+    assert exclusion_reason(None, None, row_license(None, None)) is None
+    assert exclusion_reason(None, None, row_license(None, None, "GPL-3.0")) == "license_unlisted"
+
+
+def test_gx_licence_value_sets_are_the_allow_list() -> None:
+    """The kernel_commits suite names ``OPEN_SOURCE`` instead of copying it; once loaded,
+    its three licence expectations hold exactly that list."""
+    import json
+    from pathlib import Path
+
+    from dagster_project.mining.commits.license import OPEN_SOURCE
+    from dagster_project.quality.suites import SUITES_DIR, load_suite
+
+    raw = (SUITES_DIR / "kernel_commits.json").read_text()
+    assert not any(json.dumps(x) in raw for x in OPEN_SOURCE)  # no copy in JSON
+    suite = load_suite(Path(SUITES_DIR / "kernel_commits.json"))
+    sets = {e["kwargs"]["column"]: e["kwargs"]["value_set"] for e in suite["expectations"]
+            if e["kwargs"].get("column", "").startswith("license") and "value_set" in e["kwargs"]}
+    assert sets == dict.fromkeys(("license", "license_before", "license_after"), list(OPEN_SOURCE))

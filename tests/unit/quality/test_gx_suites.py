@@ -133,3 +133,18 @@ def test_python_gates_read_their_thresholds_from_expectations() -> None:
     suite = json.loads((Path(__file__).parents[3] / "expectations" / "kernel_commits.json").read_text())
     t = suite["meta"]["kernelhouse"]["thresholds"]["oracle_patch_reward"]
     assert (t["min_share_perfect"], t["low_score"]) == (kc.ORACLE_MIN_SHARE_PERFECT, kc.ORACLE_LOW_SCORE)
+
+
+def test_value_set_from_names_a_python_sequence(tmp_path: Path) -> None:
+    ref = "dagster_project.mining.commits.license:OPEN_SOURCE"
+    suite = {**SUITE, "expectations": [{"type": "expect_column_values_to_be_in_set",
+                                        "kwargs": {"column": "l", "value_set_from": ref, "mostly": 1}}]}
+    p = tmp_path / "refs.json"
+    p.write_text(json.dumps(suite))
+    kwargs = load_suite(p)["expectations"][0]["kwargs"]
+    assert list(kwargs) == ["column", "value_set", "mostly"]
+    assert kwargs["value_set"] == ["Apache-2.0", "BSD-3-Clause", "BSD", "MIT"]
+    suite["expectations"][0]["kwargs"]["value_set_from"] = "dagster_project.nowhere:X"
+    p.write_text(json.dumps(suite))
+    with pytest.raises(SuiteError, match=r"refs\.json: value_set_from .* does not resolve"):
+        load_suite(p)
