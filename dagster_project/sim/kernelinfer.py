@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from ..settings import KERNELINFER_DEFAULT_SEED
 from . import GENERATOR_VERSION
 from .agent import AgentProfile, Engineer, StepRecord
 from .env import (
@@ -45,7 +46,7 @@ from .timing import physical_floor_ms
 from .variants import features_used, get_variant
 from .verification import rung_status
 
-DEFAULT_SEED = 20251129
+DEFAULT_SEED = KERNELINFER_DEFAULT_SEED
 DEFAULT_SESSIONS = 1899
 DEFAULT_HOLDOUT = 195
 SHARD_SIZE = 100

@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from ..settings import KERNELSWARM_DEFAULT_SEED
 from . import GENERATOR_VERSION
 from .ops import KERNELSWARM_OPS
 from .rng import stream
@@ -48,7 +49,7 @@ from .swarm.spec import (
 )
 from .tasks import TaskSpec, build_pool, split_holdout
 
-DEFAULT_SEED = 20251203
+DEFAULT_SEED = KERNELSWARM_DEFAULT_SEED
 DEFAULT_EPISODES = 2400
 SHARD_SIZE = 100
 #: Held-out task specs per (op, impl) pair: 17 × 10 = 170 by default.
