@@ -6,7 +6,7 @@ cache (first build: every case compiled and stored) and with that cache (a rebui
 unchanged templates). Prints seconds, nvcc runs (cache misses) and the ratios against
 the old path, and checks that the three runs give the same verdicts.
 
-    python benchmarks/bench_compile_cache.py [--sample 48] [--seed 20260] [--jobs 2]
+    python benchmarks/bench_compile_cache.py [--sample 48] [--seed DEFAULT_SIM_SEED] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dagster_project.settings import DEFAULT_SIM_SEED  # noqa: E402
 from dagster_project.sim.compile_check import compile_sample, nvcc_path  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sample", type=int, default=48)
-    ap.add_argument("--seed", type=int, default=20260)
+    ap.add_argument("--seed", type=int, default=DEFAULT_SIM_SEED)
     ap.add_argument("--jobs", type=int, default=None)
     args = ap.parse_args()
     if nvcc_path() is None:

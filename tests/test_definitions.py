@@ -7,6 +7,8 @@ import sys
 
 import dagster as dg
 
+from dagster_project.settings import DEFAULT_SIM_SEED
+
 
 def test_import_reads_no_environment(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("KERNELHOUSE_EXECUTOR", "not-an-executor")
@@ -85,7 +87,7 @@ def test_each_asset_declares_its_refresh_policy() -> None:
         assert (node.automation_condition is None) == (name in manual), name
         if node.group_name == "simulated":
             assert node.tags.get(CODE_VERSION_TAG) == SIM_PARAMS, name
-            assert node.code_version and "+seed20260.s40.e40" in node.code_version, name
+            assert node.code_version and f"+seed{DEFAULT_SIM_SEED}.s40.e40" in node.code_version, name
 
 
 def test_execution_reads_no_asset_names() -> None:

@@ -22,8 +22,9 @@ from typing import Any
 import polars as pl
 
 from dagster_project.lake import Lake
+from dagster_project.settings import DEFAULT_SIM_SEED
 
-SEED = 20260
+SEED = DEFAULT_SIM_SEED
 
 TUNED_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.String(), "prompt": pl.String(), "best_config": pl.String(), "kernel": pl.String(),

@@ -21,6 +21,7 @@ from dagster_project.publish import (
     export_kernelswarm,
     read_snapshot,
 )
+from dagster_project.settings import KERNELINFER_DEFAULT_SEED
 from tests.unit.publish import lakes
 
 
@@ -64,7 +65,7 @@ def infer_export(tmp_path_factory: pytest.TempPathFactory) -> SimExport:
         lake,
         out,
         compile_validation=CompileValidation(checked=40, compiled=37, toolchain="nvcc 13.0"),
-        build={"generator_version": "1.0.0", "seed": 20251129},
+        build={"generator_version": "1.0.0", "seed": KERNELINFER_DEFAULT_SEED},
     )
     # Within a batch the export orders rows by session_id.
     rows = [s for shard in shards for s in sorted(shard, key=lambda r: r["session_id"])]

@@ -18,10 +18,11 @@ import pytest
 from dagster_project.lake import Lake
 from dagster_project.publish import export_kernelinfer, export_kernelswarm
 from dagster_project.publish.features import features_yaml
+from dagster_project.settings import DEFAULT_SIM_SEED
 from dagster_project.sim import kernelinfer, kernelswarm
 from tests.unit.publish import lakes
 
-SEED = 20260
+SEED = DEFAULT_SIM_SEED
 
 
 def _distinct_op_tasks(n_per_shard: int, shards: int) -> list[list[Any]]:

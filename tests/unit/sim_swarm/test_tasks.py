@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from dagster_project.settings import DEFAULT_SIM_SEED
 from dagster_project.sim import kernelswarm as ks
 from dagster_project.sim.hardware import GPU_IDS
 from dagster_project.sim.swarm.spec import CARD_OPS, sim_op
@@ -82,4 +83,4 @@ def test_a_pool_larger_than_the_shape_space_fails_fast_naming_the_op() -> None:
     pool = build_pool(1, drawn, ops=("moe_scatter",), impls={"moe_scatter": "cuda"}, namespace="t")
     assert len({(t.gpu, t.shape_items, t.dtype) for t in pool}) == drawn
     with pytest.raises(PoolExhausted):
-        ks.build_swarm_tasks(20260, 24_000)
+        ks.build_swarm_tasks(DEFAULT_SIM_SEED, 24_000)
