@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -70,16 +71,43 @@ class SecretStr:
         return bool(self._value)
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
+def _env(name: str, default: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+    value = (os.environ if environ is None else environ).get(name)
     if value is None or value.strip() == "":
         return default
     return value.strip()
 
 
-def _secret(name: str) -> SecretStr | None:
-    value = _env(name)
+def _secret(name: str, environ: Mapping[str, str] | None = None) -> SecretStr | None:
+    value = _env(name, environ=environ)
     return SecretStr(value) if value else None
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """The gains LLM endpoint, as the environment sets it (the one reader of
+    ``KERNELHOUSE_LLM_*``: ``Settings.llm_*`` and ``gains.llm_extractor.LLMConfig.from_env``
+    both come from here)."""
+
+    base_url: str | None
+    api_key: SecretStr | None = field(repr=False)
+    model: str
+    fallback_model: str
+
+
+def load_llm_settings(environ: Mapping[str, str] | None = None) -> LLMSettings:
+    """``KERNELHOUSE_LLM_*`` from ``environ`` (default: the process environment).
+
+    Blank counts as unset; the key is ``KERNELHOUSE_LLM_API_KEY``, else ``HF_TOKEN``; an
+    unset base URL means the deterministic extractor only.
+    """
+    return LLMSettings(
+        base_url=_env("KERNELHOUSE_LLM_BASE_URL", environ=environ),
+        api_key=_secret("KERNELHOUSE_LLM_API_KEY", environ) or _secret("HF_TOKEN", environ),
+        model=_env("KERNELHOUSE_LLM_MODEL", DEFAULT_LLM_MODEL, environ) or DEFAULT_LLM_MODEL,
+        fallback_model=_env("KERNELHOUSE_LLM_FALLBACK_MODEL", DEFAULT_LLM_FALLBACK_MODEL, environ)
+        or DEFAULT_LLM_FALLBACK_MODEL,
+    )
 
 
 @dataclass(frozen=True)
@@ -407,7 +435,7 @@ def load_settings() -> Settings:
     # AWS variables matter only for an s3:// lake; a stray bad one elsewhere is no error.
     store = load_object_store() if lake_uri and lake_uri.startswith("s3://") else ObjectStore()
     hf_token = _secret("HF_TOKEN")
-    llm_key = _secret("KERNELHOUSE_LLM_API_KEY") or hf_token
+    llm = load_llm_settings()
     return Settings(
         home=home,
         sources=sources,
@@ -415,11 +443,10 @@ def load_settings() -> Settings:
         github_token=_secret("GITHUB_TOKEN"),
         github_api_url=_env("KERNELHOUSE_GITHUB_API_URL"),
         hf_token=hf_token,
-        llm_base_url=_env("KERNELHOUSE_LLM_BASE_URL"),
-        llm_api_key=llm_key,
-        llm_model=_env("KERNELHOUSE_LLM_MODEL", DEFAULT_LLM_MODEL) or DEFAULT_LLM_MODEL,
-        llm_fallback_model=_env("KERNELHOUSE_LLM_FALLBACK_MODEL", DEFAULT_LLM_FALLBACK_MODEL)
-        or DEFAULT_LLM_FALLBACK_MODEL,
+        llm_base_url=llm.base_url,
+        llm_api_key=llm.api_key,
+        llm_model=llm.model,
+        llm_fallback_model=llm.fallback_model,
         hub_repo_prefix=_env("KERNELHOUSE_HUB_REPO_PREFIX"),
         executor=executor,
         lake_uri=lake_uri,

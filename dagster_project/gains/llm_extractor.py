@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -48,13 +47,20 @@ import tenacity
 from dagster_project.gains.normalise import finalise, parse_stated_speedup
 from dagster_project.gains.numbers import is_integer_text, parse_number
 from dagster_project.gains.schema import LLM_OUTPUT_SCHEMA, Measurement, validate_llm_output
+from dagster_project.settings import (
+    DEFAULT_LLM_BASE_URL,
+    DEFAULT_LLM_FALLBACK_MODEL,
+    DEFAULT_LLM_MODEL,
+    load_llm_settings,
+)
 
 log = logging.getLogger("kernelhouse.gains.llm")
 
 PROMPT_VERSION = "gains-extract-v1"
-DEFAULT_BASE_URL = "https://router.huggingface.co/v1"
-DEFAULT_MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507"
-DEFAULT_FALLBACK_MODEL = "openai/gpt-oss-120b"
+# The endpoint's defaults and the environment reader live in settings.py (issue 23).
+DEFAULT_BASE_URL = DEFAULT_LLM_BASE_URL
+DEFAULT_MODEL = DEFAULT_LLM_MODEL
+DEFAULT_FALLBACK_MODEL = DEFAULT_LLM_FALLBACK_MODEL
 
 SYSTEM_PROMPT = """\
 You read the description of a pull request to an LLM inference engine or GPU kernel
@@ -114,20 +120,17 @@ class LLMConfig:
         """Config from ``KERNELHOUSE_LLM_*`` (key: ``KERNELHOUSE_LLM_API_KEY`` or ``HF_TOKEN``).
 
         ``None`` when ``KERNELHOUSE_LLM_BASE_URL`` is unset: the contract says an unset
-        endpoint means deterministic extraction only. Read at call time, never at import.
+        endpoint means deterministic extraction only. Read at call time, never at import,
+        by the one reader of these variables, ``settings.load_llm_settings``.
         """
-        env = os.environ if environ is None else environ
-        base = (env.get("KERNELHOUSE_LLM_BASE_URL") or "").strip()
-        if not base:
+        s = load_llm_settings(environ)
+        if not s.base_url:
             return None
         return cls(
-            base_url=base,
-            api_key=(env.get("KERNELHOUSE_LLM_API_KEY") or env.get("HF_TOKEN") or None),
-            model=(env.get("KERNELHOUSE_LLM_MODEL") or DEFAULT_MODEL).strip(),
-            fallback_model=(
-                env.get("KERNELHOUSE_LLM_FALLBACK_MODEL") or DEFAULT_FALLBACK_MODEL
-            ).strip()
-            or None,
+            base_url=s.base_url,
+            api_key=s.api_key.get() if s.api_key else None,
+            model=s.model,
+            fallback_model=s.fallback_model,
         )
 
 
