@@ -377,7 +377,8 @@ def _cuda_slip(
             if len(name) < 3:
                 continue
             for j in range(i + 1, min(hi, i + 25)):
-                if lines[j].lstrip().startswith(("//", "#")):
+                # ``name in`` first: the regex cannot match a line without the name
+                if name not in lines[j] or lines[j].lstrip().startswith(("//", "#")):
                     continue
                 mm = re.search(rf"\b{name}\b", lines[j])
                 if mm and not re.match(r"^\s*(?:const\s+)?\w+\s+" + name + r"\b", lines[j]):
@@ -395,7 +396,12 @@ def _cuda_slip(
         diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
         return "\n".join(lines), Slip(kind, j + 1, diag, f'identifier "{typo}" is undefined')
     if kind == "vector_ptr_cast":
-        casts = [(i, m) for i in range(lo, hi) if ok(i) and (m := _USE_CAST.match(lines[i]))]
+        casts = [
+            (i, m)
+            for i in range(lo, hi)
+            # a cast line holds "reinterpret_cast<": the substring test skips the regex
+            if ok(i) and "reinterpret_cast<" in lines[i] and (m := _USE_CAST.match(lines[i]))
+        ]
         # pointer declarations give the source type nvcc prints (scanned only when needed)
         ptr_types: dict[str, str] = {}
         if casts:
@@ -486,6 +492,8 @@ def _triton_slip(
                 continue
             name = m.group(1)
             for j in range(i + 1, min(end, i + 20)):
+                if name not in lines[j]:
+                    continue  # the regex cannot match a line without the name
                 mm = re.search(rf"(?<![\.\w]){name}\b", lines[j])
                 if mm and not re.match(rf"^\s*{name}\s*=", lines[j]):
                     if ok(j):
