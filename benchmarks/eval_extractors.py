@@ -63,10 +63,11 @@ from dagster_project.gains.normalise import normalise_unit  # noqa: E402
 from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "pr_devset"
-#: development sets (all folds): the first set and the retired held-out set of extractor 2.1
-DEV_ROOTS = (DEVSET, DEVSET / "fresh")
+#: development sets (all folds): the first set and the retired held-out sets of extractors
+#: 2.1 (``fresh``) and 2.2 (``fresh2``)
+DEV_ROOTS = (DEVSET, DEVSET / "fresh", DEVSET / "fresh2")
 #: the held-out set of the current round (scored once, at its end)
-HELD = DEVSET / "fresh2"
+HELD = DEVSET / "fresh3"
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
 
@@ -225,7 +226,9 @@ def by_layout(prs: list[Any], lines: list[str]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def run(show: bool, show_folds: Iterable[int] = DEV_FOLDS, held: bool = False) -> dict[str, Any]:
+def run(
+    show: bool, show_folds: Iterable[int] = DEV_FOLDS, held: bool = False, show_set: str | None = None
+) -> dict[str, Any]:
     devset = _loader()
     out: dict[str, Any] = {"extractor": "table"}
     t0 = time.perf_counter()
@@ -247,7 +250,8 @@ def run(show: bool, show_folds: Iterable[int] = DEV_FOLDS, held: bool = False) -
             str(f): evaluate([p for p in dev if p.fold == f], _det, detail=False).summary() for f in DEV_FOLDS
         }
         if show:
-            shown = evaluate([p for p in dev if p.fold in set(show_folds)], _det, detail=True)
+            shown = evaluate([p for p in dev if p.fold in set(show_folds)
+                              and (show_set is None or _root_of(p) == show_set)], _det, detail=True)
             out["dev_misses"] = shown.misses
             out["dev_false"] = shown.false
     out["seconds"] = round(time.perf_counter() - t0, 2)
@@ -259,8 +263,8 @@ def run(show: bool, show_folds: Iterable[int] = DEV_FOLDS, held: bool = False) -
 
 
 def _root_of(pr: Any) -> str:
-    """Which development set a PR comes from (``split`` is ``fresh`` in the retired set)."""
-    return "fresh" if pr.split == "fresh" else DEVSET.name
+    """Which development set a PR comes from (``split`` names the retired sets)."""
+    return pr.split if pr.split in ("fresh", "fresh2") else DEVSET.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,10 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--show", action="store_true", help="list dev misses and false positives")
     ap.add_argument("--show-folds", default="0,1,2,3,4", help="folds whose misses --show lists")
+    ap.add_argument("--show-set", default=None, help="with --show: only this development set (pr_devset, fresh, fresh2)")
     ap.add_argument("--held", "--fresh", dest="held", action="store_true",
                     help="score the held-out set of this round (once per round)")
     args = ap.parse_args(argv)
-    res = run(args.show, [int(f) for f in args.show_folds.split(",")], held=args.held)
+    res = run(args.show, [int(f) for f in args.show_folds.split(",")], held=args.held, show_set=args.show_set)
     if args.json:
         print(json.dumps(res, indent=1))
         return 0

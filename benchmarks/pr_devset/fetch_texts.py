@@ -52,8 +52,11 @@ N_FOLDS = 5
 #: the held-out set of extractor 2.1 (``split=fresh``), retired into development for 2.2
 #: (LABELLING.md, "Retired fresh set"): ``load_devset(FRESH_ROOT)``
 FRESH_ROOT = Path(__file__).resolve().parent / "fresh"
-#: the held-out set of the current round (``split=fresh2``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh2"
+#: the held-out set of extractor 2.2 (``split=fresh2``), scored once, then retired into
+#: development for 2.3 (LABELLING.md, "Retired fresh sets")
+FRESH2_ROOT = Path(__file__).resolve().parent / "fresh2"
+#: the held-out set of the current round (``split=fresh3``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh3"
 
 
 class DevsetError(ValueError):
@@ -100,7 +103,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    split: str  # "dev" | "fresh" (retired) | "fresh2" (was "held" for folds 3-4 before they were retired)
+    split: str  # "dev" | "fresh", "fresh2" (retired held-out sets) | "fresh3" (held out); "held" was folds 3-4
     truncated: bool
     n_chars: int
     sha256: str

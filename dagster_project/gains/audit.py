@@ -160,7 +160,7 @@ def _structure_index(text: str) -> StructureIndex:
         pair_runs,
         table_runs,
     )
-    from dagster_project.gains.extract.tables import CELL_ARROW, classify
+    from dagster_project.gains.extract.tables import CELL_ARROW, classify, side_overrides
     from dagster_project.gains.extract.vocab import role_of
 
     units: list[Unit] = []
@@ -169,6 +169,8 @@ def _structure_index(text: str) -> StructureIndex:
     def add_grid(g: Grid, gid: str) -> None:
         cols = classify(g)
         col_role = [c.role.kind if c.kind in ("variant", "metric") else None for c in cols]
+        for j, side in side_overrides(cols, list(enumerate(g.rows))).items():
+            col_role[j] = side  # "speedup over cuda", "AOT->JIT", a change column's numbers
         for r, row in enumerate(g.rows):
             row_role = None
             for cell in row[:2]:

@@ -86,8 +86,13 @@ def aligned_grids(lines: list[str]) -> list[Grid]:
             continue
         for wide in (True, False):
             hcells = _cells(head, wide)
-            if len(hcells) < 2 or _numericish(hcells) >= 0.5 or any(c.endswith(":") for c in hcells):
-                continue  # "Successful requests:   800" is a record, not a header
+            if len(hcells) < 2 or _numericish(hcells) >= 0.5 or hcells[0].endswith(":") or any(
+                c.endswith(":") and k + 1 < len(hcells) and value_of(hcells[k + 1]) is not None
+                for k, c in enumerate(hcells)
+            ):
+                # "Successful requests:   800" / "Backend:   sglang" are records, not a header
+                # ("N  M  cute-dsl (us):  cuda (us)" is one: its colon is not a key's)
+                continue
             rows: list[list[str]] = []
             raw: list[str] = []
             j = i + 1

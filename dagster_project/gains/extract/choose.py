@@ -14,6 +14,8 @@ stored version differs.
 
 from __future__ import annotations
 
+import re
+
 from dagster_project.gains.extract.aligned import aligned_grids
 from dagster_project.gains.extract.candidate import Candidate, to_measurement
 from dagster_project.gains.extract.document import Block, Grid, split_blocks
@@ -40,7 +42,14 @@ from dagster_project.gains.schema import Measurement
 #: written before the number ("more than 5x"), ranges with a unit on the first end, claims
 #: over a "range" of sizes, "a/b=c <noun>" arithmetic, a claim's scope from its own clause,
 #: a signed percentage "vs" a named baseline
-EXTRACTOR_VERSION = "2.2"
+#: 2.3 (2026-12-01): "pre-PR"/"post-PR", "Heur"/"fallback"/"stock" name the baseline; each
+#: "speedup vs X" column names X's column a baseline (the PR's side among several found
+#: from the stated ratios); an "A->B" change header names both sides; two weakly named
+#: sides are ordered by their change/ratio column's numbers; a strong baseline beside a
+#: weakly named side; size cells ("64 MiB") skipped; aligned headers with a colon cell;
+#: a code block's title line gives its table's unit; direction emoji; "median TPOT" is a
+#: metric; a verb before "from X to Y" clears an earlier count word
+EXTRACTOR_VERSION = "2.3"
 
 
 def candidates(text: str) -> list[Candidate]:
@@ -59,7 +68,8 @@ def candidates(text: str) -> list[Candidate]:
         elif b.kind == "code":
             got = []
             for g in aligned_grids(b.lines):
-                sub = Block("table", b.lines, b.index, g, b.heading, b.before, b.label, b.after, b.title)
+                label = _title_above(b.lines, g) or b.label
+                sub = Block("table", b.lines, b.index, g, b.heading, b.before, label, b.after, b.title)
                 mine = table_candidates(g, sub)
                 got.extend(mine)
                 if not mine:
@@ -74,6 +84,23 @@ def candidates(text: str) -> list[Candidate]:
     found.extend(inline_candidates(record_blocks))
     found.extend(prose_candidates([b for b in blocks if b.kind == "text"], title))
     return found
+
+
+def _title_above(lines: list[str], grid: Grid) -> str:
+    """The line above an aligned table's header inside its code block (a benchmark's
+    ``name-performance (unit: us):`` title), which names what the table measures."""
+    if not grid.raw or grid.raw[0] not in lines:
+        return ""
+    k = lines.index(grid.raw[0]) - 1
+    seen_header = False
+    while k >= 0:
+        ln = lines[k].strip()
+        if ln and not re.fullmatch(r"[-=+|: ]{3,}", ln):
+            if seen_header:
+                return ln
+            seen_header = True  # the header line itself
+        k -= 1
+    return ""
 
 
 def c_scope_hint(m: Measurement) -> str | None:

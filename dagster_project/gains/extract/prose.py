@@ -71,6 +71,8 @@ _BOUND_BEFORE = re.compile(r"(?:\bup\s+to|\bover|\bmore\s+than|\bat\s+least|\bgr
 _EXTREME = re.compile(r"\b(?:min(?:imum)?|max(?:imum)?|worst(?:[- ]case)?|best(?:[- ]case)?|peak)\b[\w\s-]{0,20}$", re.I)
 _RANGE_BEFORE = re.compile(r"\d\s*[%x×]?\s*(?:[-–~]|to)\s*$")
 _GPU_AFTER = re.compile(r"^\s*(?:[A-Z]{1,3}\d{2,4}|GPUs?|nodes?|cards?|devices?|the\b|more\s+(?:memory|tokens))", re.I)
+_DOWN = (":arrow_down:", "⬇️", "⬇", "↓", ":small_red_triangle_down:")
+_ARROW_WORDS = re.compile(r":arrow_down:|:arrow_up:|:small_red_triangle_down:|⬇️|⬆️|⬇|⬆|↓|↑")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])|\n")
 
 
@@ -79,6 +81,8 @@ def sentences(block: Block) -> list[str]:
     out: list[str] = []
     for ln in block.lines:
         s = re.sub(r"(?<=[A-Za-z])\s+/\s*(?=s\b|sec\b)", "/", clean_cell(ln).strip())  # "tok / s"
+        # ":arrow_down: TTFT ~90%": the arrow says which way the quantity moved
+        s = _ARROW_WORDS.sub(lambda m: " reduced " if m.group(0) in _DOWN else " increased ", s).strip()
         if not s:
             continue
         out.extend(p.strip() for p in _SENT_SPLIT.split(s) if p.strip())
@@ -156,7 +160,9 @@ def transitions(s: str, b: Block) -> list[Candidate]:
             if rx is TRANSITION:
                 if not unit and not metric:
                     continue
-                if _bad_context(lead[-25:]) or (not unit and NON_PERF.search(lead)):
+                verb = re.search(r"(?:decreas|reduc|improv|increas|dropp?|cut|fell|went|goes|going)\w*\s*(?:from\s*)?$",
+                                 s[: m.start("b")].rstrip(" ~≈"), re.I)
+                if (_bad_context(lead[-25:]) and not verb) or (not unit and NON_PERF.search(lead)):
                     continue
                 if re.search(r"\d\s*[-–]\s*$|\bv\d*\.?$|\bsm_?$", lead):
                     continue
@@ -210,7 +216,8 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
             r"(?:default|main|baseline|fallback|original|stock|upstream|old|before)\b", tail, re.I)
         if not (cue_after or cue_before or listed or versus):
             continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
-        if not summaries and (re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|\bmedian\b",
+        if not summaries and (re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|"
+                                        r"\bmedian\b(?!\s+(?:e2e\s+)?(?:ttft|tpot|itl|e2el|latency|throughput|time)\b)",
                      f"{lead[-40:]} {tail[:40]}", re.I) or re.search(
                          r"\b(?:for|over|across)\s+(?:the\s+|all\s+|a\s+)?(?:[\w-]+\s+){0,3}?range\b",
                          s[m.end():m.end() + 90], re.I)):

@@ -51,6 +51,8 @@ CELL_ARROW = re.compile(
     r"(?P<rest>.*)$"
 )
 _RATIO_CELL = re.compile(r"^\s*[~≈]?\s*\(?\s*[-+]?\d+(?:\.\d+)?\s*[x×X]\s*\)?\s*$")
+_HEADER_ARROW = re.compile(r"^\s*(?P<a>[\w.+-]+)\s*(?:->|→|=>|⟶|\bto\b)\s*(?P<b>[\w.+-]+)\s*(?:\(.*\))?\s*$", re.I)
+_SIZE_CELL = re.compile(r"\d\s*(?:[KMGT]i?B|bytes)\b", re.I)
 _PCT_CELL = re.compile(r"^\s*\(?\s*[-+\u2212]?\d+(?:\.\d+)?\s*%\s*\)?\s*$")
 
 
@@ -104,7 +106,15 @@ def classify(grid: Grid) -> list[Column]:
             kind = "speedup"
         elif filled and sum(bool(_RATIO_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)):
             kind = "ratio"
-        elif filled and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)) and role.kind is None:
+        elif filled and _HEADER_ARROW.match(h) and sum(
+            bool(_PCT_CELL.match(c) or _RATIO_CELL.match(c)) for c in filled
+        ) >= max(1, 0.6 * len(filled)):
+            kind = "speedup"  # "AOT->JIT": the change from one column to another
+        elif filled and sum(bool(_SIZE_CELL.search(c)) for c in filled) >= max(1, 0.6 * len(filled)):
+            kind = "skip"  # "64 MiB" cells: sizes, not timings, whatever the header says
+        elif filled and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)) and (
+            role.kind is None or re.search(r"\s/\s|\s-\s*1\b", h)
+        ):
             kind = "speedup" if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I) else "skip"
         elif share < 0.5 or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h))) or (
             _is_key_header(h) and not role.kind
@@ -239,16 +249,33 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         # three or more implementations named only by weak words: which one is the PR's
         # is not written in the table, so no pair is read from it
         groups = {}
-    if len(valued) == 2 and len(speed_cols) == 1 and sum(c.role.strength for c in valued) <= 1 and not _roles_in_rows(
+    if len(valued) == 2 and len(speed_cols) == 1 and all(c.role.strength < 2 for c in valued) and not _roles_in_rows(
         cols, rows
     ):
-        # "| batch | F.linear (us) | tinygemm (us) | speedup |": two unnamed sides and a
-        # stated ratio; the ratio says which side is the PR's (checked per row below)
+        # "| batch | F.linear (us) | tinygemm (us) | speedup |": two sides named weakly or not
+        # at all, and a stated ratio or change per row: the numbers say which side is the
+        # baseline (a change is relative to it; a speedup is base/PR for a time, PR/base
+        # for a rate); without that evidence the weak words decide, else the column order
         first, second = valued
-        if second.role.kind == "baseline":
+        by_numbers = _sides_by_change(rows, first, second, speed_cols[0])
+        if by_numbers is not None:
+            first, second = by_numbers
+        elif sum(c.role.strength for c in valued) > 1:
+            first = second = None  # type: ignore[assignment]
+        elif second.role.kind == "baseline":
             first, second = second, first
-        groups = {"": [Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
-                       Column(second.j, second.header, "variant", Role("optimized", 1), second.residual)]}
+        if first is not None and second is not None:
+            groups = {"": [Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
+                           Column(second.j, second.header, "variant", Role("optimized", 1), second.residual)]}
+    if not any(_choose(g)[0] for g in groups.values()) and len(valued) == 2 and sorted(
+        c.role.strength for c in valued
+    ) == [1, 2] and not any(c.role.kind == "optimized" and c.role.strength == 2 for c in valued):
+        # "| FlashInfer AUTO | Fallback |" in a vLLM PR: one side named strongly as the
+        # baseline, the other only weakly: the weak one is the PR's side
+        strong = next(c for c in valued if c.role.strength == 2)
+        weak = next(c for c in valued if c.role.strength == 1)
+        if strong.role.kind == "baseline":
+            groups = {"": [strong, Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual)]}
     strong_base = [c for c in valued if c.role.kind == "baseline" and c.role.strength == 2]
     others = [c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)]
     if len(strong_base) == 1 and others and not any(c.role.kind == "optimized" for c in valued):
@@ -259,6 +286,13 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         groups = {"": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]}
     pairs = [(name, *_choose(g)) for name, g in groups.items()]
     pairs = [(n, b, o) for n, b, o in pairs if b is not None and o is not None]
+    named_vs = _speedup_vs_pairs(valued, speed_cols, rows)
+    if named_vs and len(named_vs) >= len(pairs):  # one pair per "speedup vs X" column
+        pairs = [("", b, o) for b, o, _s in named_vs]
+    else:
+        named_vs = []
+    if (arrowed := _arrow_header_pair(cols, valued)) is not None:
+        pairs = [("", *arrowed)]  # "A->B" names both sides: it beats every guess above
     for _name, bcol, ocol in pairs:
         assert bcol is not None and ocol is not None
         unit = unit_in(ocol.header) or unit_in(bcol.header)
@@ -267,6 +301,8 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         scol = None if not speed_cols else speed_cols[0] if len(speed_cols) == 1 or len(pairs) == 1 else next(
             (s for s in speed_cols if s.j > max(bcol.j, ocol.j)), None
         )
+        if named_vs:
+            scol = next(sc for b, _o, sc in named_vs if b is bcol)
         for i, row in rows:
             if max(bcol.j, ocol.j) >= len(row):
                 continue
@@ -355,6 +391,137 @@ def _roles_in_rows(cols: list[Column], rows: list[tuple[int, list[str]]]) -> Col
         if "baseline" in roles and "optimized" in roles:
             return c
     return None
+
+
+_VS = re.compile(r"\b(?:vs\.?|versus|over|against)\s+(?P<name>[\w.+-]+)", re.I)
+
+
+def _sides_by_change(
+    rows: list[tuple[int, list[str]]], a: Column, b: Column, change: Column
+) -> tuple[Column, Column] | None:
+    """(baseline, optimized) of two value columns as the change column's numbers tell it:
+    a percentage is relative to the baseline (``+7.4%`` beside 152 and 163 says 152 is it);
+    a ratio is baseline/PR for a time and PR/baseline for a rate (the direction from the
+    headers' units). ``None`` when most rows do not say, or disagree."""
+    from dagster_project.gains.normalise import infer_higher_is_better
+
+    unit = unit_in(a.header) or unit_in(b.header)
+    hib = infer_higher_is_better(f"{a.header} {b.header}", unit)
+    votes = [0, 0]  # a is the baseline / b is the baseline
+    for _i, row in rows:
+        if max(a.j, b.j, change.j) >= len(row):
+            continue
+        va, vb, cell = value_of(row[a.j]), value_of(row[b.j]), row[change.j].strip()
+        if not va or not vb or va == vb:
+            continue
+        pm = re.fullmatch(r"\W*?([-+\u2212]?)\s*(\d+(?:\.\d+)?)\s*%\W*", cell)
+        if pm:
+            pct = float(pm.group(2)) * (-1 if pm.group(1) in "-\u2212" and pm.group(1) else 1)
+            fit_a, fit_b = abs((vb - va) / va * 100 - pct), abs((va - vb) / vb * 100 - pct)
+            if min(fit_a, fit_b) <= max(0.5, 0.15 * abs(pct)) and fit_a != fit_b:
+                votes[0 if fit_a < fit_b else 1] += 1
+            continue
+        r = _stated_from(cell, change.header)[0] or value_of(cell)
+        if r and hib is not None and r != 1:
+            a_base = (va / vb) if not hib else (vb / va)
+            b_base = (vb / va) if not hib else (va / vb)
+            if abs(a_base / r - 1) <= 0.03 and abs(b_base / r - 1) > 0.03:
+                votes[0] += 1
+            elif abs(b_base / r - 1) <= 0.03 and abs(a_base / r - 1) > 0.03:
+                votes[1] += 1
+    total = sum(votes)
+    if not total or max(votes) < 0.6 * total:
+        return None
+    return (a, b) if votes[0] > votes[1] else (b, a)
+
+
+def _arrow_header_pair(cols: list[Column], valued: list[Column]) -> tuple[Column, Column] | None:
+    """``| JIT | AOT | AOT->JIT |``: a change column headed "A -> B" names A's column the
+    baseline and B's the PR's side (the change is worked out from A to B)."""
+    for c in cols:
+        m = _HEADER_ARROW.match(c.header)
+        if not m or c in valued:
+            continue
+        a, b = m.group("a").lower(), m.group("b").lower()
+        ca = [v for v in valued if _norm_residual(v.header) == a or v.header.strip().lower() == a]
+        cb = [v for v in valued if _norm_residual(v.header) == b or v.header.strip().lower() == b]
+        if len(ca) == 1 and len(cb) == 1 and ca[0] is not cb[0]:
+            return ca[0], cb[0]
+    return None
+
+
+def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dict[int, str]:
+    """Column index -> side, where the table itself names the sides beyond role words: a
+    "speedup vs X" header (X's column is a baseline), an "A->B" change header, or the
+    numbers of a change/ratio column (:func:`_sides_by_change`). What
+    :mod:`~dagster_project.gains.audit` lets stand on each side, so that the audit and the
+    extractor read one table the same way."""
+    valued = [c for c in cols if c.kind in ("variant", "metric")]
+    speed = [c for c in cols if c.kind in ("speedup", "ratio")]
+    out: dict[int, str] = {}
+    for sc in speed:
+        m = _VS.search(sc.header)
+        if m:
+            want = m.group("name").lower()
+            hits = [c for c in valued if want in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()]
+            if len(hits) == 1:
+                out[hits[0].j] = "baseline"
+    arrowed = _arrow_header_pair(cols, valued)
+    if arrowed is not None:
+        out[arrowed[0].j], out[arrowed[1].j] = "baseline", "optimized"
+    elif len(valued) == 2 and len(speed) == 1 and all(c.role.strength < 2 for c in valued):
+        sides = _sides_by_change(rows, valued[0], valued[1], speed[0])
+        if sides is not None:
+            out[sides[0].j], out[sides[1].j] = "baseline", "optimized"
+    if not out and len(valued) == 2 and sorted(c.role.strength for c in valued) == [1, 2]:
+        strong = next(c for c in valued if c.role.strength == 2)
+        weak = next(c for c in valued if c.role.strength == 1)
+        if strong.role.kind == "baseline":
+            out[weak.j] = "optimized"  # the strong-baseline rule of table_candidates
+    return out
+
+
+def _speedup_vs_pairs(
+    valued: list[Column], speed_cols: list[Column], rows: list[tuple[int, list[str]]] | None = None
+) -> list[tuple[Column, Column, Column]]:
+    """``| ours us | dispatch us | cuBLAS us | Speedup vs dispatch | Speedup vs cuBLAS |``: each
+    "speedup vs X" column names X's column as a baseline; the one value column no speedup
+    column names is the PR's side. (baseline, optimized, speedup column) per named column."""
+    named: list[tuple[Column, Column]] = []
+    for sc in speed_cols:
+        m = _VS.search(sc.header)
+        if not m:
+            continue
+        want = m.group("name").lower()
+        hits = [c for c in valued if want in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()]
+        if len(hits) == 1:
+            named.append((hits[0], sc))
+    if not named:
+        return []
+    rest = [c for c in valued if all(c is not b for b, _ in named)]
+    if len(rest) > 1 and rows is not None:
+        # several other columns (a reference implementation beside the PR's): the PR's is
+        # the one the stated ratios were worked out from
+        b0, s0 = named[0]
+        rest = [c for c in rest if _agrees(rows, b0, c, s0)]
+    if len(rest) != 1:
+        return []
+    return [(b, rest[0], sc) for b, sc in named]
+
+
+def _agrees(rows: list[tuple[int, list[str]]], base: Column, opt: Column, ratio: Column) -> bool:
+    """Whether most rows' stated ratio equals base/opt or opt/base within 2%."""
+    hits = total = 0
+    for _i, row in rows:
+        if max(base.j, opt.j, ratio.j) >= len(row):
+            continue
+        b, o = value_of(row[base.j]), value_of(row[opt.j])
+        r = _stated_from(row[ratio.j], ratio.header)[0] or value_of(row[ratio.j])
+        if not b or not o or not r:
+            continue
+        total += 1
+        hits += any(abs(x / r - 1) <= 0.02 for x in (b / o, o / b))
+    return total > 0 and hits >= 0.6 * total
 
 
 def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]) -> list[Candidate]:

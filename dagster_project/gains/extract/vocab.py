@@ -24,7 +24,8 @@ from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit
 _BASE_STRONG = re.compile(
     r"\bbaselines?\b|\bbase\b|\bmain\b|\bmaster\b|\bbefore\b|\bdefault\b|\boriginal\b|\borig\b|"
     r"\bold\b|\bw/o\b|\bwithout\b|\bprevious\b|\bprev\b|\bupstream\b|\bunpatched\b|\bvanilla\b|"
-    r"\bnightly\b|\bdisabled?\b|\boff\b|\bcurrent\b|\bexisting\b|\buntuned\b|\bprior\b|\bref(?:erence)? impl",
+    r"\bnightly\b|\bdisabled?\b|\boff\b|\bcurrent\b|\bexisting\b|\buntuned\b|\bprior\b|\bref(?:erence)? impl|"
+    r"\bheur(?:istics?)?\b|\bfallback\b|\bstock\b",
     re.I,
 )
 _OPT_STRONG = re.compile(
@@ -49,6 +50,9 @@ _REFERENCE = re.compile(
     r"\bsota\b|\bcompetitor\b",
     re.I,
 )
+
+
+_PRE_POST = re.compile(r"\b(pre|post)[- ]?(?:pr|change|patch|fix|opt(?:imi[sz]ation)?)\b", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,9 @@ def role_of(label: str | None) -> Role:
 def _role_of(label: str | None) -> Role:
     if not label:
         return NO_ROLE
-    s = label.strip()
+    # "pre-PR" / "post-PR" (and "-change", "-patch"): the side before / after the change,
+    # not the PR's side because the word "PR" is in it
+    s = _PRE_POST.sub(lambda m: "before" if m.group(1).lower() == "pre" else "after", label.strip())
     b, o = bool(_BASE_STRONG.search(s)), bool(_OPT_STRONG.search(s))
     if b and o:
         # "PR before" / "after (main)" are rare; "w/o X" beats "with"; "before" beats "pr"

@@ -23,10 +23,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
 #: the held-out set of extractor 2.1 (``split=fresh``), retired into development for 2.2
 FRESH = ROOT / "fresh"
-#: the held-out set of this round (``split=fresh2``), scored once at its end
-HELD = ROOT / "fresh2"
+#: the held-out set of extractor 2.2 (``split=fresh2``), retired into development for 2.3
+FRESH2 = ROOT / "fresh2"
+#: the held-out set of this round (``split=fresh3``), scored once at its end
+HELD = ROOT / "fresh3"
 #: every committed set: the development sets and the held-out set
-SETS = {"dev": ROOT, "fresh": FRESH, "fresh2": HELD}
+SETS = {"dev": ROOT, "fresh": FRESH, "fresh2": FRESH2, "fresh3": HELD}
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
 RESERVED: dict[str, set[int]] = {
@@ -217,8 +219,10 @@ def test_loader_reads_committed_files_without_texts() -> None:
     fresh = module.load_devset(module.FRESH_ROOT, require_texts=False)
     assert {pr.split for pr in fresh} == {"fresh"}
     assert sum(len(pr.labels) for pr in fresh) == len(module.read_labels(module.FRESH_ROOT))
+    fresh2 = module.load_devset(module.FRESH2_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh2} == {"fresh2"}
     held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh2"}
+    assert {pr.split for pr in held} == {"fresh3"}
     assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
@@ -229,9 +233,11 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     fresh = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH)}
     assert fresh and not dev & fresh
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(FRESH)} & dev
+    fresh2 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH2)}
+    assert fresh2 and not fresh2 & (dev | fresh)
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
-    assert held and not held & (dev | fresh)
-    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (dev | fresh)
+    assert held and not held & (dev | fresh | fresh2)
+    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (dev | fresh | fresh2)
 
 
 def test_loader_names_a_missing_text(tmp_path: Path) -> None:

@@ -298,3 +298,70 @@ def test_round_three_prose() -> None:
     assert (m.stated_speedup, m.scope) == (1.02, "e2e")
     # a signed change against a named baseline, on a quantity whose direction is known
     assert ratios("t\n- Total TPM: +7.5% vs the stock default config\n") == [1.075]
+
+
+def test_round_four_tables() -> None:
+    # "pre-PR" is the side before the change, "Heur" the heuristic a tuned config replaces
+    pre = """t
+| shape | pre-PR (ms) | this PR (ms) | speedup |
+|---|---|---|---|
+| 4x1024 | 2.50 | 2.00 | 1.25x |
+| 8x1024 | 5.00 | 3.90 | 1.28x |"""
+    assert pairs(pre) == [(2.5, 2.0), (5.0, 3.9)]
+    heur = """t
+| Batch | Heur (µs) | Tuned (µs) | Speedup |
+|---:|---:|---:|---:|
+| 512 | 10.50 | 7.00 | 1.50× |"""
+    assert pairs(heur) == [(10.5, 7.0)]
+    # each "speedup vs X" column names X as a baseline; beside a reference column, the PR's
+    # side is the one the stated ratios were worked out from
+    vs = """t
+```
+   M   ref-impl (us):   cuda (us)   ours (us)   speedup over cuda
+   1        9.100         9.000       6.000          1.50x
+   8        9.300         9.600       6.400          1.50x
+```"""
+    ms = [m for m in extract_text(vs) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(9.0, 6.0, 1.5), (9.6, 6.4, 1.5)]
+    assert all(m.audit_pass for m in ms)
+    two = """t
+| M | new us | old-path us | lib us | Speedup vs old-path | Speedup vs lib |
+|---:|---:|---:|---:|---:|---:|
+| 1 | 2.000 | 2.200 | 6.000 | 1.100x | 3.000x |"""
+    assert sorted(pairs(two)) == [(2.2, 2.0), (6.0, 2.0)]
+
+
+def test_round_four_change_columns() -> None:
+    # "A->B" heading a change column names both sides
+    arrow = """t
+```
+bench-op-performance (unit: us):
+   M         NEWJ     OLDA     OLDA->NEWJ
+   1         2.50     2.40     +4.2%
+   64        9.00     9.50     -5.3%
+```"""
+    ms = [m for m in extract_text(arrow) if m.is_pair]
+    assert [(m.baseline, m.optimized) for m in ms] == [(2.4, 2.5), (9.5, 9.0)]
+    assert {m.unit for m in ms} == {"us"} and all(m.audit_pass for m in ms)
+    # two implementation names and a change column: the change is relative to the baseline
+    pct = """t
+| Mode | triton | cutlass | Diff |
+|---|---|---|---|
+| eager | 200 tok/s | 220 tok/s | +10.0% |
+| graph | 900 tok/s | 810 tok/s | -10.0% |"""
+    assert pairs(pct) == [(200.0, 220.0), (900.0, 810.0)]
+    # sizes are not timings; "X / Y - 1" is a change column; a strongly named baseline
+    # beside a weakly named side makes the weak one the PR's
+    sizes = """t
+| Topology | Cutoff | stock path | ours-auto | stock / ours - 1 |
+|---|---:|---:|---:|---:|
+| TP2 | 64 MiB | 150.0 us | 140.0 us | 7.1% |"""
+    assert pairs(sizes) == [(150.0, 140.0)]
+
+
+def test_round_four_prose() -> None:
+    assert sorted(ratios("t\n- :arrow_down: TTFT ~50%\n- :arrow_up: Throughput ~20%\n")) == [1.2, 2.0]
+    # one run's median is a measurement, not a summary over rows
+    assert ratios("t\nThis cuts median TPOT by 10% for small models.\n") == [1.1111]
+    # a count word before the verb does not make the transition a configuration change
+    assert pairs("t\nFor 300 input tokens, latency went down, decreasing from 30 ms to 24 ms.\n") == [(30.0, 24.0)]
