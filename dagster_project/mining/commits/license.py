@@ -25,8 +25,9 @@ A licence id in neither the allow-list nor the two NVIDIA labels (say an SPDX
 ``GPL-2.0-only`` header, or a spec's ``default_license`` outside the list) is excluded by
 the miner with reason ``license_unlisted``: it never reaches the dataset, so the blocking
 gate cannot fail on a licence the miner let through. (Before issue 23 such a row passed the
-miner and failed the gate; no row of the fixture or real clones has one, so the mined
-output is unchanged and ``RULES_VERSION`` stays.)
+miner and failed the gate. No row of the fixture or real clones has one, so no mined row
+changes, but the rule did: ``RULES_VERSION`` 2, so a lake mined under 1 is re-mined and
+cannot keep such a row.)
 
 Only the first 4 KiB are read: headers sit at the top, and a later quoted licence string
 (say, in a test fixture or a docstring) must not relabel a file.
@@ -38,7 +39,8 @@ import re
 
 #: Version of licence detection and the non-OSS exclusion. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+#: 2 (issue 23): a licence id outside ``OPEN_SOURCE`` is excluded (``license_unlisted``)
+RULES_VERSION = "2"
 
 HEAD_BYTES = 4096
 
