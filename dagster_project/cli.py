@@ -74,6 +74,14 @@ def _prepare_instance():  # noqa: ANN202 - dagster types imported lazily
     return settings, dg.DagsterInstance.get()
 
 
+def _selection(select: list[str] | None) -> str | None:
+    """One selection from repeated ``--select`` options: their union (``a`` and ``b+`` give
+    ``a,b+``, which ``normalise_selection`` reads as "a or b+"), so a second option adds to
+    the first instead of silently replacing it."""
+    parts = [s.strip() for s in select or [] if s.strip()]
+    return ",".join(parts) if parts else None
+
+
 def _plan(select: str | None):  # noqa: ANN202 - dagster types imported lazily
     """Shared start of `build` and `refresh`: settings, instance, Definitions and the
     staged plan of the selection; fails with one line on a bad setting, selection or
@@ -140,7 +148,7 @@ def _print_notes(notes: list[str]) -> None:
 
 @app.command()
 def build(
-    select: Annotated[str | None, typer.Option("--select", "-s", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+'.")] = None,
+    select: Annotated[list[str] | None, typer.Option("--select", "-s", metavar="SELECTION", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+' (repeatable: the selections add up).")] = None,
     partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
     distributed: Annotated[bool, typer.Option("--distributed", help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.")] = False,
     workers: Annotated[int | None, typer.Option("--workers", "-w", help="Processes that run the partitions of a stage side by side (default: one per core; 1 runs everything in this process).")] = None,
@@ -153,7 +161,8 @@ def build(
     from dagster_project.home import BuildLocked, run_tags
     from dagster_project.progress import BuildProgress
 
-    settings, instance, defs, stages = _plan(select)
+    selection = _selection(select)
+    settings, instance, defs, stages = _plan(selection)
     offline = _offline_sources(settings, defs, stages, partition)
     started = time.monotonic()
     distributed = distributed or settings.executor == "dask"
@@ -196,7 +205,7 @@ def build(
             ))
         progress = stack.enter_context(BuildProgress(console, stages, partition))
         try:
-            outcome = run_build(defs, instance, select, partitions=partition, on_run=progress.on_run, launch=launch, offline=offline)
+            outcome = run_build(defs, instance, selection, partitions=partition, on_run=progress.on_run, launch=launch, offline=offline)
         except BuildLocked as exc:
             _fail(str(exc))
             return
@@ -227,7 +236,7 @@ def build(
 
 @app.command()
 def refresh(
-    select: Annotated[str | None, typer.Option("--select", "-s", help="Limit the refresh to a selection (default: the whole graph).")] = None,
+    select: Annotated[list[str] | None, typer.Option("--select", "-s", metavar="SELECTION", help="Limit the refresh to a selection (default: the whole graph; repeatable: the selections add up).")] = None,
 ) -> None:
     """Bring the lake up to date, doing only the work that changed.
 
@@ -237,7 +246,8 @@ def refresh(
     from dagster_project.execution.planner import run_build
     from dagster_project.home import BuildLocked
 
-    settings, instance, defs, stages = _plan(select)
+    selection = _selection(select)
+    settings, instance, defs, stages = _plan(selection)
     offline = _offline_sources(settings, defs, stages)
     started = time.monotonic()
 
@@ -246,7 +256,7 @@ def refresh(
             console.print(f"[dim]run[/] {escape(stage.label)} {escape(f'[{pkey}]') if pkey else ''}")
 
     try:
-        outcome = run_build(defs, instance, select, on_run=on_run, refresh=True, offline=offline)
+        outcome = run_build(defs, instance, selection, on_run=on_run, refresh=True, offline=offline)
     except BuildLocked as exc:
         _fail(str(exc))
         return

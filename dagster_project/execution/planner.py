@@ -94,7 +94,14 @@ def plan_stages(
     so its file is still dropped."""
     graph = defs.resolve_asset_graph()
     if selection:
+        names = {k.to_user_string() for k in graph.get_all_asset_keys()}
+        unknown = [bare for part in selection.split(",")
+                   if (bare := part.strip().strip("+*")).isidentifier() and bare not in names]
+        if unknown:  # a typo would otherwise select nothing and "build" in no time
+            raise ValueError(f"no asset named {', '.join(map(repr, unknown))}")
         keys = dg.AssetSelection.from_string(normalise_selection(selection)).resolve(graph)
+        if not keys:
+            raise ValueError("the selection matches no asset")
     else:
         keys = {k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable}
     keys = {k for k in keys if graph.get(k).is_materializable}

@@ -86,3 +86,12 @@ def test_offline_repo_assets_fail_with_guidance(kh_home: Path) -> None:
     # Everything that does not need the repositories still built.
     q = _kh("sql", "SELECT count(*) AS n FROM sim.kernelinfer_sessions", "-f", "csv", env=env)
     assert q.returncode == 0 and q.stdout.splitlines() == ["n", "40"], q.stderr
+
+
+def test_repeated_select_options_add_up(kh_home: Path) -> None:
+    # Two --select options build both selections (a second one used to replace the first).
+    res = _kh("build", "--select", "sim_tasks", "--select", "moe_model_shapes")
+    assert res.returncode == 0, res.stdout + res.stderr
+    built = {ln.split("│")[1].strip() for ln in res.stdout.splitlines() if ln.count("│") == 4}
+    assert {"sim_tasks", "moe_model_shapes"} <= built, res.stdout
+    assert _kh("build", "--select", "sim_tasks", "--select", "no_such_asset").returncode == 1
