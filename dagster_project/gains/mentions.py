@@ -15,14 +15,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dagster_project import gpus
+
+#: The GPU names come from the one vocabulary (``dagster_project/gpus.py``, prose terms).
 _GPU_CORE = (
-    r"(?:NVIDIA[ _-]?)?(?:GeForce[ _-]?)?(?:AMD[ _-]?)?(?:Instinct[ _-]?)?"
-    r"(?P<family>"
-    r"GB[23]00|GH200|[BH]\d{3}|H20|H800|A100|A800|A10G?|A30|A40|L40S?|L20|L4|T4|V100|"
-    r"RTX[ _-]?PRO[ _-]?\d{4}|RTX[ _-]?A?\d{4}(?:[ _-]?Ti)?|A[456]000|"
-    r"MI\d{3}[XA]?|Gaudi[ _-]?\d|Arc[ _-]?[AB]\d{3}"
-    r")"
-    r"(?P<suffix>(?:[ _-]?(?:SXM\d?|PCIe|NVL|HBM\d?e?|\d{2,3}\s?GB|\d{2,3}G(?![A-Za-z])))*)"
+    gpus.PROSE_VENDOR_PREFIX
+    + "(?P<family>" + gpus.PROSE_FAMILIES + ")"
+    + "(?P<suffix>" + gpus.PROSE_SUFFIX + ")"
 )
 GPU_RE = re.compile(
     r"(?<![A-Za-z0-9])(?:\d+\s*[x×]\s*)?" + _GPU_CORE + r"(?:s)?(?![A-Za-z0-9])", re.I
@@ -63,7 +62,7 @@ def canonical_gpu(name: str | None) -> GpuName | None:
         form = "NVL"
     elif (
         re.search(r"sxm|hbm3", suffix, re.I)
-        and family in ("H100", "H800")
+        and family in gpus.HBM3_IS_SXM
         or re.search(r"sxm", suffix, re.I)
     ):
         form = "SXM"

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from dagster_project.gpus import SIM_GPU_NAMES
+
 #: Feature names understood across the simulator (variants, templates, checks).
 #:  mma_sync      warp-level tensor-core MMA (HMMA/IMMA), sm_80+
 #:  cp_async      LDGSTS asynchronous global->shared copies, sm_80+
@@ -122,7 +124,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
     {
         "h100": GPU(
             id="h100",
-            name="NVIDIA H100 SXM5 80GB",
+            name=SIM_GPU_NAMES["h100"],
             arch="sm_90a",
             sms=132,
             clock_ghz=1.98,
@@ -141,7 +143,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
         ),
         "h200": GPU(
             id="h200",
-            name="NVIDIA H200 SXM 141GB",
+            name=SIM_GPU_NAMES["h200"],
             arch="sm_90a",
             sms=132,
             clock_ghz=1.98,
@@ -160,7 +162,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
         ),
         "a100": GPU(
             id="a100",
-            name="NVIDIA A100-SXM4-80GB",
+            name=SIM_GPU_NAMES["a100"],
             arch="sm_80",
             sms=108,
             clock_ghz=1.41,
@@ -188,7 +190,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
         ),
         "a10": GPU(
             id="a10",
-            name="NVIDIA A10",
+            name=SIM_GPU_NAMES["a10"],
             arch="sm_86",
             sms=72,
             clock_ghz=1.695,
@@ -216,7 +218,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
         ),
         "rtx_a6000": GPU(
             id="rtx_a6000",
-            name="NVIDIA RTX A6000",
+            name=SIM_GPU_NAMES["rtx_a6000"],
             arch="sm_86",
             sms=84,
             clock_ghz=1.80,
@@ -244,7 +246,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
         ),
         "rtx_5090": GPU(
             id="rtx_5090",
-            name="NVIDIA GeForce RTX 5090",
+            name=SIM_GPU_NAMES["rtx_5090"],
             arch="sm_120",
             sms=170,
             clock_ghz=2.407,

@@ -32,6 +32,8 @@ import string
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from dagster_project import gpus
+
 #: Version of hardware/model/speedup mentions. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "5"
@@ -44,12 +46,9 @@ _TRAILER_RE = re.compile(
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 # Lower-case patterns (applied to the lower-cased text), plus the case-exact short GPUs.
-GPU_RE = re.compile(
-    r"(gb[23]00|gh200|[hb][12]00|b300|h800|a100|a800|a10g|a6000|l40s?|v100"
-    r"|rtx[\s-]?(?:pro[\s-]?)?\d{4}(?:\s?ti)?|mi[23]\d{2}x?|gaudi\s?\d?|dgx[\s-]?spark|gb10"
-    r"|jetson|h20|h80)(?![\w-])"
-)
-GPU_EXACT_RE = re.compile(r"(A10|A30|A40|L4|L20|T4|Thor)(?![\w-])")
+# The GPU names come from the one vocabulary (``dagster_project/gpus.py``).
+GPU_RE = re.compile(r"(" + gpus.TEXT_GPUS + r")(?![\w-])")
+GPU_EXACT_RE = re.compile(r"(" + gpus.EXACT_GPUS + r")(?![\w-])")
 ARCH_RE = re.compile(
     r"(sm[_\s]?(?:7[05]|8[069]|90|10[0-3]|110|12[01])[af]?|hopper|blackwell|ampere"
     r"|ada(?:\s?lovelace)?|volta|turing|rubin|cdna\s?[234]?|gfx9\d{2}|gfx1[12]\d{2})(?![\w-])"
@@ -268,7 +267,7 @@ _PATH_SPLIT_RE = re.compile(r"[/_.\-]+")
 _ARCH_TOKEN_RE = re.compile(
     r"(sm(?:7[05]|8[069]|90|10[0-3]|110|12[01])[af]?|hopper|blackwell|ampere|ada|volta|turing"
     r"|gfx9\d{2}|gfx1[12]\d{2}|cdna[234])")
-_GPU_TOKEN_RE = re.compile(r"(h100|h200|h20|h800|b200|b300|gb200|gb300|a100|mi300x?|mi325x?|mi35\dx?)")
+_GPU_TOKEN_RE = re.compile(r"(" + gpus.PATH_GPUS + r")")
 _CUDA_ARCH_GUARD_RE = re.compile(r"__CUDA_ARCH__\s*>=?\s*(\d{3,4})")
 _CUDA_FEAT_GUARD_RE = re.compile(r"CUDA_ARCH_FEAT_SM(\d{2,3})")
 _GFX_GUARD_RE = re.compile(r"__(gfx9\d{2}|gfx1[12]\d{2})__")

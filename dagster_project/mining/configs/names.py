@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dagster_project import gpus
+
 #: Version of the config file-name grammar and GPU names. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "1"
@@ -195,10 +197,10 @@ def normalised_basename(name: str) -> str:
 # GPU normalisation
 # --------------------------------------------------------------------------------------
 
-# Tokens that describe memory size or packaging, not the chip: dropped so that
-# ``NVIDIA_H100_80GB_HBM3`` and ``NVIDIA_H100`` are one GPU model, while form factors
-# that change clocks/bandwidth (PCIe, NVL, Max-Q, Server/Workstation Edition) are kept.
-_PACKAGING = re.compile(r"^(\d+GB|HBM\d+e?|SXM\d*|AC)$", re.IGNORECASE)
+# The GPU names and packaging tokens come from the one vocabulary (``dagster_project/gpus.py``).
+_PACKAGING = re.compile(gpus.PACKAGING_TOKEN, re.IGNORECASE)
+_AMD_HEAD = re.compile(gpus.AMD_MODEL_HEAD)
+_NVIDIA_HEAD = re.compile(r"^(" + "|".join(gpus.NVIDIA_MODEL_PREFIXES) + r")\d*")
 _AMD_OAM = re.compile(r"^(MI\d{3})_OAM$")
 
 
@@ -235,9 +237,9 @@ def normalise_gpu(device_name: str) -> Gpu:
         vendor, tokens = "AMD", tokens[1:]
     elif head == "INTEL":
         vendor, tokens = "Intel", tokens[1:]
-    elif head in {"INSTINCT", "RADEON"} or re.match(r"^MI\d{3}", head):
+    elif head in gpus.AMD_SERIES_WORDS or _AMD_HEAD.match(head):
         vendor = "AMD"
-    elif re.match(r"^(A|B|H|L|GB|GH|RTX|GEFORCE|TESLA|QUADRO|JETSON|THOR)\d*", head):
+    elif _NVIDIA_HEAD.match(head):
         vendor = "NVIDIA"
 
     if vendor == "AMD":
@@ -265,10 +267,8 @@ def normalise_gpu(device_name: str) -> Gpu:
 
 # Compute-capability classes the default heuristics branch on. Only names are known at
 # mining time, so these are name rules; they cover every GPU seen in the repos.
-_BLACKWELL_DC = re.compile(r"^(B100|B200|B300|GB200|GB300)\b")
-_LOW_SMEM = re.compile(
-    r"^(L4|L20|L20Y|L40|L40S|A10|A10G|A16|A2|A40|GB10|RTX|GeForce|Jetson|Thor)\b"
-)
+_BLACKWELL_DC = gpus.leading_name_re(gpus.BLACKWELL_DATACENTER)
+_LOW_SMEM = gpus.leading_name_re(gpus.LOW_SHARED_MEMORY)
 
 
 def is_blackwell_datacenter(model: str | None) -> bool:
