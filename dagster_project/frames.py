@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import polars as pl
 
 
@@ -21,3 +24,26 @@ def md_table(df: pl.DataFrame, n: int = 5, width: int = 60) -> str:
 
     rows = [[cell(v) for v in row] for row in head.iter_rows()]
     return tabulate(rows, headers=head.columns, tablefmt="github", disable_numparse=True)
+
+
+# Asset metadata values, marked in domain code (which never imports dagster) and turned into
+# Dagster's metadata values by ``table_metadata.asset_metadata``.
+
+
+class Markdown(str):
+    """Text the UI renders as Markdown (``MetadataValue.md``)."""
+
+
+@dataclass(frozen=True)
+class Json:
+    """A value the UI shows as JSON (``MetadataValue.json``)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class ColumnSchema:
+    """Stands for ``dagster/column_schema`` of ``table`` (``schema.table``), read from the
+    lake after the asset wrote it; at its place in the metadata, nothing if no such table."""
+
+    table: str

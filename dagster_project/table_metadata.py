@@ -9,18 +9,25 @@ asset, the partition's rows).
 ``expectations_table(outcomes)`` turns a Great Expectations suite's results into a
 ``MetadataValue.table`` (one row per expectation: result, column, observed, expected),
 which the UI renders as a table instead of raw JSON.
+
+``materialize_result(lake, metadata, version=tables)`` is the one metadata helper of the
+assets: the metadata a domain function assembled (plain values and the ``frames`` markers
+``Markdown``, ``Json``, ``ColumnSchema``) as Dagster metadata, key order kept, with the
+written tables' content fingerprint as the data version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 
+from dagster_project.frames import ColumnSchema, Json, Markdown
+from dagster_project.versions import table_version
 from sql import load_sql
 
-__all__ = ["expectations_table", "table_schema"]
+__all__ = ["asset_metadata", "expectations_table", "materialize_result", "table_schema"]
 
 
 def table_schema(lake: Any, table: str) -> dict[str, Any]:
@@ -40,6 +47,34 @@ def table_schema(lake: Any, table: str) -> dict[str, Any]:
         for col, dtype, nullable in rows
     ]
     return {"dagster/column_schema": dg.TableSchema(columns=columns)}
+
+
+def asset_metadata(lake: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Dagster metadata from domain-assembled ``values``, in their order: ``Markdown`` →
+    ``MetadataValue.md``, ``Json`` → ``MetadataValue.json``, ``ColumnSchema`` → the table's
+    ``dagster/column_schema`` (its key is ignored), anything else as it is."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, ColumnSchema):
+            out.update(table_schema(lake, value.table))
+        elif isinstance(value, Markdown):
+            out[key] = dg.MetadataValue.md(str(value))
+        elif isinstance(value, Json):
+            out[key] = dg.MetadataValue.json(value.value)
+        else:
+            out[key] = value
+    return out
+
+
+def materialize_result(
+    lake: Any, values: Mapping[str, Any], *, version: Sequence[str]
+) -> dg.MaterializeResult:
+    """The asset's result: ``asset_metadata(lake, values)`` and, as its data version, the
+    content fingerprint (``versions.table_version``) of the ``version`` tables."""
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(lake, *version)),
+        metadata=asset_metadata(lake, values),
+    )
 
 
 def _cell(value: Any, width: int = 120) -> str:
