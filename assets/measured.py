@@ -11,17 +11,15 @@ GPU has every row the project measured.
 """
 
 import dagster as dg
-import polars as pl
 
 from dagster_project.execution import policy
-from dagster_project.frames import md_table
 from dagster_project.resources import LakeResource
-from dagster_project.table_metadata import table_schema
-from dagster_project.versions import table_version
+from dagster_project.rewards.measured import NO_GPU, refresh_measured
+from dagster_project.table_metadata import materialize_result
+
+__all__ = ["NO_GPU", "measured_configs"]
 
 GROUP = "measured"
-NO_GPU = ("skipped: no CUDA GPU here; ingest device results with `kernelhouse gpu ingest` "
-          "(see benchmarks/gpu_measure_configs.sh)")
 
 
 @dg.asset(
@@ -33,66 +31,6 @@ NO_GPU = ("skipped: no CUDA GPU here; ingest device results with `kernelhouse gp
 )
 def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Measure a batch where a GPU is present; always rebuild and export the dataset."""
-    from dagster_project.rewards.measured import (
-        build_measured_dataset,
-        cuda_available,
-        export_measured,
-        ingest_shipped,
-        run_local_batch,
-        shipped_batches,
-        status_frame,
-    )
-
     handle = lake.lake()
-    settings = lake.settings()
-    shipped = shipped_batches()
-    ingest_shipped(handle)
-    run_meta: dict = {"shipped_batches": len(shipped)}
-    gpu = settings.gpu
-    if gpu.disabled:
-        context.log.info("KERNELHOUSE_GPU_DISABLE=1: not measuring on this machine's GPU")
-        run_meta["gpu_batch"] = "disabled by KERNELHOUSE_GPU_DISABLE"
-    elif cuda_available():
-        run = run_local_batch(handle, settings.home / "gpu", rows=gpu.rows,
-                              budget_s=gpu.budget_s, workers=gpu.workers)
-        if run is None:
-            context.log.info("every measurable H200 row is measured already")
-            run_meta["gpu_batch"] = "nothing left to measure"
-        else:
-            context.log.info(f"measured {run.measured} candidates of {run.rows} rows "
-                             f"({run.batch.name}); budget stop: {run.stopped_by_budget}")
-            run_meta["gpu_batch"] = dg.MetadataValue.json({
-                "batch": run.batch.name, "rows": run.rows, "measured": run.measured,
-                "stopped_by_budget": run.stopped_by_budget, "context_lost": run.context_lost,
-                "precompile": run.precompile})
-    else:
-        context.log.info(NO_GPU)
-        run_meta["gpu_batch"] = NO_GPU
-    rows = build_measured_dataset(handle)
-    path = export_measured(handle, settings.exports_dir / "measured_configs")
-    ds = handle.read_table("datasets", "measured_configs")
-    status = status_frame(handle)
-    timed = ds.filter(pl.col("t_tuned_us").is_not_null())
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.measured_configs")), metadata={
-        "dagster/row_count": rows,
-        **table_schema(lake.lake(), "datasets.measured_configs"),
-        **run_meta,
-        "rows_with_tuned_time": timed.height,
-        "median_measured_speedup_vs_default": float(timed["measured_speedup_vs_default"]
-                                                    .drop_nulls().median() or 0.0)
-        if timed.height else 0.0,
-        "tuned_still_best_share": round(float(timed["tuned_is_best"].mean() or 0.0), 4)
-        if timed.height else 0.0,
-        # within each row's own noise (the larger replay spread of the two timings)
-        "tuned_within_noise_of_best_share": round(float(
-            timed["tuned_within_noise_of_best"].cast(pl.Float64).mean() or 0.0), 4)
-        if timed.height else 0.0,
-        "default_faster_beyond_noise_share": round(float(
-            timed["default_faster_beyond_noise"].cast(pl.Float64).mean() or 0.0), 4)
-        if timed.height else 0.0,
-        "export": str(path),
-        "by_kernel": dg.MetadataValue.md(md_table(status, n=20)) if status.height else "",
-        "preview": dg.MetadataValue.md(md_table(ds.select(
-            "kernel", "repo", "quant", "M", "t_tuned_us", "t_default_us",
-            "measured_speedup_vs_default", "best_label"))),
-    })
+    metadata = refresh_measured(handle, lake.settings(), context.log.info)
+    return materialize_result(handle, metadata, version=("datasets.measured_configs",))

@@ -24,13 +24,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
 from dagster_project.lake import Lake, write_atomically
 from dagster_project.mining.configs.candidates import match_models
 from dagster_project.mining.configs.names import ConfigNameError, parse_config_name
@@ -624,3 +625,67 @@ def run_local_batch(
     ingest_results(lake, [results])
     return LocalRun(path, results, len(batch), report.measured, report.stopped_by_budget,
                     report.context_lost, report.precompile)
+
+
+NO_GPU = ("skipped: no CUDA GPU here; ingest device results with `kernelhouse gpu ingest` "
+          "(see benchmarks/gpu_measure_configs.sh)")
+
+
+def _gpu_batch(lake: Lake, settings: Any, log: Callable[[str], None]) -> Any:
+    """Measure one budgeted batch here when a GPU is present and not disabled; what to
+    report as ``gpu_batch`` (text, or a ``Json`` of the batch)."""
+    gpu = settings.gpu
+    if gpu.disabled:
+        log("KERNELHOUSE_GPU_DISABLE=1: not measuring on this machine's GPU")
+        return "disabled by KERNELHOUSE_GPU_DISABLE"
+    if not cuda_available():
+        log(NO_GPU)
+        return NO_GPU
+    run = run_local_batch(lake, settings.home / "gpu", rows=gpu.rows,
+                          budget_s=gpu.budget_s, workers=gpu.workers)
+    if run is None:
+        log("every measurable H200 row is measured already")
+        return "nothing left to measure"
+    log(f"measured {run.measured} candidates of {run.rows} rows "
+        f"({run.batch.name}); budget stop: {run.stopped_by_budget}")
+    return Json({
+        "batch": run.batch.name, "rows": run.rows, "measured": run.measured,
+        "stopped_by_budget": run.stopped_by_budget, "context_lost": run.context_lost,
+        "precompile": run.precompile})
+
+
+def _share(timed: pl.DataFrame, col: str) -> float:
+    return round(float(timed[col].cast(pl.Float64).mean() or 0.0), 4) if timed.height else 0.0
+
+
+def refresh_measured(lake: Lake, settings: Any, log: Callable[[str], None]) -> dict[str, Any]:
+    """The measured_configs asset's work: ingest the shipped batches, measure a batch where
+    a GPU is present, rebuild and export ``datasets.measured_configs``; its metadata."""
+    shipped = shipped_batches()
+    ingest_shipped(lake)
+    run_meta: dict[str, Any] = {"shipped_batches": len(shipped)}
+    run_meta["gpu_batch"] = _gpu_batch(lake, settings, log)
+    rows = build_measured_dataset(lake)
+    path = export_measured(lake, settings.exports_dir / "measured_configs")
+    ds = lake.read_table("datasets", "measured_configs")
+    status = status_frame(lake)
+    timed = ds.filter(pl.col("t_tuned_us").is_not_null())
+    return {
+        "dagster/row_count": rows,
+        "dagster/column_schema": ColumnSchema("datasets.measured_configs"),
+        **run_meta,
+        "rows_with_tuned_time": timed.height,
+        "median_measured_speedup_vs_default": float(timed["measured_speedup_vs_default"]
+                                                    .drop_nulls().median() or 0.0)
+        if timed.height else 0.0,
+        "tuned_still_best_share": round(float(timed["tuned_is_best"].mean() or 0.0), 4)
+        if timed.height else 0.0,
+        # within each row's own noise (the larger replay spread of the two timings)
+        "tuned_within_noise_of_best_share": _share(timed, "tuned_within_noise_of_best"),
+        "default_faster_beyond_noise_share": _share(timed, "default_faster_beyond_noise"),
+        "export": str(path),
+        "by_kernel": Markdown(md_table(status, n=20)) if status.height else "",
+        "preview": Markdown(md_table(ds.select(
+            "kernel", "repo", "quant", "M", "t_tuned_us", "t_default_us",
+            "measured_speedup_vs_default", "best_label"))),
+    }
