@@ -13,7 +13,8 @@ which the UI renders as a table instead of raw JSON.
 ``materialize_result(lake, metadata, version=tables)`` is the one metadata helper of the
 assets: the metadata a domain function assembled (plain values and the ``frames`` markers
 ``Markdown``, ``Json``, ``ColumnSchema``) as Dagster metadata, key order kept, with the
-written tables' content fingerprint as the data version.
+written tables' content fingerprint as the data version; ``check_result(outcome)`` the same for an
+asset check's result.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dagster_project.frames import ColumnSchema, Json, Markdown
 from dagster_project.versions import table_version
 from sql import load_sql
 
-__all__ = ["asset_metadata", "expectations_table", "materialize_result", "table_schema"]
+__all__ = ["asset_metadata", "check_result", "expectations_table", "materialize_result", "table_schema"]
 
 
 def table_schema(lake: Any, table: str) -> dict[str, Any]:
@@ -75,6 +76,13 @@ def materialize_result(
         data_version=dg.DataVersion(table_version(lake, *version)),
         metadata=asset_metadata(lake, values),
     )
+
+
+def check_result(outcome: Any) -> dg.AssetCheckResult:
+    """An asset check's result from a domain ``CheckOutcome`` (``name``, ``passed``,
+    ``metadata`` as for ``asset_metadata``)."""
+    return dg.AssetCheckResult(check_name=outcome.name, passed=outcome.passed,
+                               metadata=asset_metadata(None, outcome.metadata))
 
 
 def _cell(value: Any, width: int = 120) -> str:

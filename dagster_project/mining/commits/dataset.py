@@ -1,0 +1,118 @@
+"""``datasets.kernel_commits`` from the mined tables: rows, build properties, the asset's
+metadata and its two blocking checks (diff round trip, oracle patch reward). No dagster
+import: metadata are plain values and ``frames`` markers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
+
+
+@dataclass(frozen=True)
+class KernelCommits:
+    """``rows`` in assembly order (metadata and checks read them in that order); ``table``
+    is what is written (sorted by authored_at, id); ``properties`` the build_properties rows."""
+
+    rows: pl.DataFrame
+    cutoff: datetime | None
+    metadata: dict[str, Any]
+
+    @property
+    def table(self) -> pl.DataFrame:
+        return self.rows.sort("authored_at", "id")
+
+    @property
+    def properties(self) -> pl.DataFrame:
+        cutoff = self.cutoff.isoformat() if self.cutoff else None
+        return pl.DataFrame({"key": [PROPERTY_KEY], "value": [cutoff]})
+
+
+#: The build_properties key of the temporal split's cut-off.
+PROPERTY_KEY = "kernel_commits.split_cutoff"
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    name: str
+    passed: bool
+    metadata: dict[str, Any]
+
+
+def kernel_commits_dataset(
+    files: pl.DataFrame,
+    pr_gains: pl.DataFrame | None,
+    pr_bodies: pl.DataFrame | None,
+    perf_commits: pl.DataFrame,
+    excluded: pl.DataFrame | None,
+) -> KernelCommits:
+    """Union the repos' files, attach PR bodies and gains, mentions and prompt, temporal
+    split; the metadata the UI shows (plots, counts, exclusions, preview)."""
+    from dagster_project.gains.pipeline import attach_commit_gains
+    from dagster_project.mining.commits.lake_sync import assemble_kernel_commits
+    from dagster_project.mining.commits.mine import EXCLUDED_SCHEMA, exclusion_counts
+    from dagster_project.report import plots_markdown
+
+    rows = attach_commit_gains(files, pr_gains, pr_bodies)
+    rows, cutoff = assemble_kernel_commits(rows, perf_commits)
+    excl = exclusion_counts(excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA))
+    split = dict(rows.group_by("split").len().iter_rows())
+    monthly = rows.with_columns(month=pl.col("authored_at").dt.strftime("%Y-%m")).group_by(
+        "repo", "month").agg(pl.len().alias("rows"))
+    plots = plots_markdown(monthly, "line", x="month", y="rows", series="repo", title="rows per month")
+    for col in ("kernel_speedup", "e2e_speedup"):
+        if rows[col].is_not_null().any():
+            plots += "\n\n" + plots_markdown(rows.filter(pl.col(col).is_not_null()), "histogram",
+                                             x=col, log_x=True, title=col)
+    metadata: dict[str, Any] = {
+        "plots": Markdown(plots),
+        "dagster/row_count": rows.height,
+        "dagster/column_schema": ColumnSchema("datasets.kernel_commits"),
+        "prs": rows.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique().height,
+        "train": split.get("train", 0), "test": split.get("test", 0),
+        "split_cutoff": cutoff.isoformat() if cutoff else "none",
+        "excluded_non_oss": excl.get("license_tensorrt", 0) + excl.get("license_proprietary", 0),
+        "excluded": Json(excl),
+        "languages": Json(dict(rows.group_by("language").len().iter_rows())),
+        "with_kernel_speedup": int(rows["kernel_speedup"].is_not_null().sum()),
+        "preview": Markdown(md_table(rows.select("repo", "pr_number", "title", "path", "language", "split"))),
+    }
+    return KernelCommits(rows, cutoff, metadata)
+
+
+def diff_roundtrip(rows: pl.DataFrame) -> CheckOutcome:
+    """Every row's diff applied to before_code gives after_code exactly."""
+    from dagster_project.mining.commits.diffs import apply_patch
+
+    bad = []
+    for r in rows.select("id", "before_code", "after_code", "diff").iter_rows(named=True):
+        try:
+            ok = apply_patch(r["before_code"], r["diff"]) == r["after_code"]
+        except Exception:  # noqa: BLE001 - a malformed diff is a failed row
+            ok = False
+        if not ok:
+            bad.append(r["id"])
+    return CheckOutcome("diff_roundtrip", not bad,
+                        {"rows": rows.height, "failing": len(bad), "failing_ids": Json(bad[:20])})
+
+
+def oracle_patch_reward(rows: pl.DataFrame, min_share_perfect: float, low_score: float) -> CheckOutcome:
+    """patch_reward(oracle_edit(before, after)) over every row: passes when at least
+    ``min_share_perfect`` of rows score 1.0; rows below ``low_score`` are listed."""
+    from dagster_project.rewards import oracle_edit, patch_reward
+
+    scores = []
+    for r in rows.select("id", "path", "before_code", "after_code").iter_rows(named=True):
+        edit = oracle_edit(r["before_code"], r["after_code"], r["path"])
+        scores.append((r["id"], patch_reward(edit, r["before_code"], r["after_code"])))
+    n = len(scores)
+    perfect = sum(1 for _, v in scores if v == 1.0)
+    share = perfect / n if n else 1.0
+    low = [i for i, v in scores if v < low_score]
+    return CheckOutcome("oracle_patch_reward", share >= min_share_perfect,
+                        {"rows": n, "share_1.0": round(share, 5), f"below_{low_score:g}": len(low),
+                         f"below_{low_score:g}_ids": Json(low[:20])})
