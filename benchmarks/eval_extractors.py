@@ -6,15 +6,16 @@
 Data: ``benchmarks/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions, labelled by
 hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
-**Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv`` and the 31 of
-``pr_devset/fresh/``. ``fresh/`` was the held-out set of extractor 2.1, scored once at the end
-of that round; it was then retired into development for 2.2 (``pr_devset/LABELLING.md``),
-as folds 3-4 of ``prs.csv`` were before it. Each PR sits in one of five folds (sha256 of
-``owner/name#number`` mod 5); the default run prints the development score and each fold's
-score on its own (cross-validation: ``--show --show-folds`` lists per-PR misses of the folds
-named only, so a change can be driven by some folds and checked on the others).
+**Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
+``pr_devset/fresh/`` and the 62 of ``pr_devset/fresh2/``. ``fresh/`` and ``fresh2/`` were the
+held-out sets of extractors 2.1 and 2.2, each scored once at the end of its round and then
+retired into development (``pr_devset/LABELLING.md``), as folds 3-4 of ``prs.csv`` were before
+them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of five folds
+(sha256 of ``owner/name#number`` mod 5); the default run prints the development score, each
+set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
+the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/pr_devset/fresh2`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/pr_devset/fresh3`` is a separate set of real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs

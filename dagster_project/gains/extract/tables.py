@@ -42,7 +42,12 @@ from dagster_project.gains.extract.vocab import (
     strip_role_words,
     unit_in,
 )
-from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit, parse_stated_speedup
+from dagster_project.gains.normalise import (
+    UNIT_PATTERN,
+    infer_higher_is_better,
+    normalise_unit,
+    parse_stated_speedup,
+)
 
 ARROW = r"(?:→|->|=>|⟶|➡️?|➜|-->|⇒|to)"
 _NUM = r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+"
@@ -267,15 +272,9 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         if first is not None and second is not None:
             groups = {"": [Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
                            Column(second.j, second.header, "variant", Role("optimized", 1), second.residual)]}
-    if not any(_choose(g)[0] for g in groups.values()) and len(valued) == 2 and sorted(
-        c.role.strength for c in valued
-    ) == [1, 2] and not any(c.role.kind == "optimized" and c.role.strength == 2 for c in valued):
-        # "| FlashInfer AUTO | Fallback |" in a vLLM PR: one side named strongly as the
-        # baseline, the other only weakly: the weak one is the PR's side
-        strong = next(c for c in valued if c.role.strength == 2)
-        weak = next(c for c in valued if c.role.strength == 1)
-        if strong.role.kind == "baseline":
-            groups = {"": [strong, Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual)]}
+    if not any(_choose(g)[0] for g in groups.values()) and (sw := _weak_beside_strong_baseline(valued)):
+        strong, weak = sw
+        groups = {"": [strong, Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual)]}
     strong_base = [c for c in valued if c.role.kind == "baseline" and c.role.strength == 2]
     others = [c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)]
     if len(strong_base) == 1 and others and not any(c.role.kind == "optimized" for c in valued):
@@ -403,8 +402,6 @@ def _sides_by_change(
     a percentage is relative to the baseline (``+7.4%`` beside 152 and 163 says 152 is it);
     a ratio is baseline/PR for a time and PR/baseline for a rate (the direction from the
     headers' units). ``None`` when most rows do not say, or disagree."""
-    from dagster_project.gains.normalise import infer_higher_is_better
-
     unit = unit_in(a.header) or unit_in(b.header)
     hib = infer_higher_is_better(f"{a.header} {b.header}", unit)
     votes = [0, 0]  # a is the baseline / b is the baseline
@@ -458,14 +455,7 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
     extractor read one table the same way."""
     valued = [c for c in cols if c.kind in ("variant", "metric")]
     speed = [c for c in cols if c.kind in ("speedup", "ratio")]
-    out: dict[int, str] = {}
-    for sc in speed:
-        m = _VS.search(sc.header)
-        if m:
-            want = m.group("name").lower()
-            hits = [c for c in valued if want in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()]
-            if len(hits) == 1:
-                out[hits[0].j] = "baseline"
+    out: dict[int, str] = {b.j: "baseline" for b, _sc in _vs_named(valued, speed)}
     arrowed = _arrow_header_pair(cols, valued)
     if arrowed is not None:
         out[arrowed[0].j], out[arrowed[1].j] = "baseline", "optimized"
@@ -473,20 +463,24 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
         sides = _sides_by_change(rows, valued[0], valued[1], speed[0])
         if sides is not None:
             out[sides[0].j], out[sides[1].j] = "baseline", "optimized"
-    if not out and len(valued) == 2 and sorted(c.role.strength for c in valued) == [1, 2]:
-        strong = next(c for c in valued if c.role.strength == 2)
-        weak = next(c for c in valued if c.role.strength == 1)
-        if strong.role.kind == "baseline":
-            out[weak.j] = "optimized"  # the strong-baseline rule of table_candidates
+    if not out and (sw := _weak_beside_strong_baseline(valued)):
+        out[sw[1].j] = "optimized"
     return out
 
 
-def _speedup_vs_pairs(
-    valued: list[Column], speed_cols: list[Column], rows: list[tuple[int, list[str]]] | None = None
-) -> list[tuple[Column, Column, Column]]:
-    """``| ours us | dispatch us | cuBLAS us | Speedup vs dispatch | Speedup vs cuBLAS |``: each
-    "speedup vs X" column names X's column as a baseline; the one value column no speedup
-    column names is the PR's side. (baseline, optimized, speedup column) per named column."""
+def _weak_beside_strong_baseline(valued: list[Column]) -> tuple[Column, Column] | None:
+    """``| FlashInfer AUTO | Fallback |`` in a vLLM PR: two value columns, one named strongly
+    as the baseline and the other only weakly: (baseline, the PR's side), else None."""
+    if len(valued) != 2 or sorted(c.role.strength for c in valued) != [1, 2]:
+        return None
+    strong = next(c for c in valued if c.role.strength == 2)
+    weak = next(c for c in valued if c.role.strength == 1)
+    return (strong, weak) if strong.role.kind == "baseline" else None
+
+
+def _vs_named(valued: list[Column], speed_cols: list[Column]) -> list[tuple[Column, Column]]:
+    """(value column, its speedup column) for every "speedup vs X" / "over X" header whose X
+    names exactly one value column by a word of its header."""
     named: list[tuple[Column, Column]] = []
     for sc in speed_cols:
         m = _VS.search(sc.header)
@@ -496,6 +490,16 @@ def _speedup_vs_pairs(
         hits = [c for c in valued if want in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()]
         if len(hits) == 1:
             named.append((hits[0], sc))
+    return named
+
+
+def _speedup_vs_pairs(
+    valued: list[Column], speed_cols: list[Column], rows: list[tuple[int, list[str]]] | None = None
+) -> list[tuple[Column, Column, Column]]:
+    """``| ours us | dispatch us | cuBLAS us | Speedup vs dispatch | Speedup vs cuBLAS |``: each
+    "speedup vs X" column names X's column as a baseline; the one value column no speedup
+    column names is the PR's side. (baseline, optimized, speedup column) per named column."""
+    named = _vs_named(valued, speed_cols)
     if not named:
         return []
     rest = [c for c in valued if all(c is not b for b, _ in named)]
