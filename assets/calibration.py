@@ -43,5 +43,6 @@ def sim_calibration(lake: LakeResource) -> dg.MaterializeResult:
     handle.replace_table("sim", "calibration", tables.points)
     handle.replace_table("sim", "calibration_summary", tables.summary)
     handle.replace_table("sim", "calibration_holdout", tables.holdout)
-    return materialize_result(handle, tables.metadata,
-                              version=("sim.calibration", "sim.calibration_summary"))
+    return materialize_result(
+        handle, tables.metadata, version=("sim.calibration", "sim.calibration_summary")
+    )

@@ -9,24 +9,34 @@ from dagster_project.table_metadata import materialize_result
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    group_name="gains", kinds={"python", "duckdb"}, owners=["team:kernelhouse"],
+    group_name="gains",
+    kinds={"python", "duckdb"},
+    owners=["team:kernelhouse"],
     deps=[dg.AssetKey("pr_bodies")],
     metadata={"table": "derived.pr_gains"},
     description="One row per extracted measurement (table extractor; LLM too when configured), audited verbatim.",
 )
-def pr_gains(context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMResource) -> dg.MaterializeResult:
+def pr_gains(
+    context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMResource
+) -> dg.MaterializeResult:
     """Extract only for new/changed bodies or extractor versions; failures keep a reason."""
     from dagster_project.gains.pipeline import gains_tables
 
     handle = lake.lake()
     needed_from = [
         handle.query(f"SELECT DISTINCT repo, pr_number FROM {table}")
-        if handle.table_exists(*table.split(".")) else None
+        if handle.table_exists(*table.split("."))
+        else None
         for table in ("derived.config_attribution", "raw.kernel_commit_files")
     ]
-    out = gains_tables(handle.read_table_or_none("raw", "pr_bodies"), needed_from,
-                       handle.read_table_or_none("derived", "pr_extractions"), llm.config(),
-                       log=context.log.info, warn=context.log.warning)
+    out = gains_tables(
+        handle.read_table_or_none("raw", "pr_bodies"),
+        needed_from,
+        handle.read_table_or_none("derived", "pr_extractions"),
+        llm.config(),
+        log=context.log.info,
+        warn=context.log.warning,
+    )
     handle.replace_table("derived", "pr_extractions", out.runs)
     handle.replace_table("derived", "pr_gains", out.gains)
     handle.replace_table("derived", "pr_gains_state", out.state)

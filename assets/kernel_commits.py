@@ -16,7 +16,9 @@ GROUP = "kernel_commits"
 #: The oracle gate's thresholds, from expectations/kernel_commits.json
 #: (meta.kernelhouse.thresholds.oracle_patch_reward): the share of rows whose reference
 #: edit must score 1.0, and the score below which a row is listed as low.
-ORACLE_MIN_SHARE_PERFECT = gate_threshold("kernel_commits", "oracle_patch_reward", "min_share_perfect")
+ORACLE_MIN_SHARE_PERFECT = gate_threshold(
+    "kernel_commits", "oracle_patch_reward", "min_share_perfect"
+)
 ORACLE_LOW_SCORE = gate_threshold("kernel_commits", "oracle_patch_reward", "low_score")
 
 
@@ -24,8 +26,11 @@ ORACLE_LOW_SCORE = gate_threshold("kernel_commits", "oracle_patch_reward", "low_
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("perf_commits"),
-    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
-    partitions_def=repo_partitions, deps=[dg.AssetKey("repo_clone")],
+    group_name=GROUP,
+    kinds={"git", "duckdb"},
+    owners=["team:kernelhouse"],
+    partitions_def=repo_partitions,
+    deps=[dg.AssetKey("repo_clone")],
     metadata={"table": "raw.perf_commits"},
     description="Non-merge commits touching kernel paths whose title carries a perf signal (watermark..head only).",
 )
@@ -39,19 +44,31 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
     handle = lake.lake()
     counters = refresh_perf_commits(handle, git, DEFAULT_SPECS[repo], repo, head)
     version = table_version(handle, "raw.perf_commits", where="repo = ?", params=[repo])
-    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("total_commits", 0)), **counters, **table_schema(lake.lake(), "raw.perf_commits")})
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
+        metadata={
+            "dagster/row_count": int(counters.get("total_commits", 0)),
+            **counters,
+            **table_schema(lake.lake(), "raw.perf_commits"),
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("kernel_commit_files"),
-    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
-    partitions_def=repo_partitions, deps=[perf_commits],
+    group_name=GROUP,
+    kinds={"git", "duckdb"},
+    owners=["team:kernelhouse"],
+    partitions_def=repo_partitions,
+    deps=[perf_commits],
     metadata={"table": "raw.kernel_commit_files"},
     description="Modified kernel files of the perf commits (filters, licences, diffs), excluded files with reasons.",
 )
-def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def kernel_commit_files(
+    context: dg.AssetExecutionContext, lake: LakeResource
+) -> dg.MaterializeResult:
     """Mine the files of commits not mined yet (one batched blob fetch per repo)."""
     from dagster_project.mining.commits import DEFAULT_SPECS
     from dagster_project.mining.commits.lake_sync import refresh_commit_files
@@ -60,22 +77,45 @@ def kernel_commit_files(context: dg.AssetExecutionContext, lake: LakeResource) -
     git, _ = lake.repo_snapshot(repo)
     handle = lake.lake()
     counters = refresh_commit_files(handle, git, DEFAULT_SPECS[repo], repo)
-    version = table_version(handle, "raw.kernel_commit_files", "raw.kernel_commit_excluded", where="repo = ?", params=[repo])
-    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={"dagster/row_count": int(counters.get("rows", 0)), **counters, **table_schema(lake.lake(), "raw.kernel_commit_files")})
+    version = table_version(
+        handle,
+        "raw.kernel_commit_files",
+        "raw.kernel_commit_excluded",
+        where="repo = ?",
+        params=[repo],
+    )
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
+        metadata={
+            "dagster/row_count": int(counters.get("rows", 0)),
+            **counters,
+            **table_schema(lake.lake(), "raw.kernel_commit_files"),
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("kernel_commits"),
-    group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
+    group_name=GROUP,
+    kinds={"duckdb"},
+    owners=["team:kernelhouse"],
     deps=[kernel_commit_files, dg.AssetKey("pr_gains")],
     metadata={"table": "datasets.kernel_commits"},
     check_specs=[
-        dg.AssetCheckSpec("diff_roundtrip", asset="kernel_commits", blocking=True,
-                          description="every diff applied to before_code gives after_code exactly"),
-        dg.AssetCheckSpec("oracle_patch_reward", asset="kernel_commits", blocking=True,
-                          description=f"the reference SEARCH/REPLACE edit scores 1.0 on >= {ORACLE_MIN_SHARE_PERFECT:.1%} of rows"),
+        dg.AssetCheckSpec(
+            "diff_roundtrip",
+            asset="kernel_commits",
+            blocking=True,
+            description="every diff applied to before_code gives after_code exactly",
+        ),
+        dg.AssetCheckSpec(
+            "oracle_patch_reward",
+            asset="kernel_commits",
+            blocking=True,
+            description=f"the reference SEARCH/REPLACE edit scores 1.0 on >= {ORACLE_MIN_SHARE_PERFECT:.1%} of rows",
+        ),
     ],
     description="datasets.kernel_commits: optimise before_code the way the PR did (temporal split, gains attached).",
 )
@@ -91,8 +131,11 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
     handle = lake.lake()
     out = kernel_commits_dataset(
         handle.read_table("raw", "kernel_commit_files"),
-        handle.read_table_or_none("derived", "pr_gains"), handle.read_table_or_none("raw", "pr_bodies"),
-        handle.read_table("raw", "perf_commits"), handle.read_table_or_none("raw", "kernel_commit_excluded"))
+        handle.read_table_or_none("derived", "pr_gains"),
+        handle.read_table_or_none("raw", "pr_bodies"),
+        handle.read_table("raw", "perf_commits"),
+        handle.read_table_or_none("raw", "kernel_commit_excluded"),
+    )
     handle.replace_table("datasets", "kernel_commits", out.table)
     handle.replace_rows("derived", "build_properties", out.properties, "key", [PROPERTY_KEY])
     yield materialize_result(handle, out.metadata, version=("datasets.kernel_commits",))

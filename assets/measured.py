@@ -24,10 +24,13 @@ GROUP = "measured"
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    group_name=GROUP, kinds={"cuda", "duckdb"}, owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("tuned_configs")], metadata={"table": "datasets.measured_configs"},
+    group_name=GROUP,
+    kinds={"cuda", "duckdb"},
+    owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("tuned_configs")],
+    metadata={"table": "datasets.measured_configs"},
     description="H200 tuned configs re-timed on a GPU with their own Triton kernels: partial "
-                "latency table (tuned, default, neighbours), measured speedup vs default.",
+    "latency table (tuned, default, neighbours), measured speedup vs default.",
 )
 def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Measure a batch where a GPU is present; always rebuild and export the dataset."""

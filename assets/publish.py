@@ -17,12 +17,16 @@ def _gate(lake: LakeResource, assets: list[str]) -> None:
 
     bad = failing_gates(lake.lake(), assets)
     if bad:
-        raise dg.Failure(description="publication blocked by failing quality gates: " + "; ".join(bad))
+        raise dg.Failure(
+            description="publication blocked by failing quality gates: " + "; ".join(bad)
+        )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    group_name=GROUP, kinds={"parquet", "huggingface"}, owners=["team:kernelhouse"],
+    group_name=GROUP,
+    kinds={"parquet", "huggingface"},
+    owners=["team:kernelhouse"],
     deps=[dg.AssetKey("tuned_configs"), dg.AssetKey("kernel_commits")],
     description="kernel-opt-rl export: Parquet per config and split, dataset card, code/reward.py, licenses/.",
 )
@@ -40,16 +44,23 @@ def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
         licenses[row["repo"]] = upstream_notice_files(git, head)
     settings = lake.settings()
     report = export_kernel_opt_rl(
-        handle, settings.exports_dir / "kernel-opt-rl", reward_module=render_reward_module(),
-        licenses=licenses, snapshot=snapshot,
+        handle,
+        settings.exports_dir / "kernel-opt-rl",
+        reward_module=render_reward_module(),
+        licenses=licenses,
+        snapshot=snapshot,
         repo_id=f"{settings.hub_repo_prefix}-kernel-opt-rl" if settings.hub_repo_prefix else None,
     )
-    return dg.MaterializeResult(metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()})
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()}
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
+    group_name=GROUP,
+    kinds={"json", "huggingface"},
+    owners=["team:kernelhouse"],
     deps=[dg.AssetKey("kernelinfer_sessions"), dg.AssetKey("sim_compile_validation")],
     description="kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, card.",
 )
@@ -64,18 +75,26 @@ def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
     cv = handle.read_table_or_none("sim", "compile_validation")
     if cv is not None and cv.height:
         # "compiled" in the card = instantiations whose real compile agreed with the simulator.
-        validation = CompileValidation(checked=cv.height, compiled=int(cv["agree"].sum()), toolchain="nvcc + ast")
+        validation = CompileValidation(
+            checked=cv.height, compiled=int(cv["agree"].sum()), toolchain="nvcc + ast"
+        )
     report = export_kernelinfer(
-        handle, settings.exports_dir / "kernelinfer", compile_validation=validation,
+        handle,
+        settings.exports_dir / "kernelinfer",
+        compile_validation=validation,
         build={"generator_version": GENERATOR_VERSION, "seed": settings.sim_seed},
         repo_id=f"{settings.hub_repo_prefix}-kernelinfer" if settings.hub_repo_prefix else None,
     )
-    return dg.MaterializeResult(metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()})
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()}
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    group_name=GROUP, kinds={"json", "huggingface"}, owners=["team:kernelhouse"],
+    group_name=GROUP,
+    kinds={"json", "huggingface"},
+    owners=["team:kernelhouse"],
     deps=[dg.AssetKey("kernelswarm_episodes")],
     description="kernelswarm export: batches/batch_*.jsonl, episodes.jsonl, tasks_holdout.jsonl, stats.json, card.",
 )
@@ -87,16 +106,25 @@ def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
 
     settings = lake.settings()
     report = export_kernelswarm(
-        lake.lake(), settings.exports_dir / "kernelswarm",
-        build={"generator_version": GENERATOR_VERSION, "swarm_version": SWARM_VERSION, "seed": settings.sim_seed},
+        lake.lake(),
+        settings.exports_dir / "kernelswarm",
+        build={
+            "generator_version": GENERATOR_VERSION,
+            "swarm_version": SWARM_VERSION,
+            "seed": settings.sim_seed,
+        },
         repo_id=f"{settings.hub_repo_prefix}-kernelswarm" if settings.hub_repo_prefix else None,
     )
-    return dg.MaterializeResult(metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()})
+    return dg.MaterializeResult(
+        metadata={"dagster/row_count": sum(report.rows.values()), **report.metadata()}
+    )
 
 
 @dg.asset(
     # No automation_condition: publishing to the Hub is a deliberate act.
-    group_name=GROUP, kinds={"huggingface"}, owners=["team:kernelhouse"],
+    group_name=GROUP,
+    kinds={"huggingface"},
+    owners=["team:kernelhouse"],
     deps=[kernel_opt_rl_export, kernelinfer_export, kernelswarm_export],
     description="Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN).",
 )
@@ -108,7 +136,9 @@ def hub_push(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Materi
 
     settings = lake.settings()
     if not (settings.hub_repo_prefix and settings.hf_token):
-        context.log.info("hub push skipped: set KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN to publish")
+        context.log.info(
+            "hub push skipped: set KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN to publish"
+        )
         return dg.MaterializeResult(metadata={"pushed": 0, "skipped": "not configured"})
     handle = lake.lake()
     gates = failing_gates(handle, ["tuned_configs", "kernel_commits", "pr_gains"])
@@ -117,11 +147,19 @@ def hub_push(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Materi
         folder = settings.exports_dir / name
         if not folder.exists():
             continue
-        snapshot = read_snapshot(handle) if name == "kernel-opt-rl" else {"dataset": name, "seed": settings.sim_seed}
+        snapshot = (
+            read_snapshot(handle)
+            if name == "kernel-opt-rl"
+            else {"dataset": name, "seed": settings.sim_seed}
+        )
         res = push(
-            folder, f"{settings.hub_repo_prefix}-{name}", token=settings.hf_token.get(),
+            folder,
+            f"{settings.hub_repo_prefix}-{name}",
+            token=settings.hf_token.get(),
             commit_message=snapshot_commit_message(name, snapshot),
             failing_gates=gates if name == "kernel-opt-rl" else (),
         )
         pushed[name] = str(res.get("commit_url") or res.get("oid") or "ok")
-    return dg.MaterializeResult(metadata={"pushed": len(pushed), "commits": dg.MetadataValue.json(pushed)})
+    return dg.MaterializeResult(
+        metadata={"pushed": len(pushed), "commits": dg.MetadataValue.json(pushed)}
+    )

@@ -37,14 +37,16 @@ def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
     handle.replace_table("sim", "kernelinfer_tasks", task_frame(tasks))
     handle.replace_table("sim", "kernelinfer_tasks_holdout", holdout_frame(holdout))
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(table_version(handle, "sim.kernelinfer_tasks", "sim.kernelinfer_tasks_holdout")),
+        data_version=dg.DataVersion(
+            table_version(handle, "sim.kernelinfer_tasks", "sim.kernelinfer_tasks_holdout")
+        ),
         metadata={
             "dagster/row_count": len(tasks),
             **table_schema(lake.lake(), "sim.kernelinfer_tasks"),
             "holdout": len(holdout),
             "seed": s.sim_seed,
             "ops": len({t.op for t in tasks}),
-        }
+        },
     )
 
 
@@ -61,7 +63,9 @@ def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
         "nvcc compile status under the prompt's flags, H200 correctness and time (shipped CSVs)."
     ),
 )
-def sim_rung_verification(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def sim_rung_verification(
+    context: dg.AssetExecutionContext, lake: LakeResource
+) -> dg.MaterializeResult:
     """Write ``sim.rung_verification`` from the shipped evidence files (no GPU needed)."""
     import polars as pl
 
@@ -94,7 +98,9 @@ def sim_rung_verification(context: dg.AssetExecutionContext, lake: LakeResource)
     partitions_def=kernelinfer_shards,
     deps=[sim_tasks, sim_rung_verification],
     code_version=GENERATOR_VERSION,
-    check_specs=[dg.AssetCheckSpec("session_invariants", asset="kernelinfer_sessions", blocking=True)],
+    check_specs=[
+        dg.AssetCheckSpec("session_invariants", asset="kernelinfer_sessions", blocking=True)
+    ],
     metadata={"tables": "sim.kernelinfer_sessions, sim.kernelinfer_steps"},
     description="One shard of 100 simulated single-agent optimisation sessions (Parquet).",
 )
@@ -111,14 +117,22 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     shard = int(context.partition_key)
     handle = lake.lake()
     # A shard is a pure function of these: an exact data version at no cost.
-    version = dg.DataVersion(params_version(
-        generator=GENERATOR_VERSION, seed=s.sim_seed, sessions=s.sim_sessions, shard=shard))
+    version = dg.DataVersion(
+        params_version(
+            generator=GENERATOR_VERSION, seed=s.sim_seed, sessions=s.sim_sessions, shard=shard
+        )
+    )
     if shard >= n_shards(s.sim_sessions):
         # A smaller build (KERNELHOUSE_SIM_SESSIONS) has no such shard: drop any stale file.
         for table in ("kernelinfer_sessions", "kernelinfer_steps"):
             handle.delete_partition(table, context.partition_key)
-        yield dg.MaterializeResult(data_version=version, metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_sessions} sessions"})
-        yield dg.AssetCheckResult(check_name="session_invariants", passed=True, metadata={"sessions_checked": 0})
+        yield dg.MaterializeResult(
+            data_version=version,
+            metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_sessions} sessions"},
+        )
+        yield dg.AssetCheckResult(
+            check_name="session_invariants", passed=True, metadata={"sessions_checked": 0}
+        )
         return
     sessions = generate_shard(shard, seed=s.sim_seed, n_sessions=s.sim_sessions)
     sess_df, steps_df = session_frames(sessions, shard)
@@ -134,9 +148,11 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
             "dagster/row_count": sess_df.height,
             **table_schema(lake.lake(), "sim.kernelinfer_sessions"),
             "steps": steps_df.height,
-            "mean_speedup": float(sess_df["best"].struct.field("speedup").mean() or 0) if sess_df.height else 0.0,
+            "mean_speedup": float(sess_df["best"].struct.field("speedup").mean() or 0)
+            if sess_df.height
+            else 0.0,
             "statuses": dg.MetadataValue.json({r["status"]: r["len"] for r in statuses}),
-        }
+        },
     )
     yield dg.AssetCheckResult(
         check_name="session_invariants",
@@ -148,8 +164,6 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     )
 
 
-
-
 @dg.asset(
     automation_condition=policy.on_missing_or_new_code(),
     tags={policy.CODE_VERSION_TAG: policy.SIM_PARAMS, policy.SHARDS_TAG: "sim_episodes"},
@@ -159,8 +173,12 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     partitions_def=kernelswarm_shards,
     deps=[sim_rung_verification],
     code_version=f"{GENERATOR_VERSION}+swarm-{SWARM_VERSION}",
-    check_specs=[dg.AssetCheckSpec("episode_invariants", asset="kernelswarm_episodes", blocking=True)],
-    metadata={"tables": "sim.kernelswarm_episodes, sim.kernelswarm_agents, sim.kernelswarm_messages, sim.kernelswarm_tasks_holdout"},
+    check_specs=[
+        dg.AssetCheckSpec("episode_invariants", asset="kernelswarm_episodes", blocking=True)
+    ],
+    metadata={
+        "tables": "sim.kernelswarm_episodes, sim.kernelswarm_agents, sim.kernelswarm_messages, sim.kernelswarm_tasks_holdout"
+    },
     description="One shard of 100 simulated multi-agent optimisation episodes with per-result rewards (Parquet).",
 )
 def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
@@ -175,19 +193,35 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
 
     s = lake.settings()
     shard = int(context.partition_key)
-    version = dg.DataVersion(params_version(
-        generator=GENERATOR_VERSION, swarm=SWARM_VERSION, seed=s.sim_seed, episodes=s.sim_episodes, shard=shard))
+    version = dg.DataVersion(
+        params_version(
+            generator=GENERATOR_VERSION,
+            swarm=SWARM_VERSION,
+            seed=s.sim_seed,
+            episodes=s.sim_episodes,
+            shard=shard,
+        )
+    )
     episodes = generate_swarm_shard(shard, seed=s.sim_seed, n_episodes=s.sim_episodes)
     handle = lake.lake()
     if not episodes:
         # A smaller build (KERNELHOUSE_SIM_EPISODES) has no such shard: drop any stale file.
         for table in ("kernelswarm_episodes", "kernelswarm_agents", "kernelswarm_messages"):
             handle.delete_partition(table, context.partition_key)
-        yield dg.MaterializeResult(data_version=version, metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_episodes} episodes"})
-        yield dg.AssetCheckResult(check_name="episode_invariants", passed=True, metadata={"episodes_checked": 0})
+        yield dg.MaterializeResult(
+            data_version=version,
+            metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_episodes} episodes"},
+        )
+        yield dg.AssetCheckResult(
+            check_name="episode_invariants", passed=True, metadata={"episodes_checked": 0}
+        )
         return
     ep_df, agents_df, msgs_df = episode_frames(episodes, shard)
-    for table, df in (("kernelswarm_episodes", ep_df), ("kernelswarm_agents", agents_df), ("kernelswarm_messages", msgs_df)):
+    for table, df in (
+        ("kernelswarm_episodes", ep_df),
+        ("kernelswarm_agents", agents_df),
+        ("kernelswarm_messages", msgs_df),
+    ):
         handle.write_partition(table, context.partition_key, df)
         handle.refresh_view("sim", table)
     if shard == 0:  # the holdout is a property of the whole build; shard 0 owns it
@@ -201,13 +235,18 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
             **table_schema(lake.lake(), "sim.kernelswarm_episodes"),
             "messages": msgs_df.height,
             "mean_agents": float(ep_df["n_agents"].mean() or 0) if ep_df.height else 0.0,
-            "scenarios": dg.MetadataValue.json(dict(ep_df.group_by("scenario").len().iter_rows())) if ep_df.height else {},
-        }
+            "scenarios": dg.MetadataValue.json(dict(ep_df.group_by("scenario").len().iter_rows()))
+            if ep_df.height
+            else {},
+        },
     )
     yield dg.AssetCheckResult(
         check_name="episode_invariants",
         passed=not violations,
-        metadata={"episodes_checked": len(episodes), "violations": dg.MetadataValue.json(dict(list(violations.items())[:10]))},
+        metadata={
+            "episodes_checked": len(episodes),
+            "violations": dg.MetadataValue.json(dict(list(violations.items())[:10])),
+        },
     )
 
 
@@ -221,7 +260,9 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
     metadata={"table": "sim.compile_validation"},
     description="Compiles a stratified sample of CUDA/Triton template instantiations with nvcc / ast; records agreement with the simulator.",
 )
-def sim_compile_validation(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+def sim_compile_validation(
+    context: dg.AssetExecutionContext, lake: LakeResource
+) -> dg.MaterializeResult:
     """Where the simulator says 'compiles', nvcc must compile it; injected errors must fail.
 
     Sample size: ``KERNELHOUSE_SIM_COMPILE_SAMPLE`` (default 48; 0 = every class).
@@ -243,12 +284,14 @@ def sim_compile_validation(context: dg.AssetExecutionContext, lake: LakeResource
     df = pl.DataFrame(records, infer_schema_length=None) if records else pl.DataFrame()
     lake.lake().replace_table("sim", "compile_validation", df)
     summary = summarize(records)
-    return dg.MaterializeResult(metadata={
-        "dagster/row_count": len(records),
-        **table_schema(lake.lake(), "sim.compile_validation"),
-        "agreement": float(summary.get("agreement", 0.0)),
-        "nvcc": nvcc_path() or "not found",
-        "nvcc_cached": sum(1 for r in records if r.get("cached")),
-        "by_stratum": dg.MetadataValue.json(summary.get("by_stratum", {})),
-        "disagreements": dg.MetadataValue.json(summary.get("disagreements", [])),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(records),
+            **table_schema(lake.lake(), "sim.compile_validation"),
+            "agreement": float(summary.get("agreement", 0.0)),
+            "nvcc": nvcc_path() or "not found",
+            "nvcc_cached": sum(1 for r in records if r.get("cached")),
+            "by_stratum": dg.MetadataValue.json(summary.get("by_stratum", {})),
+            "disagreements": dg.MetadataValue.json(summary.get("disagreements", [])),
+        }
+    )

@@ -26,8 +26,11 @@ def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("config_files"),
-    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.config_files"},
+    group_name=GROUP,
+    kinds={"git", "duckdb"},
+    owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("repo_clone")],
+    metadata={"table": "raw.config_files"},
     description="Every tuned-config JSON at the snapshot commit, name parsed (bad files kept with a reason).",
 )
 def config_files(lake: LakeResource) -> dg.MaterializeResult:
@@ -41,21 +44,29 @@ def config_files(lake: LakeResource) -> dg.MaterializeResult:
     files = _concat(frames, FILES_SCHEMA)
     lake.lake().replace_table("raw", "config_files", files)
     bad = files.filter(pl.col("parse_status") != "ok")
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.config_files")), metadata={
-        "dagster/row_count": files.height,
-        **table_schema(lake.lake(), "raw.config_files"),
-        "per_repo": dg.MetadataValue.json(dict(files.group_by("repo").len().iter_rows())),
-        "unparsed": dg.MetadataValue.json(bad.select("path", "parse_status", "parse_error").head(20).to_dicts()),
-        "device_names": files["device_name"].n_unique(),
-    })
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(lake.lake(), "raw.config_files")),
+        metadata={
+            "dagster/row_count": files.height,
+            **table_schema(lake.lake(), "raw.config_files"),
+            "per_repo": dg.MetadataValue.json(dict(files.group_by("repo").len().iter_rows())),
+            "unparsed": dg.MetadataValue.json(
+                bad.select("path", "parse_status", "parse_error").head(20).to_dicts()
+            ),
+            "device_names": files["device_name"].n_unique(),
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("config_entries"),
-    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
-    deps=[config_files], metadata={"table": "raw.config_entries"},
+    group_name=GROUP,
+    kinds={"git", "duckdb"},
+    owners=["team:kernelhouse"],
+    deps=[config_files],
+    metadata={"table": "raw.config_entries"},
     description="One row per (config file, M) with the config JSON; unchanged blobs are reused.",
 )
 def config_entries(lake: LakeResource) -> dg.MaterializeResult:
@@ -72,22 +83,30 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
     entries = _concat(frames, ENTRIES_SCHEMA)
     reused = 0
     if previous is not None and previous.height:
-        reused = entries.join(previous.select("blob_oid").unique(), on="blob_oid", how="semi").height
+        reused = entries.join(
+            previous.select("blob_oid").unique(), on="blob_oid", how="semi"
+        ).height
     handle.replace_table("raw", "config_entries", entries)
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "raw.config_entries")), metadata={
-        "dagster/row_count": entries.height,
-        **table_schema(lake.lake(), "raw.config_entries"),
-        "reused_rows": reused,
-        "distinct_M": entries["M"].n_unique() if entries.height else 0,
-    })
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(handle, "raw.config_entries")),
+        metadata={
+            "dagster/row_count": entries.height,
+            **table_schema(lake.lake(), "raw.config_entries"),
+            "reused_rows": reused,
+            "distinct_M": entries["M"].n_unique() if entries.height else 0,
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("kernel_sources"),
-    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("repo_clone")], metadata={"table": "raw.kernel_sources"},
+    group_name=GROUP,
+    kinds={"git", "duckdb"},
+    owners=["team:kernelhouse"],
+    deps=[dg.AssetKey("repo_clone")],
+    metadata={"table": "raw.kernel_sources"},
     description="The Triton kernel each config family drives, extracted at the snapshot commit.",
 )
 def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
@@ -100,18 +119,23 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
         frames.append(extract_kernel_sources(git, repo, head))
     kernels = _concat(frames, KERNELS_SCHEMA)
     lake.lake().replace_table("raw", "kernel_sources", kernels)
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.kernel_sources")), metadata={
-        "dagster/row_count": kernels.height,
-        **table_schema(lake.lake(), "raw.kernel_sources"),
-        "kernels": dg.MetadataValue.json(kernels.select("repo", "kernel", "path").to_dicts()),
-    })
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(lake.lake(), "raw.kernel_sources")),
+        metadata={
+            "dagster/row_count": kernels.height,
+            **table_schema(lake.lake(), "raw.kernel_sources"),
+            "kernels": dg.MetadataValue.json(kernels.select("repo", "kernel", "path").to_dicts()),
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.daily(),
     tags={**policy.observer(policy.HUB), policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("moe_model_shapes"),
-    group_name=GROUP, kinds={"huggingface", "duckdb"}, owners=["team:kernelhouse"],
+    group_name=GROUP,
+    kinds={"huggingface", "duckdb"},
+    owners=["team:kernelhouse"],
     metadata={"table": "raw.moe_model_shapes"},
     description="MoE model shapes (experts, intermediate, hidden, top_k) from the Hub, or the checked-in snapshot offline.",
 )
@@ -126,24 +150,31 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     online = hub_reachable()
     shapes = refresh_model_shapes(fetch_model_config, snapshot) if online else snapshot
     lake.lake().replace_table("raw", "moe_model_shapes", shapes)
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(lake.lake(), "raw.moe_model_shapes")), metadata={
-        "dagster/row_count": shapes.height,
-        **table_schema(lake.lake(), "raw.moe_model_shapes"),
-        "source": "hub" if online else "snapshot (offline)",
-        # When the shapes were last read from the Hub (the snapshot's rows say "verified").
-        "refreshed_at": datetime.now(UTC).isoformat(timespec="seconds") if online
-        else "never in this run (offline: checked-in snapshot)",
-        "verified_shapes": int(shapes["verified"].sum()),
-        "refreshed_from_hub": int(shapes["source"].str.starts_with("hf:").sum()),
-    })
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(lake.lake(), "raw.moe_model_shapes")),
+        metadata={
+            "dagster/row_count": shapes.height,
+            **table_schema(lake.lake(), "raw.moe_model_shapes"),
+            "source": "hub" if online else "snapshot (offline)",
+            # When the shapes were last read from the Hub (the snapshot's rows say "verified").
+            "refreshed_at": datetime.now(UTC).isoformat(timespec="seconds")
+            if online
+            else "never in this run (offline: checked-in snapshot)",
+            "verified_shapes": int(shapes["verified"].sum()),
+            "refreshed_from_hub": int(shapes["source"].str.starts_with("hf:").sum()),
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("config_attribution"),
-    group_name=GROUP, kinds={"git", "duckdb"}, owners=["team:kernelhouse"],
-    deps=[config_files], metadata={"table": "derived.config_attribution"},
+    group_name=GROUP,
+    kinds={"git", "duckdb"},
+    owners=["team:kernelhouse"],
+    deps=[config_files],
+    metadata={"table": "derived.config_attribution"},
     description="The newest PR whose commit changed each config file's content (rename-aware, one pass per repo).",
 )
 def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
@@ -160,21 +191,32 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
     att = _concat(frames, ATTRIBUTION_SCHEMA)
     handle.replace_table("derived", "config_attribution", att)
     with_pr = att.filter(pl.col("pr_number").is_not_null()).height
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "derived.config_attribution")), metadata={
-        "dagster/row_count": att.height,
-        **table_schema(lake.lake(), "derived.config_attribution"),
-        "with_pr": with_pr,
-        "share_with_pr": round(with_pr / att.height, 4) if att.height else 0.0,
-        "distinct_prs": att["pr_number"].n_unique(),
-    })
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(handle, "derived.config_attribution")),
+        metadata={
+            "dagster/row_count": att.height,
+            **table_schema(lake.lake(), "derived.config_attribution"),
+            "with_pr": with_pr,
+            "share_with_pr": round(with_pr / att.height, 4) if att.height else 0.0,
+            "distinct_prs": att["pr_number"].n_unique(),
+        },
+    )
 
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
     tags={policy.CODE_VERSION_TAG: policy.MINING_RULES},
     code_version=asset_code_version("tuned_configs"),
-    group_name=GROUP, kinds={"duckdb"}, owners=["team:kernelhouse"],
-    deps=[config_entries, kernel_sources, moe_model_shapes, config_attribution, dg.AssetKey("pr_gains")],
+    group_name=GROUP,
+    kinds={"duckdb"},
+    owners=["team:kernelhouse"],
+    deps=[
+        config_entries,
+        kernel_sources,
+        moe_model_shapes,
+        config_attribution,
+        dg.AssetKey("pr_gains"),
+    ],
     metadata={"table": "datasets.tuned_configs"},
     description="datasets.tuned_configs: kernel + deployment (shape, GPU, dtype, M) → best launch config.",
 )
@@ -202,21 +244,37 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     rows = apply_deployment_split(rows)
     handle.replace_table("datasets", "tuned_configs", rows)
     split = dict(rows.group_by("split").len().iter_rows())
-    per_gpu = rows.group_by("gpu").agg(pl.len().alias("rows")).sort("rows", descending=True).head(15)
+    per_gpu = (
+        rows.group_by("gpu").agg(pl.len().alias("rows")).sort("rows", descending=True).head(15)
+    )
     plots = plots_markdown(per_gpu, "bar", x="gpu", y="rows", title="rows per GPU (top 15)")
     speedups = rows.filter(pl.col("speedup_vs_default").is_not_null())
     if speedups.height:
-        plots += "\n\n" + plots_markdown(speedups, "histogram", x="speedup_vs_default", log_x=True,
-                                          title="documented speedup vs default")
-    return dg.MaterializeResult(data_version=dg.DataVersion(table_version(handle, "datasets.tuned_configs")), metadata={
-        "plots": dg.MetadataValue.md(plots),
-        "dagster/row_count": rows.height,
-        **table_schema(lake.lake(), "datasets.tuned_configs"),
-        "train": split.get("train", 0),
-        "test": split.get("test", 0),
-        "files": rows["config_path"].n_unique(),
-        "gpus": rows["gpu"].n_unique(),
-        "with_speedup_vs_default": int(rows["speedup_vs_default"].is_not_null().sum()),
-        "top_gpus": dg.MetadataValue.json(dict(rows.group_by("gpu").len().sort("len", descending=True).head(8).iter_rows())),
-        "preview": dg.MetadataValue.md(md_table(rows.select("repo", "kernel", "gpu", "dtype", "E", "N", "K", "M", "best_config"))),
-    })
+        plots += "\n\n" + plots_markdown(
+            speedups,
+            "histogram",
+            x="speedup_vs_default",
+            log_x=True,
+            title="documented speedup vs default",
+        )
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(table_version(handle, "datasets.tuned_configs")),
+        metadata={
+            "plots": dg.MetadataValue.md(plots),
+            "dagster/row_count": rows.height,
+            **table_schema(lake.lake(), "datasets.tuned_configs"),
+            "train": split.get("train", 0),
+            "test": split.get("test", 0),
+            "files": rows["config_path"].n_unique(),
+            "gpus": rows["gpu"].n_unique(),
+            "with_speedup_vs_default": int(rows["speedup_vs_default"].is_not_null().sum()),
+            "top_gpus": dg.MetadataValue.json(
+                dict(rows.group_by("gpu").len().sort("len", descending=True).head(8).iter_rows())
+            ),
+            "preview": dg.MetadataValue.md(
+                md_table(
+                    rows.select("repo", "kernel", "gpu", "dtype", "E", "N", "K", "M", "best_config")
+                )
+            ),
+        },
+    )

@@ -97,7 +97,11 @@ def _step_seconds(dagster_home: Path) -> tuple[dict[str, float], dict[str, int],
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--home", type=Path, default=Path("/tmp/kh/bench-build"))
-    ap.add_argument("--keep", action="store_true", help="keep the home (default: keep; --clean removes it after)")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the home (default: keep; --clean removes it after)",
+    )
     ap.add_argument("--clean", action="store_true", help="remove the home after the run")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("build_args", nargs="*", help="extra arguments for `kernelhouse build`")
@@ -113,7 +117,9 @@ def main() -> int:
     log = home / "build.log"
     started = time.monotonic()
     with log.open("w") as fh:
-        proc = subprocess.Popen([exe, "build", *args.build_args], stdout=fh, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [exe, "build", *args.build_args], stdout=fh, stderr=subprocess.STDOUT, env=env
+        )
         peak: dict[str, float] = {}
         sampler = threading.Thread(target=_sample_peak, args=(proc, peak), daemon=True)
         sampler.start()
@@ -127,17 +133,35 @@ def main() -> int:
     for step, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print(f"{step:40s} {runs[step]:5d} {s:9.1f} {s / parts:6.1%}")
     print(f"{'sum of steps':40s} {sum(runs.values()):5d} {parts:9.1f}")
-    print(f"wall {wall:.1f} s; wall / sum of steps = {wall / parts:.2f}" if parts else f"wall {wall:.1f} s")
-    print(f"peak memory of the process tree {peak.get('peak', 0) / 1024**3:.2f} GiB "
-          f"at {peak.get('peak_at_s', 0):.0f} s (match it to the stage lines of {log})")
+    print(
+        f"wall {wall:.1f} s; wall / sum of steps = {wall / parts:.2f}"
+        if parts
+        else f"wall {wall:.1f} s"
+    )
+    print(
+        f"peak memory of the process tree {peak.get('peak', 0) / 1024**3:.2f} GiB "
+        f"at {peak.get('peak_at_s', 0):.0f} s (match it to the stage lines of {log})"
+    )
     ok_wall, ok_peak = wall <= GOAL_WALL_S, peak.get("peak", 0) <= GOAL_PEAK_B
-    print(f"goal wall <= {GOAL_WALL_S:.0f} s: {'OK' if ok_wall else 'MISSED'}; "
-          f"goal peak <= 2 GiB: {'OK' if ok_peak else 'MISSED'}")
+    print(
+        f"goal wall <= {GOAL_WALL_S:.0f} s: {'OK' if ok_wall else 'MISSED'}; "
+        f"goal peak <= 2 GiB: {'OK' if ok_peak else 'MISSED'}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({
-            "rc": rc, "wall_s": wall, "peak_bytes": peak.get("peak", 0), "sum_steps_s": parts,
-            "steps": seconds, "runs": runs, "cpus": os.cpu_count(),
-        }, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rc": rc,
+                    "wall_s": wall,
+                    "peak_bytes": peak.get("peak", 0),
+                    "sum_steps_s": parts,
+                    "steps": seconds,
+                    "runs": runs,
+                    "cpus": os.cpu_count(),
+                },
+                indent=1,
+            )
+        )
     if rc != 0:
         print(f"build failed: see {log}")
     if args.clean:

@@ -86,8 +86,9 @@ Key = tuple[str, str]
 
 
 def git(path: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    proc = subprocess.run(["git", "-C", str(path), *args], input=stdin, capture_output=True,
-                          env=ENV)
+    proc = subprocess.run(
+        ["git", "-C", str(path), *args], input=stdin, capture_output=True, env=ENV
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"git {args[:2]} failed: {proc.stderr.decode()[-400:]}")
     return proc.stdout
@@ -98,8 +99,19 @@ def git(path: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 def raw_git_pipeline(path: Path, spec: RepoSpec, top: str) -> dict[Key, tuple[bytes, bytes, bytes]]:
     """The plain pipeline: four git processes and minimal glue, no enrichment."""
-    out = git(path, "log", "--raw", "--no-merges", "--no-renames", "-z", "--no-abbrev",
-              "--format=%x01%H%x1f%s%x02", top, "--", *spec.pathspecs())
+    out = git(
+        path,
+        "log",
+        "--raw",
+        "--no-merges",
+        "--no-renames",
+        "-z",
+        "--no-abbrev",
+        "--format=%x01%H%x1f%s%x02",
+        top,
+        "--",
+        *spec.pathspecs(),
+    )
     files: list[tuple[str, str, str, str, str, str]] = []  # sha, path, kind, status, old, new
     for chunk in out.split(b"\x01")[1:]:
         head, _, raw = chunk.partition(b"\x02")
@@ -133,13 +145,28 @@ def raw_git_pipeline(path: Path, spec: RepoSpec, top: str) -> dict[Key, tuple[by
     for sha, p, kind, st, oa, ob in files:
         if st == "M" and oa != ob and classify_language(kind, p, blobs.get(oa), blobs.get(ob)):
             per_commit.setdefault(sha, []).append((p, oa, ob))
-    keep = {(sha, p): (oa, ob) for sha, fl in per_commit.items() if len(fl) <= 10
-            for p, oa, ob in fl if max(sizes[oa], sizes[ob]) <= DEFAULT_LIMITS.max_bytes}
+    keep = {
+        (sha, p): (oa, ob)
+        for sha, fl in per_commit.items()
+        if len(fl) <= 10
+        for p, oa, ob in fl
+        if max(sizes[oa], sizes[ob]) <= DEFAULT_LIMITS.max_bytes
+    }
     if not keep:
         return {}
-    patch = git(path, "diff-tree", "--stdin", "-r", "-p", "--no-renames", "--src-prefix=a/",
-                "--dst-prefix=b/", "--", *sorted({f":(literal){p}" for _, p in keep}),
-                stdin=("\n".join(dict.fromkeys(s for s, _ in keep)) + "\n").encode())
+    patch = git(
+        path,
+        "diff-tree",
+        "--stdin",
+        "-r",
+        "-p",
+        "--no-renames",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        "--",
+        *sorted({f":(literal){p}" for _, p in keep}),
+        stdin=("\n".join(dict.fromkeys(s for s, _ in keep)) + "\n").encode(),
+    )
     rows: dict[Key, tuple[bytes, bytes, bytes]] = {}
     for block in re.split(rb"\n(?=[0-9a-f]{40}\n)", b"\n" + patch):
         if not block.strip():
@@ -222,21 +249,27 @@ def best_of(runs: int, fn: Callable[..., Any], *args: Any, **kw: Any) -> tuple[f
 
 def shared_clone(source: str, root: Path, name: str) -> Path:
     dest = root / f"{name}.git"
-    subprocess.run(["git", "clone", "-q", "--bare", "--shared", source, str(dest)], check=True,
-                   env=ENV)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", "--shared", source, str(dest)], check=True, env=ENV
+    )
     return dest
 
 
 def check_rows(rows: pl.DataFrame, workdir: Path) -> list[str]:
     """Every diff through real ``git apply`` and the strict applier; fast ranges vs ast."""
     problems: list[str] = []
-    cases = [PatchCase(r["id"], r["path"], r["before_code"], r["after_code"], r["diff"])
-             for r in rows.select("id", "path", "before_code", "after_code", "diff").iter_rows(
-                 named=True)]
+    cases = [
+        PatchCase(r["id"], r["path"], r["before_code"], r["after_code"], r["diff"])
+        for r in rows.select("id", "path", "before_code", "after_code", "diff").iter_rows(
+            named=True
+        )
+    ]
     t = time.perf_counter()
     failures = verify_with_git_apply(cases, workdir=workdir)
-    print(f"  git apply over {len(cases)} rows (one process): {len(failures)} failures "
-          f"({time.perf_counter() - t:.1f}s)")
+    print(
+        f"  git apply over {len(cases)} rows (one process): {len(failures)} failures "
+        f"({time.perf_counter() - t:.1f}s)"
+    )
     problems += [f"git apply {k}: {why}" for k, why in failures]
     bad = 0
     for c in cases:
@@ -248,12 +281,16 @@ def check_rows(rows: pl.DataFrame, workdir: Path) -> list[str]:
     print(f"  strict Python apply: {bad} failures")
     if bad:
         problems.append(f"{bad} rows fail the strict applier")
-    nl = rows.filter(~pl.col("before_code").str.ends_with("\n")
-                     | ~pl.col("after_code").str.ends_with("\n")).height
-    lossy = rows.filter(pl.col("before_code").str.contains("\ufffd")
-                        | pl.col("after_code").str.contains("\ufffd")).height
-    print(f"  rows without a trailing newline on a side: {nl}; rows with U+FFFD "
-          f"(non-UTF-8 bytes): {lossy}")
+    nl = rows.filter(
+        ~pl.col("before_code").str.ends_with("\n") | ~pl.col("after_code").str.ends_with("\n")
+    ).height
+    lossy = rows.filter(
+        pl.col("before_code").str.contains("\ufffd") | pl.col("after_code").str.contains("\ufffd")
+    ).height
+    print(
+        f"  rows without a trailing newline on a side: {nl}; rows with U+FFFD "
+        f"(non-UTF-8 bytes): {lossy}"
+    )
     t = time.perf_counter()
     py = rows.filter(pl.col("language").is_in(["Triton", "CuTe DSL"]))
     mism = total = 0
@@ -264,8 +301,10 @@ def check_rows(rows: pl.DataFrame, workdir: Path) -> list[str]:
                 continue
             total += 1
             mism += kb.python_kernel_ranges(code) != ref
-    print(f"  kernel ranges, fast scan vs ast: {mism} mismatches over {total} file versions "
-          f"({time.perf_counter() - t:.1f}s)")
+    print(
+        f"  kernel ranges, fast scan vs ast: {mism} mismatches over {total} file versions "
+        f"({time.perf_counter() - t:.1f}s)"
+    )
     if mism:
         problems.append(f"{mism} Python files where the fast scan disagrees with ast")
     return problems
@@ -277,42 +316,62 @@ def report(rows: pl.DataFrame, excluded: pl.DataFrame, commits: pl.DataFrame) ->
     core = rows.filter(pl.col("rule") == "core")
     core_prs = core.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique()
     print("\n== funnel vs card and reference ==")
-    print(f"  rows {rows.height} (mid rule), distinct PRs {prs.height}; core subset "
-          f"{core.height} rows / {core_prs.height} PRs")
-    print(f"  reference: core {REFERENCE['core']}, mid {REFERENCE['mid']}; card "
-          f"{CARD['rows']} rows / {CARD['prs']} PRs")
+    print(
+        f"  rows {rows.height} (mid rule), distinct PRs {prs.height}; core subset "
+        f"{core.height} rows / {core_prs.height} PRs"
+    )
+    print(
+        f"  reference: core {REFERENCE['core']}, mid {REFERENCE['mid']}; card "
+        f"{CARD['rows']} rows / {CARD['prs']} PRs"
+    )
     print("  per repo:")
     for repo_name in ("vllm", "sglang", "flashinfer"):
         sub = rows.filter(pl.col("repo") == repo_name)
         if not sub.height:
             continue
         nc = commits.filter(pl.col("repo") == repo_name)
-        print(f"    {repo_name:10s} perf commits {nc.height:4d} (core {nc.filter(pl.col('rule') == 'core').height:4d})"
-              f"  rows {sub.height:4d} (core {sub.filter(pl.col('rule') == 'core').height:4d})"
-              f"  commits with rows {sub['sha'].n_unique():4d}  PRs {sub['pr_number'].drop_nulls().n_unique():4d}"
-              f"  {sub['authored_at'].min():%Y-%m}..{sub['authored_at'].max():%Y-%m}")
+        print(
+            f"    {repo_name:10s} perf commits {nc.height:4d} (core {nc.filter(pl.col('rule') == 'core').height:4d})"
+            f"  rows {sub.height:4d} (core {sub.filter(pl.col('rule') == 'core').height:4d})"
+            f"  commits with rows {sub['sha'].n_unique():4d}  PRs {sub['pr_number'].drop_nulls().n_unique():4d}"
+            f"  {sub['authored_at'].min():%Y-%m}..{sub['authored_at'].max():%Y-%m}"
+        )
     print(f"  languages: {dict(Counter(rows['language'].to_list()).most_common())}")
     print(f"  licences: {dict(Counter(rows['license'].to_list()).most_common())}")
     changed = rows.filter(pl.col("license_before").ne_missing(pl.col("license_after")))
     print(f"  licence header differs between before and after (kept rows): {changed.height}")
     print(f"  excluded files by reason: {exclusion_counts(excluded)}")
     trt = excluded.filter(pl.col("reason").is_in(["license_tensorrt", "license_proprietary"]))
-    print(f"  TensorRT/proprietary rows kept: "
-          f"{rows.filter(pl.col('license').str.contains('NVIDIA')).height}; excluded: {trt.height}"
-          f" ({dict(Counter(trt['reason'].to_list()))})")
-    print(f"  date range {rows['authored_at'].min():%Y-%m-%d} .. {rows['authored_at'].max():%Y-%m-%d}")
+    print(
+        f"  TensorRT/proprietary rows kept: "
+        f"{rows.filter(pl.col('license').str.contains('NVIDIA')).height}; excluded: {trt.height}"
+        f" ({dict(Counter(trt['reason'].to_list()))})"
+    )
+    print(
+        f"  date range {rows['authored_at'].min():%Y-%m-%d} .. {rows['authored_at'].max():%Y-%m-%d}"
+    )
     counts = dict(Counter(split["split"].to_list()))
-    print(f"  split: {counts} cutoff {cutoff:%Y-%m-%d %H:%M} UTC (card: train {CARD['train']}, "
-          f"test {CARD['test']})")
+    print(
+        f"  split: {counts} cutoff {cutoff:%Y-%m-%d %H:%M} UTC (card: train {CARD['train']}, "
+        f"test {CARD['test']})"
+    )
     by_repo = split.group_by("repo", "split").len().sort("repo", "split")
-    print("  test rows per repo: " + ", ".join(
-        f"{name}={n}" for name, part, n in by_repo.iter_rows() if part == "test"))
-    print(f"  touches_kernel_body: {rows['touches_kernel_body'].sum()} / {rows.height}; "
-          f"by language {dict(rows.group_by('language').agg(pl.col('touches_kernel_body').sum()).iter_rows())}")
+    print(
+        "  test rows per repo: "
+        + ", ".join(f"{name}={n}" for name, part, n in by_repo.iter_rows() if part == "test")
+    )
+    print(
+        f"  touches_kernel_body: {rows['touches_kernel_body'].sum()} / {rows.height}; "
+        f"by language {dict(rows.group_by('language').agg(pl.col('touches_kernel_body').sum()).iter_rows())}"
+    )
     print(f"  is_binding_file: {rows['is_binding_file'].sum()}")
-    mention = {c: rows.filter(pl.col(c).list.len() > 0).height
-               for c in ("models_mentioned", "hardware_mentioned", "speedup_claims")}
-    print(f"  rows with mentions (title + message + the file's path/guards/config names): {mention}")
+    mention = {
+        c: rows.filter(pl.col(c).list.len() > 0).height
+        for c in ("models_mentioned", "hardware_mentioned", "speedup_claims")
+    }
+    print(
+        f"  rows with mentions (title + message + the file's path/guards/config names): {mention}"
+    )
     # Coverage before/after issue 21: text alone vs text plus the file itself.
     from dagster_project.mining.commits.mentions import extract_mentions
 
@@ -323,10 +382,12 @@ def report(rows: pl.DataFrame, excluded: pl.DataFrame, commits: pl.DataFrame) ->
         text_hw += bool(m.hardware)
         text_mo += bool(m.models)
     n = rows.height or 1
-    print(f"  hardware stated: text only {text_hw} ({text_hw / n:.1%}) -> with the file "
-          f"{mention['hardware_mentioned']} ({mention['hardware_mentioned'] / n:.1%}); models: "
-          f"text only {text_mo} ({text_mo / n:.1%}) -> {mention['models_mentioned']} "
-          f"({mention['models_mentioned'] / n:.1%})")
+    print(
+        f"  hardware stated: text only {text_hw} ({text_hw / n:.1%}) -> with the file "
+        f"{mention['hardware_mentioned']} ({mention['hardware_mentioned'] / n:.1%}); models: "
+        f"text only {text_mo} ({text_mo / n:.1%}) -> {mention['models_mentioned']} "
+        f"({mention['models_mentioned'] / n:.1%})"
+    )
     flags = {c: int(rows[c].sum()) for c in ("touches_kernel_body", "touches_cpu_kernel")}
     either = int((rows["touches_kernel_body"] | rows["touches_cpu_kernel"]).sum())
     print(f"  kernel-body flags: {flags}; either {either} ({either / n:.1%})")
@@ -336,8 +397,12 @@ def report(rows: pl.DataFrame, excluded: pl.DataFrame, commits: pl.DataFrame) ->
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--source", action="append", default=[],
-                    help="NAME=PATH to a git repository (default: the three local mirrors)")
+    ap.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        help="NAME=PATH to a git repository (default: the three local mirrors)",
+    )
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--skip-pydriller", action="store_true")
     ap.add_argument("--no-check", action="store_true", help="skip the per-row checks")
@@ -352,8 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     all_rows, all_excl, all_commits = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench_commits_") as tmp:
         root = Path(tmp)
-        print(f"{'repo':10s} {'rows':>5s} {'ours':>7s} {'raw git':>8s} {'ratio':>6s} "
-              f"{'pydriller':>10s} {'speedup':>8s} {'pyd(shas)':>10s}")
+        print(
+            f"{'repo':10s} {'rows':>5s} {'ours':>7s} {'raw git':>8s} {'ratio':>6s} "
+            f"{'pydriller':>10s} {'speedup':>8s} {'pyd(shas)':>10s}"
+        )
         for name, source in sources.items():
             spec = DEFAULT_SPECS[name]
             path = shared_clone(source, root, name)
@@ -382,28 +449,42 @@ def main(argv: list[str] | None = None) -> int:
             if not args.skip_pydriller:
                 t_pyd, pyd = best_of(1, pydriller_pipeline, path, spec, top)
                 if pyd != ours_keys:
-                    failures.append(f"{name}: PyDriller selects {len(pyd)} rows, ours "
-                                    f"{len(ours_keys)} (diff {len(pyd ^ ours_keys)})")
+                    failures.append(
+                        f"{name}: PyDriller selects {len(pyd)} rows, ours "
+                        f"{len(ours_keys)} (diff {len(pyd ^ ours_keys)})"
+                    )
                 shas = sorted(set(rows["sha"].to_list()))
                 t_pyd_shas, _ = best_of(1, pydriller_given_shas, path, spec, shas)
                 totals["pyd"] += t_pyd
                 totals["pyd_shas"] += t_pyd_shas
-            print(f"{name:10s} {rows.height:5d} {t_ours:6.2f}s {t_raw:7.2f}s "
-                  f"{t_ours / t_raw:5.2f}x {t_pyd:9.2f}s {t_pyd / t_ours:7.1f}x {t_pyd_shas:9.2f}s")
+            print(
+                f"{name:10s} {rows.height:5d} {t_ours:6.2f}s {t_raw:7.2f}s "
+                f"{t_ours / t_raw:5.2f}x {t_pyd:9.2f}s {t_pyd / t_ours:7.1f}x {t_pyd_shas:9.2f}s"
+            )
             all_rows.append(rows)
             all_excl.append(excl)
             all_commits.append(commits)
         ratio = totals["ours"] / totals["raw"]
         n = sum(r.height for r in all_rows)
-        print(f"{'total':10s} {n:5d} {totals['ours']:6.2f}s {totals['raw']:7.2f}s {ratio:5.2f}x "
-              + (f"{totals['pyd']:9.2f}s {totals['pyd'] / totals['ours']:7.1f}x "
-                 f"{totals['pyd_shas']:9.2f}s" if not args.skip_pydriller else ""))
-        print(f"ours / raw git = {ratio:.2f} (goal <= 1.5); "
-              f"rows/s ours {n / totals['ours']:.0f}, raw {n / totals['raw']:.0f}")
+        print(
+            f"{'total':10s} {n:5d} {totals['ours']:6.2f}s {totals['raw']:7.2f}s {ratio:5.2f}x "
+            + (
+                f"{totals['pyd']:9.2f}s {totals['pyd'] / totals['ours']:7.1f}x "
+                f"{totals['pyd_shas']:9.2f}s"
+                if not args.skip_pydriller
+                else ""
+            )
+        )
+        print(
+            f"ours / raw git = {ratio:.2f} (goal <= 1.5); "
+            f"rows/s ours {n / totals['ours']:.0f}, raw {n / totals['raw']:.0f}"
+        )
         if not args.skip_pydriller:
             sp = totals["pyd"] / totals["ours"]
-            print(f"PyDriller / ours = {sp:.1f}x (goal >= 3); PyDriller given our SHAs / ours = "
-                  f"{totals['pyd_shas'] / totals['ours']:.1f}x")
+            print(
+                f"PyDriller / ours = {sp:.1f}x (goal >= 3); PyDriller given our SHAs / ours = "
+                f"{totals['pyd_shas'] / totals['ours']:.1f}x"
+            )
             if sp < 3:
                 failures.append(f"PyDriller is only {sp:.1f}x slower")
         if ratio > 1.5:

@@ -35,11 +35,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kh-bench-nvcc-") as tmp:
         root = Path(tmp)
         runs = []
-        for name, cache in (("no cache (old path)", None), ("empty cache", root / "c"),
-                            ("warm cache", root / "c")):
+        for name, cache in (
+            ("no cache (old path)", None),
+            ("empty cache", root / "c"),
+            ("warm cache", root / "c"),
+        ):
             t0 = time.perf_counter()
-            recs = compile_sample(args.sample, args.seed, root / name.split()[0], jobs=args.jobs,
-                                  cache_dir=cache)
+            recs = compile_sample(
+                args.sample, args.seed, root / name.split()[0], jobs=args.jobs, cache_dir=cache
+            )
             dt = time.perf_counter() - t0
             nvcc_runs = sum(1 for r in recs if r.get("checker") == "nvcc" and not r["cached"])
             runs.append((name, dt, recs))
@@ -49,7 +53,8 @@ def main() -> int:
             print(f"{name}: old / this = {base / dt:.2f}x")
         keys = ("op", "variant", "arch", "inject", "actual_ok", "agree", "message_match")
         same = all(
-            [tuple(r[k] for k in keys) for r in recs] == [tuple(r[k] for k in keys) for r in runs[0][2]]
+            [tuple(r[k] for k in keys) for r in recs]
+            == [tuple(r[k] for k in keys) for r in runs[0][2]]
             for _, _, recs in runs[1:]
         )
         print(f"same verdicts in all three runs: {same}")

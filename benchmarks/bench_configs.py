@@ -57,8 +57,9 @@ GIT_ENV = {**os.environ, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def git(path: str, *args: str, input: bytes | None = None) -> bytes:
-    proc = subprocess.run(["git", "-C", path, *args], input=input, capture_output=True,
-                          env=GIT_ENV, check=True)
+    proc = subprocess.run(
+        ["git", "-C", path, *args], input=input, capture_output=True, env=GIT_ENV, check=True
+    )
     return proc.stdout
 
 
@@ -68,12 +69,14 @@ def direct_count(path: str, repo: str, ref: str) -> tuple[list[str], list[str], 
     Returns (tuned-config paths, other JSON in those dirs, rows). In a directory that has
     ``triton_X_Y_Z/`` folders only those folders hold tuned configs (what SGLang reads).
     """
-    listing = git(path, "ls-tree", "-r", "--full-tree", ref, "--",
-                  *[d + "/" for d in CONFIG_DIRS[repo]]).decode()
+    listing = git(
+        path, "ls-tree", "-r", "--full-tree", ref, "--", *[d + "/" for d in CONFIG_DIRS[repo]]
+    ).decode()
     entries = [line.split("\t", 1) for line in listing.splitlines()]
     jsons = [(meta.split()[2], p) for meta, p in entries if p.endswith(".json")]
-    versioned_roots = {p.rsplit("/", 2)[0] for _, p in jsons
-                       if p.rsplit("/", 2)[-2].startswith("triton_")}
+    versioned_roots = {
+        p.rsplit("/", 2)[0] for _, p in jsons if p.rsplit("/", 2)[-2].startswith("triton_")
+    }
     tuned: list[tuple[str, str]] = []
     other: list[tuple[str, str]] = []
     for oid, p in jsons:
@@ -96,8 +99,21 @@ def direct_count(path: str, repo: str, ref: str) -> tuple[list[str], list[str], 
 def floor_once(path: str, repo: str, ref: str, oids: list[str]) -> float:
     """The raw git the build needs: one rename-aware log pass + one cat-file of the blobs."""
     t = time.perf_counter()
-    git(path, "-c", "diff.renameLimit=0", "log", "-z", "-M", "--raw", "--no-abbrev",
-        "--topo-order", "--format=@@%H%x09%cI%x09%s", ref, "--", *CONFIG_DIRS[repo])
+    git(
+        path,
+        "-c",
+        "diff.renameLimit=0",
+        "log",
+        "-z",
+        "-M",
+        "--raw",
+        "--no-abbrev",
+        "--topo-order",
+        "--format=@@%H%x09%cI%x09%s",
+        ref,
+        "--",
+        *CONFIG_DIRS[repo],
+    )
     git(path, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
     return time.perf_counter() - t
 
@@ -135,10 +151,11 @@ def main() -> int:
     ap.add_argument("--sglang-ref", default=os.environ.get("KERNELHOUSE_SGLANG_REF", "HEAD"))
     args = ap.parse_args()
     sources = {
-        "vllm": (os.environ.get("KERNELHOUSE_VLLM_SOURCE", DEFAULT_SOURCES["vllm"]),
-                 args.vllm_ref),
-        "sglang": (os.environ.get("KERNELHOUSE_SGLANG_SOURCE", DEFAULT_SOURCES["sglang"]),
-                   args.sglang_ref),
+        "vllm": (os.environ.get("KERNELHOUSE_VLLM_SOURCE", DEFAULT_SOURCES["vllm"]), args.vllm_ref),
+        "sglang": (
+            os.environ.get("KERNELHOUSE_SGLANG_SOURCE", DEFAULT_SOURCES["sglang"]),
+            args.sglang_ref,
+        ),
     }
     for name, (path, ref) in sources.items():
         if not Path(path).exists() or "://" in path:
@@ -171,40 +188,53 @@ def main() -> int:
     print(f"{'rows':10s}{med(ours, 'rows'):9.3f}")
     total = med(ours, "total")
     verdict = "OK" if total <= 2 * floor_total else "OVER"
-    print(f"{'total':10s}{total:9.3f}{floor_total:9.3f}{total / floor_total:8.2f}"
-          f"   goal <= 2.00: {verdict}")
+    print(
+        f"{'total':10s}{total:9.3f}{floor_total:9.3f}{total / floor_total:8.2f}"
+        f"   goal <= 2.00: {verdict}"
+    )
 
     files, rows = result["f"], result["rows"]
     print("\n== counts vs a direct ls-tree count")
-    print(f"{'':10s}{'ours files':>11s}{'direct':>8s}{'ours rows':>11s}{'direct':>8s}"
-          f"{'bad':>5s}{'other json':>12s}")
+    print(
+        f"{'':10s}{'ours files':>11s}{'direct':>8s}{'ours rows':>11s}{'direct':>8s}"
+        f"{'bad':>5s}{'other json':>12s}"
+    )
     for n in sources:
         tuned, other, n_rows = direct[n]
         f_n = files.filter(pl.col("repo") == n)
         ok = f_n.filter(pl.col("parse_status") == "ok")
         r_n = rows.filter(pl.col("repo") == n)
         same = sorted(f_n["path"]) == sorted(tuned)
-        print(f"{n:10s}{f_n.height:11d}{len(tuned):8d}{r_n.height:11d}{n_rows:8d}"
-              f"{f_n.height - ok.height:5d}{len(other):12d}   paths identical: {same}")
+        print(
+            f"{n:10s}{f_n.height:11d}{len(tuned):8d}{r_n.height:11d}{n_rows:8d}"
+            f"{f_n.height - ok.height:5d}{len(other):12d}   paths identical: {same}"
+        )
     devices = rows.filter(pl.col("device_name") != "")["device_name"].n_unique()
     split = dict(rows.group_by("split").len().iter_rows())
-    groups = rows.with_columns(g=pl.col("config_path").map_elements(split_group,
-                                                                   return_dtype=pl.String()))
+    groups = rows.with_columns(
+        g=pl.col("config_path").map_elements(split_group, return_dtype=pl.String())
+    )
     leaks = groups.group_by("g").agg(pl.col("split").n_unique()).filter(pl.col("split") > 1)
     print(f"\n{'':22s}{'card':>8s}{'ours':>8s}")
     print(f"{'files':22s}{CARD['files']:8d}{rows['config_path'].n_unique():8d}")
     print(f"{'rows':22s}{CARD['rows']:8d}{rows.height:8d}")
     print(f"{'GPUs (device names)':22s}{CARD['gpus']:8d}{devices:8d}")
     print(f"{'GPUs (normalised)':22s}{'':8s}{rows['gpu'].drop_nulls().n_unique():8d}")
-    print(f"{'train / test rows':22s}{CARD['train']:>5d}/{CARD['test']}"
-          f"{split.get('train', 0):>7d}/{split.get('test', 0)}")
+    print(
+        f"{'train / test rows':22s}{CARD['train']:>5d}/{CARD['test']}"
+        f"{split.get('train', 0):>7d}/{split.get('test', 0)}"
+    )
     print(f"split groups in both train and test: {leaks.height}")
     bad = files.filter(pl.col("parse_status") != "ok")
     for r in bad.iter_rows(named=True):
         print(f"  {r['parse_status']}: {r['path']} ({r['parse_error']})")
-    unknown = files.filter(pl.col("parse_status") == "ok", pl.col("dtype").is_not_null(),
-                           ~pl.col("dtype").is_in(["fp8_w8a8", "int8_w8a8", "int8_w8a16",
-                                                   "int4_w4a16", "float8", "bf16"]))
+    unknown = files.filter(
+        pl.col("parse_status") == "ok",
+        pl.col("dtype").is_not_null(),
+        ~pl.col("dtype").is_in(
+            ["fp8_w8a8", "int8_w8a8", "int8_w8a16", "int4_w4a16", "float8", "bf16"]
+        ),
+    )
     print(f"files with an unrecognised dtype token: {unknown.height}")
 
     # Issue 21 columns: what the engine's own lookup loads, and candidate_models coverage
@@ -212,7 +242,9 @@ def main() -> int:
     loaded = rows.group_by("repo", "family", "loaded_at_runtime").len().sort("repo", "family")
     print("\n== loaded_at_runtime (rows)")
     for r in loaded.iter_rows(named=True):
-        print(f"  {r['repo']:7s} {r['family'] or '-':11s} {str(r['loaded_at_runtime']):5s} {r['len']:6d}")
+        print(
+            f"  {r['repo']:7s} {r['family'] or '-':11s} {str(r['loaded_at_runtime']):5s} {r['len']:6d}"
+        )
     from dagster_project.mining.configs import candidates as cand
     from dagster_project.mining.configs import load_model_shapes_snapshot
 
@@ -222,19 +254,25 @@ def main() -> int:
     def covered(min_local: int) -> tuple[int, int]:
         saved, cand.MIN_LOCAL_EXPERTS = cand.MIN_LOCAL_EXPERTS, min_local
         try:
-            hits = [(bool(cand.match_models(E, N, d, repo, table)), n) for E, N, d, repo, n in
-                    moe.select("E", "N", "dtype", "repo", "n_entries").rows()]
+            hits = [
+                (bool(cand.match_models(E, N, d, repo, table)), n)
+                for E, N, d, repo, n in moe.select("E", "N", "dtype", "repo", "n_entries").rows()
+            ]
         finally:
             cand.MIN_LOCAL_EXPERTS = saved
         return sum(h for h, _ in hits), sum(n for h, n in hits if h)
 
     before, after = covered(0), covered(cand.MIN_LOCAL_EXPERTS)
-    print(f"MoE files with candidate_models: any EP {before[0]} files / {before[1]} rows -> "
-          f"E >= {cand.MIN_LOCAL_EXPERTS} local experts {after[0]} / {after[1]} (of {moe.height} files)")
+    print(
+        f"MoE files with candidate_models: any EP {before[0]} files / {before[1]} rows -> "
+        f"E >= {cand.MIN_LOCAL_EXPERTS} local experts {after[0]} / {after[1]} (of {moe.height} files)"
+    )
     ds = dict(files.group_by("parse_status").len().iter_rows())
     print(f"files by parse_status: {ds}")
     reused = result["a"]["format_only_skipped"].fill_null(0)
-    print(f"attributions that walked through formatting-only changes: {int((reused > 0).sum())} files")
+    print(
+        f"attributions that walked through formatting-only changes: {int((reused > 0).sum())} files"
+    )
 
     print("\n== attribution")
     for n, (path, ref) in sources.items():
@@ -242,10 +280,12 @@ def main() -> int:
         check = verify_attribution(GitRepo(Path(path)), a, ref)
         verified = check.filter(pl.col("changed_content") & pl.col("matches_ref")).height
         with_url = a["pr_url"].is_not_null().sum()
-        print(f"{n:10s} files {a.height}  with config_pr_url {with_url} "
-              f"({with_url / a.height:.1%})  commit really changed content {verified} "
-              f"({verified / a.height:.1%})  distinct PRs {a['pr_number'].n_unique()}  "
-              f"moves followed {int(a['moves_followed'].sum())}")
+        print(
+            f"{n:10s} files {a.height}  with config_pr_url {with_url} "
+            f"({with_url / a.height:.1%})  commit really changed content {verified} "
+            f"({verified / a.height:.1%})  distinct PRs {a['pr_number'].n_unique()}  "
+            f"moves followed {int(a['moves_followed'].sum())}"
+        )
     return 0
 
 

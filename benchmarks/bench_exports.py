@@ -34,7 +34,9 @@ from dagster_project.publish import simulated as after  # noqa: E402
 def _module_at(rev: str):  # noqa: ANN202 - a module object
     src = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{rev}:dagster_project/publish/simulated.py"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     spec = importlib.util.spec_from_loader("dagster_project.publish._simulated_before", loader=None)
     assert spec is not None
@@ -69,12 +71,17 @@ def main() -> int:
                 finally:
                     shutil.rmtree(out, ignore_errors=True)
                 times.setdefault((name, label), []).append(dt)
-                print(f"{name:12s} {label:6s} round {rnd}: {dt:7.1f} s  {sum(written.values())} rows  "
-                      f"{size / 1e9:.3f} GB", flush=True)
+                print(
+                    f"{name:12s} {label:6s} round {rnd}: {dt:7.1f} s  {sum(written.values())} rows  "
+                    f"{size / 1e9:.3f} GB",
+                    flush=True,
+                )
     for name in ("kernelswarm", "kernelinfer"):
         b, a = min(times[(name, "before")]), min(times[(name, "after")])
         print(f"{name}: before {b:.1f} s, after {a:.1f} s, before/after = {b / a:.2f}x")
-    print(f"peak RSS of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB")
+    print(
+        f"peak RSS of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB"
+    )
     return 0
 
 

@@ -52,8 +52,12 @@ def subjects(rows: list[dict], sources: dict[str, str]) -> dict[str, str]:
         shas = [r["sha"] for r in rows if r["repo"] == repo]
         if not shas:
             continue
-        text = subprocess.run(["git", "-C", src, "log", "--no-walk=unsorted", "--format=%H%x1f%s", *shas],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            ["git", "-C", src, "log", "--no-walk=unsorted", "--format=%H%x1f%s", *shas],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for line in text.splitlines():
             sha, _, subject = line.partition("\x1f")
             out[sha] = subject
@@ -63,8 +67,15 @@ def subjects(rows: list[dict], sources: dict[str, str]) -> dict[str, str]:
 def score(rows: list[dict]) -> dict[str, object]:
     c = Counter((r["pred"], r["label"] == "perf") for r in rows)
     tp, fp, fn = c[(True, True)], c[(True, False)], c[(False, True)]
-    return {"n": len(rows), "tp": tp, "fp": fp, "fn": fn, "tn": c[(False, False)],
-            "precision": wilson(tp, tp + fp), "recall": wilson(tp, tp + fn)}
+    return {
+        "n": len(rows),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": c[(False, False)],
+        "precision": wilson(tp, tp + fp),
+        "recall": wilson(tp, tp + fn),
+    }
 
 
 def weighted(rows: list[dict], meta: dict) -> tuple[float, float]:
@@ -91,8 +102,11 @@ def _fmt(t: tuple[float, float, float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--errors", default="none",
-                    help="list misclassified commits of a part (r1-dev, r2-heldout, all; titles from the clones)")
+    ap.add_argument(
+        "--errors",
+        default="none",
+        help="list misclassified commits of a part (r1-dev, r2-heldout, all; titles from the clones)",
+    )
     args = ap.parse_args()
     meta = json.loads(META.read_text())
     rows = list(csv.DictReader(SAMPLE.open()))
@@ -102,26 +116,40 @@ def main() -> None:
         raise SystemExit(f"{len(missing)} sample commits not in the clones, e.g. {missing[0]}")
     for r in rows:
         r["pred"] = perf_filter.match_title(subj[r["sha"]]) is not None
-    drawn = ", ".join(f"round {k} with {v['drawn_with_title_rule']}" for k, v in meta["rounds"].items())
-    print(f"title rule version {perf_filter.RULES_VERSION} (sample drawn: {drawn}); {len(rows)} "
-          f"labelled commits, {sum(r['label'] == 'perf' for r in rows)} perf")
-    print(f"{'part':11} {'n':>4} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision [95% Wilson]':26} "
-          f"{'recall [95% Wilson]':26} population P / R")
-    groups = sorted({(r["round"], r["split"]) for r in rows}, key=lambda g: (-int(g[0]), g[1] != "heldout"))
+    drawn = ", ".join(
+        f"round {k} with {v['drawn_with_title_rule']}" for k, v in meta["rounds"].items()
+    )
+    print(
+        f"title rule version {perf_filter.RULES_VERSION} (sample drawn: {drawn}); {len(rows)} "
+        f"labelled commits, {sum(r['label'] == 'perf' for r in rows)} perf"
+    )
+    print(
+        f"{'part':11} {'n':>4} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision [95% Wilson]':26} "
+        f"{'recall [95% Wilson]':26} population P / R"
+    )
+    groups = sorted(
+        {(r["round"], r["split"]) for r in rows}, key=lambda g: (-int(g[0]), g[1] != "heldout")
+    )
     for rnd, split in [*groups, ("*", "all")]:
-        part = rows if rnd == "*" else [r for r in rows if r["round"] == rnd and r["split"] == split]
+        part = (
+            rows if rnd == "*" else [r for r in rows if r["round"] == rnd and r["split"] == split]
+        )
         s = score(part)
         wp, wr = weighted(part, meta)
         name = "all" if rnd == "*" else f"r{rnd}-{split}"
-        print(f"{name:11} {s['n']:>4} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
-              f"{_fmt(s['precision']):26} {_fmt(s['recall']):26} {wp:.3f} / {wr:.3f}")
+        print(
+            f"{name:11} {s['n']:>4} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
+            f"{_fmt(s['precision']):26} {_fmt(s['recall']):26} {wp:.3f} / {wr:.3f}"
+        )
     if args.errors != "none":
         print(f"\nmisclassified ({args.errors}):")
         for r in rows:
             part = f"r{r['round']}-{r['split']}"
             if (args.errors in ("all", part)) and r["pred"] != (r["label"] == "perf"):
                 kind = "FP" if r["pred"] else "FN"
-                print(f"  {kind} {r['repo']:10} {r['sha'][:10]} {subj[r['sha']][:90]}  -- {r['reason']}")
+                print(
+                    f"  {kind} {r['repo']:10} {r['sha'][:10]} {subj[r['sha']][:90]}  -- {r['reason']}"
+                )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,11 @@ def tables(db: Path) -> dict[str, int]:
         for schema, name in con.execute(
             "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
         ).fetchall():
-            if (schema, name) in (("derived", "quality_results"), ("raw", "repo_heads"), ("raw", "mining_watermarks")):
+            if (schema, name) in (
+                ("derived", "quality_results"),
+                ("raw", "repo_heads"),
+                ("raw", "mining_watermarks"),
+            ):
                 continue  # timestamps of the run itself
             h = con.execute(f'SELECT sum(hash(t)) FROM "{schema}"."{name}" AS t').fetchone()
             out[f"{schema}.{name}"] = int(h[0] or 0)
@@ -54,7 +58,9 @@ def main() -> None:
     walls = []
     for label, verb in (("cold build", "build"), ("no-op refresh", "refresh")):
         t = time.monotonic()
-        proc = subprocess.run([exe, verb, "--select", SELECTION], env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [exe, verb, "--select", SELECTION], env=env, capture_output=True, text=True
+        )
         walls.append(time.monotonic() - t)
         print(f"{label:14s} {walls[-1]:7.1f} s  rc={proc.returncode}")
         if verb == "refresh":

@@ -38,25 +38,70 @@ def data() -> dict:
     speedups = [math.exp(rng.gauss(0.25, 0.5)) for _ in range(1200)]
     qs = sorted(speedups)
     markers = {"p10": qs[120], "median": qs[600], "p90": qs[1080]}
-    gpus = [f"{g} (n={n})" for g, n in zip(
-        ["H100", "A100", "H200", "MI300X", "L40S", "B200", "A10", "RTX 4090", "GH200", "L4",
-         "V100", "T4", "MI250", "RTX 5090", "A6000", "H20", "MI325X", "B100", "A800", "L20"],
-        range(200, 0, -10), strict=True)]
+    gpus = [
+        f"{g} (n={n})"
+        for g, n in zip(
+            [
+                "H100",
+                "A100",
+                "H200",
+                "MI300X",
+                "L40S",
+                "B200",
+                "A10",
+                "RTX 4090",
+                "GH200",
+                "L4",
+                "V100",
+                "T4",
+                "MI250",
+                "RTX 5090",
+                "A6000",
+                "H20",
+                "MI325X",
+                "B100",
+                "A800",
+                "L20",
+            ],
+            range(200, 0, -10),
+            strict=True,
+        )
+    ]
     medians = [round(0.8 + rng.random() * 1.2, 3) for _ in gpus]
     months = [f"{2023 + i // 12}-{i % 12 + 1:02d}" for i in range(36)]
-    lines = {r: [float(rng.randint(0, 60)) for _ in months] for r in ("vllm", "sglang", "flashinfer")}
-    return {"speedups": speedups, "markers": markers, "gpus": gpus, "medians": medians,
-            "months": months, "lines": lines}
+    lines = {
+        r: [float(rng.randint(0, 60)) for _ in months] for r in ("vllm", "sglang", "flashinfer")
+    }
+    return {
+        "speedups": speedups,
+        "markers": markers,
+        "gpus": gpus,
+        "medians": medians,
+        "months": months,
+        "lines": lines,
+    }
 
 
 def ours(d: dict) -> dict[str, str]:
     return {
-        "histogram": svg.histogram(d["speedups"], bins=24, log_x=True, markers=d["markers"],
-                                   title="vllm · kernel", x_label="speedup (log2 axis)"),
-        "bar": svg.bar_chart(d["gpus"], d["medians"], title="median speedup by GPU",
-                             x_label="median speedup", reference=1.0),
-        "line": svg.line_chart(d["months"], d["lines"], title="rows per month",
-                               x_label="month", y_label="rows"),
+        "histogram": svg.histogram(
+            d["speedups"],
+            bins=24,
+            log_x=True,
+            markers=d["markers"],
+            title="vllm · kernel",
+            x_label="speedup (log2 axis)",
+        ),
+        "bar": svg.bar_chart(
+            d["gpus"],
+            d["medians"],
+            title="median speedup by GPU",
+            x_label="median speedup",
+            reference=1.0,
+        ),
+        "line": svg.line_chart(
+            d["months"], d["lines"], title="rows per month", x_label="month", y_label="rows"
+        ),
     }
 
 
@@ -84,7 +129,7 @@ def mpl(d: dict, fonttype: str) -> dict[str, str]:
         ax.axvline(math.log2(v), color="#D55E00", ls="--", lw=1)
         ax.text(math.log2(v), ax.get_ylim()[1] * 0.95, name, fontsize=8)
     ticks = [t for t in range(math.floor(min(logs)), math.ceil(max(logs)) + 1)]
-    ax.set_xticks(ticks, [f"{2.0 ** t:g}×" for t in ticks])
+    ax.set_xticks(ticks, [f"{2.0**t:g}×" for t in ticks])
     ax.set(title="vllm · kernel", xlabel="speedup (log2 axis)", ylabel="count")
     fig.tight_layout()
     out["histogram"] = save(fig)
@@ -130,9 +175,20 @@ def screenshot(doc: str, path: Path) -> None:
     html.write_text(f"<html><body style='margin:0;background:#fff'>{doc}</body></html>")
     for exe in ("chromium", "chromium-browser", "google-chrome"):
         try:
-            subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu",
-                            f"--screenshot={path}", "--window-size=700,520", str(html)],
-                           capture_output=True, timeout=60, check=False)
+            subprocess.run(
+                [
+                    exe,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    f"--screenshot={path}",
+                    "--window-size=700,520",
+                    str(html),
+                ],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
             return
         except FileNotFoundError:
             continue
@@ -150,19 +206,30 @@ def main() -> int:
     theirs_path = mpl(d, "path")
     t_mpl = time.perf_counter() - t0
     theirs_text = mpl(d, "none")
-    print(f"render time for the 3 charts: ours {t_ours * 1000:.1f} ms, matplotlib {t_mpl * 1000:.0f} ms"
-          " (first call includes its import)")
+    print(
+        f"render time for the 3 charts: ours {t_ours * 1000:.1f} ms, matplotlib {t_mpl * 1000:.0f} ms"
+        " (first call includes its import)"
+    )
     hdr = f"{'chart':10s} {'renderer':26s} {'bytes':>8s} {'gzip':>7s} {'data URI':>9s} {'elements':>9s} {'<text>':>7s} {'tooltips':>9s}"
     print(hdr)
     for kind in mine:
-        for name, doc in (("ours (svg.py)", mine[kind]), ("matplotlib, text as paths", theirs_path[kind]),
-                          ("matplotlib, text as text", theirs_text[kind])):
+        for name, doc in (
+            ("ours (svg.py)", mine[kind]),
+            ("matplotlib, text as paths", theirs_path[kind]),
+            ("matplotlib, text as text", theirs_text[kind]),
+        ):
             m = measure(doc)
-            print(f"{kind:10s} {name:26s} {m['bytes']:8,d} {m['gzip']:7,d} {m['data_uri']:9,d} "
-                  f"{m['elements']:9,d} {m['text_elems']:7d} {m['tooltips']:9d}")
+            print(
+                f"{kind:10s} {name:26s} {m['bytes']:8,d} {m['gzip']:7,d} {m['data_uri']:9,d} "
+                f"{m['elements']:9,d} {m['text_elems']:7d} {m['tooltips']:9d}"
+            )
             if args.png:
                 args.png.mkdir(parents=True, exist_ok=True)
-                screenshot(doc, args.png / f"{kind}-{name.split()[0].strip(',')}-{'path' if 'paths' in name else 'text'}.png")
+                screenshot(
+                    doc,
+                    args.png
+                    / f"{kind}-{name.split()[0].strip(',')}-{'path' if 'paths' in name else 'text'}.png",
+                )
     return 0
 
 

@@ -67,9 +67,22 @@ MAX_CHANGED_LINES = 800
 def pairs_from_git(repo: Path, limit: int) -> list[Pair]:
     """Modified source files of perf-titled, non-merge commits (newest first)."""
     log = subprocess.run(
-        ["git", "-C", str(repo), "log", "--no-merges", "--no-renames", "--no-abbrev",
-         "--format=%x00%H%x00%s", "--raw", "--numstat"],
-        check=True, capture_output=True, text=True, errors="replace",
+        [
+            "git",
+            "-C",
+            str(repo),
+            "log",
+            "--no-merges",
+            "--no-renames",
+            "--no-abbrev",
+            "--format=%x00%H%x00%s",
+            "--raw",
+            "--numstat",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        errors="replace",
     ).stdout
     wanted: list[tuple[str, str]] = []  # (old oid, new oid)
     chunks = log.split("\x00")[1:]  # sha, "subject\n<raw and numstat lines>", sha, ...
@@ -110,7 +123,8 @@ def _read_blobs(repo: Path, oids: list[str]) -> dict[str, str]:
     proc = subprocess.run(
         ["git", "-C", str(repo), "cat-file", "--batch"],
         input="".join(oid + "\n" for oid in dict.fromkeys(oids)).encode(),
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     out, data, pos = {}, proc.stdout, 0
     while pos < len(data):
@@ -234,9 +248,7 @@ def reference_patch_reward(completion: str, before_code: str, after_code: str) -
         return -1.0
 
     def changed(old: str, new: str) -> list[str]:
-        diff = difflib.unified_diff(
-            io.StringIO(old).readlines(), io.StringIO(new).readlines(), n=0
-        )
+        diff = difflib.unified_diff(io.StringIO(old).readlines(), io.StringIO(new).readlines(), n=0)
         return [
             line
             for i, line in enumerate(diff)
@@ -285,8 +297,10 @@ def main() -> int:
         print("no data", file=sys.stderr)
         return 1
     sizes = sorted(len(b) for b, _ in pairs)
-    print(f"data: {source}: {len(pairs)} file pairs, before_code chars "
-          f"median {statistics.median(sizes):.0f}, p90 {sizes[int(0.9 * (len(sizes) - 1))]}")
+    print(
+        f"data: {source}: {len(pairs)} file pairs, before_code chars "
+        f"median {statistics.median(sizes):.0f}, p90 {sizes[int(0.9 * (len(sizes) - 1))]}"
+    )
 
     # Oracle figures over every pair.
     start = time.perf_counter()
@@ -300,18 +314,24 @@ def main() -> int:
     n = len(scores)
     full = sum(s == 1.0 for s in scores)
     near = sum(s >= 0.95 for s in scores)
-    print(f"oracle: {full}/{n} = {full / n:.2%} score 1.0; {near / n:.2%} >= 0.95; "
-          f"{n - near} below 0.95 (min {min(scores):.3f}); reproduces after_code on "
-          f"{exact}/{n}; {n / oracle_s:.0f} pairs/s (oracle_edit + reward)")
+    print(
+        f"oracle: {full}/{n} = {full / n:.2%} score 1.0; {near / n:.2%} >= 0.95; "
+        f"{n - near} below 0.95 (min {min(scores):.3f}); reproduces after_code on "
+        f"{exact}/{n}; {n / oracle_s:.0f} pairs/s (oracle_edit + reward)"
+    )
 
     # Speed on the median-size pairs.
     ordered = sorted(pairs, key=lambda p: len(p[0]))
-    band = ordered[int(0.4 * len(ordered)) : max(int(0.6 * len(ordered)), int(0.4 * len(ordered)) + 1)]
+    band = ordered[
+        int(0.4 * len(ordered)) : max(int(0.6 * len(ordered)), int(0.4 * len(ordered)) + 1)
+    ]
     rng = random.Random(args.seed)
     jobs = [(c, b, a) for b, a in band for c in completions_for(b, a, rng)]
     band_sizes = [len(b) for b, _ in band]
-    print(f"speed set: {len(band)} median-size pairs ({min(band_sizes)}-{max(band_sizes)} chars), "
-          f"{len(jobs)} completions")
+    print(
+        f"speed set: {len(band)} median-size pairs ({min(band_sizes)}-{max(band_sizes)} chars), "
+        f"{len(jobs)} completions"
+    )
 
     def run_fast() -> list[float]:
         return [patch_reward(c, b, a) for c, b, a in jobs]
@@ -328,17 +348,23 @@ def main() -> int:
 
     rates = _rates({"fast": run_fast, "cold": run_cold, "reference": run_reference}, len(jobs))
     (fast_rate, fast_scores), (cold_rate, cold_scores), (ref_rate, ref_scores) = (
-        rates["fast"], rates["cold"], rates["reference"]
+        rates["fast"],
+        rates["cold"],
+        rates["reference"],
     )
     mismatches = sum(x != y for x, y in zip(fast_scores, ref_scores, strict=True))
     mismatches += sum(x != y for x, y in zip(cold_scores, ref_scores, strict=True))
     valid = [s for s in fast_scores if s >= 0]
-    print(f"patch_reward: {fast_rate:.0f} rows/s (group cache warm), {cold_rate:.0f} rows/s "
-          f"(cache cleared per call); reference {ref_rate:.0f} rows/s; "
-          f"speedup {fast_rate / ref_rate:.2f}x / {cold_rate / ref_rate:.2f}x")
-    print(f"scores identical to the reference: {mismatches == 0} "
-          f"({mismatches} mismatches over {len(jobs)}); score mix: "
-          f"{sum(s == -1 for s in fast_scores)} at -1, mean of the rest {statistics.fmean(valid):.3f}")
+    print(
+        f"patch_reward: {fast_rate:.0f} rows/s (group cache warm), {cold_rate:.0f} rows/s "
+        f"(cache cleared per call); reference {ref_rate:.0f} rows/s; "
+        f"speedup {fast_rate / ref_rate:.2f}x / {cold_rate / ref_rate:.2f}x"
+    )
+    print(
+        f"scores identical to the reference: {mismatches == 0} "
+        f"({mismatches} mismatches over {len(jobs)}); score mix: "
+        f"{sum(s == -1 for s in fast_scores)} at -1, mean of the rest {statistics.fmean(valid):.3f}"
+    )
     ok = mismatches == 0 and min(fast_rate, cold_rate) >= 200
     print("PASS" if ok else "FAIL: need identical scores and >= 200 rows/s")
     return 0 if ok else 1

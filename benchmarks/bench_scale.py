@@ -40,8 +40,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-TABLES = ("kernelinfer_sessions", "kernelinfer_steps", "kernelswarm_episodes",
-          "kernelswarm_agents", "kernelswarm_messages")
+TABLES = (
+    "kernelinfer_sessions",
+    "kernelinfer_steps",
+    "kernelswarm_episodes",
+    "kernelswarm_agents",
+    "kernelswarm_messages",
+)
 SELECTION = "kernelinfer_sessions,kernelswarm_episodes"
 DEFAULT_SHARDS = {"kernelinfer_sessions": 19, "kernelswarm_episodes": 24}
 SHARD_SIZE = 100
@@ -108,10 +113,16 @@ def _run_mode(mode: Mode, root: Path, partitions: list[str]) -> None:
         if mode.workers == 0:
             outcome = run_build(defs, instance, SELECTION, partitions=partitions)
         else:
-            with dask_cluster(None, mode.workers) as cluster, DaskRuns(
-                instance, cluster.address, cluster.threads, run_config=QUIET_RUN_CONFIG,
-                tags={"kernelhouse/bench": "scale"},
-            ) as launch:
+            with (
+                dask_cluster(None, mode.workers) as cluster,
+                DaskRuns(
+                    instance,
+                    cluster.address,
+                    cluster.threads,
+                    run_config=QUIET_RUN_CONFIG,
+                    tags={"kernelhouse/bench": "scale"},
+                ) as launch,
+            ):
                 outcome = run_build(defs, instance, SELECTION, partitions=partitions, launch=launch)
         mode.wall_s = time.time() - started
         warm, steps, overhead = _timings(instance, started)
@@ -129,8 +140,12 @@ def _run_mode(mode: Mode, root: Path, partitions: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sessions", type=int, default=400, help="kernelinfer sessions (100 per shard)")
-    ap.add_argument("--episodes", type=int, default=400, help="kernelswarm episodes (100 per shard)")
+    ap.add_argument(
+        "--sessions", type=int, default=400, help="kernelinfer sessions (100 per shard)"
+    )
+    ap.add_argument(
+        "--episodes", type=int, default=400, help="kernelswarm episodes (100 per shard)"
+    )
     ap.add_argument("--workers", default="1,2", help="Dask worker counts to measure")
     ap.add_argument("--project-workers", type=int, default=64)
     ap.add_argument("--project-scale", type=int, default=100)
@@ -147,8 +162,10 @@ def main() -> int:
     modes = [Mode("in_process", 0)] + [
         Mode(f"dask_{w}w", int(w)) for w in args.workers.split(",") if w.strip()
     ]
-    print(f"cores: {os.cpu_count()}  kernelinfer {args.sessions} sessions + kernelswarm "
-          f"{args.episodes} episodes, shards of {SHARD_SIZE}, partitions {partitions[0]}..{partitions[-1]}")
+    print(
+        f"cores: {os.cpu_count()}  kernelinfer {args.sessions} sessions + kernelswarm "
+        f"{args.episodes} episodes, shards of {SHARD_SIZE}, partitions {partitions[0]}..{partitions[-1]}"
+    )
     root = Path(tempfile.mkdtemp(prefix="kh-bench-scale-"))
     try:
         for mode in modes:
@@ -159,19 +176,29 @@ def main() -> int:
 
     base = modes[0]
     print()
-    print(f"{'mode':<12}{'workers':>8}{'shards':>8}{'wall s':>9}{'shards/min':>12}"
-          f"{'vs in-proc':>12}{'warm-up s':>11}{'run ovh s':>11}   mean step s")
+    print(
+        f"{'mode':<12}{'workers':>8}{'shards':>8}{'wall s':>9}{'shards/min':>12}"
+        f"{'vs in-proc':>12}{'warm-up s':>11}{'run ovh s':>11}   mean step s"
+    )
     for m in modes:
         steps = "  ".join(f"{k.split('_')[0]} {v:.2f}" for k, v in sorted(m.step_s.items()))
-        print(f"{m.name:<12}{m.workers:>8}{m.shards:>8}{m.wall_s:>9.1f}{m.per_min:>12.1f}"
-              f"{m.per_min / base.per_min:>11.2f}x{m.warmup_s:>11.1f}{m.overhead_s:>11.2f}   {steps}")
+        print(
+            f"{m.name:<12}{m.workers:>8}{m.shards:>8}{m.wall_s:>9.1f}{m.per_min:>12.1f}"
+            f"{m.per_min / base.per_min:>11.2f}x{m.warmup_s:>11.1f}{m.overhead_s:>11.2f}   {steps}"
+        )
     same = all(m.files == base.files for m in modes[1:])
-    print(f"partition files identical across modes: {same} ({len(base.files)} files, "
-          f"{sum(len(b) for b in base.files.values()) / 1e6:.1f} MB)")
+    print(
+        f"partition files identical across modes: {same} ({len(base.files)} files, "
+        f"{sum(len(b) for b in base.files.values()) / 1e6:.1f} MB)"
+    )
     for m in modes[1:]:
-        differ = sorted(k for k in base.files.keys() | m.files.keys() if base.files.get(k) != m.files.get(k))
+        differ = sorted(
+            k for k in base.files.keys() | m.files.keys() if base.files.get(k) != m.files.get(k)
+        )
         if differ:  # e.g. the simulator's code changed while the benchmark ran
-            print(f"  {m.name} differs from in_process in {len(differ)} file(s): {', '.join(differ[:4])}")
+            print(
+                f"  {m.name} differs from in_process in {len(differ)} file(s): {', '.join(differ[:4])}"
+            )
     # Projection: every shard of scale x the default build, spread over W workers.
     dist = [m for m in modes if m.workers]
     top = max(dist, key=lambda m: m.workers) if dist else None
@@ -185,15 +212,24 @@ def main() -> int:
         waves = {a: math.ceil(c / w) for a, c in shards.items()}
         eff = (top.per_min / base.per_min) / top.workers
         t = top.warmup_s + work / w
-        print(f"projection: {scale}x default = {sum(shards.values()):,} shards "
-              f"({', '.join(f'{a} {c:,}' for a, c in shards.items())}) on {w} workers: "
-              f"{work / 3600:.1f} worker-hours -> {t / 60:.1f} min at ideal packing "
-              f"({sum(waves.values())} waves), {t / 60 / max(eff, 1e-9):.1f} min at this machine's "
-              f"{eff:.0%} per-worker efficiency; Parquet ~{per_shard_mb * sum(shards.values()) / 1e3:.1f} GB")
+        print(
+            f"projection: {scale}x default = {sum(shards.values()):,} shards "
+            f"({', '.join(f'{a} {c:,}' for a, c in shards.items())}) on {w} workers: "
+            f"{work / 3600:.1f} worker-hours -> {t / 60:.1f} min at ideal packing "
+            f"({sum(waves.values())} waves), {t / 60 / max(eff, 1e-9):.1f} min at this machine's "
+            f"{eff:.0%} per-worker efficiency; Parquet ~{per_shard_mb * sum(shards.values()) / 1e3:.1f} GB"
+        )
     if args.json:
-        args.json.write_text(json.dumps(
-            [{k: v for k, v in asdict(m).items() if k != "files"} | {"shards_per_min": m.per_min}
-             for m in modes], indent=1))
+        args.json.write_text(
+            json.dumps(
+                [
+                    {k: v for k, v in asdict(m).items() if k != "files"}
+                    | {"shards_per_min": m.per_min}
+                    for m in modes
+                ],
+                indent=1,
+            )
+        )
     return 0 if all(m.ok for m in modes) and same else 1
 
 

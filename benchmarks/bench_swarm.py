@@ -54,8 +54,16 @@ def _shard(job: tuple[int, int, int, str, bool]) -> dict[str, Any]:
     acc = ks.SwarmStats()
     for ep in episodes:
         acc.add(ep, check=check)
-    return {"shard": shard, "episodes": len(episodes), "gen_s": t_gen, "total_s": time.perf_counter() - t0,
-            "bytes": size, "pid": os.getpid(), "rss_mb": _rss_mb(), "stats": acc}
+    return {
+        "shard": shard,
+        "episodes": len(episodes),
+        "gen_s": t_gen,
+        "total_s": time.perf_counter() - t0,
+        "bytes": size,
+        "pid": os.getpid(),
+        "rss_mb": _rss_mb(),
+        "stats": acc,
+    }
 
 
 def run(n_episodes: int, seed: int, procs: int, out: Path, check: bool) -> dict[str, Any]:
@@ -73,8 +81,11 @@ def run(n_episodes: int, seed: int, procs: int, out: Path, check: bool) -> dict[
             acc.merge(res.pop("stats"))
             worker_rss[res["pid"]] = max(worker_rss.get(res["pid"], 0.0), res["rss_mb"])
             shards.append(res)
-            print(f"  shard {res['shard']:3d}: {res['episodes']} episodes in {res['total_s']:.1f}s "
-                  f"(generate {res['gen_s']:.1f}s), {res['bytes'] / 1e6:.1f} MB parquet", flush=True)
+            print(
+                f"  shard {res['shard']:3d}: {res['episodes']} episodes in {res['total_s']:.1f}s "
+                f"(generate {res['gen_s']:.1f}s), {res['bytes'] / 1e6:.1f} MB parquet",
+                flush=True,
+            )
     wall = time.perf_counter() - t0
     parent = _rss_mb()
     return {
@@ -95,39 +106,61 @@ def run(n_episodes: int, seed: int, procs: int, out: Path, check: bool) -> dict[
 def report(r: dict[str, Any]) -> None:
     st = r["stats"]
     peak = max([r["parent_rss_mb"], *r["worker_rss_mb"]])
-    print(f"\nbuild: {r['episodes']} episodes in {r['wall_s']:.1f}s with {r['procs']} processes on "
-          f"{r['cpu_count']} CPUs -> {r['episodes_per_s']:.1f} episodes/s "
-          f"(budget {BUDGET_S:.0f}s: {'ok' if r['wall_s'] <= BUDGET_S else 'OVER'})")
-    print(f"peak RSS: parent {r['parent_rss_mb']:.0f} MB, workers "
-          f"{', '.join(f'{x:.0f}' for x in r['worker_rss_mb'])} MB; largest {peak:.0f} MB, all together "
-          f"<= {r['sum_rss_mb']:.0f} MB (budget {BUDGET_RSS_MB:.0f} MB: "
-          f"{'ok' if r['sum_rss_mb'] <= BUDGET_RSS_MB else 'OVER'})")
-    print(f"parquet written: {r['parquet_mb']:.0f} MB; mean {r['mean_shard_s']:.1f}s per shard; "
-          f"check_episode violations: {st['violations']}")
+    print(
+        f"\nbuild: {r['episodes']} episodes in {r['wall_s']:.1f}s with {r['procs']} processes on "
+        f"{r['cpu_count']} CPUs -> {r['episodes_per_s']:.1f} episodes/s "
+        f"(budget {BUDGET_S:.0f}s: {'ok' if r['wall_s'] <= BUDGET_S else 'OVER'})"
+    )
+    print(
+        f"peak RSS: parent {r['parent_rss_mb']:.0f} MB, workers "
+        f"{', '.join(f'{x:.0f}' for x in r['worker_rss_mb'])} MB; largest {peak:.0f} MB, all together "
+        f"<= {r['sum_rss_mb']:.0f} MB (budget {BUDGET_RSS_MB:.0f} MB: "
+        f"{'ok' if r['sum_rss_mb'] <= BUDGET_RSS_MB else 'OVER'})"
+    )
+    print(
+        f"parquet written: {r['parquet_mb']:.0f} MB; mean {r['mean_shard_s']:.1f}s per shard; "
+        f"check_episode violations: {st['violations']}"
+    )
     print("\n| metric | card | ours | ours/card |\n|---|---:|---:|---:|")
     for k, row in st["card"].items():
         ours = row["ours"]
         cell = f"{ours:,.2f}" if isinstance(ours, float) else f"{ours:,}"
         print(f"| {k} | {row['card']:,} | {cell} | {row['ratio']:.3f} |")
-    print(f"\nmessages per episode: min {st['min_messages']}, max {st['max_messages']}; "
-          f"agents: min {st['min_agents']}, max {st['max_agents']}; hours: mean {st['mean_hours']:.2f}")
-    print(f"speedup: mean {st['mean_speedup']:.2f}x, median {st['median_speedup']:.2f}x, "
-          f"p10 {st['p10_speedup']:.2f}x, p90 {st['p90_speedup']:.2f}x")
-    print("\n| scenario | episodes | share | agents (mean, range) | mean messages | mean speedup |\n|---|---:|---:|---|---:|---:|")
+    print(
+        f"\nmessages per episode: min {st['min_messages']}, max {st['max_messages']}; "
+        f"agents: min {st['min_agents']}, max {st['max_agents']}; hours: mean {st['mean_hours']:.2f}"
+    )
+    print(
+        f"speedup: mean {st['mean_speedup']:.2f}x, median {st['median_speedup']:.2f}x, "
+        f"p10 {st['p10_speedup']:.2f}x, p90 {st['p90_speedup']:.2f}x"
+    )
+    print(
+        "\n| scenario | episodes | share | agents (mean, range) | mean messages | mean speedup |\n|---|---:|---:|---|---:|---:|"
+    )
     for name, s in st["scenarios"].items():
-        print(f"| {name} | {s['episodes']} | {s['share']:.1%} | {s['mean_agents']:.2f} ({s['min_agents']}-{s['max_agents']}) "
-              f"| {s['mean_messages']:.1f} | {s['mean_speedup']:.2f}x |")
+        print(
+            f"| {name} | {s['episodes']} | {s['share']:.1%} | {s['mean_agents']:.2f} ({s['min_agents']}-{s['max_agents']}) "
+            f"| {s['mean_messages']:.1f} | {s['mean_speedup']:.2f}x |"
+        )
     print(f"\nmessage kinds: {st['message_kinds']}")
     print(f"result statuses: {st['result_statuses']}")
     rw = st["rewards"]
-    print(f"rewards: {rw['results']} results, {rw['kept_improvements']} kept improvements, mean "
-          f"{rw['mean_result_reward']:+.4f}; by status {({k: round(v, 4) for k, v in rw['mean_by_status'].items()})}")
+    print(
+        f"rewards: {rw['results']} results, {rw['kept_improvements']} kept improvements, mean "
+        f"{rw['mean_result_reward']:+.4f}; by status { ({k: round(v, 4) for k, v in rw['mean_by_status'].items()}) }"
+    )
     print(f"reward histogram: {rw['histogram']}")
-    print(f"verdict reward: mean {rw['mean_verdict_reward']:.3f}, max {rw['max_verdict_reward']:.3f}")
-    print("\n| skill band | agents | results | error rate | kept rate | mean reward |\n|---|---:|---:|---:|---:|---:|")
+    print(
+        f"verdict reward: mean {rw['mean_verdict_reward']:.3f}, max {rw['max_verdict_reward']:.3f}"
+    )
+    print(
+        "\n| skill band | agents | results | error rate | kept rate | mean reward |\n|---|---:|---:|---:|---:|---:|"
+    )
     for b in st["skill"]:
-        print(f"| {b['band']} | {b['agents']} | {b['results']} | {b['error_rate']:.3f} | {b['kept_rate']:.3f} "
-              f"| {b['mean_reward']:+.4f} |")
+        print(
+            f"| {b['band']} | {b['agents']} | {b['results']} | {b['error_rate']:.3f} | {b['kept_rate']:.3f} "
+            f"| {b['mean_reward']:+.4f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     report(r)
     if args.json:
         args.json.write_text(json.dumps(r, indent=1, default=str))
-    ok = r["wall_s"] <= BUDGET_S and r["sum_rss_mb"] <= BUDGET_RSS_MB and r["stats"]["violations"] == 0
+    ok = (
+        r["wall_s"] <= BUDGET_S
+        and r["sum_rss_mb"] <= BUDGET_RSS_MB
+        and r["stats"]["violations"] == 0
+    )
     return 0 if ok else 1
 
 

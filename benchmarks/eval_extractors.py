@@ -125,8 +125,13 @@ class Tally:
         p, r = self._r(self.matched, self.predicted), self._r(self.matched, self.labelled)
         f1 = round(2 * p * r / (p + r), 4) if p and r else None
         return {
-            "prs": self.prs, "labelled": self.labelled, "predicted": self.predicted, "matched": self.matched,
-            "precision": p, "recall": r, "f1": f1,
+            "prs": self.prs,
+            "labelled": self.labelled,
+            "predicted": self.predicted,
+            "matched": self.matched,
+            "precision": p,
+            "recall": r,
+            "f1": f1,
             "pair_recall": self._r(self.matched_pairs, self.labelled_pairs),
             "ratio_only_recall": self._r(self.matched_ratio, self.labelled_ratio),
             "speedup_within_1pct": self._r(self.speedup_ok, self.speedup_checked),
@@ -150,11 +155,21 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
     t.audit_failed = sum(m.audit_pass is False for m in predicted)
     used: set[int] = set()
     for m in pairs_p:
-        hit = next((i for i, lab in enumerate(pairs_l) if i not in used
-                    and _close(m.baseline, lab.baseline, 1e-6) and _close(m.optimized, lab.optimized, 1e-6)), None)
+        hit = next(
+            (
+                i
+                for i, lab in enumerate(pairs_l)
+                if i not in used
+                and _close(m.baseline, lab.baseline, 1e-6)
+                and _close(m.optimized, lab.optimized, 1e-6)
+            ),
+            None,
+        )
         if hit is None:
             if detail:
-                t.false.append(f"{pr.repo}#{pr.number}: pair {m.baseline} -> {m.optimized} ({m.metric}, {m.source})")
+                t.false.append(
+                    f"{pr.repo}#{pr.number}: pair {m.baseline} -> {m.optimized} ({m.metric}, {m.source})"
+                )
             continue
         used.add(hit)
         lab = pairs_l[hit]
@@ -174,22 +189,36 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
             t.stated_labelled += 1
             t.stated_kept += _close(m.stated_speedup, lab.stated_speedup, 0.01)
     if detail:
-        t.misses += [f"{pr.repo}#{pr.number}: pair {lab.baseline} -> {lab.optimized} ({lab.metric})"
-                     for i, lab in enumerate(pairs_l) if i not in used]
+        t.misses += [
+            f"{pr.repo}#{pr.number}: pair {lab.baseline} -> {lab.optimized} ({lab.metric})"
+            for i, lab in enumerate(pairs_l)
+            if i not in used
+        ]
     used_r: set[int] = set()
     for m in ratio_p:
-        hit = next((i for i, lab in enumerate(ratio_l) if i not in used_r
-                    and _close(m.stated_speedup, lab.stated_speedup, 0.01)), None)
+        hit = next(
+            (
+                i
+                for i, lab in enumerate(ratio_l)
+                if i not in used_r and _close(m.stated_speedup, lab.stated_speedup, 0.01)
+            ),
+            None,
+        )
         if hit is None:
             if detail:
-                t.false.append(f"{pr.repo}#{pr.number}: ratio {m.stated_speedup} ({m.stated_text!r}, {m.source})")
+                t.false.append(
+                    f"{pr.repo}#{pr.number}: ratio {m.stated_speedup} ({m.stated_text!r}, {m.source})"
+                )
             continue
         used_r.add(hit)
         t.matched += 1
         t.matched_ratio += 1
     if detail:
-        t.misses += [f"{pr.repo}#{pr.number}: ratio {lab.stated_speedup} ({lab.stated_raw!r})"
-                     for i, lab in enumerate(ratio_l) if i not in used_r]
+        t.misses += [
+            f"{pr.repo}#{pr.number}: ratio {lab.stated_speedup} ({lab.stated_raw!r})"
+            for i, lab in enumerate(ratio_l)
+            if i not in used_r
+        ]
     return t
 
 
@@ -204,7 +233,9 @@ def input_text(pr: Any) -> str:
     return text
 
 
-def evaluate(prs: Iterable[Any], extract: Callable[[str, str], list[Measurement]], *, detail: bool) -> Tally:
+def evaluate(
+    prs: Iterable[Any], extract: Callable[[str, str], list[Measurement]], *, detail: bool
+) -> Tally:
     """Score ``extract(text, repo)`` over PRs; ``detail`` keeps per-PR misses (dev folds only)."""
     total = Tally()
     for pr in prs:
@@ -228,7 +259,10 @@ def by_layout(prs: list[Any], lines: list[str]) -> dict[str, int]:
 
 
 def run(
-    show: bool, show_folds: Iterable[int] = DEV_FOLDS, held: bool = False, show_set: str | None = None
+    show: bool,
+    show_folds: Iterable[int] = DEV_FOLDS,
+    held: bool = False,
+    show_set: str | None = None,
 ) -> dict[str, Any]:
     devset = _loader()
     out: dict[str, Any] = {"extractor": "table"}
@@ -244,20 +278,32 @@ def run(
         dev = [pr for root in DEV_ROOTS for pr in devset.load_devset(root, folds=DEV_FOLDS)]
         out["dev"] = evaluate(dev, _det, detail=False).summary()
         out["dev_by_set"] = {
-            root.name: evaluate([p for p in dev if _root_of(p) == root.name], _det, detail=False).summary()
+            root.name: evaluate(
+                [p for p in dev if _root_of(p) == root.name], _det, detail=False
+            ).summary()
             for root in DEV_ROOTS
         }
         out["dev_by_fold"] = {
-            str(f): evaluate([p for p in dev if p.fold == f], _det, detail=False).summary() for f in DEV_FOLDS
+            str(f): evaluate([p for p in dev if p.fold == f], _det, detail=False).summary()
+            for f in DEV_FOLDS
         }
         if show:
-            shown = evaluate([p for p in dev if p.fold in set(show_folds)
-                              and (show_set is None or _root_of(p) == show_set)], _det, detail=True)
+            shown = evaluate(
+                [
+                    p
+                    for p in dev
+                    if p.fold in set(show_folds) and (show_set is None or _root_of(p) == show_set)
+                ],
+                _det,
+                detail=True,
+            )
             out["dev_misses"] = shown.misses
             out["dev_false"] = shown.false
     out["seconds"] = round(time.perf_counter() - t0, 2)
     if os.environ.get("KERNELHOUSE_LLM_BASE_URL"):
-        out["llm"] = "configured: score with --held after a dev run (not run by default: costs tokens)"
+        out["llm"] = (
+            "configured: score with --held after a dev run (not run by default: costs tokens)"
+        )
     else:
         out["llm"] = "skipped: KERNELHOUSE_LLM_BASE_URL not set"
     return out
@@ -273,23 +319,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--show", action="store_true", help="list dev misses and false positives")
     ap.add_argument("--show-folds", default="0,1,2,3,4", help="folds whose misses --show lists")
-    ap.add_argument("--show-set", default=None, help="with --show: only this development set (pr_devset, fresh, fresh2)")
-    ap.add_argument("--held", "--fresh", dest="held", action="store_true",
-                    help="score the held-out set of this round (once per round)")
+    ap.add_argument(
+        "--show-set",
+        default=None,
+        help="with --show: only this development set (pr_devset, fresh, fresh2)",
+    )
+    ap.add_argument(
+        "--held",
+        "--fresh",
+        dest="held",
+        action="store_true",
+        help="score the held-out set of this round (once per round)",
+    )
     args = ap.parse_args(argv)
-    res = run(args.show, [int(f) for f in args.show_folds.split(",")], held=args.held, show_set=args.show_set)
+    res = run(
+        args.show,
+        [int(f) for f in args.show_folds.split(",")],
+        held=args.held,
+        show_set=args.show_set,
+    )
     if args.json:
         print(json.dumps(res, indent=1))
         return 0
     for split in ("held", "dev"):
         if split in res:
             s = res[split]
-            print(f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, {s['predicted']} predicted): "
-                  f"precision {s['precision']}  recall {s['recall']}  F1 {s['f1']}  | speedup±1% "
-                  f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  batch {s['batch_size_agreement']}  "
-                  f"unit {s['unit_agreement']}  stated kept {s['stated_speedup_kept']}")
+            print(
+                f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, {s['predicted']} predicted): "
+                f"precision {s['precision']}  recall {s['recall']}  F1 {s['f1']}  | speedup±1% "
+                f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  batch {s['batch_size_agreement']}  "
+                f"unit {s['unit_agreement']}  stated kept {s['stated_speedup_kept']}"
+            )
     for name, s in res.get("dev_by_set", {}).items():
-        print(f"  dev set {name}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs, {s['labelled']} labels)")
+        print(
+            f"  dev set {name}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs, {s['labelled']} labels)"
+        )
     for f, s in res.get("dev_by_fold", {}).items():
         print(f"  dev fold {f}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs)")
     for k in ("dev_misses", "dev_false", "held_misses", "held_false"):

@@ -1023,16 +1023,21 @@ def holdout(ties: list[str]) -> None:
     from dagster_project.sim.calibration import leave_one_group_out, read_measured
 
     measured = read_measured()
-    print("| tie | free parameters | held-out median abs log error | held-out within 1.5x | "
-          "held-out rho per op | in-sample median | in-sample within 1.5x |")
+    print(
+        "| tie | free parameters | held-out median abs log error | held-out within 1.5x | "
+        "held-out rho per op | in-sample median | in-sample within 1.5x |"
+    )
     print("|---|---:|---:|---:|---|---:|---:|")
     for tie in ties:
         r = leave_one_group_out(measured, tie=tie)
         h, i = r.held_out, r.in_sample
         rho = ", ".join(f"{k} {v:.2f}" for k, v in h.spearman_by_op.items())
-        print(f"| {tie} | {r.free_parameters} | {h.median_abs_log_err:.3f} | "
-              f"{h.share_within:.0%} | {rho} | {i.median_abs_log_err:.3f} | "
-              f"{i.share_within:.0%} |", flush=True)
+        print(
+            f"| {tie} | {r.free_parameters} | {h.median_abs_log_err:.3f} | "
+            f"{h.share_within:.0%} | {rho} | {i.median_abs_log_err:.3f} | "
+            f"{i.share_within:.0%} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -1071,8 +1076,12 @@ def main() -> None:
     f.add_argument("--apply", action="store_true", help="write the H200 and H100 tables")
     f.add_argument("--full", action="store_true", help="no baseline shrink (breaks the card)")
     h = sub.add_parser("holdout")
-    h.add_argument("--tie", action="append", choices=("rung", "family", "hybrid"),
-                   help="fit tying modes to score (repeat; default all)")
+    h.add_argument(
+        "--tie",
+        action="append",
+        choices=("rung", "family", "hybrid"),
+        help="fit tying modes to score (repeat; default all)",
+    )
     args = ap.parse_args()
     if args.cmd == "holdout":
         holdout(args.tie or ["rung", "family", "hybrid"])

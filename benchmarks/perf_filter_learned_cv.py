@@ -37,20 +37,28 @@ Model = tuple[dict[bool, Counter[str]], Counter[bool]]
 
 
 def _git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", source(repo), *args], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-C", source(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
-def commit_facts(rows: list[dict[str, str]]) -> tuple[dict[str, str], dict[str, list[tuple[str, str, str]]]]:
+def commit_facts(
+    rows: list[dict[str, str]],
+) -> tuple[dict[str, str], dict[str, list[tuple[str, str, str]]]]:
     """sha -> subject and sha -> numstat lines (added, deleted, path), from the clones."""
     subjects: dict[str, str] = {}
     stats: dict[str, list[tuple[str, str, str]]] = {}
     for repo in sorted({r["repo"] for r in rows}):
         shas = [r["sha"] for r in rows if r["repo"] == repo]
-        for line in _git(repo, "log", "--no-walk=unsorted", "--format=%H%x1f%s", *shas).splitlines():
+        for line in _git(
+            repo, "log", "--no-walk=unsorted", "--format=%H%x1f%s", *shas
+        ).splitlines():
             sha, _, subject = line.partition("\x1f")
             subjects[sha] = subject
         current = None
-        for line in _git(repo, "show", "--no-walk=unsorted", "--format=@@%H", "--numstat", *shas).splitlines():
+        for line in _git(
+            repo, "show", "--no-walk=unsorted", "--format=@@%H", "--numstat", *shas
+        ).splitlines():
             if line.startswith("@@"):
                 current = line[2:]
                 stats[current] = []
@@ -91,7 +99,9 @@ def log_odds(model: Model, x: set[str]) -> float:
     counts, n = model
     s = math.log((n[True] + 1) / (n[False] + 1))
     for f in x:
-        s += math.log((counts[True][f] + 0.5) / (n[True] + 1)) - math.log((counts[False][f] + 0.5) / (n[False] + 1))
+        s += math.log((counts[True][f] + 0.5) / (n[True] + 1)) - math.log(
+            (counts[False][f] + 0.5) / (n[False] + 1)
+        )
     return s
 
 
@@ -117,7 +127,11 @@ def main() -> int:
             if fold[i] == k:
                 scores[i] = log_odds(model, xs[i])
     print(f"sample: {len(rows)} commits, {sum(ys)} labelled perf")
-    print("rule (rounds 1-3 in sample, round 4 held out): P {:.3f} R {:.3f}".format(*precision_recall(rule, ys, every)))
+    print(
+        "rule (rounds 1-3 in sample, round 4 held out): P {:.3f} R {:.3f}".format(
+            *precision_recall(rule, ys, every)
+        )
+    )
     for th in (-2, -1, 0, 1, 2, 3):
         pr = precision_recall([s > th for s in scores], ys, every)
         print(f"naive Bayes, 5-fold CV, log-odds > {th:+d}: P {pr[0]:.3f} R {pr[1]:.3f}")
@@ -126,7 +140,9 @@ def main() -> int:
     for th in (-1, 0, 1, 2):
         pred = [log_odds(model, xs[i]) > th if i in set(held) else False for i in every]
         pr = precision_recall(pred, ys, held)
-        print(f"naive Bayes trained on rounds 1-3, round 4, log-odds > {th:+d}: P {pr[0]:.3f} R {pr[1]:.3f}")
+        print(
+            f"naive Bayes trained on rounds 1-3, round 4, log-odds > {th:+d}: P {pr[0]:.3f} R {pr[1]:.3f}"
+        )
     print("rule on round 4 (held out): P {:.3f} R {:.3f}".format(*precision_recall(rule, ys, held)))
     return 0
 

@@ -77,7 +77,11 @@ def _order(sha: str, rnd: int = 1) -> str:
 
 
 def split_of(sha: str) -> str:
-    return "dev" if int(hashlib.sha256(f"split|{sha}".encode()).hexdigest(), 16) % 2 == 0 else "heldout"
+    return (
+        "dev"
+        if int(hashlib.sha256(f"split|{sha}".encode()).hexdigest(), 16) % 2 == 0
+        else "heldout"
+    )
 
 
 def main() -> None:
@@ -114,19 +118,32 @@ def main() -> None:
             n = max(1, round(args.per_stratum * len(cs) / total))
             fresh = [c for c in cs if c["sha"] not in taken]
             for c in sorted(fresh, key=lambda c: _order(c["sha"], args.round))[:n]:
-                rows.append({"repo": repo, "sha": c["sha"], "round": str(args.round), "stratum": name,
-                             "split": split_of(c["sha"]) if args.round == 1 else "heldout",
-                             "label": "", "reason": ""})
+                rows.append(
+                    {
+                        "repo": repo,
+                        "sha": c["sha"],
+                        "round": str(args.round),
+                        "stratum": name,
+                        "split": split_of(c["sha"]) if args.round == 1 else "heldout",
+                        "label": "",
+                        "reason": "",
+                    }
+                )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     with OUT.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["repo", "sha", "round", "stratum", "split", "label", "reason"])
+        w = csv.DictWriter(
+            fh, fieldnames=["repo", "sha", "round", "stratum", "split", "label", "reason"]
+        )
         w.writeheader()
         w.writerows(old_rows + rows)
     heads = {r: GitRepo(Path(source(r))).head("HEAD") for r in SOURCES}
     meta = json.loads(META.read_text()) if META.exists() and args.round > 1 else {"rounds": {}}
-    meta["rounds"][str(args.round)] = {"drawn_with_title_rule": perf_filter.RULES_VERSION,
-                                       "heads": heads, "population": population,
-                                       "per_stratum": args.per_stratum}
+    meta["rounds"][str(args.round)] = {
+        "drawn_with_title_rule": perf_filter.RULES_VERSION,
+        "heads": heads,
+        "population": population,
+        "per_stratum": args.per_stratum,
+    }
     META.write_text(json.dumps(meta, indent=2) + "\n")
     print(f"{len(rows)} rows -> {OUT}; population {population}")
 

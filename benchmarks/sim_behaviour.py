@@ -150,8 +150,8 @@ def measure(steps: pl.DataFrame, sessions: pl.DataFrame) -> dict[str, Any]:
     tot: Counter[str] = Counter()
     rb_max = 0
     cols = ["session_id", "step", "tag", "kind", "params", "status", "time_ms", "code", "feedback"]
-    for (sid,), g in steps.select(cols).sort("session_id", "step").group_by(
-        "session_id", maintain_order=True
+    for (sid,), g in (
+        steps.select(cols).sort("session_id", "step").group_by("session_id", maintain_order=True)
     ):
         f = session_figures(g.to_dicts(), best.get(str(sid)))
         rb_max = max(rb_max, f.pop("rebench_max", 0))
@@ -174,7 +174,9 @@ def report(m: dict[str, Any]) -> str:
     for kind, label in (("wrong", "wrong_result"), ("compile", "compile_error")):
         n = g(f"{kind}_steps", 0)
         res = n - g(f"{kind}_unresolved", 0)
-        by = {k.split("_untraced_")[1]: v for k, v in m.items() if k.startswith(f"{kind}_untraced_")}
+        by = {
+            k.split("_untraced_")[1]: v for k, v in m.items() if k.startswith(f"{kind}_untraced_")
+        }
         out.append(
             f"{label}: {n} steps, traced to lines/config the step changed: "
             f"{g(f'{kind}_traced', 0)}/{res} = {_pct(g(f'{kind}_traced', 0), res)} "

@@ -131,7 +131,9 @@ def measure(root: Path) -> dict[str, Any]:
         "figures": dict(f),
         "future_quotes_by_kind": dict(quote_kinds),
         "templates": {k: len(skel[k]) for k in KINDS},
-        "top_skeletons": {k: skel[k].most_common(3) for k in ("status", "merge", "verify", "verdict")},
+        "top_skeletons": {
+            k: skel[k].most_common(3) for k in ("status", "merge", "verify", "verdict")
+        },
         "examples": examples,
     }
 
@@ -154,9 +156,10 @@ def report(r: dict[str, Any]) -> None:
         f"claiming an unverified rung correct: {f.get('verify_claims_unverified_correct', 0)}; "
         f"without an earlier result: {f.get('verify_without_earlier_result', 0)}"
     )
-    print("templates (distinct digit-normalised skeletons): " + ", ".join(
-        f"{k} {n}" for k, n in r["templates"].items()
-    ))
+    print(
+        "templates (distinct digit-normalised skeletons): "
+        + ", ".join(f"{k} {n}" for k, n in r["templates"].items())
+    )
     for k, rows in r["top_skeletons"].items():
         for s, n in rows:
             print(f"  {k:8s} {n:6d}  {s[:150]!r}")

@@ -48,9 +48,16 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """kernelhouse: RL datasets for GPU-kernel optimisation, built on Dagster + DuckDB."""
+
+
 console = Console(stderr=True)
 out = Console()
 
@@ -148,10 +155,34 @@ def _print_notes(notes: list[str]) -> None:
 
 @app.command()
 def build(
-    select: Annotated[list[str] | None, typer.Option("--select", "-s", metavar="SELECTION", help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+' (repeatable: the selections add up).")] = None,
-    partition: Annotated[list[str] | None, typer.Option("--partition", "-p", help="Only these partition keys (repeatable).")] = None,
-    distributed: Annotated[bool, typer.Option("--distributed", help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.")] = False,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Processes that run the partitions of a stage side by side (default: one per core; 1 runs everything in this process).")] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            "-s",
+            metavar="SELECTION",
+            help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+' (repeatable: the selections add up).",
+        ),
+    ] = None,
+    partition: Annotated[
+        list[str] | None,
+        typer.Option("--partition", "-p", help="Only these partition keys (repeatable)."),
+    ] = None,
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed",
+            help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.",
+        ),
+    ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            "-w",
+            help="Processes that run the partitions of a stage side by side (default: one per core; 1 runs everything in this process).",
+        ),
+    ] = None,
 ) -> None:
     """Materialise the whole graph (or a selection) with progress and a summary."""
     import contextlib
@@ -182,9 +213,13 @@ def build(
             for s in stages
         ]
         if not distributed and workers > 1 and max(runs_per_stage, default=0) > 1:
-            launch = stack.enter_context(LocalRuns(
-                workers, run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
-            ))
+            launch = stack.enter_context(
+                LocalRuns(
+                    workers,
+                    run_config=QUIET_RUN_CONFIG,
+                    tags={"kernelhouse/cli": "build", **run_tags()},
+                )
+            )
         if distributed:
             from dagster_project.execution.distributed import (
                 DaskRuns,
@@ -198,14 +233,29 @@ def build(
                 _fail(str(exc))
                 return
             where = "local cluster" if cluster.started_here else "KERNELHOUSE_DASK_SCHEDULER"
-            console.print(f"distributed: Dask scheduler {cluster.address} ({where}, {cluster.threads} worker threads)")
-            launch = stack.enter_context(DaskRuns(
-                instance, cluster.address, cluster.threads,
-                run_config=QUIET_RUN_CONFIG, tags={"kernelhouse/cli": "build", **run_tags()},
-            ))
+            console.print(
+                f"distributed: Dask scheduler {cluster.address} ({where}, {cluster.threads} worker threads)"
+            )
+            launch = stack.enter_context(
+                DaskRuns(
+                    instance,
+                    cluster.address,
+                    cluster.threads,
+                    run_config=QUIET_RUN_CONFIG,
+                    tags={"kernelhouse/cli": "build", **run_tags()},
+                )
+            )
         progress = stack.enter_context(BuildProgress(console, stages, partition))
         try:
-            outcome = run_build(defs, instance, selection, partitions=partition, on_run=progress.on_run, launch=launch, offline=offline)
+            outcome = run_build(
+                defs,
+                instance,
+                selection,
+                partitions=partition,
+                on_run=progress.on_run,
+                launch=launch,
+                offline=offline,
+            )
         except BuildLocked as exc:
             _fail(str(exc))
             return
@@ -214,9 +264,15 @@ def build(
     table.add_column("asset")
     table.add_column("rows", justify="right")
     table.add_column("status")
-    for name in sorted(set(outcome.rows) | {k.split("[")[0] for k in outcome.failed} | set(outcome.skipped)):
+    for name in sorted(
+        set(outcome.rows) | {k.split("[")[0] for k in outcome.failed} | set(outcome.skipped)
+    ):
         failed = [k for k in outcome.failed if k.split("[")[0] == name]
-        status = "[red]failed[/]" if failed else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
+        status = (
+            "[red]failed[/]"
+            if failed
+            else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
+        )
         table.add_row(escape(name), f"{outcome.rows.get(name, 0):,}", status)
     out.print(table)
     for name, msg in outcome.failed.items():
@@ -236,7 +292,15 @@ def build(
 
 @app.command()
 def refresh(
-    select: Annotated[list[str] | None, typer.Option("--select", "-s", metavar="SELECTION", help="Limit the refresh to a selection (default: the whole graph; repeatable: the selections add up).")] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            "-s",
+            metavar="SELECTION",
+            help="Limit the refresh to a selection (default: the whole graph; repeatable: the selections add up).",
+        ),
+    ] = None,
 ) -> None:
     """Bring the lake up to date, doing only the work that changed.
 
@@ -253,7 +317,9 @@ def refresh(
 
     def on_run(stage, pkey, state):  # noqa: ANN001
         if state == "start":
-            console.print(f"[dim]run[/] {escape(stage.label)} {escape(f'[{pkey}]') if pkey else ''}")
+            console.print(
+                f"[dim]run[/] {escape(stage.label)} {escape(f'[{pkey}]') if pkey else ''}"
+            )
 
     try:
         outcome = run_build(defs, instance, selection, on_run=on_run, refresh=True, offline=offline)
@@ -303,7 +369,14 @@ def status() -> None:
     defs = build_definitions()
     graph = defs.resolve_asset_graph()
     table = Table(title=f"kernelhouse status — {escape(str(settings.home))}")
-    for col in ("asset", "group", "last materialised (UTC)", "rows", "partitions", "checks (latest result)"):
+    for col in (
+        "asset",
+        "group",
+        "last materialised (UTC)",
+        "rows",
+        "partitions",
+        "checks (latest result)",
+    ):
         table.add_column(col, justify="right" if col == "rows" else "left")
     failing = 0
     colours = {"passed": "green", "failed": "red", "error": "red"}
@@ -358,8 +431,13 @@ def _looks_like_file(arg: str) -> bool:
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL text, or a path to a .sql file.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table | csv | json | parquet")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout (required for parquet).")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table | csv | json | parquet")
+    ] = "table",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here instead of stdout (required for parquet)."),
+    ] = None,
     limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
 ) -> None:
     """Run one read-only statement on the lake and print (or write) the result.
@@ -385,7 +463,9 @@ def sql(
         text = p.read_text()
     lake = Lake(settings.lake_path, settings.parquet_root, object_store=settings.object_store)
     if not settings.lake_path.exists():
-        _fail(f"no lake at {settings.lake_path} (KERNELHOUSE_HOME={settings.home}); run `kernelhouse build` first")
+        _fail(
+            f"no lake at {settings.lake_path} (KERNELHOUSE_HOME={settings.home}); run `kernelhouse build` first"
+        )
     try:
         df = lake.read_only_query(text)
     except QueryRefused as exc:
@@ -431,7 +511,9 @@ def sql(
 
 @app.command()
 def check(
-    assets: Annotated[list[str] | None, typer.Argument(help="Assets to check (default: every suite).")] = None,
+    assets: Annotated[
+        list[str] | None, typer.Argument(help="Assets to check (default: every suite).")
+    ] = None,
 ) -> None:
     """Run the Great Expectations suites on the lake, outside a materialisation.
 
@@ -465,12 +547,24 @@ def check(
         res = run_suite(suite, settings.lake_path)
         record(lake, res)
         if res.not_evaluated:
-            table.add_row(res.suite, "-", "-", "[yellow]not evaluated[/]", res.not_evaluated[:60], "")
+            table.add_row(
+                res.suite, "-", "-", "[yellow]not evaluated[/]", res.not_evaluated[:60], ""
+            )
             continue
         for o in res.outcomes:
-            verdict = "[green]pass[/]" if o.success else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
-            table.add_row(escape(res.suite), o.type.removeprefix("expect_"), escape(o.column or ""), verdict,
-                          escape(str(o.observed)[:60]), escape(str(o.expected)[:60]))
+            verdict = (
+                "[green]pass[/]"
+                if o.success
+                else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
+            )
+            table.add_row(
+                escape(res.suite),
+                o.type.removeprefix("expect_"),
+                escape(o.column or ""),
+                verdict,
+                escape(str(o.observed)[:60]),
+                escape(str(o.expected)[:60]),
+            )
             if not o.success and res.blocking:
                 blocking_failed.append(f"{res.suite}: {o.type}({o.column or ''})")
     out.print(table)
@@ -488,8 +582,15 @@ app.add_typer(gpu_app, name="gpu")
 
 @gains_app.command("extract")
 def gains_extract(
-    path: Annotated[str, typer.Argument(help="PR text file (title on the first line, then the body), or - for stdin.")],
-    extractor: Annotated[str, typer.Option(help="table (deterministic) or llm (needs KERNELHOUSE_LLM_BASE_URL).")] = "table",
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="PR text file (title on the first line, then the body), or - for stdin."
+        ),
+    ],
+    extractor: Annotated[
+        str, typer.Option(help="table (deterministic) or llm (needs KERNELHOUSE_LLM_BASE_URL).")
+    ] = "table",
     fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
 ) -> None:
     """Extract measurements from one PR text and show them with their audit flags."""
@@ -514,19 +615,62 @@ def gains_extract(
     res = extract_pr_gains(text, extractor=extractor, llm=llm)  # type: ignore[arg-type]
     rows = [m.to_row() for m in res.measurements]
     if fmt == "json":
-        sys.stdout.write(json.dumps({"ok": res.ok, "error": res.error, "extractor": res.extractor,
-                                     "model": res.model_used, "measurements": rows}, indent=1, default=str) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "ok": res.ok,
+                    "error": res.error,
+                    "extractor": res.extractor,
+                    "model": res.model_used,
+                    "measurements": rows,
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
     else:
         table = Table(title=f"{len(rows)} measurement(s) — {res.extractor} extractor")
-        cols = ("scope", "metric", "unit", "hardware", "shape", "batch_size", "baseline", "optimized",
-                "stated_speedup", "speedup", "audit_pass", "audit_reason")
+        cols = (
+            "scope",
+            "metric",
+            "unit",
+            "hardware",
+            "shape",
+            "batch_size",
+            "baseline",
+            "optimized",
+            "stated_speedup",
+            "speedup",
+            "audit_pass",
+            "audit_reason",
+        )
         for c in cols:
             table.add_column(c, overflow="fold")
         for r in rows:
-            table.add_row(*["" if r.get(c) is None else (f"{r[c]:.3g}" if isinstance(r[c], float) else escape(str(r[c]))) for c in cols])
+            table.add_row(
+                *[
+                    ""
+                    if r.get(c) is None
+                    else (f"{r[c]:.3g}" if isinstance(r[c], float) else escape(str(r[c])))
+                    for c in cols
+                ]
+            )
         out.print(table)
     if not res.ok:
         _fail(f"extraction failed: {res.error}")
+
+
+def _fmt_num(v: object) -> str:
+    """A card/ours cell: blank for None, thousands separators, two decimals only for
+    non-integral floats."""
+    if v is None:
+        return ""
+    if isinstance(v, float) and not float(v).is_integer():
+        return f"{v:,.2f}"
+    if isinstance(v, int | float):
+        return f"{v:,.0f}"
+    return str(v)
 
 
 @app.command()
@@ -556,14 +700,25 @@ def stats(
         card, ours = r.get("card"), r.get("ours")
         if "year" in str(r["metric"]):  # a year is a label: 2023, not 2,023, and no ratio
             card, ours = (None if v is None else str(int(v)) for v in (card, ours))
-        ratio = f"{ours / card:.2f}" if isinstance(card, int | float) and isinstance(ours, int | float) and card else ""
-        fmt_num = lambda v: "" if v is None else (f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}" if isinstance(v, int | float) else str(v))  # noqa: E731
-        table.add_row(escape(str(r["metric"])), escape(fmt_num(card)), escape(fmt_num(ours)), ratio, escape(str(r.get("note") or "")))
+        ratio = (
+            f"{ours / card:.2f}"
+            if isinstance(card, int | float) and isinstance(ours, int | float) and card
+            else ""
+        )
+        table.add_row(
+            escape(str(r["metric"])),
+            escape(_fmt_num(card)),
+            escape(_fmt_num(ours)),
+            ratio,
+            escape(str(r.get("note") or "")),
+        )
     out.print(table)
     if dataset == "kernel-opt-rl":  # every gap to the card, with its cause
         from dagster_project.publish.kernel_opt_rl import card_gap_lines
 
-        card_figures = {r["metric"]: r["card"] for r in df.iter_rows(named=True) if r.get("card") is not None}
+        card_figures = {
+            r["metric"]: r["card"] for r in df.iter_rows(named=True) if r.get("card") is not None
+        }
         try:
             gaps = card_gap_lines(lake, card_figures)
         except Exception as exc:  # noqa: BLE001 - a lake without the raw tables: say so
@@ -576,7 +731,10 @@ def stats(
 @app.command()
 def report(
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | md")] = "html",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Default: KERNELHOUSE_HOME/exports/report.<fmt>.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Default: KERNELHOUSE_HOME/exports/report.<fmt>."),
+    ] = None,
 ) -> None:
     """Write an HTML or Markdown report of the analysis views, with plots."""
     from dagster_project.lake import Lake
@@ -606,7 +764,9 @@ def ui(
 
     exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
     args = [exe, "dev", "-m", "dagster_project.definitions", "-h", "127.0.0.1", "-p", str(port)]
-    console.print(f"Dagster UI on http://127.0.0.1:{port}  (DAGSTER_HOME={escape(str(settings.dagster_home))})")
+    console.print(
+        f"Dagster UI on http://127.0.0.1:{port}  (DAGSTER_HOME={escape(str(settings.dagster_home))})"
+    )
     os.execv(exe, args)
 
 
@@ -636,7 +796,9 @@ def main() -> None:
     except Exception as exc:  # one-line reason unless --debug
         if debug:
             raise
-        console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc).splitlines()[0] if str(exc) else '')}")
+        console.print(
+            f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc).splitlines()[0] if str(exc) else '')}"
+        )
         sys.exit(1)
 
 

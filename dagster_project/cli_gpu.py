@@ -22,8 +22,9 @@ from rich.table import Table
 
 from dagster_project.settings import load_settings
 
-gpu_app = typer.Typer(no_args_is_help=True,
-                      help="Execution reward on a GPU: plan batches, ingest results, status.")
+gpu_app = typer.Typer(
+    no_args_is_help=True, help="Execution reward on a GPU: plan batches, ingest results, status."
+)
 console = Console(stderr=True)
 out = Console()
 
@@ -56,8 +57,20 @@ def plan(
     rows: Annotated[int, typer.Option("--rows", "-n", help="Rows in the batch.")] = 36,
     m_per_file: Annotated[int, typer.Option(help="Batch sizes (M) taken per config file.")] = 3,
     gpu: Annotated[str, typer.Option(help="GPU whose rows are measured.")] = "NVIDIA H200",
-    output: Annotated[Path | None, typer.Option("--out", "-o", help="Batch file (default: the next .gpu/batch-NNN.jsonl; a .xz name is compressed).")] = None,
-    order: Annotated[str, typer.Option(help="'reuse': strata of (kernel, quant, repo, M bucket), rows sharing compiled kernels first; 'files': whole config files, --m-per-file each.")] = "reuse",
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Batch file (default: the next .gpu/batch-NNN.jsonl; a .xz name is compressed).",
+        ),
+    ] = None,
+    order: Annotated[
+        str,
+        typer.Option(
+            help="'reuse': strata of (kernel, quant, repo, M bucket), rows sharing compiled kernels first; 'files': whole config files, --m-per-file each."
+        ),
+    ] = "reuse",
 ) -> None:
     """Write the next batch of unmeasured rows (stratified over kernel, quantisation, repo
     and M bucket)."""
@@ -79,22 +92,53 @@ def plan(
     for c in ("id", "kernel", "repo", "quant", "GEMMs", "M", "E", "N", "K", "top_k", "model"):
         table.add_column(c, overflow="fold")
     for r in batch:
-        table.add_row(r.id[:10], r.kernel, r.repo, r.quant, r.moe_gemms, str(r.M), _fmt(r.E),
-                      str(r.N), str(r.K), _fmt(r.routed_top_k or None), _fmt(r.model))
+        table.add_row(
+            r.id[:10],
+            r.kernel,
+            r.repo,
+            r.quant,
+            r.moe_gemms,
+            str(r.M),
+            _fmt(r.E),
+            str(r.N),
+            str(r.K),
+            _fmt(r.routed_top_k or None),
+            _fmt(r.model),
+        )
     out.print(table)
     if skipped:
-        console.print("[dim]not measurable: " + "; ".join(f"{k} ({v})" for k, v in
-                                                          sorted(skipped.items())) + "[/]")
-    console.print(f"on the GPU machine: bash benchmarks/gpu_measure_configs.sh {path} "
-                  "$OUT/out.jsonl   then: kernelhouse gpu ingest <that file>")
+        console.print(
+            "[dim]not measurable: "
+            + "; ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))
+            + "[/]"
+        )
+    console.print(
+        f"on the GPU machine: bash benchmarks/gpu_measure_configs.sh {path} "
+        "$OUT/out.jsonl   then: kernelhouse gpu ingest <that file>"
+    )
 
 
 @gpu_app.command("pack")
 def pack(
-    paths: Annotated[list[Path], typer.Argument(help="Result JSONL files (.gz too) of one device batch.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Shipped batch, e.g. dagster_project/data/measured/h200/batch-005.parquet.")],
-    batch: Annotated[list[Path] | None, typer.Option(help="Batch file(s) the results came from: complete older result lines.")] = None,
-    driver: Annotated[str | None, typer.Option(help="Driver version of the device call, where the results lack it.")] = None,
+    paths: Annotated[
+        list[Path], typer.Argument(help="Result JSONL files (.gz too) of one device batch.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Shipped batch, e.g. dagster_project/data/measured/h200/batch-005.parquet.",
+        ),
+    ],
+    batch: Annotated[
+        list[Path] | None,
+        typer.Option(help="Batch file(s) the results came from: complete older result lines."),
+    ] = None,
+    driver: Annotated[
+        str | None,
+        typer.Option(help="Driver version of the device call, where the results lack it."),
+    ] = None,
 ) -> None:
     """Write device results as a shipped Parquet batch (committed with the package and
     ingested by every `kernelhouse build`)."""
@@ -122,9 +166,11 @@ def ingest(
         _fail("no such result file: " + ", ".join(missing))
     settings, lake = _lake()
     rep = ingest_results(lake, paths)
-    console.print(f"ingested {rep.lines} result lines for {rep.rows} rows "
-                  f"({rep.candidates} candidates stored); datasets.measured_configs has "
-                  f"{rep.dataset_rows} rows")
+    console.print(
+        f"ingested {rep.lines} result lines for {rep.rows} rows "
+        f"({rep.candidates} candidates stored); datasets.measured_configs has "
+        f"{rep.dataset_rows} rows"
+    )
     if export:
         path = export_measured(lake, settings.exports_dir / "measured_configs")
         console.print(f"exported {path}")
@@ -162,5 +208,7 @@ def status(
         return
     done = measured_row_ids(lake)
     left = sum(r.id not in done for r in rows)
-    console.print(f"{gpu}: {len(rows)} measurable rows, {len(rows) - left} measured, "
-                  f"{left} left; not measurable: {sum(skipped.values())}")
+    console.print(
+        f"{gpu}: {len(rows)} measurable rows, {len(rows) - left} measured, "
+        f"{left} left; not measurable: {sum(skipped.values())}"
+    )

@@ -126,7 +126,12 @@ VENDOR_WORDS: tuple[str, ...] = ("NVIDIA", "GeForce", "AMD", "Instinct")
 PROSE_VENDOR_PREFIX = "".join(f"(?:{w}{_SEP[PROSE]})?" for w in VENDOR_WORDS)
 #: Prose: form-factor and memory tokens that may follow a family (``H100 SXM 80GB``).
 PROSE_SUFFIX_TOKENS: tuple[str, ...] = (
-    r"SXM\d?", "PCIe", "NVL", r"HBM\d?e?", r"\d{2,3}\s?GB", r"\d{2,3}G(?![A-Za-z])"
+    r"SXM\d?",
+    "PCIe",
+    "NVL",
+    r"HBM\d?e?",
+    r"\d{2,3}\s?GB",
+    r"\d{2,3}G(?![A-Za-z])",
 )
 PROSE_SUFFIX = f"(?:{_SEP[PROSE]}(?:" + "|".join(PROSE_SUFFIX_TOKENS) + "))*"
 #: Prose: families whose ``HBM3`` suffix names the SXM part (``NVIDIA_H100_80GB_HBM3``).
@@ -142,7 +147,18 @@ PATH_GPUS = alternation(PATH)
 # -- device names (tuned-config files) ---------------------------------------------------
 #: First word of an NVIDIA model when the driver left the vendor out (``H100_80GB_HBM3``).
 NVIDIA_MODEL_PREFIXES: tuple[str, ...] = (
-    "A", "B", "H", "L", "GB", "GH", "RTX", "GEFORCE", "TESLA", "QUADRO", "JETSON", "THOR"
+    "A",
+    "B",
+    "H",
+    "L",
+    "GB",
+    "GH",
+    "RTX",
+    "GEFORCE",
+    "TESLA",
+    "QUADRO",
+    "JETSON",
+    "THOR",
 )
 #: First word of an AMD model when the driver left the vendor out: a series word, or a
 #: word starting with an Instinct model number (``MI300X``).
@@ -158,8 +174,21 @@ BLACKWELL_DATACENTER: tuple[str, ...] = ("B100", "B200", "B300", "GB200", "GB300
 #: Models (or their first word) of CUDA GPUs with < 128 KiB opt-in shared memory per
 #: block (sm_86/89/120/121): SGLang's ``_use_low_smem_fp8_default``.
 LOW_SHARED_MEMORY: tuple[str, ...] = (
-    "L4", "L20", "L20Y", "L40", "L40S", "A10", "A10G", "A16", "A2", "A40", "GB10",
-    "RTX", "GeForce", "Jetson", "Thor",
+    "L4",
+    "L20",
+    "L20Y",
+    "L40",
+    "L40S",
+    "A10",
+    "A10G",
+    "A16",
+    "A2",
+    "A40",
+    "GB10",
+    "RTX",
+    "GeForce",
+    "Jetson",
+    "Thor",
 )
 
 

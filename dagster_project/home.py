@@ -99,11 +99,16 @@ class Housekeeping:
         if self.stale_lock:
             out.append(f"took over the build lock of a build that died ({self.stale_lock})")
         if self.swept:
-            out.append(f"removed {len(self.swept)} temporary file(s) a killed write left: "
-                       + ", ".join(self.swept[:5]) + (" ..." if len(self.swept) > 5 else ""))
+            out.append(
+                f"removed {len(self.swept)} temporary file(s) a killed write left: "
+                + ", ".join(self.swept[:5])
+                + (" ..." if len(self.swept) > 5 else "")
+            )
         if self.failed_runs:
-            out.append(f"marked {len(self.failed_runs)} run(s) of a build that died as failed: "
-                       + ", ".join(r[:8] for r in self.failed_runs))
+            out.append(
+                f"marked {len(self.failed_runs)} run(s) of a build that died as failed: "
+                + ", ".join(r[:8] for r in self.failed_runs)
+            )
         for asset, why in sorted(self.damaged.items()):
             out.append(f"{asset} runs again: {why}")
         return out
@@ -143,9 +148,17 @@ def build_lock(home: Path) -> Iterator[str | None]:
         stale = _describe(previous) if previous else None
         fh.seek(0)
         fh.truncate()
-        fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                             "identity": process_identity(), "started": time.time(),
-                             "argv": sys.argv[:4]}))
+        fh.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "identity": process_identity(),
+                    "started": time.time(),
+                    "argv": sys.argv[:4],
+                }
+            )
+        )
         fh.flush()
         _HELD[key] = fh
         try:
@@ -231,7 +244,8 @@ def fail_dead_runs(instance: Any) -> list[str]:
             continue
         who = tags.get("kernelhouse/process", "an earlier kernelhouse")
         instance.report_run_failed(
-            run, f"the kernelhouse build that ran this ({who}) died; marked failed by the next build"
+            run,
+            f"the kernelhouse build that ran this ({who}) died; marked failed by the next build",
         )
         failed.append(run.run_id)
     return failed
@@ -251,11 +265,15 @@ def damaged_assets(defs: Any, lake: Lake) -> dict[str, str]:
         tables = str((node.metadata or {}).get("tables") or "")
         hit = sorted(t for t in (x.strip() for x in tables.split(",")) if t in broken)
         if hit and node.is_materializable:
-            out[key.to_user_string()] = f"view {', '.join(hit)} no longer reads (its partition files are missing)"
+            out[key.to_user_string()] = (
+                f"view {', '.join(hit)} no longer reads (its partition files are missing)"
+            )
     return out
 
 
-_DAMAGED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("kh_damaged", default=None)
+_DAMAGED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "kh_damaged", default=None
+)
 
 
 def damaged_now() -> dict[str, str]:
@@ -279,7 +297,9 @@ def exclusive_build(fn: F) -> F:
             found.swept = sweep_temporaries(settings)
             found.failed_runs = fail_dead_runs(instance)
             if kwargs.get("refresh"):
-                lake = Lake(settings.lake_path, settings.parquet_root, object_store=settings.object_store)
+                lake = Lake(
+                    settings.lake_path, settings.parquet_root, object_store=settings.object_store
+                )
                 found.damaged = damaged_assets(defs, lake)
             token = _DAMAGED.set(found.damaged)
             try:

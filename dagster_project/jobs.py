@@ -26,14 +26,18 @@ def all_jobs() -> list[dg.UnresolvedAssetJobDefinition]:
         )
         for layer in LAYERS
     ]
-    jobs.append(dg.define_asset_job(
-        "kernelinfer_job",
-        selection=dg.AssetSelection.assets("sim_tasks", "kernelinfer_sessions"),
-        description="Generate the kernelinfer task specs and session shards.",
-    ))
-    jobs.append(dg.define_asset_job(
-        "kernelswarm_job",
-        selection=dg.AssetSelection.assets("kernelswarm_episodes"),
-        description="Generate the kernelswarm episode shards.",
-    ))
+    jobs.append(
+        dg.define_asset_job(
+            "kernelinfer_job",
+            selection=dg.AssetSelection.assets("sim_tasks", "kernelinfer_sessions"),
+            description="Generate the kernelinfer task specs and session shards.",
+        )
+    )
+    jobs.append(
+        dg.define_asset_job(
+            "kernelswarm_job",
+            selection=dg.AssetSelection.assets("kernelswarm_episodes"),
+            description="Generate the kernelswarm episode shards.",
+        )
+    )
     return jobs

@@ -342,7 +342,9 @@ class Lake:
             ).fetchone()
         return bool(row and row[0])
 
-    def read_table(self, schema: str, table: str, where: str = "", params: Sequence[Any] = ()) -> pl.DataFrame:
+    def read_table(
+        self, schema: str, table: str, where: str = "", params: Sequence[Any] = ()
+    ) -> pl.DataFrame:
         """Whole table (or a filtered slice); an absent table reads as None-safe empty."""
         if not self.table_exists(schema, table):
             raise LakeError(f"table {schema}.{table} does not exist in {self.path}")
@@ -356,7 +358,14 @@ class Lake:
     def row_counts(self) -> pl.DataFrame:
         """(schema, table, kind, rows) for every table and view in the lake."""
         if not self.path.exists():
-            return pl.DataFrame(schema={"schema": pl.String, "table": pl.String, "kind": pl.String, "rows": pl.Int64})
+            return pl.DataFrame(
+                schema={
+                    "schema": pl.String,
+                    "table": pl.String,
+                    "kind": pl.String,
+                    "rows": pl.Int64,
+                }
+            )
         with self.connect(read_only=True) as con:
             objs = con.execute(
                 "SELECT table_schema, table_name, table_type FROM information_schema.tables "
@@ -387,7 +396,9 @@ class Lake:
                 con.execute("COMMIT")
             except Exception as exc:
                 con.execute("ROLLBACK")
-                raise LakeError(f"writing {schema}.{table} failed; previous table kept: {exc}") from exc
+                raise LakeError(
+                    f"writing {schema}.{table} failed; previous table kept: {exc}"
+                ) from exc
             finally:
                 with contextlib.suppress(Exception):
                     con.unregister("_incoming")
@@ -428,7 +439,9 @@ class Lake:
                 con.execute("COMMIT")
             except Exception as exc:
                 con.execute("ROLLBACK")
-                raise LakeError(f"writing {schema}.{table} failed; previous rows kept: {exc}") from exc
+                raise LakeError(
+                    f"writing {schema}.{table} failed; previous rows kept: {exc}"
+                ) from exc
             finally:
                 with contextlib.suppress(Exception):
                     con.unregister("_incoming")
@@ -485,7 +498,9 @@ class Lake:
         folder = Path(self.parquet_root) / table
         return sorted(str(p) for p in folder.glob("*.parquet")) if folder.exists() else []
 
-    def refresh_view(self, schema: str, table: str, empty_schema: pl.DataFrame | None = None) -> int:
+    def refresh_view(
+        self, schema: str, table: str, empty_schema: pl.DataFrame | None = None
+    ) -> int:
         """(Re)create ``schema.table`` as a view over every partition file of ``table``.
 
         Creating the view binds it, and binding a ``union_by_name`` glob reads the footer
@@ -530,7 +545,9 @@ class Lake:
             for uri in sorted(uris):
                 quoted = uri.replace("'", "''")
                 try:
-                    rows = mem.execute(f"DESCRIBE SELECT * FROM read_parquet('{quoted}')").fetchall()
+                    rows = mem.execute(
+                        f"DESCRIBE SELECT * FROM read_parquet('{quoted}')"
+                    ).fetchall()
                 except duckdb.Error:  # gone already (a concurrent delete): re-bind
                     return None
                 found.add(tuple((str(r[0]), str(r[1])) for r in rows))
@@ -546,7 +563,9 @@ _BOUND: set[tuple[str, str]] = set()
 
 # The glob ``refresh_view`` writes into a view: read_parquet('<root>/<table>/*.parquet'.
 # Only ever matched against view text this module generated.
-_VIEW_GLOB = re.compile(r"read_parquet\('(?P<root>(?:[^']|'')+)/(?P<table>(?:[^'/]|'')+)/\*\.parquet'")
+_VIEW_GLOB = re.compile(
+    r"read_parquet\('(?P<root>(?:[^']|'')+)/(?P<table>(?:[^'/]|'')+)/\*\.parquet'"
+)
 
 # Statement types ``read_only_query`` runs: only SELECT (DuckDB's parser gives DESCRIBE,
 # SHOW, SUMMARIZE, VALUES and FROM-first queries this type too).

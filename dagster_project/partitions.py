@@ -21,7 +21,9 @@ def shards_needed(n_items: int, shard_size: int = 100) -> int:
     return -(-n_items // shard_size)
 
 
-def shard_partitions(n_items: int, default_shards: int, shard_size: int = 100) -> dg.StaticPartitionsDefinition:
+def shard_partitions(
+    n_items: int, default_shards: int, shard_size: int = 100
+) -> dg.StaticPartitionsDefinition:
     """Shard keys for a build of ``n_items`` sessions / episodes: as many as it needs
     (ten times the data is ten times the shards, each a unit of parallel work), never
     fewer than the default build's, so shards left by a larger earlier build are still

@@ -58,7 +58,9 @@ class BuildProgress:
         self.started = time.monotonic()
         # run_build plans the stages again, so a stage is known by its assets, not its id.
         self.totals = {
-            _sid(s): sum(1 for k in s.partition_keys if k is None or not partitions or k in partitions)
+            _sid(s): sum(
+                1 for k in s.partition_keys if k is None or not partitions or k in partitions
+            )
             for s in stages
         }
         self.total = sum(self.totals.values())
@@ -111,7 +113,9 @@ class BuildProgress:
             self.launched += 1
             self._running.setdefault(sid, []).append(tag)
             if not self.live:
-                self.console.print(f"[dim]{self.launched}/{self.total}[/] {escape(stage.label)} {escape(tag)}")
+                self.console.print(
+                    f"[dim]{self.launched}/{self.total}[/] {escape(stage.label)} {escape(tag)}"
+                )
         else:
             self.done += 1
             running = self._running.get(sid, [])
@@ -130,7 +134,9 @@ class BuildProgress:
         finished = state != "start"
         now = ", ".join(self._running.get(sid, [])[:3])
         description = f"{escape(stage.label)} [dim]{escape(now)}[/]" if now else escape(stage.label)
-        self._progress.update(self._bars[sid], advance=1 if finished else 0, description=description)
+        self._progress.update(
+            self._bars[sid], advance=1 if finished else 0, description=description
+        )
 
     # -- step reports --------------------------------------------------------------------
     def _on_report(self, task: str, done: int, total: int | None) -> None:

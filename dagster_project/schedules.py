@@ -26,8 +26,14 @@ def all_schedules() -> list[dg.ScheduleDefinition]:
         description="Fetch vLLM, SGLang and FlashInfer daily; downstream assets refresh incrementally.",
     )
     def daily_refresh(context: dg.ScheduleEvaluationContext):  # noqa: ANN202
-        day = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else "manual"
+        day = (
+            context.scheduled_execution_time.strftime("%Y-%m-%d")
+            if context.scheduled_execution_time
+            else "manual"
+        )
         for repo in REPOS:
-            yield dg.RunRequest(run_key=f"{day}-{repo}", partition_key=repo, tags={"kernelhouse/refresh": day})
+            yield dg.RunRequest(
+                run_key=f"{day}-{repo}", partition_key=repo, tags={"kernelhouse/refresh": day}
+            )
 
     return [daily_refresh]

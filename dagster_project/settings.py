@@ -71,7 +71,9 @@ class SecretStr:
         return bool(self._value)
 
 
-def _env(name: str, default: str | None = None, environ: Mapping[str, str] | None = None) -> str | None:
+def _env(
+    name: str, default: str | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
     value = (os.environ if environ is None else environ).get(name)
     if value is None or value.strip() == "":
         return default
@@ -145,7 +147,9 @@ class ObjectStore:
         if endpoint:  # an endpoint may carry user:password@ — never show it
             parts = urlsplit(endpoint)
             if parts.username or parts.password:
-                endpoint = parts._replace(netloc=parts.hostname or "").geturl() + " (userinfo hidden)"
+                endpoint = (
+                    parts._replace(netloc=parts.hostname or "").geturl() + " (userinfo hidden)"
+                )
         return {
             "AWS_ENDPOINT_URL": endpoint or "unset (AWS S3)",
             "AWS_REGION": self.region or "unset",

@@ -78,9 +78,13 @@ def _check_status(
         recs = storage.get_asset_check_execution_history(check_key, limit=1)
         if not recs:
             return CheckStatus(check_key.name, "never")
-        return CheckStatus(check_key.name, _CHECK_WORDS.get(recs[0].status.value, recs[0].status.value.lower()))
+        return CheckStatus(
+            check_key.name, _CHECK_WORDS.get(recs[0].status.value, recs[0].status.value.lower())
+        )
     # The latest record of each partition (the history is newest first).
-    history = storage.get_asset_check_execution_history(check_key, limit=max(50, 4 * len(partitions)))
+    history = storage.get_asset_check_execution_history(
+        check_key, limit=max(50, 4 * len(partitions))
+    )
     if not history:
         return CheckStatus(check_key.name, "never")
     words = [_CHECK_WORDS.get(r.status.value, r.status.value.lower()) for r in history]
@@ -118,14 +122,21 @@ def asset_statuses(instance: dg.DagsterInstance, graph: dg.AssetGraph) -> list[A
             rows = sum(counts) if counts else None
             parts = f"{len(events)}/{len(part_keys)}"
             if events:
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(max(e.timestamp for e in events)))
+                when = time.strftime(
+                    "%Y-%m-%d %H:%M:%S", time.gmtime(max(e.timestamp for e in events))
+                )
         else:
             event = instance.get_latest_materialization_event(key)
             if event is not None and event.asset_materialization is not None:
                 when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.timestamp))
                 rows = _rows_of(event)
-        checks = [_check_status(instance, ck, part_keys) for ck in sorted(node.check_keys, key=lambda c: c.name)]
-        out.append(AssetStatus(key.to_user_string(), node.group_name or "", when, rows, parts, checks))
+        checks = [
+            _check_status(instance, ck, part_keys)
+            for ck in sorted(node.check_keys, key=lambda c: c.name)
+        ]
+        out.append(
+            AssetStatus(key.to_user_string(), node.group_name or "", when, rows, parts, checks)
+        )
     return out
 
 
@@ -155,9 +166,13 @@ def source_notes(settings: Settings) -> list[str]:
         for repo, why in sorted(offline.items())
     ]
     if down["pr_bodies"]:
-        notes.append(f"{_sentence(down['pr_bodies'])}: PR bodies come from the cache only; PRs not cached stay without gains.")
+        notes.append(
+            f"{_sentence(down['pr_bodies'])}: PR bodies come from the cache only; PRs not cached stay without gains."
+        )
     if down["moe_model_shapes"]:
-        notes.append(f"{_sentence(down['moe_model_shapes'])}: MoE model shapes come from the checked-in snapshot.")
+        notes.append(
+            f"{_sentence(down['moe_model_shapes'])}: MoE model shapes come from the checked-in snapshot."
+        )
     return notes
 
 
@@ -190,4 +205,3 @@ def gains_note(instance: dg.DagsterInstance) -> str | None:
     if not state or str(state).startswith("gains extracted from all"):
         return None
     return str(state)
-

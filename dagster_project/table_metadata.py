@@ -28,7 +28,13 @@ from dagster_project.frames import ColumnSchema, Json, Markdown
 from dagster_project.versions import table_version
 from sql import load_sql
 
-__all__ = ["asset_metadata", "check_result", "expectations_table", "materialize_result", "table_schema"]
+__all__ = [
+    "asset_metadata",
+    "check_result",
+    "expectations_table",
+    "materialize_result",
+    "table_schema",
+]
 
 
 def table_schema(lake: Any, table: str) -> dict[str, Any]:
@@ -81,8 +87,11 @@ def materialize_result(
 def check_result(outcome: Any) -> dg.AssetCheckResult:
     """An asset check's result from a domain ``CheckOutcome`` (``name``, ``passed``,
     ``metadata`` as for ``asset_metadata``)."""
-    return dg.AssetCheckResult(check_name=outcome.name, passed=outcome.passed,
-                               metadata=asset_metadata(None, outcome.metadata))
+    return dg.AssetCheckResult(
+        check_name=outcome.name,
+        passed=outcome.passed,
+        metadata=asset_metadata(None, outcome.metadata),
+    )
 
 
 def _cell(value: Any, width: int = 120) -> str:

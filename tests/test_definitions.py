@@ -87,7 +87,9 @@ def test_each_asset_declares_its_refresh_policy() -> None:
         assert (node.automation_condition is None) == (name in manual), name
         if node.group_name == "simulated":
             assert node.tags.get(CODE_VERSION_TAG) == SIM_PARAMS, name
-            assert node.code_version and f"+seed{DEFAULT_SIM_SEED}.s40.e40" in node.code_version, name
+            assert node.code_version and f"+seed{DEFAULT_SIM_SEED}.s40.e40" in node.code_version, (
+                name
+            )
 
 
 def test_execution_reads_no_asset_names() -> None:
@@ -99,10 +101,16 @@ def test_execution_reads_no_asset_names() -> None:
     from dagster_project.definitions import build_definitions
 
     root = Path(dagster_project.__file__).parent
-    sources = {p: p.read_text() for p in [*(root / "execution").glob("*.py"), root / "definitions.py"]}
-    names = {k.to_user_string() for k in build_definitions().resolve_asset_graph().get_all_asset_keys()}
+    sources = {
+        p: p.read_text() for p in [*(root / "execution").glob("*.py"), root / "definitions.py"]
+    }
+    names = {
+        k.to_user_string() for k in build_definitions().resolve_asset_graph().get_all_asset_keys()
+    }
     found = {
-        (p.name, n) for p, text in sources.items() for n in names
+        (p.name, n)
+        for p, text in sources.items()
+        for n in names
         if f'"{n}"' in text or f"'{n}'" in text
     }
     assert not found, found

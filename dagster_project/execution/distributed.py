@@ -99,7 +99,10 @@ def dask_cluster(address: str | None, n_workers: int | None = None) -> Iterator[
     if address is None:
         n = n_workers or max(1, os.cpu_count() or 1)
         cluster = dd.LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
             dashboard_address=None,
         )
         address = str(cluster.scheduler_address)
@@ -137,10 +140,14 @@ def dask_cluster(address: str | None, n_workers: int | None = None) -> Iterator[
             # Each worker imports Dagster and builds the definitions once (seconds);
             # start that now, while the run processes start, not at the first step.
             for worker in client.nthreads():
-                dd.fire_and_forget(client.submit(
-                    warm_worker, key=f"kernelhouse-warm-{uuid.uuid4().hex}", workers=[worker],
-                    pure=False,
-                ))
+                dd.fire_and_forget(
+                    client.submit(
+                        warm_worker,
+                        key=f"kernelhouse-warm-{uuid.uuid4().hex}",
+                        workers=[worker],
+                        pure=False,
+                    )
+                )
         yield DaskCluster(address, threads, started_here=cluster is not None)
     finally:
         if cluster is not None:
@@ -210,8 +217,12 @@ class DaskRuns:
         self, keys: list[dg.AssetKey], partition_key: str | None
     ) -> Callable[[], dg.JobExecutionResult]:
         future = self._pool.submit(
-            _run_on_dask, self._address, [list(k.path) for k in keys], partition_key,
-            self._run_config, self._tags,
+            _run_on_dask,
+            self._address,
+            [list(k.path) for k in keys],
+            partition_key,
+            self._run_config,
+            self._tags,
         )
         return lambda: self._result(future.result(), keys)
 

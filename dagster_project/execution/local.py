@@ -40,7 +40,9 @@ class RunSummary:
 
 
 def _run_in_worker(
-    key_paths: list[list[str]], partition_key: str | None, run_config: dict[str, Any] | None,
+    key_paths: list[list[str]],
+    partition_key: str | None,
+    run_config: dict[str, Any] | None,
     tags: dict[str, str],
 ) -> RunSummary:
     """In a worker process: one in-process Dagster run of these assets for one partition,
@@ -108,7 +110,10 @@ class LocalRuns:
             )
             return lambda: summary  # type: ignore[return-value]
         future = self._start().submit(
-            _run_in_worker, [list(k.path) for k in keys], partition_key, self._run_config,
+            _run_in_worker,
+            [list(k.path) for k in keys],
+            partition_key,
+            self._run_config,
             self._tags,
         )
         return future.result  # type: ignore[return-value]

@@ -72,7 +72,7 @@ def normalise_selection(selection: str) -> str:
     for part in parts:
         bare = part.strip("+*")
         if bare.isidentifier() and " " not in part:
-            prefix, suffix = part[: part.index(bare)], part[part.index(bare) + len(bare):]
+            prefix, suffix = part[: part.index(bare)], part[part.index(bare) + len(bare) :]
             out.append(f"{prefix}key:{bare}{suffix}")
         else:
             out.append(f"({part})")
@@ -95,8 +95,11 @@ def plan_stages(
     graph = defs.resolve_asset_graph()
     if selection:
         names = {k.to_user_string() for k in graph.get_all_asset_keys()}
-        unknown = [bare for part in selection.split(",")
-                   if (bare := part.strip().strip("+*")).isidentifier() and bare not in names]
+        unknown = [
+            bare
+            for part in selection.split(",")
+            if (bare := part.strip().strip("+*")).isidentifier() and bare not in names
+        ]
         if unknown:  # a typo would otherwise select nothing and "build" in no time
             raise ValueError(f"no asset named {', '.join(map(repr, unknown))}")
         keys = dg.AssetSelection.from_string(normalise_selection(selection)).resolve(graph)
@@ -119,8 +122,11 @@ def plan_stages(
         group: list[dg.AssetKey] = []
         frontier = set(ready)
         while frontier:
-            pick = [k for k in sorted(frontier, key=lambda k: k.to_user_string())
-                    if _pdef_id(graph.get(k).partitions_def) == _pdef_id(pdef)]
+            pick = [
+                k
+                for k in sorted(frontier, key=lambda k: k.to_user_string())
+                if _pdef_id(graph.get(k).partitions_def) == _pdef_id(pdef)
+            ]
             if not pick:
                 break
             group += pick
@@ -236,7 +242,8 @@ def run_build(
                     failed.add((k, pkey))
                     outcome.skipped[_label(k, pkey)] = f"source offline: {offline[pkey]}"
             blocked = {
-                k for k in stage.keys
+                k
+                for k in stage.keys
                 if (k, pkey) not in failed and _is_blocked(graph, k, pkey, failed)
             }
             run_keys = [k for k in stage.keys if k not in blocked and (k, pkey) not in failed]
@@ -334,9 +341,10 @@ def stale_reasons(
             out[key] = "never materialised"
         elif status == StaleStatus.STALE:
             causes = resolver.get_stale_root_causes(key, part)
-            out[key] = "; ".join(
-                f"{c.asset_key.to_user_string()} {c.reason}" for c in causes[:3]
-            ) or "stale"
+            out[key] = (
+                "; ".join(f"{c.asset_key.to_user_string()} {c.reason}" for c in causes[:3])
+                or "stale"
+            )
     return out
 
 

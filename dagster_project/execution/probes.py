@@ -30,7 +30,11 @@ def probe_source(source: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     try:
         res = subprocess.run(
             ["git", "ls-remote", "--exit-code", source, "HEAD"],
-            capture_output=True, text=True, timeout=timeout_s, env=env, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         return f"no answer within {timeout_s:.0f} s"

@@ -115,15 +115,33 @@ class StructureIndex:
         b, o = round(abs(baseline), 9), round(abs(optimized), 9)
         by_group: dict[str, list[Unit]] = {}
         for u in self.units:
-            hits_b = [t for t in u.tokens if round(t[0], 9) == b and t[1] not in ("optimized", "reference")]
-            hits_o = [t for t in u.tokens if round(t[0], 9) == o and t[1] not in ("baseline", "reference")]
+            hits_b = [
+                t
+                for t in u.tokens
+                if round(t[0], 9) == b and t[1] not in ("optimized", "reference")
+            ]
+            hits_o = [
+                t for t in u.tokens if round(t[0], 9) == o and t[1] not in ("baseline", "reference")
+            ]
             # two different numbers of the unit (equal values: two different cells)
-            if hits_b and hits_o and (b != o or any(tb[2] != to[2] for tb in hits_b for to in hits_o)):
+            if (
+                hits_b
+                and hits_o
+                and (b != o or any(tb[2] != to[2] for tb in hits_b for to in hits_o))
+            ):
                 return True
             by_group.setdefault(u.group, []).append(u)
         for units in by_group.values():
-            bslots = {t[2] for u in units if u.role == "baseline" for t in u.tokens if round(t[0], 9) == b}
-            oslots = {t[2] for u in units if u.role == "optimized" for t in u.tokens if round(t[0], 9) == o}
+            bslots = {
+                t[2] for u in units if u.role == "baseline" for t in u.tokens if round(t[0], 9) == b
+            }
+            oslots = {
+                t[2]
+                for u in units
+                if u.role == "optimized"
+                for t in u.tokens
+                if round(t[0], 9) == o
+            }
             if bslots & oslots:
                 return True
         return False
@@ -182,7 +200,9 @@ def _structure_index(text: str) -> StructureIndex:
             for j, cell in enumerate(row):
                 m = CELL_ARROW.match(cell)
                 if m:
-                    u.tokens += _tokens(m.group("b"), "baseline", str(j)) + _tokens(m.group("o"), "optimized", str(j))
+                    u.tokens += _tokens(m.group("b"), "baseline", str(j)) + _tokens(
+                        m.group("o"), "optimized", str(j)
+                    )
                     continue
                 u.tokens += _tokens(cell, col_role[j] if j < len(col_role) else None, str(j))
             units.append(u)
@@ -192,8 +212,16 @@ def _structure_index(text: str) -> StructureIndex:
         # a sentence or line holds a comparison only where it is written as one ("from X
         # to Y", "X -> Y", "before: X, after: Y"): any two numbers of a sentence are not a pair
         for c in transitions(sentence, block):
-            units.append(Unit(gid, None, [(round(abs(c.baseline or 0), 9), "baseline", ""),
-                                          (round(abs(c.optimized or 0), 9), "optimized", "")]))
+            units.append(
+                Unit(
+                    gid,
+                    None,
+                    [
+                        (round(abs(c.baseline or 0), 9), "baseline", ""),
+                        (round(abs(c.optimized or 0), 9), "optimized", ""),
+                    ],
+                )
+            )
 
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
@@ -213,14 +241,24 @@ def _structure_index(text: str) -> StructureIndex:
     grids = [(b, b.grid) for b in blocks if b.kind == "table" and b.grid is not None]
     grids += [(b, g) for b in blocks if b.kind == "code" for g in aligned_grids(b.lines)]
     for c in inline_candidates(record_blocks):  # "vllm time = 0.0130ms, custom time = 0.0119ms"
-        units.append(Unit(f"i{c.block.index}", None, [(round(abs(c.baseline or 0), 9), "baseline", ""),
-                                                      (round(abs(c.optimized or 0), 9), "optimized", "")]))
+        units.append(
+            Unit(
+                f"i{c.block.index}",
+                None,
+                [
+                    (round(abs(c.baseline or 0), 9), "baseline", ""),
+                    (round(abs(c.optimized or 0), 9), "optimized", ""),
+                ],
+            )
+        )
     paired = pair_runs(collect_runs(record_blocks)) + pair_runs(table_runs(blocks, grids))
     for k, (rb, ro) in enumerate(paired):
         for run, role in ((rb, "baseline"), (ro, "optimized")):
             u = Unit(f"r{k}", role)
             for rec in run.records:
-                slot = re.sub(r"[^a-z0-9/%]+", " ", rec.metric.lower()).strip() + "|" + repr(rec.keys)
+                slot = (
+                    re.sub(r"[^a-z0-9/%]+", " ", rec.metric.lower()).strip() + "|" + repr(rec.keys)
+                )
                 u.tokens.append((round(abs(rec.value), 9), role, slot))
             units.append(u)
     flat = re.sub(r"\s+", "", clean_cell(text)).lower()
@@ -238,7 +276,11 @@ def _agrees(m: Measurement) -> bool | None:
     assert m.baseline is not None and m.optimized is not None
     if m.baseline <= 0 or m.optimized <= 0:
         return None
-    options = [m.speedup] if m.speedup is not None else [m.optimized / m.baseline, m.baseline / m.optimized]
+    options = (
+        [m.speedup]
+        if m.speedup is not None
+        else [m.optimized / m.baseline, m.baseline / m.optimized]
+    )
     return any(abs(m.stated_speedup / x - 1) <= STATED_TOLERANCE for x in options if x)
 
 
@@ -254,15 +296,19 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
             reasons.append("baseline not in the text")
         if not m.optimized_verbatim:
             reasons.append("optimized not in the text")
-        m.same_structure = bool(m.baseline_verbatim and m.optimized_verbatim) and idx.same_structure(
-            m.baseline, m.optimized
-        )
+        m.same_structure = bool(
+            m.baseline_verbatim and m.optimized_verbatim
+        ) and idx.same_structure(m.baseline, m.optimized)
         if m.baseline_verbatim and m.optimized_verbatim and not m.same_structure:
-            reasons.append("values not from one row/record/sentence under baseline and optimized roles")
+            reasons.append(
+                "values not from one row/record/sentence under baseline and optimized roles"
+            )
     else:
         m.baseline_verbatim = m.optimized_verbatim = m.same_structure = None
     if m.stated_speedup is not None:
-        m.stated_verbatim = idx.phrase_verbatim(m.stated_text) and idx.ratio_stated(m.stated_speedup)
+        m.stated_verbatim = idx.phrase_verbatim(m.stated_text) and idx.ratio_stated(
+            m.stated_speedup
+        )
         if not m.stated_verbatim:
             reasons.append("stated ratio not in the text as a ratio claim")
         m.stated_agrees = _agrees(m)
@@ -280,7 +326,9 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
     return m
 
 
-def audit_all(measurements: Iterable[Measurement], text: str, repo: str | None = None) -> list[Measurement]:
+def audit_all(
+    measurements: Iterable[Measurement], text: str, repo: str | None = None
+) -> list[Measurement]:
     """Audit every measurement against the same PR text (structure index built once)."""
     idx = structure_index(text, repo)
     return [audit_measurement(m, idx) for m in measurements]

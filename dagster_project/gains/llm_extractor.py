@@ -206,9 +206,11 @@ def to_measurement(item: dict[str, Any]) -> Measurement | None:
     optimized = parse_number(item.get("optimized"))
     raw = item.get("stated_speedup")
     hint = f"{item.get('metric') or ''}"
-    stated = parse_stated_speedup(
-        f"{raw} {hint}" if isinstance(raw, str) else raw, higher_is_better=hib
-    ) if raw is not None else None
+    stated = (
+        parse_stated_speedup(f"{raw} {hint}" if isinstance(raw, str) else raw, higher_is_better=hib)
+        if raw is not None
+        else None
+    )
     # the phrase as the model copied it: the audit looks for it verbatim in the PR text
     stated_text = str(raw) if raw is not None else None
     if baseline is None or optimized is None:
@@ -254,7 +256,9 @@ def scrub_reply(content: str, secret: str | None) -> str:
 
 def _transient(exc: BaseException) -> bool:
     """Worth another attempt: rate limits, 5xx and connection trouble; a 4xx is final."""
-    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)):
+    if isinstance(
+        exc, (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)
+    ):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
 
@@ -366,7 +370,11 @@ class LLMExtractor:
         )
         try:
             resp = retrying(attempt)
-        except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
+        except (
+            openai.RateLimitError,
+            openai.InternalServerError,
+            openai.APIConnectionError,
+        ) as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
             raise _Unavailable(
                 self._redact(f"{model}: {type(exc).__name__} after {attempts} attempts")

@@ -20,8 +20,12 @@ from dagster_project import gpus
 #: The GPU names come from the one vocabulary (``dagster_project/gpus.py``, prose terms).
 _GPU_CORE = (
     gpus.PROSE_VENDOR_PREFIX
-    + "(?P<family>" + gpus.PROSE_FAMILIES + ")"
-    + "(?P<suffix>" + gpus.PROSE_SUFFIX + ")"
+    + "(?P<family>"
+    + gpus.PROSE_FAMILIES
+    + ")"
+    + "(?P<suffix>"
+    + gpus.PROSE_SUFFIX
+    + ")"
 )
 GPU_RE = re.compile(
     r"(?<![A-Za-z0-9])(?:\d+\s*[x×]\s*)?" + _GPU_CORE + r"(?:s)?(?![A-Za-z0-9])", re.I

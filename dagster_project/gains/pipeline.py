@@ -56,11 +56,22 @@ def _gains_schema() -> dict[str, pl.DataType]:
     for f in fields(Measurement):
         t = str(hints[f.name])
         kinds[f.name] = (
-            pl.Float64() if "float" in t else pl.Int64() if "int" in t
-            else pl.Boolean() if "bool" in t else pl.String()
+            pl.Float64()
+            if "float" in t
+            else pl.Int64()
+            if "int" in t
+            else pl.Boolean()
+            if "bool" in t
+            else pl.String()
         )
-    return {"gain_id": pl.String(), "repo": pl.String(), "pr_number": pl.Int64(), "idx": pl.Int64(), "primary": pl.Boolean(),
-            **{k: v for k, v in kinds.items() if k not in ("repo", "pr_number")}}
+    return {
+        "gain_id": pl.String(),
+        "repo": pl.String(),
+        "pr_number": pl.Int64(),
+        "idx": pl.Int64(),
+        "primary": pl.Boolean(),
+        **{k: v for k, v in kinds.items() if k not in ("repo", "pr_number")},
+    }
 
 
 def pr_numbers_needed(*frames: pl.DataFrame | None) -> pl.DataFrame:
@@ -93,8 +104,15 @@ def extraction_state(needed: pl.DataFrame, bodies: pl.DataFrame | None) -> dict[
     """
     have: set[tuple[str, int]] = set()
     if bodies is not None and bodies.height and "status" in bodies.columns:
-        have = {(r[0], int(r[1])) for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()}
-    keys = {(r[0], int(r[1])) for r in needed.select("repo", "number").iter_rows()} if needed.height else set()
+        have = {
+            (r[0], int(r[1]))
+            for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()
+        }
+    keys = (
+        {(r[0], int(r[1])) for r in needed.select("repo", "number").iter_rows()}
+        if needed.height
+        else set()
+    )
     if not keys:
         keys = set(have)
     available = len(keys & have) if needed.height else len(have)
@@ -107,11 +125,18 @@ def extraction_state(needed: pl.DataFrame, bodies: pl.DataFrame | None) -> dict[
         reason = f"gains extracted from {available:,} of {len(keys):,} PR bodies ({unavailable:,} unavailable)"
     else:
         reason = f"gains extracted from all {len(keys):,} PR bodies"
-    return {"prs_needed": len(keys), "bodies_available": available, "bodies_unavailable": unavailable,
-            "extracted": available > 0, "reason": reason}
+    return {
+        "prs_needed": len(keys),
+        "bodies_available": available,
+        "bodies_unavailable": unavailable,
+        "extracted": available > 0,
+        "reason": reason,
+    }
 
 
-def _run_key(repo: str, number: int, sha: str, extractor: str, version: str, model: str | None) -> str:
+def _run_key(
+    repo: str, number: int, sha: str, extractor: str, version: str, model: str | None
+) -> str:
     return f"{repo}#{number}|{sha}|{extractor}|{version}|{model or ''}"
 
 
@@ -127,9 +152,11 @@ def extract_bodies(
     Returns (all runs: reused + new, number of new runs). A failed extraction is a run
     with ``ok = False``, empty measurements and the reason.
     """
-    done = {} if previous_runs is None or not previous_runs.height else {
-        r["run_key"]: r for r in previous_runs.iter_rows(named=True)
-    }
+    done = (
+        {}
+        if previous_runs is None or not previous_runs.height
+        else {r["run_key"]: r for r in previous_runs.iter_rows(named=True)}
+    )
     llm = LLMExtractor(llm_config) if llm_config else None
     out: list[dict[str, Any]] = []
     new = 0
@@ -146,23 +173,27 @@ def extract_bodies(
             if key in done:
                 out.append(done[key])
                 continue
-            res = extract_pr_gains(text, extractor=extractor, llm=llm, repo=row["repo"], pr_number=row["number"])  # type: ignore[arg-type]
+            res = extract_pr_gains(
+                text, extractor=extractor, llm=llm, repo=row["repo"], pr_number=row["number"]
+            )  # type: ignore[arg-type]
             new += 1
-            out.append({
-                "run_key": key,
-                "repo": row["repo"],
-                "number": row["number"],
-                "body_sha256": sha,
-                "extractor": extractor,
-                "extractor_version": version,
-                "model_used": res.model_used,
-                "ok": res.ok,
-                "error": res.error,
-                "n_measurements": len(res.measurements),
-                "prompt_tokens": int(res.usage.get("prompt_tokens", 0)),
-                "completion_tokens": int(res.usage.get("completion_tokens", 0)),
-                "measurements_json": json.dumps([m.to_row() for m in res.measurements]),
-            })
+            out.append(
+                {
+                    "run_key": key,
+                    "repo": row["repo"],
+                    "number": row["number"],
+                    "body_sha256": sha,
+                    "extractor": extractor,
+                    "extractor_version": version,
+                    "model_used": res.model_used,
+                    "ok": res.ok,
+                    "error": res.error,
+                    "n_measurements": len(res.measurements),
+                    "prompt_tokens": int(res.usage.get("prompt_tokens", 0)),
+                    "completion_tokens": int(res.usage.get("completion_tokens", 0)),
+                    "measurements_json": json.dumps([m.to_row() for m in res.measurements]),
+                }
+            )
         if on_progress:
             on_progress(i + 1, total)
     return pl.DataFrame(out, schema=RUNS_SCHEMA), new
@@ -184,7 +215,16 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
             m.pop("repo", None)
             m.pop("pr_number", None)
             gain_id = f"{r['repo']}#{r['number']}:{r['extractor']}:{i}"
-            rows.append({"gain_id": gain_id, "repo": r["repo"], "pr_number": r["number"], "idx": i, "primary": primary, **m})
+            rows.append(
+                {
+                    "gain_id": gain_id,
+                    "repo": r["repo"],
+                    "pr_number": r["number"],
+                    "idx": i,
+                    "primary": primary,
+                    **m,
+                }
+            )
     schema = _gains_schema()
     if not rows:
         return pl.DataFrame(schema=schema)
@@ -217,10 +257,21 @@ def cross_checks(runs: pl.DataFrame) -> pl.DataFrame:
         if "table" not in got or "llm" not in got:
             continue
         cc = cross_check(got["table"], got["llm"])
-        rows.append({"repo": repo, "number": number, "agree": cc["agree"],
-                     "only_table": json.dumps(cc["only_table"]), "only_llm": json.dumps(cc["only_llm"]),
-                     "llm_audit_failed": cc["llm_audit_failed"]})
-    return pl.DataFrame(rows, schema=CROSSCHECK_SCHEMA) if rows else pl.DataFrame(schema=CROSSCHECK_SCHEMA)
+        rows.append(
+            {
+                "repo": repo,
+                "number": number,
+                "agree": cc["agree"],
+                "only_table": json.dumps(cc["only_table"]),
+                "only_llm": json.dumps(cc["only_llm"]),
+                "llm_audit_failed": cc["llm_audit_failed"],
+            }
+        )
+    return (
+        pl.DataFrame(rows, schema=CROSSCHECK_SCHEMA)
+        if rows
+        else pl.DataFrame(schema=CROSSCHECK_SCHEMA)
+    )
 
 
 def _gains_by_pr(pr_gains: pl.DataFrame | None) -> dict[tuple[str, int], list[Measurement]]:
@@ -243,8 +294,10 @@ def attach_config_gains(rows: pl.DataFrame, pr_gains: pl.DataFrame | None) -> pl
     if not by_pr or "config_pr_number" not in rows.columns:
         return rows
     files_per_pr = (
-        rows.select("repo", "config_pr_number", "config_path").unique()
-        .group_by("repo", "config_pr_number").len()
+        rows.select("repo", "config_pr_number", "config_path")
+        .unique()
+        .group_by("repo", "config_pr_number")
+        .len()
     )
     single = {(r[0], r[1]) for r in files_per_pr.filter(pl.col("len") == 1).iter_rows()}
     gains_col, speed_col = [], []
@@ -325,8 +378,12 @@ def _speedup_plots(gains: pl.DataFrame) -> str:
         for scope in ("kernel", "e2e"):
             part = with_speedup.filter(pl.col("scope") == scope)
             if part.height:
-                plots += plots_markdown(part, "histogram", x="speedup", log_x=True,
-                                        title=f"{scope} speedups") + "\n\n"
+                plots += (
+                    plots_markdown(
+                        part, "histogram", x="speedup", log_x=True, title=f"{scope} speedups"
+                    )
+                    + "\n\n"
+                )
     return plots
 
 
@@ -349,12 +406,16 @@ def gains_tables(
     if not state["extracted"]:
         warn(state["reason"])
     llm_cfg = LLMConfig(**llm) if llm else None
-    runs, new = extract_bodies(
-        bodies,
-        previous,
-        llm_cfg,
-        on_progress=lambda i, n: log(f"extracted {i}/{n}") if i % 100 == 0 else None,
-    ) if bodies is not None and bodies.height else (pl.DataFrame(schema=RUNS_SCHEMA), 0)
+    runs, new = (
+        extract_bodies(
+            bodies,
+            previous,
+            llm_cfg,
+            on_progress=lambda i, n: log(f"extracted {i}/{n}") if i % 100 == 0 else None,
+        )
+        if bodies is not None and bodies.height
+        else (pl.DataFrame(schema=RUNS_SCHEMA), 0)
+    )
     gains = gains_frame(runs)
     checks = cross_checks(runs)
     # every extracted value counts (pairs and stated ratios), as in the 98.8% gate
@@ -371,6 +432,7 @@ def gains_tables(
         "audit_pass_rate": float(rate) if rate is not None else -1.0,
         "llm": llm["model"] if llm else "not configured (table extractor only)",
         "tokens": int(runs["prompt_tokens"].sum() + runs["completion_tokens"].sum())
-        if runs.height else 0,
+        if runs.height
+        else 0,
     }
     return GainsTables(runs, gains, pl.DataFrame([state], schema=STATE_SCHEMA), checks, metadata)

@@ -179,6 +179,7 @@ LLM_OUTPUT_SCHEMA: dict[str, Any] = {
     },
 }
 
+
 def _json_path(path: str, parts: Any) -> str:
     out = path
     for part in parts:
@@ -217,7 +218,9 @@ def validate_json(value: Any, schema: dict[str, Any], path: str = "$") -> list[s
             types = err.validator_value
             allowed = [types] if isinstance(types, str) else list(types)
             mistyped.add(where)
-            found.append((where, 0, f"{where}: expected {'|'.join(allowed)}, got {type(inst).__name__}"))
+            found.append(
+                (where, 0, f"{where}: expected {'|'.join(allowed)}, got {type(inst).__name__}")
+            )
         elif kind == "enum":
             found.append((where, 1, f"{where}: {inst!r} not in {err.validator_value}"))
         elif kind == "required" and isinstance(inst, dict):

@@ -368,7 +368,10 @@ def fetch_pull_requests(
         if limited:
             log.warning(
                 "GitHub rate limit on %s#%d (%s): waiting %.0fs",
-                repo_slug, at["number"], detail, wait_s,
+                repo_slug,
+                at["number"],
+                detail,
+                wait_s,
             )
             report("rate_limited", at["number"], at["done"], wait_s, f"rate limit ({detail})")
         else:
@@ -420,7 +423,9 @@ def fetch_pull_requests(
                 waited_too_long: float | None = None
                 try:
                     pr = gh_repo.get_pull(number)
-                    changed = pr.update(additional_headers={"If-None-Match": etag} if etag else None)
+                    changed = pr.update(
+                        additional_headers={"If-None-Match": etag} if etag else None
+                    )
                     fetched_at = datetime.fromtimestamp(clock(), tz=UTC)
                     if not changed and prev is not None:
                         row = dict(prev) | {"fetched_at": fetched_at, "status": "ok", "error": None}

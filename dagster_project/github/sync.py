@@ -46,10 +46,15 @@ def api_reachable(base_url: str | None, timeout_s: float = 3.0) -> bool:
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(
-        [{**{k: r.get(k) for k in PR_ROW_FIELDS}, "pr_key": f"{r['repo']}#{r['number']}",
-          "merged_at": None if r.get("merged_at") is None else str(r["merged_at"]),
-          "fetched_at": None if r.get("fetched_at") is None else str(r["fetched_at"])}
-         for r in rows],
+        [
+            {
+                **{k: r.get(k) for k in PR_ROW_FIELDS},
+                "pr_key": f"{r['repo']}#{r['number']}",
+                "merged_at": None if r.get("merged_at") is None else str(r["merged_at"]),
+                "fetched_at": None if r.get("fetched_at") is None else str(r["fetched_at"]),
+            }
+            for r in rows
+        ],
         schema=BODIES_SCHEMA,
     )
 
@@ -85,24 +90,41 @@ def sync_pr_bodies(
             continue
         cached = {}
         if cached_df is not None and cached_df.height:
-            cached = {int(r["number"]): r for r in cached_df.filter(pl.col("repo") == repo).iter_rows(named=True)}
+            cached = {
+                int(r["number"]): r
+                for r in cached_df.filter(pl.col("repo") == repo).iter_rows(named=True)
+            }
         buffer: list[dict[str, Any]] = []
         try:
             for row in fetch_pull_requests(
-                slug, numbers, cached, token=token, base_url=base_url, stale_after=stale_after,
-                on_progress=on_progress, offline=offline, repo=repo,
+                slug,
+                numbers,
+                cached,
+                token=token,
+                base_url=base_url,
+                stale_after=stale_after,
+                on_progress=on_progress,
+                offline=offline,
+                repo=repo,
             ):
                 status = row.get("status") or "error"
-                counters["fetched" if status == "ok" else status if status in counters else "error"] += 1
+                counters[
+                    "fetched" if status == "ok" else status if status in counters else "error"
+                ] += 1
                 buffer.append(row)
                 if len(buffer) >= flush_every:
                     counters["flushed"] += _flush(lake, buffer)
         finally:
             counters["flushed"] += _flush(lake, buffer)  # keep what we have, even on error
     bodies = lake.read_table_or_none("raw", "pr_bodies")
-    have = set() if bodies is None else {
-        (r[0], r[1]) for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()
-    }
+    have = (
+        set()
+        if bodies is None
+        else {
+            (r[0], r[1])
+            for r in bodies.filter(pl.col("status") == "ok").select("repo", "number").iter_rows()
+        }
+    )
     counters["cached_ok"] = len(have)
     counters["still_missing"] = sum(1 for r in needed.iter_rows() if (r[0], r[1]) not in have)
     return counters

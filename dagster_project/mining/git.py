@@ -169,8 +169,14 @@ class GitRepo:
         missing = self.missing_objects(want)
         if missing:
             self.run(
-                ["fetch", "--no-tags", "--no-write-fetch-head", "--filter=blob:none",
-                 "--stdin", "origin"],
+                [
+                    "fetch",
+                    "--no-tags",
+                    "--no-write-fetch-head",
+                    "--filter=blob:none",
+                    "--stdin",
+                    "origin",
+                ],
                 input=("\n".join(missing) + "\n").encode(),
                 config=("fetch.negotiationAlgorithm=noop",),
             )
@@ -271,7 +277,9 @@ def ls_remote_head(source: str, ref: str | None = None, timeout_s: float = 20.0)
     try:
         proc = subprocess.run(
             ["git", "ls-remote", url, ref or "HEAD"],
-            capture_output=True, timeout=timeout_s, env={**os.environ, **GIT_ENV},
+            capture_output=True,
+            timeout=timeout_s,
+            env={**os.environ, **GIT_ENV},
         )
     except subprocess.TimeoutExpired:
         return None

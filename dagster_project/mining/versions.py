@@ -72,16 +72,29 @@ RULE_MODULES: dict[str, ModuleType] = {
 #: asset -> the rules it applies itself (inputs' changes reach it through data versions).
 ASSET_RULES: dict[str, tuple[str, ...]] = {
     "perf_commits": ("title_filter", "kernel_paths", "file_limits"),  # mine.py: reverts too
-    "kernel_commit_files": ("kernel_paths", "file_limits", "languages", "licences", "kernel_body",
-                            "mentions", "commit_prompt"),
+    "kernel_commit_files": (
+        "kernel_paths",
+        "file_limits",
+        "languages",
+        "licences",
+        "kernel_body",
+        "mentions",
+        "commit_prompt",
+    ),
     "kernel_commits": ("commit_split", "mentions", "commit_prompt", "commit_rows"),
     "config_files": ("config_layout", "config_names", "parsing", "config_lookup"),
     "config_entries": ("parsing",),
     "config_attribution": ("attribution", "parsing"),
     "kernel_sources": ("kernel_sources",),
     "moe_model_shapes": ("model_shapes",),
-    "tuned_configs": ("candidates", "defaults", "config_split", "config_prompt", "parsing",
-                      "config_rows"),
+    "tuned_configs": (
+        "candidates",
+        "defaults",
+        "config_split",
+        "config_prompt",
+        "parsing",
+        "config_rows",
+    ),
 }
 
 

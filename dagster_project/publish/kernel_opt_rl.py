@@ -250,9 +250,7 @@ def _front_matter(stats: Mapping[str, Any], schemas: Mapping[str, pa.Schema]) ->
             for subset in SUBSETS
         ],
         # Declared schemas (features.py): the Hub viewer and `datasets` need not infer them.
-        "dataset_info": [
-            dataset_info(subset, schemas[subset]) for subset in SUBSETS
-        ],
+        "dataset_info": [dataset_info(subset, schemas[subset]) for subset in SUBSETS],
     }
 
 
@@ -325,8 +323,12 @@ def _write_licenses(root: Path, licenses: Mapping[str, Mapping[str, bytes]]) -> 
 # -- gaps to the card (``kernelhouse stats kernel-opt-rl``) ----------------------------------
 #: The kernels the card lists for tuned_configs, and the month its clones end.
 CARD_KERNELS: tuple[str, ...] = (
-    "fused_moe_kernel", "fused_moe_kernel_gptq_awq", "_w8a8_triton_block_scaled_mm",
-    "_w8a8_block_fp8_matmul", "_w8a8_block_int8_matmul", "_selective_scan_update_kernel",
+    "fused_moe_kernel",
+    "fused_moe_kernel_gptq_awq",
+    "_w8a8_triton_block_scaled_mm",
+    "_w8a8_block_fp8_matmul",
+    "_w8a8_block_int8_matmul",
+    "_selective_scan_update_kernel",
 )
 CARD_SNAPSHOT_END = "2026-10"
 
@@ -348,7 +350,8 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
         files = records(con, "card_gaps_config_files")
         found = con.execute(
             "SELECT value FROM derived.build_properties WHERE key = ?",
-            ["kernel_commits.split_cutoff"]).fetchall()
+            ["kernel_commits.split_cutoff"],
+        ).fetchall()
         cutoff = found[0][0] if found else None
         repos = records(con, "card_gaps_commits", {"cutoff": cutoff})
         excluded = records(con, "card_gaps_exclusions")
@@ -367,49 +370,81 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
     bad = [f for f in files if f["parse_status"] != "ok"]
     if bad:
         shown = ", ".join(f"{f['repo']} {f['files']} {f['parse_status']}" for f in bad)
-        lines.append(f"tuned_configs: config files skipped with a reason in raw.config_files: {shown}")
+        lines.append(
+            f"tuned_configs: config files skipped with a reason in raw.config_files: {shown}"
+        )
     not_loaded = [f for f in files if f["not_loaded_files"]]
     for f in not_loaded:
-        lines.append(f"tuned_configs: {f['repo']} {f['not_loaded_files']} files / "
-                     f"{f['not_loaded_entries']:,} rows are never loaded by the engine's own lookup "
-                     "(kept, loaded_at_runtime = false, see not_loaded_reason)")
+        lines.append(
+            f"tuned_configs: {f['repo']} {f['not_loaded_files']} files / "
+            f"{f['not_loaded_entries']:,} rows are never loaded by the engine's own lookup "
+            "(kept, loaded_at_runtime = false, see not_loaded_reason)"
+        )
     ours_tc = sum(f["entries"] for f in files if f["parse_status"] == "ok")
     if card.get("tuned_configs rows") and ours_tc < card["tuned_configs rows"]:
-        lines.append(f"tuned_configs: {card['tuned_configs rows'] - ours_tc:,.0f} rows fewer than the card: "
-                     f"the card's clones run to {CARD_SNAPSHOT_END}, ours to "
-                     + ", ".join(f"{r['repo']} {str(r['head_date'])[:10]}" for r in repos)
-                     + " (files added upstream since are not in our snapshot)")
+        lines.append(
+            f"tuned_configs: {card['tuned_configs rows'] - ours_tc:,.0f} rows fewer than the card: "
+            f"the card's clones run to {CARD_SNAPSHOT_END}, ours to "
+            + ", ".join(f"{r['repo']} {str(r['head_date'])[:10]}" for r in repos)
+            + " (files added upstream since are not in our snapshot)"
+        )
     ours_kc = sum(r["rows"] for r in repos)
     if card.get("kernel_commits rows") and ours_kc != card["kernel_commits rows"]:
         diff = card["kernel_commits rows"] - ours_kc
         what = "fewer" if diff > 0 else "more"
         drops = ", ".join(f"{e['reason']} {e['files']:,}" for e in excluded[:6])
-        lines.append(f"kernel_commits: {abs(diff):,.0f} rows {what} than the card; per repo rows / perf commits: "
-                     + ", ".join(f"{r['repo']} {r['rows']:,} / {r['perf_commits']:,}" for r in repos)
-                     + f"; kernel files dropped by the row rules: {drops or 'none'}"
-                     + f"; snapshot ends before the card's {CARD_SNAPSHOT_END} where older")
+        lines.append(
+            f"kernel_commits: {abs(diff):,.0f} rows {what} than the card; per repo rows / perf commits: "
+            + ", ".join(f"{r['repo']} {r['rows']:,} / {r['perf_commits']:,}" for r in repos)
+            + f"; kernel files dropped by the row rules: {drops or 'none'}"
+            + f"; snapshot ends before the card's {CARD_SNAPSHOT_END} where older"
+        )
     if cutoff:
-        lines.append(f"kernel_commits: temporal cut-off {str(cutoff)[:10]} (newest ~10% of rows are test)")
+        lines.append(
+            f"kernel_commits: temporal cut-off {str(cutoff)[:10]} (newest ~10% of rows are test)"
+        )
         for r in repos:
             if r["rows"] and not r["test_rows"]:
                 newest = str(r["newest_row"])[:10]
-                lines.append(f"kernel_commits: {r['repo']} has an empty test split: its newest row "
-                             f"({newest}) is before the cut-off (its snapshot ends {str(r['head_date'])[:10]})")
+                lines.append(
+                    f"kernel_commits: {r['repo']} has an empty test split: its newest row "
+                    f"({newest}) is before the cut-off (its snapshot ends {str(r['head_date'])[:10]})"
+                )
     ours_lic = {}
     for row in licenses:
         if row["subset"] == "kernel_commits":
             ours_lic[row["license"]] = ours_lic.get(row["license"], 0) + row["rows"]
-    card_lic = {"Apache-2.0": card.get("Apache-2.0 rows"), "BSD": card.get("BSD rows"),
-                "MIT": card.get("MIT rows")}
-    ours_grouped = {"Apache-2.0": ours_lic.get("Apache-2.0", 0),
-                    "BSD": ours_lic.get("BSD-3-Clause", 0) + ours_lic.get("BSD", 0),
-                    "MIT": ours_lic.get("MIT", 0)}
-    parts = [f"{k} {ours_grouped[k]:,} (card {v:,.0f})" for k, v in card_lic.items() if v is not None]
-    other = {k: v for k, v in ours_lic.items() if k not in ("Apache-2.0", "BSD-3-Clause", "BSD", "MIT")}
+    card_lic = {
+        "Apache-2.0": card.get("Apache-2.0 rows"),
+        "BSD": card.get("BSD rows"),
+        "MIT": card.get("MIT rows"),
+    }
+    ours_grouped = {
+        "Apache-2.0": ours_lic.get("Apache-2.0", 0),
+        "BSD": ours_lic.get("BSD-3-Clause", 0) + ours_lic.get("BSD", 0),
+        "MIT": ours_lic.get("MIT", 0),
+    }
+    parts = [
+        f"{k} {ours_grouped[k]:,} (card {v:,.0f})" for k, v in card_lic.items() if v is not None
+    ]
+    other = {
+        k: v for k, v in ours_lic.items() if k not in ("Apache-2.0", "BSD-3-Clause", "BSD", "MIT")
+    }
     if parts or other:
-        non_oss = ", ".join(f"{e['reason']} {e['files']}" for e in excluded
-                            if e["reason"].startswith("license_")) or "none"
-        extra = "" if not other else "; not on the card: " + ", ".join(
-            f"{k} {v:,}" for k, v in sorted(other.items()))
-        lines.append(f"kernel_commits licences: {', '.join(parts)}{extra}; non-OSS files excluded: {non_oss}")
+        non_oss = (
+            ", ".join(
+                f"{e['reason']} {e['files']}"
+                for e in excluded
+                if e["reason"].startswith("license_")
+            )
+            or "none"
+        )
+        extra = (
+            ""
+            if not other
+            else "; not on the card: " + ", ".join(f"{k} {v:,}" for k, v in sorted(other.items()))
+        )
+        lines.append(
+            f"kernel_commits licences: {', '.join(parts)}{extra}; non-OSS files excluded: {non_oss}"
+        )
     return lines

@@ -317,7 +317,9 @@ def _write_batches(
         if schema is None:
             schema = reader.schema
         elif not reader.schema.equals(schema):
-            raise ExportError(f"{layout.dataset}: {name} has another schema than the batches before it")
+            raise ExportError(
+                f"{layout.dataset}: {name} has another schema than the batches before it"
+            )
         with (root / name).open("wb") as fh:
             count = _write_ndjson(reader, fh)
         if count != len(ids):

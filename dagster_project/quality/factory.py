@@ -71,7 +71,9 @@ def to_check_result(result) -> dg.AssetCheckResult:  # noqa: ANN001
     )
 
 
-def gx_checks(asset_keys: Iterable[dg.AssetKey] | None = None, directory: Path | None = None) -> list[dg.AssetChecksDefinition]:
+def gx_checks(
+    asset_keys: Iterable[dg.AssetKey] | None = None, directory: Path | None = None
+) -> list[dg.AssetChecksDefinition]:
     """A check per suite file whose asset exists (suites of layers not built yet wait)."""
     known = {k.to_user_string() for k in asset_keys} if asset_keys is not None else None
     checks = []

@@ -31,14 +31,27 @@ def record(lake: Lake, result: SuiteResult) -> None:
         for o in result.outcomes
     ]
     if result.not_evaluated:
-        rows = [{"suite": result.suite, "asset": result.asset, "table_name": result.table,
-                 "blocking": result.blocking, "expectation": "not_evaluated", "column_name": None,
-                 "description": "suite not evaluated", "success": True,
-                 "observed": json.dumps(result.not_evaluated), "unexpected_count": 0, "checked_at": now}]
+        rows = [
+            {
+                "suite": result.suite,
+                "asset": result.asset,
+                "table_name": result.table,
+                "blocking": result.blocking,
+                "expectation": "not_evaluated",
+                "column_name": None,
+                "description": "suite not evaluated",
+                "success": True,
+                "observed": json.dumps(result.not_evaluated),
+                "unexpected_count": 0,
+                "checked_at": now,
+            }
+        ]
     # Typed: a not-evaluated row (or a suite of table-wide expectations) has no column
     # name, and an all-null column would be inferred as Null, which DuckDB cannot insert
     # into the table's VARCHAR column.
-    frame = pl.DataFrame(rows, schema_overrides={"column_name": pl.String, "unexpected_count": pl.Int64})
+    frame = pl.DataFrame(
+        rows, schema_overrides={"column_name": pl.String, "unexpected_count": pl.Int64}
+    )
     lake.replace_rows("derived", "quality_results", frame, "suite", [result.suite])
 
 
@@ -56,7 +69,8 @@ def failing_gates(lake: Lake, assets: list[str]) -> list[str]:
             continue
         bad = mine.filter(pl.col("blocking") & ~pl.col("success"))
         out += [
-            f"{r['suite']}: {r['expectation']}" + (f" ({r['column_name']})" if r["column_name"] else "")
+            f"{r['suite']}: {r['expectation']}"
+            + (f" ({r['column_name']})" if r["column_name"] else "")
             for r in bad.iter_rows(named=True)
         ]
     return out

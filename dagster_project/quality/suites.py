@@ -76,9 +76,7 @@ class SuiteResult:
         return [o for o in self.outcomes if not o.success]
 
     def summary(self) -> list[dict[str, Any]]:
-        return [
-            {k: v for k, v in asdict(o).items() if k != "sample"} for o in self.outcomes
-        ]
+        return [{k: v for k, v in asdict(o).items() if k != "sample"} for o in self.outcomes]
 
 
 def suite_files(directory: Path | None = None) -> list[Path]:
@@ -116,15 +114,19 @@ def _resolve_value_set(path: Path, spec: dict[str, Any]) -> None:
         return
     module, _, name = str(ref).partition(":")
     if not module.startswith("dagster_project.") or not name:
-        raise SuiteError(f"{path}: {VALUE_SET_FROM} {ref!r} must be 'dagster_project.<module>:<NAME>'")
+        raise SuiteError(
+            f"{path}: {VALUE_SET_FROM} {ref!r} must be 'dagster_project.<module>:<NAME>'"
+        )
     try:
         values = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         raise SuiteError(f"{path}: {VALUE_SET_FROM} {ref!r} does not resolve ({exc})") from exc
     if "value_set" in kwargs:
         raise SuiteError(f"{path}: both value_set and {VALUE_SET_FROM} {ref!r}")
-    spec["kwargs"] = {("value_set" if k == VALUE_SET_FROM else k): (list(values) if k == VALUE_SET_FROM else v)
-                      for k, v in kwargs.items()}
+    spec["kwargs"] = {
+        ("value_set" if k == VALUE_SET_FROM else k): (list(values) if k == VALUE_SET_FROM else v)
+        for k, v in kwargs.items()
+    }
 
 
 def gate_threshold(suite: str, check: str, key: str, directory: Path | None = None) -> float:
@@ -204,38 +206,59 @@ def run_suite(
     if frame is None:
         # Only the columns the column expectations name: datasets carry large text
         # columns (prompts, sources) that would cost seconds to hand to pandas.
-        wanted = list(dict.fromkeys(
-            [c for c in [id_col] if c] + [e["kwargs"]["column"] for e in col_specs if "column" in (e.get("kwargs") or {})]
-        ))
+        wanted = list(
+            dict.fromkeys(
+                [c for c in [id_col] if c]
+                + [e["kwargs"]["column"] for e in col_specs if "column" in (e.get("kwargs") or {})]
+            )
+        )
         # A column whose every expectation asks only whether it is null (prompts, kernel
         # sources: 18,370 sources are ~1.9 GB once in pandas) travels as a null marker:
         # '' where the value is set, NULL where it is not. The verdict and the failing
         # rows' ids are the same; only a failing sample shows '' instead of the text.
         null_only = {
-            c for c in wanted
-            if c != id_col and all(
+            c
+            for c in wanted
+            if c != id_col
+            and all(
                 e["type"] == NULL_ONLY_EXPECTATION
-                for e in col_specs if (e.get("kwargs") or {}).get("column") == c
+                for e in col_specs
+                if (e.get("kwargs") or {}).get("column") == c
             )
         }
-        cols = ", ".join(
-            (f"CASE WHEN {q} IS NULL THEN NULL ELSE '' END AS {q}" if c in null_only else q)
-            for c in wanted for q in ['"' + c.replace('"', '""') + '"']
-        ) or "*"
+        cols = (
+            ", ".join(
+                (f"CASE WHEN {q} IS NULL THEN NULL ELSE '' END AS {q}" if c in null_only else q)
+                for c in wanted
+                for q in ['"' + c.replace('"', '""') + '"']
+            )
+            or "*"
+        )
         with duckdb.connect(str(lake_path), read_only=True) as con:
-            frame = con.sql(f"SELECT {cols} FROM {table}").pl()  # table name from our own suite file
+            frame = con.sql(
+                f"SELECT {cols} FROM {table}"
+            ).pl()  # table name from our own suite file
     outcomes: list[ExpectationOutcome] = []
     if frame.height == 0 and kh.get("not_evaluated_sql"):
         with duckdb.connect(str(lake_path), read_only=True) as con:
             try:
-                rows = con.sql(kh["not_evaluated_sql"]).limit(1).fetchall()  # SQL from our own suite file
+                rows = (
+                    con.sql(kh["not_evaluated_sql"]).limit(1).fetchall()
+                )  # SQL from our own suite file
                 got = rows[0] if rows else None
             except duckdb.Error:
                 got = None
         if got and got[0]:
-            return SuiteResult(suite=suite["name"], asset=kh["asset"], table=table,
-                               blocking=bool(kh.get("blocking", False)), rows=0, outcomes=[],
-                               seconds=time.monotonic() - started, not_evaluated=str(got[0]))
+            return SuiteResult(
+                suite=suite["name"],
+                asset=kh["asset"],
+                table=table,
+                blocking=bool(kh.get("blocking", False)),
+                rows=0,
+                outcomes=[],
+                seconds=time.monotonic() - started,
+                not_evaluated=str(got[0]),
+            )
     ctx = _gx_context()
     if col_specs:
         outcomes += _run_pandas(ctx, col_specs, frame, id_col)
@@ -254,10 +277,17 @@ def run_suite(
 
 def _run_pandas(ctx, specs, frame: pl.DataFrame, id_col: str | None) -> list[ExpectationOutcome]:  # noqa: ANN001
     # Nested/list columns are opaque to GX column expectations: pass them as JSON text.
-    flat = frame.with_columns(
-        [pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
-         for c, t in frame.schema.items() if isinstance(t, pl.List | pl.Struct | pl.Array)]
-    ) if frame.height else frame
+    flat = (
+        frame.with_columns(
+            [
+                pl.col(c).map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
+                for c, t in frame.schema.items()
+                if isinstance(t, pl.List | pl.Struct | pl.Array)
+            ]
+        )
+        if frame.height
+        else frame
+    )
     pdf = flat.to_pandas()
     batch = (
         ctx.data_sources.add_pandas("frame")
@@ -279,7 +309,10 @@ def _run_pandas(ctx, specs, frame: pl.DataFrame, id_col: str | None) -> list[Exp
             if idx and isinstance(idx[0], dict):
                 sample = [{k: _clean(v) for k, v in d.items()} for d in idx[:SAMPLE_ROWS]]
             else:
-                sample = [{"value": _clean(v)} for v in (r.get("partial_unexpected_list") or [])[:SAMPLE_ROWS]]
+                sample = [
+                    {"value": _clean(v)}
+                    for v in (r.get("partial_unexpected_list") or [])[:SAMPLE_ROWS]
+                ]
         outcomes.append(
             ExpectationOutcome(
                 type=spec["type"],
@@ -305,7 +338,11 @@ def _run_sql(ctx, specs, lake_path: Path, table: str) -> list[ExpectationOutcome
     )
     outcomes = []
     try:
-        batch = ds.add_query_asset("table", query=f"SELECT * FROM {table}").add_batch_definition_whole_table("all").get_batch()
+        batch = (
+            ds.add_query_asset("table", query=f"SELECT * FROM {table}")
+            .add_batch_definition_whole_table("all")
+            .get_batch()
+        )
         for spec in specs:
             res = batch.validate(_expectation(spec))
             observed = (res.result or {}).get("observed_value")

@@ -159,7 +159,9 @@ def build_report(
         raise ValueError(f"fmt must be 'html' or 'md', not {fmt!r}")
     report = collect_report(lake, refresh_views=refresh_views, max_rows=max_rows)
     text = render_html(report) if fmt == "html" else render_markdown(report)
-    path = Path(out_path) if out_path is not None else lake.path.parent / "exports" / f"report.{fmt}"
+    path = (
+        Path(out_path) if out_path is not None else lake.path.parent / "exports" / f"report.{fmt}"
+    )
     return write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
@@ -223,16 +225,25 @@ def plots_markdown(
     if kind in ("bar", "line") and y is None:
         raise ValueError(f"plots_markdown: kind={kind!r} needs y")
     if kind == "histogram":
-        chart = svg.histogram(_floats(df[x]), title=title, x_label=options.pop("x_label", x), **options)
+        chart = svg.histogram(
+            _floats(df[x]), title=title, x_label=options.pop("x_label", x), **options
+        )
     elif kind == "bar":
         assert y is not None
         labels = ["" if v is None else str(v) for v in df[x].to_list()]
-        chart = svg.bar_chart(labels, _floats(df[y]), title=title, x_label=options.pop("x_label", y), **options)
+        chart = svg.bar_chart(
+            labels, _floats(df[y]), title=title, x_label=options.pop("x_label", y), **options
+        )
     elif kind == "line":
         assert y is not None
         xs, lines = _pivot(df, x, y, series)
         chart = svg.line_chart(
-            xs, lines, title=title, x_label=options.pop("x_label", x), y_label=options.pop("y_label", y), **options
+            xs,
+            lines,
+            title=title,
+            x_label=options.pop("x_label", x),
+            y_label=options.pop("y_label", y),
+            **options,
         )
     else:
         raise ValueError(f"plots_markdown: kind must be histogram, bar or line, not {kind!r}")
@@ -261,15 +272,20 @@ def _cards(views: _Views, max_rows: int) -> Section:
             sec.blocks.append(views.missing(name))
             continue
         df = df.with_columns(pl.col("card", "ours").cast(pl.Float64)).with_columns(
-            (pl.col("ours") / pl.when(pl.col("card") != 0).then(pl.col("card"))).alias("ours / card")
+            (pl.col("ours") / pl.when(pl.col("card") != 0).then(pl.col("card"))).alias(
+                "ours / card"
+            )
         )
         df = df.select("metric", "card", "ours", "ours / card", "note")
         sec.blocks.append(_table(df, f"{dataset}: analysis.{name}", max_rows))
         sec.blocks.append(
             Figure(
                 svg.bar_chart(
-                    df["metric"].to_list(), df["ours / card"].to_list(),
-                    title=f"{dataset}: ours / card", x_label="ratio (1 = the card's figure)", reference=1.0,
+                    df["metric"].to_list(),
+                    df["ours / card"].to_list(),
+                    title=f"{dataset}: ours / card",
+                    x_label="ratio (1 = the card's figure)",
+                    reference=1.0,
                 ),
                 f"{dataset}: our figure divided by the card's, per metric",
             )
@@ -285,7 +301,8 @@ def _speedups(views: _Views, max_rows: int) -> Section:
     )
     dist = views.read("speedup_distribution")
     sec.blocks.append(
-        _table(dist, "analysis.speedup_distribution", max_rows) if dist is not None
+        _table(dist, "analysis.speedup_distribution", max_rows)
+        if dist is not None
         else views.missing("speedup_distribution")
     )
     values = views.read("speedup_values")
@@ -294,7 +311,9 @@ def _speedups(views: _Views, max_rows: int) -> Section:
         return sec
     groups = values.group_by("source", "scope").agg(pl.col("speedup")).sort("source", "scope")
     if groups.is_empty():
-        sec.blocks.append(Note("No documented speedups in the lake yet (analysis.speedup_values is empty)."))
+        sec.blocks.append(
+            Note("No documented speedups in the lake yet (analysis.speedup_values is empty).")
+        )
     for row in groups.iter_rows(named=True):
         vals = _finite(row["speedup"])
         s = pl.Series(vals, dtype=pl.Float64)
@@ -306,7 +325,14 @@ def _speedups(views: _Views, max_rows: int) -> Section:
         label = f"{row['source']} · {row['scope']}"
         sec.blocks.append(
             Figure(
-                svg.histogram(vals, bins=24, log_x=True, markers=markers, title=label, x_label="speedup (log2 axis)"),
+                svg.histogram(
+                    vals,
+                    bins=24,
+                    log_x=True,
+                    markers=markers,
+                    title=label,
+                    x_label="speedup (log2 axis)",
+                ),
                 f"Distribution of documented speedups: {label}",
             )
         )
@@ -324,7 +350,11 @@ def _gains(views: _Views, max_rows: int) -> Section:
         for source, by, what in (
             ("derived.pr_gains", "gpu", "PR gains: median speedup by stated hardware"),
             ("datasets.tuned_configs", "gpu", "Tuned configs: median speedup_vs_default by GPU"),
-            ("datasets.tuned_configs", "kernel", "Tuned configs: median speedup_vs_default by kernel"),
+            (
+                "datasets.tuned_configs",
+                "kernel",
+                "Tuned configs: median speedup_vs_default by kernel",
+            ),
         ):
             agg = (
                 values.filter(pl.col("source") == source, pl.col(by).is_not_null())
@@ -338,7 +368,13 @@ def _gains(views: _Views, max_rows: int) -> Section:
             labels = [f"{k} (n={n})" for k, n in zip(agg[by], agg["n"], strict=True)]
             sec.blocks.append(
                 Figure(
-                    svg.bar_chart(labels, agg["median"].to_list(), title=what, x_label="median speedup", reference=1.0),
+                    svg.bar_chart(
+                        labels,
+                        agg["median"].to_list(),
+                        title=what,
+                        x_label="median speedup",
+                        reference=1.0,
+                    ),
                     what,
                 )
             )
@@ -346,7 +382,9 @@ def _gains(views: _Views, max_rows: int) -> Section:
         sec.blocks.append(views.missing("speedup_values"))
     for name in ("gains_by_kernel_gpu", "tuned_speedup_by_kernel_gpu"):
         df = views.read(name)
-        sec.blocks.append(_table(df, f"analysis.{name}", max_rows) if df is not None else views.missing(name))
+        sec.blocks.append(
+            _table(df, f"analysis.{name}", max_rows) if df is not None else views.missing(name)
+        )
     return sec
 
 
@@ -364,7 +402,10 @@ def _months(views: _Views, max_rows: int) -> Section:
         for col, what in (("rows", "kernel_commits rows per month"), ("prs", "PRs per month")):
             lines = _fill(df, "month", col, "repo", months)
             sec.blocks.append(
-                Figure(svg.line_chart(months, lines, title=what, x_label="month", y_label=col), f"{what}, by repo")
+                Figure(
+                    svg.line_chart(months, lines, title=what, x_label="month", y_label=col),
+                    f"{what}, by repo",
+                )
             )
     sec.blocks.append(_table(df, "analysis.rows_per_month", max_rows))
     return sec
@@ -378,23 +419,41 @@ def _coverage(views: _Views, max_rows: int) -> Section:
         sec.blocks.append(views.missing("config_coverage"))
         return sec
     if not df.is_empty():
-        per_gpu = df.group_by("gpu").agg(pl.col("files").sum()).sort(["files", "gpu"], descending=[True, False])
+        per_gpu = (
+            df.group_by("gpu")
+            .agg(pl.col("files").sum())
+            .sort(["files", "gpu"], descending=[True, False])
+        )
         sec.blocks.append(
             Figure(
                 svg.bar_chart(
-                    [str(g) for g in per_gpu["gpu"].to_list()], per_gpu["files"].to_list(),
-                    title="Tuned config files per GPU", x_label="config files",
+                    [str(g) for g in per_gpu["gpu"].to_list()],
+                    per_gpu["files"].to_list(),
+                    title="Tuned config files per GPU",
+                    x_label="config files",
                 ),
                 "Tuned config files per GPU (all kernels and dtypes)",
             )
         )
         matrix = (
             df.with_columns(pl.col("gpu", "kernel").cast(pl.String).fill_null("?"))
-            .pivot(on="kernel", index="gpu", values="files", aggregate_function="sum", sort_columns=True)
+            .pivot(
+                on="kernel",
+                index="gpu",
+                values="files",
+                aggregate_function="sum",
+                sort_columns=True,
+            )
             .fill_null(0)
             .sort("gpu")
         )
-        sec.blocks.append(_table(matrix, "Coverage matrix: config files per GPU (rows) and kernel (columns)", max_rows))
+        sec.blocks.append(
+            _table(
+                matrix,
+                "Coverage matrix: config files per GPU (rows) and kernel (columns)",
+                max_rows,
+            )
+        )
     sec.blocks.append(_table(df, "analysis.config_coverage", max_rows))
     return sec
 
@@ -412,14 +471,20 @@ def _tuned_vs_default(views: _Views, max_rows: int) -> Section:
     if not df.is_empty():
         per_key = (
             df.group_by("key")
-            .agg(((pl.col("share_different") * pl.col("rows")).sum() / pl.col("rows").sum()).alias("share"))
+            .agg(
+                ((pl.col("share_different") * pl.col("rows")).sum() / pl.col("rows").sum()).alias(
+                    "share"
+                )
+            )
             .sort("key")
         )
         sec.blocks.append(
             Figure(
                 svg.bar_chart(
-                    per_key["key"].to_list(), per_key["share"].to_list(),
-                    title="Share of rows where tuned ≠ default", x_label="share of rows",
+                    per_key["key"].to_list(),
+                    per_key["share"].to_list(),
+                    title="Share of rows where tuned ≠ default",
+                    x_label="share of rows",
                 ),
                 "Share of rows whose tuned value differs from the default, per parameter (row-weighted)",
             )
@@ -444,7 +509,8 @@ def _audit(views: _Views, max_rows: int) -> Section:
                 svg.bar_chart(
                     [f"{e} · {m}" for e, m in zip(df["extractor"], df["model"], strict=True)],
                     df["pass_pct"].to_list(),
-                    title="Verbatim audit pass rate", x_label="% of pairs passing",
+                    title="Verbatim audit pass rate",
+                    x_label="% of pairs passing",
                 ),
                 "Verbatim audit pass rate per extractor and model",
             )
@@ -455,10 +521,14 @@ def _audit(views: _Views, max_rows: int) -> Section:
 
 def _views_section(created: Sequence[str], waiting: dict[str, str]) -> Section:
     sec = _section("views")
-    sec.intro = "Every view is `SELECT * FROM analysis.<name>` away; the SQL is in sql/analysis/<name>.sql."
+    sec.intro = (
+        "Every view is `SELECT * FROM analysis.<name>` away; the SQL is in sql/analysis/<name>.sql."
+    )
     rows = [(name, "created", "") for name in sorted(created)]
     rows += [(name, "waiting", why) for name, why in sorted(waiting.items())]
-    df = pl.DataFrame(rows, schema={"view": pl.String, "state": pl.String, "reason": pl.String}, orient="row")
+    df = pl.DataFrame(
+        rows, schema={"view": pl.String, "state": pl.String, "reason": pl.String}, orient="row"
+    )
     sec.blocks.append(_table(df, "analysis views", len(rows) or 1))
     return sec
 
@@ -490,7 +560,9 @@ def _month_range(months: Sequence[str]) -> list[str]:
     return out
 
 
-def _fill(df: pl.DataFrame, x: str, y: str, series: str, xs: Sequence[str]) -> dict[str, list[float | None]]:
+def _fill(
+    df: pl.DataFrame, x: str, y: str, series: str, xs: Sequence[str]
+) -> dict[str, list[float | None]]:
     """Counts per (series, x) with 0 where a series has no row in that month: rows_per_month
     only has months with commits, and a missing count is a count of zero."""
     out: dict[str, list[float | None]] = {}
@@ -530,7 +602,12 @@ def _cell(v: Any) -> str:
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and float(v).is_integer():
+    if (
+        isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and float(v).is_integer()
+    ):
         n = int(v)
         return f"{n:,}" if abs(n) >= 10_000 else str(n)
     if isinstance(v, float):
@@ -607,8 +684,14 @@ def render_html(report: Report) -> str:
     turns blocks into plain values (cell text, numeric or not) for it.
     """
     blocks = [[_html_view(b) for b in sec.blocks] for sec in report.sections]
-    return _jinja().get_template("report.html.j2").render(
-        report=report, blocks=blocks, css=markupsafe.Markup(_CSS)  # our own constant
+    return (
+        _jinja()
+        .get_template("report.html.j2")
+        .render(
+            report=report,
+            blocks=blocks,
+            css=markupsafe.Markup(_CSS),  # our own constant
+        )
     )
 
 
@@ -625,7 +708,9 @@ def _html_view(block: Block) -> dict[str, Any]:
         "kind": "table",
         "caption": block.caption,
         "columns": df.columns,
-        "rows": [[(_cell(v), num) for v, num in zip(row, numeric, strict=True)] for row in df.iter_rows()],
+        "rows": [
+            [(_cell(v), num) for v, num in zip(row, numeric, strict=True)] for row in df.iter_rows()
+        ],
         "cut": _cut_note(block),
     }
 
@@ -639,7 +724,10 @@ def render_markdown(report: Report) -> str:
         f"{len(report.views_created)} views, {len(report.views_waiting)} waiting",
         "",
     ]
-    out += [f"{i}. [{_md_text(s.title)}]({_md_target('#' + s.key)})" for i, s in enumerate(report.sections, 1)]
+    out += [
+        f"{i}. [{_md_text(s.title)}]({_md_target('#' + s.key)})"
+        for i, s in enumerate(report.sections, 1)
+    ]
     for sec in report.sections:
         out += ["", f'<a id="{html.escape(sec.key)}"></a>', "", f"## {_md_text(sec.title)}", ""]
         if sec.intro:
@@ -675,7 +763,9 @@ def _md_block(block: Block) -> str:
 
 def _cut_note(table: Table) -> str:
     if table.total_rows > table.frame.height:
-        return f"First {table.frame.height:,} of {table.total_rows:,} rows; the rest is in the view."
+        return (
+            f"First {table.frame.height:,} of {table.total_rows:,} rows; the rest is in the view."
+        )
     if table.total_rows == 0:
         return "No rows."
     return ""

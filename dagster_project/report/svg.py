@@ -29,11 +29,20 @@ __all__ = [
 
 #: Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
 PALETTE: tuple[str, ...] = (
-    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
 )
 _AXIS = "#444444"
 _GRID = "#e5e5e5"
-_CHAR_W = 7.0  # generous glyph width (capitals included) at font-size 11, used to size label gutters
+_CHAR_W = (
+    7.0  # generous glyph width (capitals included) at font-size 11, used to size label gutters
+)
 _FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11"'
 
 
@@ -189,8 +198,12 @@ def histogram(
     )
     for t in yt:
         y = sy(t)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>')
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>'
+        )
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>'
+        )
     bw = pw / bins
     for i, c in enumerate(counts):
         if not c:
@@ -220,7 +233,9 @@ def histogram(
     parts.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="{_AXIS}"/>')
     for t, label in xticks:
         x = sx(t)
-        parts.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="{_AXIS}"/>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="{_AXIS}"/>'
+        )
         parts.append(f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle">{_esc(label)}</text>')
     for i, (name, value) in enumerate((markers or {}).items()):
         if value is None or not math.isfinite(value) or (log_x and value <= 0):
@@ -303,7 +318,9 @@ def bar_chart(
     for t in ticks:
         x = sx(t)
         parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="{_GRID}"/>')
-        parts.append(f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle">{_esc(_fmt(t))}</text>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle">{_esc(_fmt(t))}</text>'
+        )
     zero = sx(0.0)
     for i, ((label, value), text) in enumerate(zip(pairs, texts, strict=True)):
         y = top + i * bar_height
@@ -319,7 +336,9 @@ def bar_chart(
             f'<rect x="{x0:.1f}" y="{y + 2:.1f}" width="{max(x1 - x0, 0.5):.1f}" '
             f'height="{bar_height - 4}" fill="{color}"><title>{_esc(f"{label}: {_fmt(v)}")}</title></rect>'
         )
-        parts.append(f'<text x="{x1 + 4:.1f}" y="{y + bar_height * 0.7:.1f}">{_esc(_fmt(v))}</text>')
+        parts.append(
+            f'<text x="{x1 + 4:.1f}" y="{y + bar_height * 0.7:.1f}">{_esc(_fmt(v))}</text>'
+        )
     parts.append(f'<line x1="{zero:.1f}" y1="{top}" x2="{zero:.1f}" y2="{base}" stroke="{_AXIS}"/>')
     if reference is not None and lo <= reference <= hi:
         x = sx(reference)
@@ -355,7 +374,9 @@ def line_chart(
     xs = [str(x) for x in x_labels]
     for name, ys in series.items():
         if len(ys) != len(xs):
-            raise ValueError(f"line_chart: series {name!r} has {len(ys)} values for {len(xs)} x labels")
+            raise ValueError(
+                f"line_chart: series {name!r} has {len(ys)} values for {len(xs)} x labels"
+            )
     nums = _finite(v for ys in series.values() for v in ys)
     if not xs or not nums:
         return _empty(width, height, title)
@@ -374,8 +395,12 @@ def line_chart(
     parts = _open(width, height, title)
     for t in ticks:
         y = sy(t)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>')
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>'
+        )
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>'
+        )
     base = top + ph
     parts.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="{_AXIS}"/>')
     every = max(1, math.ceil(len(xs) / 12))
@@ -410,7 +435,9 @@ def line_chart(
             lx = left + (s_idx % 4) * (pw / 4)
             ly = 30 + 16 * (s_idx // 4)
             parts.append(f'<rect x="{lx:.1f}" y="{ly:.1f}" width="10" height="10" fill="{col}"/>')
-            parts.append(f'<text x="{lx + 14:.1f}" y="{ly + 9:.1f}">{_esc(_clip_label(name, 22))}</text>')
+            parts.append(
+                f'<text x="{lx + 14:.1f}" y="{ly + 9:.1f}">{_esc(_clip_label(name, 22))}</text>'
+            )
     parts.append(
         f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{_esc(x_label)}</text>'
     )

@@ -260,9 +260,7 @@ def _key_credit(key: str, pred: ConfigValue, best: ConfigValue) -> float:
     return 1.0 if pred == best else 0.0
 
 
-def config_match(
-    predicted: Mapping[str, ConfigValue], best: Mapping[str, ConfigValue]
-) -> float:
+def config_match(predicted: Mapping[str, ConfigValue], best: Mapping[str, ConfigValue]) -> float:
     """Match score ``s`` in [0, 1]: weighted per-key credit over the union of keys."""
     keys = set(predicted) | set(best)
     if not keys:
@@ -400,7 +398,12 @@ def config_reward_distribution(
         choices[keys] = {k: sorted({cfg[k] for cfg in group}) for k in keys}
     rng = random.Random(seed)
 
-    strategies: dict[str, list[float]] = {"best": [], "fixed_default": [], "modal": [], "random": []}
+    strategies: dict[str, list[float]] = {
+        "best": [],
+        "fixed_default": [],
+        "modal": [],
+        "random": [],
+    }
     for row, best, speedup in zip(data, bests, speedups, strict=True):
         extra = {k: v for k, v in row.items() if k not in ("best_config", "speedup_vs_default")}
         keys = frozenset(best)
@@ -432,7 +435,11 @@ def config_reward_distribution(
                     text,
                     row["best_config"],
                     row.get("speedup_vs_default"),
-                    **{k: v for k, v in row.items() if k not in ("best_config", "speedup_vs_default")},
+                    **{
+                        k: v
+                        for k, v in row.items()
+                        if k not in ("best_config", "speedup_vs_default")
+                    },
                 )
                 for text, row in zip(completions, data, strict=True)
             ]

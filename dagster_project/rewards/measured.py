@@ -45,22 +45,47 @@ H200 = "NVIDIA H200"
 TARGET_M = (1, 64, 1024, 16, 256, 4096, 8, 128, 2048)
 
 RAW_SCHEMA: dict[str, pl.DataType] = {
-    "row_id": pl.String(), "label": pl.String(), "cand_index": pl.Int64(),
-    "config": pl.String(), "status": pl.String(), "reason": pl.String(),
-    "t_us": pl.Float64(), "rel_err": pl.Float64(), "details": pl.String(),
-    "kernel": pl.String(), "repo": pl.String(), "quant": pl.String(), "M": pl.Int64(),
-    "N": pl.Int64(), "K": pl.Int64(), "E": pl.Int64(), "top_k": pl.Int64(),
-    "n_shared": pl.Int64(), "moe_gemms": pl.String(), "model": pl.String(),
-    "device": pl.String(), "torch_version": pl.String(), "triton_version": pl.String(),
-    "harness_version": pl.String(), "measured_at": pl.Datetime("us", "UTC"),
+    "row_id": pl.String(),
+    "label": pl.String(),
+    "cand_index": pl.Int64(),
+    "config": pl.String(),
+    "status": pl.String(),
+    "reason": pl.String(),
+    "t_us": pl.Float64(),
+    "rel_err": pl.Float64(),
+    "details": pl.String(),
+    "kernel": pl.String(),
+    "repo": pl.String(),
+    "quant": pl.String(),
+    "M": pl.Int64(),
+    "N": pl.Int64(),
+    "K": pl.Int64(),
+    "E": pl.Int64(),
+    "top_k": pl.Int64(),
+    "n_shared": pl.Int64(),
+    "moe_gemms": pl.String(),
+    "model": pl.String(),
+    "device": pl.String(),
+    "torch_version": pl.String(),
+    "triton_version": pl.String(),
+    "harness_version": pl.String(),
+    "measured_at": pl.Datetime("us", "UTC"),
     "source": pl.String(),
     # harness 1.1.0: what a shipped batch needs to stand alone (no tuned_configs join),
     # and each result's noise: the p10-p90 spread of its replays over their median
-    "dtype": pl.String(), "gpu": pl.String(), "config_path": pl.String(),
-    "block_shape": pl.List(pl.Int64()), "best_config": pl.String(),
-    "default_config": pl.String(), "documented_speedup_vs_default": pl.Float64(),
-    "split": pl.String(), "kernel_source_sha": pl.String(), "spread": pl.Float64(),
-    "reps": pl.Int64(), "timing": pl.String(), "driver_version": pl.String(),
+    "dtype": pl.String(),
+    "gpu": pl.String(),
+    "config_path": pl.String(),
+    "block_shape": pl.List(pl.Int64()),
+    "best_config": pl.String(),
+    "default_config": pl.String(),
+    "documented_speedup_vs_default": pl.Float64(),
+    "split": pl.String(),
+    "kernel_source_sha": pl.String(),
+    "spread": pl.Float64(),
+    "reps": pl.Int64(),
+    "timing": pl.String(),
+    "driver_version": pl.String(),
     "cuda_version": pl.String(),
 }
 
@@ -71,6 +96,7 @@ GPU_FOLDERS = {H200: "h200"}
 
 
 # -- planning ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ModelReading:
@@ -83,8 +109,9 @@ class ModelReading:
     n_shared: int
 
 
-def model_reading(E: int, N: int, dtype: str | None, repo: str, candidates: Sequence[str],
-                  shapes: pl.DataFrame) -> ModelReading | None:
+def model_reading(
+    E: int, N: int, dtype: str | None, repo: str, candidates: Sequence[str], shapes: pl.DataFrame
+) -> ModelReading | None:
     """The first candidate model (in the row's order) whose shape explains (E, N).
 
     Plain tensor-parallel readings are preferred, then TP with fused shared experts
@@ -99,10 +126,17 @@ def model_reading(E: int, N: int, dtype: str | None, repo: str, candidates: Sequ
 
     def rank(m: Any) -> tuple[int, int]:
         how = m.how
-        kind = (0 if how.startswith("TP") and "shared" not in how else
-                1 if how.startswith("TP") and "fused shared" in how else
-                2 if how.startswith("EP") and "shared" not in how else
-                3 if how.startswith("EP") and "fused shared" in how else 9)
+        kind = (
+            0
+            if how.startswith("TP") and "shared" not in how
+            else 1
+            if how.startswith("TP") and "fused shared" in how
+            else 2
+            if how.startswith("EP") and "shared" not in how
+            else 3
+            if how.startswith("EP") and "fused shared" in how
+            else 9
+        )
         return kind, order.get(m.model, len(order))
 
     usable = sorted((m for m in matches if rank(m)[0] < 9), key=rank)
@@ -152,24 +186,32 @@ def measurable_rows(lake: Lake, gpu: str = H200) -> tuple[list[MeasureRow], dict
         if _uses_tma(r["best_config"]):
             skip("tuned config asks for TMA descriptors")
             continue
-        fields: dict[str, Any] = {**r, "per_channel_quant": _per_channel(r["config_path"]),
-                                  "extra": {"split": r.get("split"),
-                                            "documented_speedup_vs_default":
-                                                r.get("speedup_vs_default")}}
+        fields: dict[str, Any] = {
+            **r,
+            "per_channel_quant": _per_channel(r["config_path"]),
+            "extra": {
+                "split": r.get("split"),
+                "documented_speedup_vs_default": r.get("speedup_vs_default"),
+            },
+        }
         if kind == "moe":
             key = (r["E"], r["N"], r["dtype"], r["repo"], tuple(r["candidate_models"] or ()))
             if key not in readings:
-                readings[key] = model_reading(r["E"], r["N"], r["dtype"], r["repo"],
-                                              list(r["candidate_models"] or ()), shapes)
+                readings[key] = model_reading(
+                    r["E"], r["N"], r["dtype"], r["repo"], list(r["candidate_models"] or ()), shapes
+                )
             reading = readings[key]
             if reading is None:
                 skip("no candidate model: hidden size and top_k unknown")
                 continue
             down_twin = r["config_path"].removesuffix(".json") + "_down.json"
-            fields.update(K=reading.hidden, top_k=reading.top_k, n_shared=reading.n_shared,
-                          model=f"{reading.model} ({reading.how})",
-                          moe_gemms="down" if r["is_down"] else
-                          "up" if down_twin in paths else "both")
+            fields.update(
+                K=reading.hidden,
+                top_k=reading.top_k,
+                n_shared=reading.n_shared,
+                model=f"{reading.model} ({reading.how})",
+                moe_gemms="down" if r["is_down"] else "up" if down_twin in paths else "both",
+            )
         else:
             fields["moe_gemms"] = "mm"
         row = MeasureRow.from_json(fields)
@@ -193,8 +235,9 @@ def stratum(row: MeasureRow) -> tuple[str, str, str]:
     return (row.kernel, row.quant, row.repo)
 
 
-def select_batch(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int,
-                 m_per_file: int = 3) -> list[MeasureRow]:
+def select_batch(
+    rows: Sequence[MeasureRow], exclude: set[str], n_rows: int, m_per_file: int = 3
+) -> list[MeasureRow]:
     """``n_rows`` unmeasured rows, round-robin over strata; within a stratum whole config
     files in a stable pseudo-random order, ``m_per_file`` batch sizes each (``TARGET_M``).
 
@@ -212,8 +255,9 @@ def select_batch(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int,
             by_file.setdefault(key, []).append(r)
     strata: dict[tuple[str, str, str], list[list[MeasureRow]]] = {}
     # Files nobody measured yet first (more shapes and models per batch), then the rest.
-    for _key, file_rows in sorted(by_file.items(),
-                                  key=lambda kv: (done.get(kv[0], 0), _stable(kv[0][1]))):
+    for _key, file_rows in sorted(
+        by_file.items(), key=lambda kv: (done.get(kv[0], 0), _stable(kv[0][1]))
+    ):
         picked: list[MeasureRow] = []
         for target in TARGET_M:
             if len(picked) >= m_per_file:
@@ -235,8 +279,9 @@ def select_batch(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int,
     # Measure in rounds: every file's first batch size, then every second one, ... so a
     # batch cut short by its time budget still covers every stratum (and the largest,
     # slowest M come last).
-    rank = {r.id: i for picks in (p for v in strata.values() for p in v)
-            for i, r in enumerate(picks)}
+    rank = {
+        r.id: i for picks in (p for v in strata.values() for p in v) for i, r in enumerate(picks)
+    }
     order = {r.id: n for n, r in enumerate(chosen)}
     return sorted(chosen, key=lambda r: (rank[r.id], order[r.id]))
 
@@ -260,8 +305,11 @@ def variant_keys(row: MeasureRow) -> set[tuple]:
     except KernelSourceError:
         return set()
     constexprs = frozenset(p.name for p in sig.params if p.constexpr)
-    routing = (route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared,
-                     seed=row.seed) if row.kind == "moe" else None)
+    routing = (
+        route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared, seed=row.seed)
+        if row.kind == "moe"
+        else None
+    )
     src = source_hash(row.kernel_source)
     keys: set[tuple] = set()
     for c in candidates(row.best_config, row.default_config):
@@ -284,8 +332,9 @@ def _signature(source: str, kernel: str, parse: Any) -> Any:
     return _SIGS[key]
 
 
-def select_for_reuse(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int
-                     ) -> list[MeasureRow]:
+def select_for_reuse(
+    rows: Sequence[MeasureRow], exclude: set[str], n_rows: int
+) -> list[MeasureRow]:
     """``n_rows`` unmeasured rows, round-robin over strata of (kernel, quantisation,
     repo, M bucket); within a stratum the row needing the fewest kernels not compiled
     for an earlier pick (ties in a stable pseudo-random order).
@@ -317,8 +366,9 @@ def select_for_reuse(rows: Sequence[MeasureRow], exclude: set[str], n_rows: int
     return chosen
 
 
-def plan_batch(lake: Lake, n_rows: int, *, gpu: str = H200, m_per_file: int = 3,
-               order: str = "files") -> tuple[list[MeasureRow], dict[str, int]]:
+def plan_batch(
+    lake: Lake, n_rows: int, *, gpu: str = H200, m_per_file: int = 3, order: str = "files"
+) -> tuple[list[MeasureRow], dict[str, int]]:
     """The next batch: ``order="files"`` (``select_batch``, harness 1.0.0's plans) or
     ``"reuse"`` (``select_for_reuse``)."""
     rows, skipped = measurable_rows(lake, gpu)
@@ -354,6 +404,7 @@ def next_batch_path(folder: Path) -> Path:
 
 # -- ingest --------------------------------------------------------------------------
 
+
 def _result_rows(lines: Iterable[dict[str, Any]], source: str) -> list[dict[str, Any]]:
     out = []
     for d in lines:
@@ -362,40 +413,67 @@ def _result_rows(lines: Iterable[dict[str, Any]], source: str) -> list[dict[str,
         env = d.get("env") or {}
         row = d.get("row") or {}
         details = d.get("details") or {}
-        cfg_text = {k: (json.dumps(row[k], sort_keys=True) if isinstance(row.get(k), dict)
-                        else row.get(k)) for k in ("best_config", "default_config")}
-        out.append({
-            "row_id": str(d["row_id"]), "label": str(d["label"]),
-            "cand_index": int(d.get("index") or 0),
-            "config": json.dumps(d.get("config") or {}, sort_keys=True),
-            "status": str(d["status"]), "reason": d.get("reason") or "",
-            "t_us": float(d["t_us"]) if d.get("t_us") is not None else None,
-            "rel_err": float(d["rel_err"]) if d.get("rel_err") is not None else None,
-            "details": json.dumps(d.get("details") or {}, sort_keys=True, default=str),
-            **{k: row.get(k) for k in ("kernel", "repo", "quant", "M", "N", "K", "E", "top_k",
-                                       "n_shared", "moe_gemms", "model")},
-            "device": env.get("device"), "torch_version": env.get("torch"),
-            "triton_version": env.get("triton"),
-            "harness_version": d.get("harness_version"),
-            "measured_at": d.get("measured_at"), "source": source,
-            "dtype": row.get("dtype"), "gpu": row.get("gpu") or env.get("device"),
-            "config_path": row.get("config_path"),
-            "block_shape": [int(v) for v in row["block_shape"]] if row.get("block_shape")
-            else None,
-            **cfg_text,
-            "documented_speedup_vs_default": row.get("documented_speedup_vs_default"),
-            "split": row.get("split"), "kernel_source_sha": row.get("kernel_source_sha"),
-            "spread": float(details["spread"]) if details.get("spread") is not None else None,
-            "reps": int(details["reps"]) if details.get("reps") is not None else None,
-            "timing": env.get("timing") or ("full" if d.get("harness_version") == "1.0.0"
-                                            else None),
-            "driver_version": env.get("driver"), "cuda_version": env.get("cuda"),
-        })
+        cfg_text = {
+            k: (json.dumps(row[k], sort_keys=True) if isinstance(row.get(k), dict) else row.get(k))
+            for k in ("best_config", "default_config")
+        }
+        out.append(
+            {
+                "row_id": str(d["row_id"]),
+                "label": str(d["label"]),
+                "cand_index": int(d.get("index") or 0),
+                "config": json.dumps(d.get("config") or {}, sort_keys=True),
+                "status": str(d["status"]),
+                "reason": d.get("reason") or "",
+                "t_us": float(d["t_us"]) if d.get("t_us") is not None else None,
+                "rel_err": float(d["rel_err"]) if d.get("rel_err") is not None else None,
+                "details": json.dumps(d.get("details") or {}, sort_keys=True, default=str),
+                **{
+                    k: row.get(k)
+                    for k in (
+                        "kernel",
+                        "repo",
+                        "quant",
+                        "M",
+                        "N",
+                        "K",
+                        "E",
+                        "top_k",
+                        "n_shared",
+                        "moe_gemms",
+                        "model",
+                    )
+                },
+                "device": env.get("device"),
+                "torch_version": env.get("torch"),
+                "triton_version": env.get("triton"),
+                "harness_version": d.get("harness_version"),
+                "measured_at": d.get("measured_at"),
+                "source": source,
+                "dtype": row.get("dtype"),
+                "gpu": row.get("gpu") or env.get("device"),
+                "config_path": row.get("config_path"),
+                "block_shape": [int(v) for v in row["block_shape"]]
+                if row.get("block_shape")
+                else None,
+                **cfg_text,
+                "documented_speedup_vs_default": row.get("documented_speedup_vs_default"),
+                "split": row.get("split"),
+                "kernel_source_sha": row.get("kernel_source_sha"),
+                "spread": float(details["spread"]) if details.get("spread") is not None else None,
+                "reps": int(details["reps"]) if details.get("reps") is not None else None,
+                "timing": env.get("timing")
+                or ("full" if d.get("harness_version") == "1.0.0" else None),
+                "driver_version": env.get("driver"),
+                "cuda_version": env.get("cuda"),
+            }
+        )
     return out
 
 
-def _complete_meta(lines: list[dict[str, Any]], batch_rows: dict[str, MeasureRow],
-                   env: dict[str, Any]) -> list[dict[str, Any]]:
+def _complete_meta(
+    lines: list[dict[str, Any]], batch_rows: dict[str, MeasureRow], env: dict[str, Any]
+) -> list[dict[str, Any]]:
     """Fill what older result lines lack (harness 1.0.0 stored no dtype, config path,
     configs or driver) from the batch file they were measured from and from ``env``
     (facts of the device call, e.g. the driver ``nvidia-smi`` printed in it)."""
@@ -416,8 +494,9 @@ def _complete_meta(lines: list[dict[str, Any]], batch_rows: dict[str, MeasureRow
     return out
 
 
-def read_result_files(paths: Sequence[Path], *, batches: Sequence[Path] = (),
-                      env: dict[str, Any] | None = None) -> pl.DataFrame:
+def read_result_files(
+    paths: Sequence[Path], *, batches: Sequence[Path] = (), env: dict[str, Any] | None = None
+) -> pl.DataFrame:
     """Result lines of the runner as ``RAW_SCHEMA`` rows (torn lines skipped); gzipped
     files (``.gz``) are read too. ``batches`` / ``env`` complete older lines
     (``_complete_meta``)."""
@@ -431,10 +510,8 @@ def read_result_files(paths: Sequence[Path], *, batches: Sequence[Path] = (),
             lines = _complete_meta(lines, batch_rows, env or {})
         rows += _result_rows(lines, p.name.removesuffix(".gz"))
     strings = {k: (pl.String() if k == "measured_at" else v) for k, v in RAW_SCHEMA.items()}
-    df = pl.DataFrame(rows, schema=strings, orient="row") if rows else \
-        pl.DataFrame(schema=strings)
-    return df.with_columns(pl.col("measured_at").str.to_datetime(time_zone="UTC",
-                                                                 strict=False))
+    df = pl.DataFrame(rows, schema=strings, orient="row") if rows else pl.DataFrame(schema=strings)
+    return df.with_columns(pl.col("measured_at").str.to_datetime(time_zone="UTC", strict=False))
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -451,8 +528,13 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def pack_batch(paths: Sequence[Path], out: Path, *, batches: Sequence[Path] = (),
-               env: dict[str, Any] | None = None) -> int:
+def pack_batch(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    batches: Sequence[Path] = (),
+    env: dict[str, Any] | None = None,
+) -> int:
     """Write device result files as one shipped batch (``SHIPPED_DIR``): compact
     Parquet (zstd) in ``RAW_SCHEMA``, versions and noise on every row. Kernel sources
     are not stored (only their hash): they are the engines' code, fetched again from
@@ -461,8 +543,9 @@ def pack_batch(paths: Sequence[Path], out: Path, *, batches: Sequence[Path] = ()
     if df.is_empty():
         raise ValueError("no result lines in " + ", ".join(map(str, paths)))
     df = df.with_columns(pl.lit(out.stem).alias("source"))
-    write_atomically(out, lambda tmp: df.write_parquet(tmp, compression="zstd",
-                                                       compression_level=19))
+    write_atomically(
+        out, lambda tmp: df.write_parquet(tmp, compression="zstd", compression_level=19)
+    )
     return df.height
 
 
@@ -485,16 +568,19 @@ def read_shipped(paths: Sequence[Path]) -> pl.DataFrame:
         if missing:
             raise ValueError(f"shipped batch {p} lacks column(s) {missing}")
         frames.append(_to_raw(df))
-    return pl.concat(frames, how="vertical_relaxed") if frames else \
-        pl.DataFrame(schema=RAW_SCHEMA)
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=RAW_SCHEMA)
 
 
 def _to_raw(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with exactly RAW_SCHEMA's columns (absent ones null, as older lakes and
     batches lack the 1.1.0 columns)."""
-    return df.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in RAW_SCHEMA.items()
-                            if c not in df.columns]).select(list(RAW_SCHEMA)).cast(
-        RAW_SCHEMA)  # type: ignore[arg-type]
+    return (
+        df.with_columns(
+            [pl.lit(None, dtype=t).alias(c) for c, t in RAW_SCHEMA.items() if c not in df.columns]
+        )
+        .select(list(RAW_SCHEMA))
+        .cast(RAW_SCHEMA)
+    )  # type: ignore[arg-type]
 
 
 def ingest_shipped(lake: Lake, root: Path | None = None) -> IngestReport:
@@ -524,17 +610,20 @@ def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
     ids = new["row_id"].unique().to_list()
     frames = [new]
     if lake.table_exists("raw", "measured_configs"):
-        old = lake.query("SELECT * FROM raw.measured_configs WHERE row_id IN "
-                         "(SELECT unnest($ids))", {"ids": ids})
+        old = lake.query(
+            "SELECT * FROM raw.measured_configs WHERE row_id IN (SELECT unnest($ids))", {"ids": ids}
+        )
         if old.height:
             frames.insert(0, _to_raw(old))
     # newest measurement of a (row, candidate) wins; equal times keep the later frame
-    merged = (pl.concat(frames, how="vertical_relaxed")
-              .with_row_index("_order")
-              .sort(["measured_at", "_order"], nulls_last=False)
-              .unique(["row_id", "label"], keep="last", maintain_order=True)
-              .drop("_order")
-              .sort(["row_id", "cand_index"]))
+    merged = (
+        pl.concat(frames, how="vertical_relaxed")
+        .with_row_index("_order")
+        .sort(["measured_at", "_order"], nulls_last=False)
+        .unique(["row_id", "label"], keep="last", maintain_order=True)
+        .drop("_order")
+        .sort(["row_id", "cand_index"])
+    )
     lake.replace_rows("raw", "measured_configs", merged, "row_id", ids)
     return IngestReport(new.height, len(ids), merged.height, build_measured_dataset(lake))
 
@@ -543,8 +632,7 @@ def build_measured_dataset(lake: Lake) -> int:
     """Rebuild ``datasets.measured_configs`` from ``raw.measured_configs`` (empty table,
     with the dataset's columns, when nothing has been measured yet)."""
     if not lake.table_exists("raw", "measured_configs"):
-        lake.replace_rows("raw", "measured_configs", pl.DataFrame(schema=RAW_SCHEMA),
-                          "row_id", [])
+        lake.replace_rows("raw", "measured_configs", pl.DataFrame(schema=RAW_SCHEMA), "row_id", [])
     df = lake.query(load_sql("measured/dataset"))
     return lake.replace_table("datasets", "measured_configs", df)
 
@@ -567,6 +655,7 @@ def status_frame(lake: Lake, gpu: str = H200) -> pl.DataFrame:
 
 
 # -- a batch on this machine's GPU ---------------------------------------------------
+
 
 def cuda_available() -> bool:
     """A CUDA GPU torch can use is present (False where torch is not even installed)."""
@@ -623,12 +712,21 @@ def run_local_batch(
     results = path.with_name(path.name.replace("batch-", "out-"))
     report = run_batch(path, results, budget_s=budget, workers=workers)
     ingest_results(lake, [results])
-    return LocalRun(path, results, len(batch), report.measured, report.stopped_by_budget,
-                    report.context_lost, report.precompile)
+    return LocalRun(
+        path,
+        results,
+        len(batch),
+        report.measured,
+        report.stopped_by_budget,
+        report.context_lost,
+        report.precompile,
+    )
 
 
-NO_GPU = ("skipped: no CUDA GPU here; ingest device results with `kernelhouse gpu ingest` "
-          "(see benchmarks/gpu_measure_configs.sh)")
+NO_GPU = (
+    "skipped: no CUDA GPU here; ingest device results with `kernelhouse gpu ingest` "
+    "(see benchmarks/gpu_measure_configs.sh)"
+)
 
 
 def _gpu_batch(lake: Lake, settings: Any, log: Callable[[str], None]) -> Any:
@@ -641,17 +739,26 @@ def _gpu_batch(lake: Lake, settings: Any, log: Callable[[str], None]) -> Any:
     if not cuda_available():
         log(NO_GPU)
         return NO_GPU
-    run = run_local_batch(lake, settings.home / "gpu", rows=gpu.rows,
-                          budget_s=gpu.budget_s, workers=gpu.workers)
+    run = run_local_batch(
+        lake, settings.home / "gpu", rows=gpu.rows, budget_s=gpu.budget_s, workers=gpu.workers
+    )
     if run is None:
         log("every measurable H200 row is measured already")
         return "nothing left to measure"
-    log(f"measured {run.measured} candidates of {run.rows} rows "
-        f"({run.batch.name}); budget stop: {run.stopped_by_budget}")
-    return Json({
-        "batch": run.batch.name, "rows": run.rows, "measured": run.measured,
-        "stopped_by_budget": run.stopped_by_budget, "context_lost": run.context_lost,
-        "precompile": run.precompile})
+    log(
+        f"measured {run.measured} candidates of {run.rows} rows "
+        f"({run.batch.name}); budget stop: {run.stopped_by_budget}"
+    )
+    return Json(
+        {
+            "batch": run.batch.name,
+            "rows": run.rows,
+            "measured": run.measured,
+            "stopped_by_budget": run.stopped_by_budget,
+            "context_lost": run.context_lost,
+            "precompile": run.precompile,
+        }
+    )
 
 
 def _share(timed: pl.DataFrame, col: str) -> float:
@@ -675,17 +782,31 @@ def refresh_measured(lake: Lake, settings: Any, log: Callable[[str], None]) -> d
         "dagster/column_schema": ColumnSchema("datasets.measured_configs"),
         **run_meta,
         "rows_with_tuned_time": timed.height,
-        "median_measured_speedup_vs_default": float(timed["measured_speedup_vs_default"]
-                                                    .drop_nulls().median() or 0.0)
-        if timed.height else 0.0,
+        "median_measured_speedup_vs_default": float(
+            timed["measured_speedup_vs_default"].drop_nulls().median() or 0.0
+        )
+        if timed.height
+        else 0.0,
         "tuned_still_best_share": round(float(timed["tuned_is_best"].mean() or 0.0), 4)
-        if timed.height else 0.0,
+        if timed.height
+        else 0.0,
         # within each row's own noise (the larger replay spread of the two timings)
         "tuned_within_noise_of_best_share": _share(timed, "tuned_within_noise_of_best"),
         "default_faster_beyond_noise_share": _share(timed, "default_faster_beyond_noise"),
         "export": str(path),
         "by_kernel": Markdown(md_table(status, n=20)) if status.height else "",
-        "preview": Markdown(md_table(ds.select(
-            "kernel", "repo", "quant", "M", "t_tuned_us", "t_default_us",
-            "measured_speedup_vs_default", "best_label"))),
+        "preview": Markdown(
+            md_table(
+                ds.select(
+                    "kernel",
+                    "repo",
+                    "quant",
+                    "M",
+                    "t_tuned_us",
+                    "t_default_us",
+                    "measured_speedup_vs_default",
+                    "best_label",
+                )
+            )
+        ),
     }

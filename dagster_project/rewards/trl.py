@@ -90,9 +90,7 @@ def _row_columns(kwargs: Mapping[str, Any], n: int) -> dict[str, Sequence[Any]]:
     return {
         key: value
         for key, value in kwargs.items()
-        if key not in _NOT_ROW_COLUMNS
-        and isinstance(value, list | tuple)
-        and len(value) == n
+        if key not in _NOT_ROW_COLUMNS and isinstance(value, list | tuple) and len(value) == n
     }
 
 

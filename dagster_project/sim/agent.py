@@ -729,9 +729,7 @@ class Policy:
             return False
         return bool(features_used(v, self.op, self.dtype, q) & self.avoid)
 
-    def _smem_estimate(
-        self, tag: str, q: Params, qd: tuple[Any, ...] | None = None
-    ) -> int | None:
+    def _smem_estimate(self, tag: str, q: Params, qd: tuple[Any, ...] | None = None) -> int | None:
         """Own footprint estimate: the nearest reported footprint of this rung, scaled by
         the ratio of each staging dimension (tiles and stages enter linearly). ``qd`` is
         ``_staging(q)`` when the caller has it already."""
@@ -770,7 +768,11 @@ class Policy:
         if qd in self.overflowed:
             return False  # these staging sizes overflowed (on this rung or another)
         rs0 = self.rungs.get(tag)
-        if rs0 is not None and rs0.overflow_volume is not None and _volume(qd) >= rs0.overflow_volume:
+        if (
+            rs0 is not None
+            and rs0.overflow_volume is not None
+            and _volume(qd) >= rs0.overflow_volume
+        ):
             # as much staging (tiles times stages) as a configuration of this rung that
             # overflowed: the same bytes rearranged (64x128 for 128x64, 4x32 for 2x64)
             return False
@@ -898,7 +900,9 @@ class Policy:
             if q is not None:
                 self.pending = Decision(Candidate.of(v, q), "fix", o.step)
                 return
-            target = self.hw_rung if self.hw_rung is not None and self.hw_rung.tag != o.tag else None
+            target = (
+                self.hw_rung if self.hw_rung is not None and self.hw_rung.tag != o.tag else None
+            )
             if target is not None and target.tag not in self.rungs:
                 self.explore = [x for x in self.explore if x.tag != target.tag]
                 q = self._sized(target, self._defaults(target))
@@ -911,7 +915,9 @@ class Policy:
         if o.error == "smem":
             need = o.smem_bytes or int(self.cap * 1.5)
             self.overflowed.add(_staging(p))
-            self.overflow_floor = need if self.overflow_floor is None else min(self.overflow_floor, need)
+            self.overflow_floor = (
+                need if self.overflow_floor is None else min(self.overflow_floor, need)
+            )
             rs.overflow_min = need if rs.overflow_min is None else min(rs.overflow_min, need)
             vol = _volume(_staging(p))
             rs.overflow_volume = vol if rs.overflow_volume is None else min(rs.overflow_volume, vol)
@@ -990,7 +996,11 @@ class Policy:
 
     def _next_rung(self, last: int) -> Decision:
         v = self.explore.pop(0)
-        if v is self.hw_rung and self.wrong_hw is not None and self.rng.random() < self.prof.p_habit:
+        if (
+            v is self.hw_rung
+            and self.wrong_hw is not None
+            and self.rng.random() < self.prof.p_habit
+        ):
             wv = self.wrong_hw  # habit: the fancier rung this GPU cannot run
             wp = self._sized(wv, self._defaults(wv))
             return Decision(self._dress(wv, wp, "variant"), "variant", last)
@@ -1015,7 +1025,9 @@ class Policy:
         live = [
             (tag, rs)
             for tag, rs in self.rungs.items()
-            if rs.best_key is not None and not rs.done and tag not in self.bad
+            if rs.best_key is not None
+            and not rs.done
+            and tag not in self.bad
             and (tag != self.base_rung.tag or len(self.rungs) == 1)
         ]
         live.sort(key=lambda x: x[1].best_time)

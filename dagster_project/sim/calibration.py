@@ -821,8 +821,9 @@ def _family_factors(
     out: dict[tuple[str, str], tuple[float, float]] = {}
     for fam, pts in sorted(groups.items()):
 
-        def obj(a: float, b: float, _pts: Sequence[tuple[Prediction, float, EffKey]] = pts
-                ) -> float:
+        def obj(
+            a: float, b: float, _pts: Sequence[tuple[Prediction, float, EffKey]] = pts
+        ) -> float:
             tot = 0.0
             for p, meas, key in _pts:
                 mem0, comp0 = base[key]
@@ -876,12 +877,23 @@ def tied_fit(
             table[key] = (round(_clamp(mem * f[0]), 3), round(_clamp(comp * f[1]), 3))
     if tie == "family":
         rungs = tuple(
-            RungFit(k, 0, base_table[k][0], base_table[k][1], table[k][0], table[k][1],
-                    float("nan"), float("nan"))
-            for k in sorted(table) if table[k] != base_table[k])
+            RungFit(
+                k,
+                0,
+                base_table[k][0],
+                base_table[k][1],
+                table[k][0],
+                table[k][1],
+                float("nan"),
+                float("nan"),
+            )
+            for k in sorted(table)
+            if table[k] != base_table[k]
+        )
         return FitResult(gpu, table, rungs)
-    return fit_efficiency(ms, gpu=gpu, base=table, freeze=freeze, prior=hybrid_prior,
-                          fallback_sources=())
+    return fit_efficiency(
+        ms, gpu=gpu, base=table, freeze=freeze, prior=hybrid_prior, fallback_sources=()
+    )
 
 
 @dataclass(frozen=True)
@@ -938,12 +950,24 @@ def leave_one_group_out(
     full = fit(usable)
     if tie == "hybrid" and fit_fn is None:  # family factors + per-rung on top
         fam = tied_fit(usable, tie="family", gpu=gpu, base=base_table)
-        full = FitResult(full.gpu, full.table, tuple(r for r in full.rungs
-                                                     if r.key not in {x.key for x in fam.rungs}
-                                                     or r.mem_after != r.mem_before
-                                                     or r.comp_after != r.comp_before))
-    return HoldoutResult(tie, error_metrics(held), error_metrics(pairs_for(usable, full.table, gpu)),
-                         tuple(held), free_parameters(full, base_table, tie))
+        full = FitResult(
+            full.gpu,
+            full.table,
+            tuple(
+                r
+                for r in full.rungs
+                if r.key not in {x.key for x in fam.rungs}
+                or r.mem_after != r.mem_before
+                or r.comp_after != r.comp_before
+            ),
+        )
+    return HoldoutResult(
+        tie,
+        error_metrics(held),
+        error_metrics(pairs_for(usable, full.table, gpu)),
+        tuple(held),
+        free_parameters(full, base_table, tie),
+    )
 
 
 def holdout_rows(results: Sequence[HoldoutResult]) -> list[dict[str, Any]]:
@@ -954,18 +978,32 @@ def holdout_rows(results: Sequence[HoldoutResult]) -> list[dict[str, Any]]:
         for scope in ["all", *ops]:
             keep = [p for p in r.pairs if scope == "all" or p.point.op == scope]
             h = error_metrics(keep) if scope != "all" else r.held_out
-            out.append({
-                "tie": r.tie, "scope": scope, "points": h.n,
-                "free_parameters": r.free_parameters if scope == "all" else None,
-                "held_out_median_abs_log_err": h.median_abs_log_err,
-                "held_out_share_within_1_5x": h.share_within,
-                "held_out_spearman": None if scope == "all" else r.held_out.spearman_by_op.get(scope),
-                "held_out_spearman_min_op": min(
-                    (v for v in r.held_out.spearman_by_op.values() if not math.isnan(v)),
-                    default=float("nan")) if scope == "all" else None,
-                "in_sample_median_abs_log_err": r.in_sample.median_abs_log_err
-                if scope == "all" else None,
-                "in_sample_share_within_1_5x": r.in_sample.share_within if scope == "all" else None,
-                "in_sample_spearman": None if scope == "all" else r.in_sample.spearman_by_op.get(scope),
-            })
+            out.append(
+                {
+                    "tie": r.tie,
+                    "scope": scope,
+                    "points": h.n,
+                    "free_parameters": r.free_parameters if scope == "all" else None,
+                    "held_out_median_abs_log_err": h.median_abs_log_err,
+                    "held_out_share_within_1_5x": h.share_within,
+                    "held_out_spearman": None
+                    if scope == "all"
+                    else r.held_out.spearman_by_op.get(scope),
+                    "held_out_spearman_min_op": min(
+                        (v for v in r.held_out.spearman_by_op.values() if not math.isnan(v)),
+                        default=float("nan"),
+                    )
+                    if scope == "all"
+                    else None,
+                    "in_sample_median_abs_log_err": r.in_sample.median_abs_log_err
+                    if scope == "all"
+                    else None,
+                    "in_sample_share_within_1_5x": r.in_sample.share_within
+                    if scope == "all"
+                    else None,
+                    "in_sample_spearman": None
+                    if scope == "all"
+                    else r.in_sample.spearman_by_op.get(scope),
+                }
+            )
     return out

@@ -83,7 +83,7 @@ def calibration_tables(generator_version: str) -> CalibrationTables:
         f"held_out_share_within_{GOAL_RATIO}x": round(ho.share_within, 4),
         "held_out_spearman_by_op": _rounded(ho.spearman_by_op),
         "held_out_how": "leave one (op, shape) out: refit from the baseline table, "
-                        "predict the held-out group",
+        "predict the held-out group",
         "free_parameters": loo.free_parameters,
         "dagster/column_schema": ColumnSchema("sim.calibration"),
         "points_ok": a.n,

@@ -103,7 +103,9 @@ def _changes(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int, in
         return [(head, head + len(ma), head, head + len(mb))]
     return [
         (head + i1, head + i2, head + j1, head + j2)
-        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ma, mb, autojunk=False).get_opcodes()
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, ma, mb, autojunk=False
+        ).get_opcodes()
         if tag != "equal"
     ]
 
@@ -232,7 +234,13 @@ class KernelEnv:
         if key not in self._code:
             probe = BugProbe() if bug is None else None
             self._code[key] = render_candidate(
-                self.op, self.gpu, self.task.dtype, self.shape, variant, params, bug if probe is None else probe
+                self.op,
+                self.gpu,
+                self.task.dtype,
+                self.shape,
+                variant,
+                params,
+                bug if probe is None else probe,
             )
             if probe is not None:
                 self._spots[key[:2]] = frozenset(probe.asked)

@@ -22,7 +22,9 @@ from tests.assets.test_mining_assets import MINED
 pytestmark = pytest.mark.slow
 
 TOKEN = "ghp_kernelhouseTestToken0123456789"
-BODY = (Path(__file__).parents[1] / "fixtures" / "prs" / "05_flashinfer_decode_splitk_table.md").read_text()
+BODY = (
+    Path(__file__).parents[1] / "fixtures" / "prs" / "05_flashinfer_decode_splitk_table.md"
+).read_text()
 MISSING = 404
 
 
@@ -35,22 +37,36 @@ def _handler(calls: list[str], authed: list[bool]):  # noqa: ANN202
         authed.append(request.headers.get("Authorization", "").endswith(TOKEN))
         number = int(m.group(2))
         if number % 7 == 0:  # some PRs are gone
-            return Response(json.dumps({"message": "Not Found"}), MISSING, content_type="application/json")
+            return Response(
+                json.dumps({"message": "Not Found"}), MISSING, content_type="application/json"
+            )
         title, _, body = BODY.partition("\n")
         data = {
-            "number": number, "title": title, "body": body, "state": "closed",
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "closed",
             "merged_at": "2025-01-02T03:04:05Z",
             "html_url": f"https://github.com/{m.group(1)}/pull/{number}",
             "url": f"http://127.0.0.1/api/repos/{m.group(1)}/pulls/{number}",
         }
-        return Response(json.dumps(data), 200, content_type="application/json",
-                        headers={"ETag": f'"etag-{number}"'})
+        return Response(
+            json.dumps(data),
+            200,
+            content_type="application/json",
+            headers={"ETag": f'"etag-{number}"'},
+        )
 
     return handle
 
 
-def test_pr_bodies_and_gains(use_engine_repos, kh_home: Path, httpserver: HTTPServer,
-                             monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_pr_bodies_and_gains(
+    use_engine_repos,
+    kh_home: Path,
+    httpserver: HTTPServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     calls: list[str] = []
     authed: list[bool] = []
     httpserver.expect_request(re.compile(".*")).respond_with_handler(_handler(calls, authed))
@@ -76,8 +92,20 @@ def test_pr_bodies_and_gains(use_engine_repos, kh_home: Path, httpserver: HTTPSe
     assert with_gains["kernel_speedup"].is_not_null().all()
     assert (with_gains["kernel_speedup"] > 1).all()
     sample = json.loads(with_gains["gains"][0])
-    assert set(sample[0]) == {"scope", "hardware", "model", "shape", "batch_size", "metric", "unit",
-                              "higher_is_better", "baseline", "optimized", "stated_speedup", "speedup"}
+    assert set(sample[0]) == {
+        "scope",
+        "hardware",
+        "model",
+        "shape",
+        "batch_size",
+        "metric",
+        "unit",
+        "higher_is_better",
+        "baseline",
+        "optimized",
+        "stated_speedup",
+        "speedup",
+    }
 
     # A refresh fetches nothing new (all cached and fresh) and re-extracts nothing.
     n_calls = len([c for c in calls if "/pulls/" in c])
@@ -91,8 +119,9 @@ def test_pr_bodies_and_gains(use_engine_repos, kh_home: Path, httpserver: HTTPSe
     assert TOKEN not in caplog.text
 
 
-def test_no_pr_body_readable_is_said_in_words(use_engine_repos, kh_home: Path, httpserver: HTTPServer,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_pr_body_readable_is_said_in_words(
+    use_engine_repos, kh_home: Path, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """GitHub refuses every PR (403, real PyGithub): the build finishes, pr_gains says
     "gains not extracted: N of N PR bodies unavailable" (status/build note, lake state), and
     the pr_gains gate reports not evaluated with that reason instead of passing on 0 rows."""
@@ -100,7 +129,8 @@ def test_no_pr_body_readable_is_said_in_words(use_engine_repos, kh_home: Path, h
     from dagster_project.status import gains_note
 
     httpserver.expect_request(re.compile(".*/pulls/.*")).respond_with_json(
-        {"message": "Resource not accessible by integration"}, status=403)
+        {"message": "Resource not accessible by integration"}, status=403
+    )
     httpserver.expect_request(re.compile(".*")).respond_with_json({"resources": {}})
     monkeypatch.setenv("KERNELHOUSE_GITHUB_API_URL", httpserver.url_for("/api").rstrip("/"))
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
@@ -113,7 +143,13 @@ def test_no_pr_body_readable_is_said_in_words(use_engine_repos, kh_home: Path, h
     assert n > 0 and state["reason"] == f"gains not extracted: {n:,} of {n:,} PR bodies unavailable"
     assert gains_note(instance) == state["reason"]
     results = lake.read_table("derived", "quality_results").filter(pl.col("suite") == "pr_gains")
-    assert results.select("expectation", "observed").rows() == [("not_evaluated", json.dumps(state["reason"]))]
+    assert results.select("expectation", "observed").rows() == [
+        ("not_evaluated", json.dumps(state["reason"]))
+    ]
     assert failing_gates(lake, ["pr_gains"]) == []
     kc = lake.read_table("datasets", "kernel_commits")
-    assert kc["gains"].is_null().all() and kc["pr_body"].is_null().all() and kc["kernel_speedup"].is_null().all()
+    assert (
+        kc["gains"].is_null().all()
+        and kc["pr_body"].is_null().all()
+        and kc["kernel_speedup"].is_null().all()
+    )

@@ -23,14 +23,25 @@ GOOD_BODY = "Decode kernel: latency went from 12.5 us to 10.0 us on H100 at batc
 
 def _reply(content: str, model: str) -> Response:
     body = {
-        "id": "x", "object": "chat.completion", "created": 1, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "id": "x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
     }
     return Response(json.dumps(body), 200, content_type="application/json")
 
 
-def test_llm_extraction_is_cached_and_failures_recorded(tmp_path: Path, httpserver: HTTPServer, monkeypatch) -> None:  # noqa: ANN001
+def test_llm_extraction_is_cached_and_failures_recorded(
+    tmp_path: Path, httpserver: HTTPServer, monkeypatch
+) -> None:  # noqa: ANN001
     seen: list[dict] = []
 
     def handler(request: Request) -> Response:
@@ -38,23 +49,54 @@ def test_llm_extraction_is_cached_and_failures_recorded(tmp_path: Path, httpserv
         seen.append(payload)
         text = json.dumps(payload["messages"])
         if "12.5 us" in text:
-            m = {"scope": "kernel", "hardware": "H100", "model": None, "shape": None, "batch_size": 8,
-                 "metric": "latency", "unit": "us", "higher_is_better": False,
-                 "baseline": "12.5", "optimized": "10.0", "stated_speedup": None}
+            m = {
+                "scope": "kernel",
+                "hardware": "H100",
+                "model": None,
+                "shape": None,
+                "batch_size": 8,
+                "metric": "latency",
+                "unit": "us",
+                "higher_is_better": False,
+                "baseline": "12.5",
+                "optimized": "10.0",
+                "stated_speedup": None,
+            }
             return _reply(json.dumps({"measurements": [m]}), payload["model"])
         return _reply("this is not JSON at all", payload["model"])
 
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(handler)
     monkeypatch.setenv("KERNELHOUSE_LLM_API_KEY", KEY)
     lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))
-    bodies = pl.DataFrame([
-        {"pr_key": "vllm#1", "repo": "vllm", "number": 1, "title": "[Perf] faster decode", "body": GOOD_BODY, "status": "ok"},
-        {"pr_key": "vllm#2", "repo": "vllm", "number": 2, "title": "[Perf] other", "body": "No numbers, sorry.", "status": "ok"},
-    ], schema=BODIES_SCHEMA)
+    bodies = pl.DataFrame(
+        [
+            {
+                "pr_key": "vllm#1",
+                "repo": "vllm",
+                "number": 1,
+                "title": "[Perf] faster decode",
+                "body": GOOD_BODY,
+                "status": "ok",
+            },
+            {
+                "pr_key": "vllm#2",
+                "repo": "vllm",
+                "number": 2,
+                "title": "[Perf] other",
+                "body": "No numbers, sorry.",
+                "status": "ok",
+            },
+        ],
+        schema=BODIES_SCHEMA,
+    )
     lake.replace_table("raw", "pr_bodies", bodies)
     resources = {
         "lake": LakeResource(home=str(tmp_path)),
-        "llm": LLMResource(base_url=httpserver.url_for("/v1"), model="primary-model", fallback_model="fallback-model"),
+        "llm": LLMResource(
+            base_url=httpserver.url_for("/v1"),
+            model="primary-model",
+            fallback_model="fallback-model",
+        ),
     }
     res = dg.materialize([pr_gains], resources=resources)
     assert res.success
@@ -66,7 +108,12 @@ def test_llm_extraction_is_cached_and_failures_recorded(tmp_path: Path, httpserv
     gains = lake.read_table("derived", "pr_gains")
     primary = gains.filter(pl.col("primary"))
     assert set(primary["extractor"]) == {"llm"}
-    assert primary.select("baseline", "optimized", "speedup", "audit_pass").row(0) == (12.5, 10.0, 1.25, True)
+    assert primary.select("baseline", "optimized", "speedup", "audit_pass").row(0) == (
+        12.5,
+        10.0,
+        1.25,
+        True,
+    )
     md = res.asset_materializations_for_node("pr_gains")[0].metadata
     assert md["new_extractions"].value == 4 and md["tokens"].value > 0
 

@@ -17,7 +17,8 @@ from tests.unit.test_execution_reward import make_lake, runner_measure
 
 
 def test_asset_rebuilds_from_ingested_results_without_a_gpu(
-        kh_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(measured, "cuda_available", lambda: False)
     kh_home.mkdir(parents=True, exist_ok=True)
     lake = make_lake(kh_home)  # lake.duckdb under KERNELHOUSE_HOME
@@ -28,16 +29,16 @@ def test_asset_rebuilds_from_ingested_results_without_a_gpu(
     rb.run_batch(path, out, measure=runner_measure({"tuned": 8.0, "default": 10.0}), env={})
     measured.ingest_results(lake, [out])
 
-    result = dg.materialize([measured_configs],
-                            resources={"lake": LakeResource(home=str(kh_home))})
+    result = dg.materialize([measured_configs], resources={"lake": LakeResource(home=str(kh_home))})
     assert result.success
     md = result.asset_materializations_for_node("measured_configs")[0].metadata
     shipped = measured.read_shipped(measured.shipped_batches())["row_id"].n_unique()
     assert md["dagster/row_count"].value == 2 + shipped
     assert md["shipped_batches"].value == len(measured.shipped_batches())
     assert md["gpu_batch"].value == NO_GPU
-    exported = pl.read_parquet(kh_home / "exports" / "measured_configs" /
-                               "measured_configs.parquet")
+    exported = pl.read_parquet(
+        kh_home / "exports" / "measured_configs" / "measured_configs.parquet"
+    )
     assert exported.height == 2 + shipped
     local = exported.filter(pl.col("id").is_in([r.id for r in batch]))
     assert local.height == 2 and set(local["best_label"]) == {"tuned"}
@@ -45,7 +46,8 @@ def test_asset_rebuilds_from_ingested_results_without_a_gpu(
 
 
 def test_every_shipped_batch_is_in_a_fresh_build(
-        kh_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A fresh machine without a GPU (empty lake, no measurement): the asset's dataset
     and export hold every row of every batch shipped in dagster_project/data/measured,
     with its tuned time, versions and noise; removing a batch from ingestion fails."""
@@ -54,32 +56,40 @@ def test_every_shipped_batch_is_in_a_fresh_build(
     make_lake(kh_home)
     files = measured.shipped_batches()
     assert files, "no shipped batches found in the package"
-    result = dg.materialize([measured_configs],
-                            resources={"lake": LakeResource(home=str(kh_home))})
+    result = dg.materialize([measured_configs], resources={"lake": LakeResource(home=str(kh_home))})
     assert result.success
-    exported = pl.read_parquet(kh_home / "exports" / "measured_configs" /
-                               "measured_configs.parquet")
+    exported = pl.read_parquet(
+        kh_home / "exports" / "measured_configs" / "measured_configs.parquet"
+    )
     got = set(exported["id"])
     for f in files:
         ids = set(pl.read_parquet(f, columns=["row_id"])["row_id"])
         assert ids and ids <= got, f"{f.name}: {len(ids - got)} rows not ingested"
     rows = exported.filter(pl.col("id").is_in(list(got)))
     assert rows["t_tuned_us"].null_count() == 0
-    for col in ("device", "driver_version", "cuda_version", "torch_version",
-                "triton_version", "harness_version", "spread_tuned", "measured_best_config"):
+    for col in (
+        "device",
+        "driver_version",
+        "cuda_version",
+        "torch_version",
+        "triton_version",
+        "harness_version",
+        "spread_tuned",
+        "measured_best_config",
+    ):
         assert rows[col].null_count() == 0, col
 
 
 def test_gpu_disable_keeps_the_asset_off_a_present_gpu(
-        kh_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """KERNELHOUSE_GPU_DISABLE=1 wins over a GPU that is there: nothing is planned or
     measured (a batch would need torch), the dataset is still rebuilt and exported."""
     monkeypatch.setattr(measured, "cuda_available", lambda: True)
     monkeypatch.setenv("KERNELHOUSE_GPU_DISABLE", "1")
     kh_home.mkdir(parents=True, exist_ok=True)
     make_lake(kh_home)
-    result = dg.materialize([measured_configs],
-                            resources={"lake": LakeResource(home=str(kh_home))})
+    result = dg.materialize([measured_configs], resources={"lake": LakeResource(home=str(kh_home))})
     assert result.success
     md = result.asset_materializations_for_node("measured_configs")[0].metadata
     assert md["gpu_batch"].value == "disabled by KERNELHOUSE_GPU_DISABLE"

@@ -55,19 +55,33 @@ def test_mined_layers_match_planted_truth(use_engine_repos, offline_github, kh_h
             row = mine.filter(pl.col("path") == path).row(0, named=True)
             assert row["parse_status"] == want["status"], path
             if want["status"] == "ok":
-                assert tc.filter((pl.col("repo") == engine) & (pl.col("config_path") == path)).height == want["rows"], path
-                got_pr = att.filter((pl.col("repo") == engine) & (pl.col("path") == path))["pr_number"][0]
+                assert (
+                    tc.filter((pl.col("repo") == engine) & (pl.col("config_path") == path)).height
+                    == want["rows"]
+                ), path
+                got_pr = att.filter((pl.col("repo") == engine) & (pl.col("path") == path))[
+                    "pr_number"
+                ][0]
                 assert got_pr == want["pr"], path
-    assert tc.filter(pl.col("split") == "test")["split_group"].is_in(
-        tc.filter(pl.col("split") == "train")["split_group"].implode()).sum() == 0
+    assert (
+        tc.filter(pl.col("split") == "test")["split_group"]
+        .is_in(tc.filter(pl.col("split") == "train")["split_group"].implode())
+        .sum()
+        == 0
+    )
 
     kc = lake.read_table("datasets", "kernel_commits")
     excluded = lake.read_table("raw", "kernel_commit_excluded")
     for engine, repo in use_engine_repos.items():
         truth = repo.planted["commits"]
-        got = {(r["sha"], r["path"]) for r in kc.filter(pl.col("repo") == engine).iter_rows(named=True)}
+        got = {
+            (r["sha"], r["path"]) for r in kc.filter(pl.col("repo") == engine).iter_rows(named=True)
+        }
         assert got == set(truth["rows"]), engine
-        reasons = {(r["sha"], r["path"]): r["reason"] for r in excluded.filter(pl.col("repo") == engine).iter_rows(named=True)}
+        reasons = {
+            (r["sha"], r["path"]): r["reason"]
+            for r in excluded.filter(pl.col("repo") == engine).iter_rows(named=True)
+        }
         for key, reason in truth["excluded"].items():
             assert reasons.get(key) == reason, (engine, key)
     assert not kc["license"].is_in(["NVIDIA-TensorRT", "NVIDIA-proprietary"]).any()
@@ -77,8 +91,10 @@ def test_mined_layers_match_planted_truth(use_engine_repos, offline_github, kh_h
 def _table_snapshot(lake: Lake) -> dict[str, pl.DataFrame]:
     out = {}
     for schema, table, key in [
-        ("raw", "perf_commits", "sha"), ("raw", "kernel_commit_files", "id"),
-        ("raw", "config_entries", "path"), ("datasets", "kernel_commits", "id"),
+        ("raw", "perf_commits", "sha"),
+        ("raw", "kernel_commit_files", "id"),
+        ("raw", "config_entries", "path"),
+        ("datasets", "kernel_commits", "id"),
         ("datasets", "tuned_configs", "id"),
     ]:
         df = lake.read_table(schema, table)
@@ -89,7 +105,9 @@ def _table_snapshot(lake: Lake) -> dict[str, pl.DataFrame]:
 def _perf_md(kh_home: Path) -> dict:
     inst = dg.DagsterInstance.ephemeral()
     res = dg.materialize(
-        build_definitions().assets, instance=inst, partition_key="vllm",
+        build_definitions().assets,
+        instance=inst,
+        partition_key="vllm",
         selection=["repo_clone", "perf_commits", "kernel_commit_files"],
         resources=build_definitions().resources,
     )
@@ -117,31 +135,50 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
 
     # 2. One new perf commit and one new config file upstream: exactly their rows.
     kernel = "csrc/fixture_new_kernel.cu"
-    b.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }\n")
+    b.write(
+        kernel,
+        "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }\n",
+    )
     b.commit("[Kernel] add scale kernel (#9001)")
-    b.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float4* x, float a) {\n  float4 v = x[threadIdx.x]; v.x *= a; v.y *= a; v.z *= a; v.w *= a; x[threadIdx.x] = v;\n}\n")
+    b.write(
+        kernel,
+        "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float4* x, float a) {\n  float4 v = x[threadIdx.x]; v.x *= a; v.y *= a; v.z *= a; v.w *= a; x[threadIdx.x] = v;\n}\n",
+    )
     new_sha = b.commit("[Perf] Vectorize scale kernel with float4 loads (#9002)")
     cfg_dir = "vllm/model_executor/layers/fused_moe/configs"
     cfg = f"{cfg_dir}/E=16,N=512,device_name=NVIDIA_L40S.json"
-    b.write(cfg, '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}, "64": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}\n')
+    b.write(
+        cfg,
+        '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}, "64": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}\n',
+    )
     b.commit("[Misc] Add L40S tuned config for E=16 (#9003)")
     md = _perf_md(kh_home)
     assert md["perf_commits"]["mode"] == "incremental"
     assert _build().ok
     grown = _table_snapshot(lake)
-    new_perf = grown["perf_commits"].join(before["perf_commits"].select("sha"), on="sha", how="anti")
+    new_perf = grown["perf_commits"].join(
+        before["perf_commits"].select("sha"), on="sha", how="anti"
+    )
     # Only the three new commits can be new perf commits (titles decide which qualify).
-    assert new_sha in set(new_perf["sha"]) and new_perf.height == md["perf_commits"]["new_commits"] <= 3
+    assert (
+        new_sha in set(new_perf["sha"])
+        and new_perf.height == md["perf_commits"]["new_commits"] <= 3
+    )
     added = grown["kernel_commits"].join(before["kernel_commits"].select("id"), on="id", how="anti")
     assert added.select("sha", "path").rows() == [(new_sha, kernel)]
-    added_cfg = grown["tuned_configs"].join(before["tuned_configs"].select("id"), on="id", how="anti")
+    added_cfg = grown["tuned_configs"].join(
+        before["tuned_configs"].select("id"), on="id", how="anti"
+    )
     assert set(added_cfg["config_path"]) == {cfg} and added_cfg.height == 2
     assert set(added_cfg["config_pr_url"]) == {"https://github.com/vllm-project/vllm/pull/9003"}
 
     # 3. Force push: drop the two commits and publish a different one. The repo is
     #    re-mined cleanly; the vanished commit's row disappears.
     b.git("reset", "-q", "--hard", "HEAD~2")
-    b.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float* x, float a) { x[threadIdx.x] = __fmul_rn(x[threadIdx.x], a); }\n")
+    b.write(
+        kernel,
+        "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float* x, float a) { x[threadIdx.x] = __fmul_rn(x[threadIdx.x], a); }\n",
+    )
     other = b.commit("[Perf] Faster scale via fused multiply (#9004)")
     md = _perf_md(kh_home)
     assert md["perf_commits"]["mode"] == "remine"
@@ -149,7 +186,9 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
     final = lake.read_table("datasets", "kernel_commits")
     assert new_sha not in set(final["sha"]) and other in set(final["sha"])
     remined = final.filter(pl.col("repo") != "vllm").sort("id")
-    assert remined.select("id").equals(before["kernel_commits"].filter(pl.col("repo") != "vllm").select("id").sort("id"))
+    assert remined.select("id").equals(
+        before["kernel_commits"].filter(pl.col("repo") != "vllm").select("id").sort("id")
+    )
 
 
 def test_rule_change_reaches_the_lake_on_refresh(
@@ -174,8 +213,11 @@ def test_rule_change_reaches_the_lake_on_refresh(
     assert set(wm["rules_version"]) == {asset_code_version("perf_commits")}
 
     # The rule changes (a new veto) and its version is bumped, as a code change would.
-    monkeypatch.setattr(perf_filter, "EXCLUDE_RE", re.compile(
-        perf_filter.EXCLUDE_RE.pattern + "|" + re.escape(victim), re.IGNORECASE))
+    monkeypatch.setattr(
+        perf_filter,
+        "EXCLUDE_RE",
+        re.compile(perf_filter.EXCLUDE_RE.pattern + "|" + re.escape(victim), re.IGNORECASE),
+    )
     monkeypatch.setattr(perf_filter, "RULES_VERSION", "test-veto")
     out = run_build(build_definitions(), instance, MINED, refresh=True)
     assert out.ok, (out.failed, out.skipped)

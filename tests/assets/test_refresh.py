@@ -28,8 +28,12 @@ def _snapshot(home: Path) -> dict[str, pl.DataFrame]:
     lake = Lake(home / "lake.duckdb", str(home / "lake"))
     out = {}
     for schema, table in (
-        ("raw", "config_files"), ("raw", "config_entries"), ("raw", "perf_commits"),
-        ("raw", "kernel_commit_files"), ("datasets", "tuned_configs"), ("datasets", "kernel_commits"),
+        ("raw", "config_files"),
+        ("raw", "config_entries"),
+        ("raw", "perf_commits"),
+        ("raw", "kernel_commit_files"),
+        ("datasets", "tuned_configs"),
+        ("datasets", "kernel_commits"),
     ):
         df = lake.read_table(schema, table)
         out[f"{schema}.{table}"] = df.sort(df.columns[0])
@@ -46,7 +50,9 @@ def _ran(outcome) -> set[str]:  # noqa: ANN001
     return set(outcome.reasons)
 
 
-def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path) -> None:
+def test_refresh_runs_only_what_changed(
+    vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path
+) -> None:
     instance = _instance(tmp_path)
     defs = build_definitions()
     assert run_build(defs, instance, MINED).ok
@@ -70,10 +76,15 @@ def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Pat
     out = run_build(defs, instance, MINED, refresh=True)
     assert out.ok
     ran = _ran(out)
-    assert "perf_commits[vllm]" in ran and "repo_clone has a new data version" in out.reasons["perf_commits[vllm]"]
+    assert (
+        "perf_commits[vllm]" in ran
+        and "repo_clone has a new data version" in out.reasons["perf_commits[vllm]"]
+    )
     assert "perf_commits[sglang]" not in ran and "kernel_commit_files[vllm]" not in ran
     assert {"config_files", "kernel_sources", "tuned_configs"} <= ran
-    assert not ran & {"config_entries", "config_attribution", "kernel_commits", "pr_gains"}, sorted(out.reasons.items())
+    assert not ran & {"config_entries", "config_attribution", "kernel_commits", "pr_gains"}, sorted(
+        out.reasons.items()
+    )
     now = _snapshot(kh_home)
     for name, df in before.items():
         if name == "datasets.tuned_configs":
@@ -85,9 +96,15 @@ def test_refresh_runs_only_what_changed(vllm_upstream: RepoBuilder, kh_home: Pat
 
     # 3. A real perf commit: its rows flow all the way to the dataset.
     kernel = "csrc/fixture_refresh_kernel.cu"
-    vllm_upstream.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float* x) { x[threadIdx.x] += 1.f; }\n")
+    vllm_upstream.write(
+        kernel,
+        "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float* x) { x[threadIdx.x] += 1.f; }\n",
+    )
     vllm_upstream.commit("[Kernel] add k (#9101)")
-    vllm_upstream.write(kernel, "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float4* x) { float4 v = x[threadIdx.x]; v.x += 1.f; x[threadIdx.x] = v; }\n")
+    vllm_upstream.write(
+        kernel,
+        "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float4* x) { float4 v = x[threadIdx.x]; v.x += 1.f; x[threadIdx.x] = v; }\n",
+    )
     sha = vllm_upstream.commit("[Perf] Vectorise k (#9102)")
     out = run_build(defs, instance, MINED, refresh=True)
     assert out.ok
@@ -137,7 +154,9 @@ def test_simulated_shards_regenerate_only_on_code_version_change(
     assert not _ran(out)
 
 
-def test_automation_sensor_reacts_to_changed_data_only(vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path) -> None:
+def test_automation_sensor_reacts_to_changed_data_only(
+    vllm_upstream: RepoBuilder, kh_home: Path, tmp_path: Path
+) -> None:
     """The daemon path: after the daily fetch, the automation conditions request work
     only downstream of a head that really moved."""
     instance = _instance(tmp_path)
@@ -148,7 +167,9 @@ def test_automation_sensor_reacts_to_changed_data_only(vllm_upstream: RepoBuilde
     # The schedule's fetch finds the same heads: nothing is requested.
     assert run_build(defs, instance, "repo_clone").ok
     same = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
-    mined = [k for k in (dg.AssetKey(n) for n in MINED.split(",")) if k != dg.AssetKey("repo_clone")]
+    mined = [
+        k for k in (dg.AssetKey(n) for n in MINED.split(",")) if k != dg.AssetKey("repo_clone")
+    ]
     assert sum(same.get_num_requested(k) for k in mined) == 0
 
     # A new vLLM head: the vLLM miners and the repo-wide assets are requested.

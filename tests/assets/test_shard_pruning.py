@@ -21,9 +21,12 @@ def _shard_runs(outcome) -> list[str]:  # noqa: ANN001
     return sorted(r[1] for r in outcome.runs if r[1] is not None)
 
 
-def _episode_keys(defs: dg.Definitions, instance: dg.DagsterInstance | None = None) -> list[str | None]:
+def _episode_keys(
+    defs: dg.Definitions, instance: dg.DagsterInstance | None = None
+) -> list[str | None]:
     (stage,) = [
-        s for s in plan_stages(defs, SELECT, instance)
+        s
+        for s in plan_stages(defs, SELECT, instance)
         if dg.AssetKey("kernelswarm_episodes") in s.keys
     ]
     return stage.partition_keys

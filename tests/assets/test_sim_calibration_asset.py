@@ -45,6 +45,5 @@ def test_sim_calibration_writes_points_and_summary(kh_home: Path) -> None:
     head = holdout.filter(holdout["scope"] == "all").to_dicts()[0]
     assert head["points"] == ok.height
     assert head["held_out_median_abs_log_err"] > head["in_sample_median_abs_log_err"]
-    assert md["held_out_median_abs_log_err"].value == round(
-        head["held_out_median_abs_log_err"], 4)
+    assert md["held_out_median_abs_log_err"].value == round(head["held_out_median_abs_log_err"], 4)
     assert set(md["held_out_spearman_by_op"].value) == set(ok["op"])

@@ -16,12 +16,16 @@ from tests.fixtures.factory import RepoBuilder
 
 def _run(home: Path, key: str) -> dg.ExecuteInProcessResult:
     return dg.materialize(
-        [repo_clone], partition_key=key, resources={"lake": LakeResource(home=str(home))},
+        [repo_clone],
+        partition_key=key,
+        resources={"lake": LakeResource(home=str(home))},
         raise_on_error=False,
     )
 
 
-def test_blobless_clone_then_fetch(kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_blobless_clone_then_fetch(
+    kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     up = RepoBuilder(tmp_path / "upstream")
     up.write("csrc/a.cu", "__global__ void k() {}\n").commit("Initial (#1)")
     monkeypatch.setenv("KERNELHOUSE_FLASHINFER_SOURCE", str(up.path))
@@ -40,7 +44,9 @@ def test_blobless_clone_then_fetch(kh_home: Path, tmp_path: Path, monkeypatch: p
     assert clone.head() == up.head()
 
 
-def test_unreachable_source_names_the_setting(kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_source_names_the_setting(
+    kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KERNELHOUSE_SGLANG_SOURCE", "https://127.0.0.1:9/nothing/sglang.git")
     res = _run(kh_home, "sglang")
     assert not res.success

@@ -16,9 +16,14 @@ pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("kernelhouse"))
 
 
-def _kh(*args: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+def _kh(
+    *args: str, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=timeout,
+        [EXE, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
 
@@ -27,16 +32,23 @@ def test_build_then_sql(use_engine_repos, kh_home: Path) -> None:
     res = _kh("build")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "kernelhouse build" in res.stdout
-    q = _kh("sql", "SELECT repo, commit_count FROM raw.repo_heads ORDER BY repo", "--format", "json")
+    q = _kh(
+        "sql", "SELECT repo, commit_count FROM raw.repo_heads ORDER BY repo", "--format", "json"
+    )
     assert q.returncode == 0, q.stderr
     rows = json.loads(q.stdout)
     assert [r["repo"] for r in rows] == ["flashinfer", "sglang", "vllm"]
     assert all(r["commit_count"] > 3 for r in rows)
-    st = _kh("status", env={"GITHUB_TOKEN": "ghp_statusNeverShowsMe", "KERNELHOUSE_GPU_BATCH_ROWS": "40"})
+    st = _kh(
+        "status", env={"GITHUB_TOKEN": "ghp_statusNeverShowsMe", "KERNELHOUSE_GPU_BATCH_ROWS": "40"}
+    )
     assert st.returncode == 0 and "repo_clone" in st.stdout
     # the configuration table: what the run would use, secrets only as set/unset
-    conf = {ln.split("│")[1].strip(): ln.split("│")[2].strip()
-            for ln in st.stdout.splitlines() if ln.count("│") == 3}
+    conf = {
+        ln.split("│")[1].strip(): ln.split("│")[2].strip()
+        for ln in st.stdout.splitlines()
+        if ln.count("│") == 3
+    }
     assert conf["KERNELHOUSE_GPU_BATCH_ROWS"] == "40" and conf["GITHUB_TOKEN"] == "set"
     assert "ghp_statusNeverShowsMe" not in st.stdout + st.stderr
     # Nothing changed since the build: the refresh only fetches (GitHub and the Hub are
@@ -51,7 +63,9 @@ def test_sql_is_read_only_and_reports_errors(use_engine_repos, kh_home: Path) ->
     assert _kh("build", "--select", "repo_clone").returncode == 0
     bad = _kh("sql", "DROP TABLE raw.repo_heads")
     assert bad.returncode == 1 and "error" in bad.stderr
-    assert _kh("sql", "SELECT count(*) AS n FROM raw.repo_heads", "-f", "csv").stdout.splitlines() == ["n", "3"]
+    assert _kh(
+        "sql", "SELECT count(*) AS n FROM raw.repo_heads", "-f", "csv"
+    ).stdout.splitlines() == ["n", "3"]
     sql_file = kh_home / "q.sql"
     sql_file.write_text("SELECT repo FROM raw.repo_heads WHERE repo = 'vllm'")
     out = kh_home / "out.parquet"
@@ -76,7 +90,10 @@ def test_unwritable_home_fails_fast(tmp_path: Path) -> None:
 
 
 def test_offline_repo_assets_fail_with_guidance(kh_home: Path) -> None:
-    env = {f"KERNELHOUSE_{r}_SOURCE": f"https://127.0.0.1:9/{r.lower()}.git" for r in ("VLLM", "SGLANG", "FLASHINFER")}
+    env = {
+        f"KERNELHOUSE_{r}_SOURCE": f"https://127.0.0.1:9/{r.lower()}.git"
+        for r in ("VLLM", "SGLANG", "FLASHINFER")
+    }
     res = _kh("build", env=env)
     assert res.returncode == 1
     text = " ".join((res.stdout + res.stderr).split())

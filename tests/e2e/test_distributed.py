@@ -28,9 +28,23 @@ EXE = str(Path(sys.executable).with_name("kernelhouse"))
 # them), kernelswarm 100 + 50 episodes (shards 000 and 001, in flight together).
 SIZES = {"KERNELHOUSE_SIM_SESSIONS": "40", "KERNELHOUSE_SIM_EPISODES": "150"}
 SHARD_FILES = {"kernelinfer": ["000.parquet"], "kernelswarm": ["000.parquet", "001.parquet"]}
-SELECT = ["--select", "kernelinfer_sessions,kernelswarm_episodes", "-p", "000", "-p", "001", "-p", "002"]
-TABLES = ("kernelinfer_sessions", "kernelinfer_steps", "kernelswarm_episodes",
-          "kernelswarm_agents", "kernelswarm_messages")
+SELECT = [
+    "--select",
+    "kernelinfer_sessions,kernelswarm_episodes",
+    "-p",
+    "000",
+    "-p",
+    "001",
+    "-p",
+    "002",
+]
+TABLES = (
+    "kernelinfer_sessions",
+    "kernelinfer_steps",
+    "kernelswarm_episodes",
+    "kernelswarm_agents",
+    "kernelswarm_messages",
+)
 # Float sums are rounded: DuckDB's parallel aggregation adds in no fixed order.
 SUMMARY = """
 SELECT 'sessions' AS t, shard, count(*) AS n, sum(num_steps) AS x FROM sim.kernelinfer_sessions GROUP BY ALL
@@ -43,7 +57,10 @@ ORDER BY 1, 2
 
 def _kh(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=240,
+        [EXE, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
         env={**os.environ, "COLUMNS": "200", **env},
     )
 
@@ -69,19 +86,30 @@ def test_distributed_backfill_into_a_bucket_matches_in_process(
     bucket = s3.new_bucket()
     dist_home = tmp_path / "distributed"
     env = {
-        **SIZES, **s3.env(),
+        **SIZES,
+        **s3.env(),
         "KERNELHOUSE_HOME": str(dist_home),
         "KERNELHOUSE_LAKE_URI": f"s3://{bucket}/kernelhouse",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None,
-    ) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         worker_pids = set(client.run(os.getpid).values())
-        res = _kh("build", "--distributed", *SELECT,
-                  env={**env, "KERNELHOUSE_DASK_SCHEDULER": cluster.scheduler_address})
+        res = _kh(
+            "build",
+            "--distributed",
+            *SELECT,
+            env={**env, "KERNELHOUSE_DASK_SCHEDULER": cluster.scheduler_address},
+        )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "KERNELHOUSE_DASK_SCHEDULER, 2 worker threads" in " ".join(res.stderr.split())
 
@@ -119,8 +147,13 @@ def test_distributed_backfill_into_a_bucket_matches_in_process(
     # `kernelhouse sql` (read-only, a fresh process) over the bucket-backed views gives
     # the in-process lake's answers.
     q_dist = _kh("sql", SUMMARY, "--format", "json", env=env)
-    q_ref = _kh("sql", SUMMARY, "--format", "json",
-                env={**SIZES, "KERNELHOUSE_HOME": str(local_home), "KERNELHOUSE_LAKE_URI": ""})
+    q_ref = _kh(
+        "sql",
+        SUMMARY,
+        "--format",
+        "json",
+        env={**SIZES, "KERNELHOUSE_HOME": str(local_home), "KERNELHOUSE_LAKE_URI": ""},
+    )
     assert q_dist.returncode == 0, q_dist.stderr
     assert q_ref.returncode == 0, q_ref.stderr
     rows = json.loads(q_dist.stdout)
@@ -132,10 +165,19 @@ def test_distributed_backfill_into_a_bucket_matches_in_process(
 
 def test_distributed_build_names_an_unreachable_scheduler(tmp_path: Path) -> None:
     # Dask's own connect timeout (default 30 s) bounds the wait; shortened for the test.
-    res = _kh("build", "--distributed", "--select", "kernelswarm_episodes", "-p", "000",
-              env={"KERNELHOUSE_HOME": str(tmp_path / "h"),
-                   "KERNELHOUSE_DASK_SCHEDULER": "tcp://127.0.0.1:9",
-                   "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s"})
+    res = _kh(
+        "build",
+        "--distributed",
+        "--select",
+        "kernelswarm_episodes",
+        "-p",
+        "000",
+        env={
+            "KERNELHOUSE_HOME": str(tmp_path / "h"),
+            "KERNELHOUSE_DASK_SCHEDULER": "tcp://127.0.0.1:9",
+            "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s",
+        },
+    )
     assert res.returncode == 1
     assert "KERNELHOUSE_DASK_SCHEDULER=tcp://127.0.0.1:9" in " ".join(res.stderr.split())
 
@@ -149,12 +191,18 @@ def test_workers_with_another_lake_are_refused(
 
     home = tmp_path / "h"
     monkeypatch.setenv("KERNELHOUSE_HOME", str(home))
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster:
-        env = {**s3.env(), "KERNELHOUSE_HOME": str(home),
-               "KERNELHOUSE_LAKE_URI": f"s3://{s3.new_bucket()}/x",
-               "KERNELHOUSE_DASK_SCHEDULER": cluster.scheduler_address}
-        res = _kh("build", "--distributed", "--select", "kernelswarm_episodes", "-p", "000", env=env)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        env = {
+            **s3.env(),
+            "KERNELHOUSE_HOME": str(home),
+            "KERNELHOUSE_LAKE_URI": f"s3://{s3.new_bucket()}/x",
+            "KERNELHOUSE_DASK_SCHEDULER": cluster.scheduler_address,
+        }
+        res = _kh(
+            "build", "--distributed", "--select", "kernelswarm_episodes", "-p", "000", env=env
+        )
     assert res.returncode == 1
     text = " ".join(res.stderr.split())
     assert "KERNELHOUSE_LAKE_URI" in text and "same KERNELHOUSE_* and AWS_* variables" in text
@@ -171,8 +219,12 @@ def test_ui_style_runs_of_one_job_in_parallel_each_compute(
     from dask.distributed import Client, LocalCluster
 
     home = tmp_path / "ui"
-    env = {"KERNELHOUSE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"),
-           "KERNELHOUSE_EXECUTOR": "dask", "KERNELHOUSE_SIM_EPISODES": "120"}
+    env = {
+        "KERNELHOUSE_HOME": str(home),
+        "DAGSTER_HOME": str(home / "dagster"),
+        "KERNELHOUSE_EXECUTOR": "dask",
+        "KERNELHOUSE_SIM_EPISODES": "120",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     (home / "dagster").mkdir(parents=True)
@@ -180,15 +232,35 @@ def test_ui_style_runs_of_one_job_in_parallel_each_compute(
     with dg.DagsterInstance.get() as instance:
         instance.get_runs()  # create the storage once, as the webserver does
     dagster = str(Path(sys.executable).with_name("dagster"))
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         worker_pids = set(client.run(os.getpid).values())
         run_env = {**os.environ, "KERNELHOUSE_DASK_SCHEDULER": cluster.scheduler_address}
         procs = [
             subprocess.Popen(
-                [dagster, "asset", "materialize", "-m", "dagster_project.definitions",
-                 "--select", "kernelswarm_episodes", "--partition", p],
-                env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                [
+                    dagster,
+                    "asset",
+                    "materialize",
+                    "-m",
+                    "dagster_project.definitions",
+                    "--select",
+                    "kernelswarm_episodes",
+                    "--partition",
+                    p,
+                ],
+                env=run_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
             for p in ("000", "001")
         ]
@@ -201,6 +273,9 @@ def test_ui_style_runs_of_one_job_in_parallel_each_compute(
         runs = instance.get_runs()
         assert len(runs) == 2
         for run in runs:  # each run's own step, executed on a Dask worker
-            pids = [e.dagster_event.pid for e in instance.all_logs(run.run_id)
-                    if e.dagster_event and e.dagster_event.event_type_value == "STEP_SUCCESS"]
+            pids = [
+                e.dagster_event.pid
+                for e in instance.all_logs(run.run_id)
+                if e.dagster_event and e.dagster_event.event_type_value == "STEP_SUCCESS"
+            ]
             assert len(pids) == 1 and pids[0] in worker_pids

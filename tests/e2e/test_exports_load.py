@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow
 EXE = str(Path(sys.executable).with_name("kernelhouse"))
 
 
-def test_every_export_of_a_small_build_loads(use_engine_repos, kh_home: Path, tmp_path: Path) -> None:
+def test_every_export_of_a_small_build_loads(
+    use_engine_repos, kh_home: Path, tmp_path: Path
+) -> None:
     import datasets
 
     env = {**os.environ, "COLUMNS": "200", "KERNELHOUSE_SIM_EPISODES": "130"}

@@ -24,11 +24,13 @@ def test_unreachable_urls_are_named_at_once_and_in_parallel(tmp_path: Path) -> N
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     started = time.monotonic()
-    got = probe_sources({
-        "vllm": "https://127.0.0.1:9/vllm.git",
-        "sglang": str(repo),
-        "flashinfer": "git://127.0.0.1:9/flashinfer.git",
-    })
+    got = probe_sources(
+        {
+            "vllm": "https://127.0.0.1:9/vllm.git",
+            "sglang": str(repo),
+            "flashinfer": "git://127.0.0.1:9/flashinfer.git",
+        }
+    )
     assert time.monotonic() - started < 10
     assert set(got) == {"vllm", "flashinfer"}
     assert "127.0.0.1" in got["vllm"]

@@ -19,7 +19,10 @@ EXE = str(Path(sys.executable).with_name("kernelhouse"))
 
 def _kh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [EXE, *args], capture_output=True, text=True, timeout=600,
+        [EXE, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "COLUMNS": "250", **(env or {})},
     )
 
@@ -40,13 +43,18 @@ def test_status_sums_partitions_and_names_offline_sources(kh_home: Path) -> None
     assert st.returncode == 0, st.stderr
     asset, group, when, rows, parts, checks = _row(st.stdout, "kernelswarm_episodes")
     assert rows == "130" and parts.startswith("2/"), (rows, parts)  # not the last shard's 30
-    assert re.search(r"episode_invariants: (passed|failed) in \d+ of 2 latest shard runs", checks), checks
+    assert re.search(
+        r"episode_invariants: (passed|failed) in \d+ of 2 latest shard runs", checks
+    ), checks
     assert _row(st.stdout, "tuned_configs")[2] == "never"
     text = " ".join(st.stderr.split())
     assert "KERNELHOUSE_VLLM_SOURCE='https://127.0.0.1:9/vllm.git' cannot be reached now" in text
     assert "a build skips vllm's clone" in text
     # The conftest points GitHub at a port nothing listens on.
-    assert "The GitHub API (http://127.0.0.1:9) is unreachable: PR bodies come from the cache only" in text
+    assert (
+        "The GitHub API (http://127.0.0.1:9) is unreachable: PR bodies come from the cache only"
+        in text
+    )
 
 
 def test_version() -> None:

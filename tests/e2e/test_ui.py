@@ -37,7 +37,9 @@ def _graphql(port: int, query: str) -> dict:
 def test_ui_serves_all_assets_and_stops_by_pid(kh_home: Path, tmp_path: Path) -> None:
     from dagster_project.definitions import build_definitions
 
-    expected = {k.to_user_string() for k in build_definitions().resolve_asset_graph().get_all_asset_keys()}
+    expected = {
+        k.to_user_string() for k in build_definitions().resolve_asset_graph().get_all_asset_keys()
+    }
     port = _free_port()
     exe = Path(sys.executable).with_name("kernelhouse")
     log = (tmp_path / "ui.log").open("wb")
@@ -46,7 +48,10 @@ def test_ui_serves_all_assets_and_stops_by_pid(kh_home: Path, tmp_path: Path) ->
     # ignore the SIGTERM this test stops it with.
     proc = subprocess.Popen(
         [str(exe), "ui", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=tmp_path,
         env={**os.environ},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
     )
@@ -65,7 +70,11 @@ def test_ui_serves_all_assets_and_stops_by_pid(kh_home: Path, tmp_path: Path) ->
                 time.sleep(0.5)
                 continue
             entries = data["data"]["workspaceOrError"]["locationEntries"]
-            if entries and all(e["loadStatus"] == "LOADED" for e in entries) and data["data"]["assetNodes"]:
+            if (
+                entries
+                and all(e["loadStatus"] == "LOADED" for e in entries)
+                and data["data"]["assetNodes"]
+            ):
                 loaded = data
                 break
             time.sleep(0.5)
@@ -83,7 +92,9 @@ def test_ui_serves_all_assets_and_stops_by_pid(kh_home: Path, tmp_path: Path) ->
     # Nothing of the process group is left behind (children get a few seconds to exit).
     alive = "?"
     for _ in range(60):
-        alive = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout
+        alive = subprocess.run(
+            ["pgrep", "-g", str(proc.pid)], capture_output=True, text=True
+        ).stdout
         if not alive.strip():
             break
         time.sleep(0.25)

@@ -41,7 +41,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-GROUPS = ("sources", "tuned_configs", "kernel_commits", "pull_requests", "gains", "simulated", "publish", "analysis")
+GROUPS = (
+    "sources",
+    "tuned_configs",
+    "kernel_commits",
+    "pull_requests",
+    "gains",
+    "simulated",
+    "publish",
+    "analysis",
+)
 ASSET = "moe_model_shapes"  # reads the checked-in snapshot offline: no network, ~1 s of work
 LOAD_TIMEOUT_S = 45
 RUN_TIMEOUT_S = 45
@@ -71,11 +80,15 @@ query Asset($key: AssetKeyInput!) {
 def _browser_or_skip() -> Any:
     """The playwright sync API, or a skip naming what to install."""
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install -y chromium)")
+        pytest.skip(
+            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install -y chromium)"
+        )
     try:
         from playwright import sync_api
     except ImportError:
-        pytest.skip("the playwright package is missing: pip install playwright (no `playwright install` needed)")
+        pytest.skip(
+            "the playwright package is missing: pip install playwright (no `playwright install` needed)"
+        )
     return sync_api
 
 
@@ -121,7 +134,9 @@ def _wait_loaded(port: int, proc: subprocess.Popen[bytes], log: Path) -> str:
             assert len(entries) == 1, entries
             loaded = entries[0]["locationOrLoadError"] or {}
             if loaded.get("__typename") == "PythonError":
-                pytest.fail(f"code location {entries[0]['name']} failed to load: {loaded['message'][:3000]}")
+                pytest.fail(
+                    f"code location {entries[0]['name']} failed to load: {loaded['message'][:3000]}"
+                )
             return str(entries[0]["name"])
         time.sleep(0.3)
     pytest.fail(f"code location not LOADED within {LOAD_TIMEOUT_S}s:\n" + log.read_text()[-3000:])
@@ -153,27 +168,42 @@ def test_ui_renders_all_groups_and_runs_a_materialisation(tmp_path: Path) -> Non
     port = _free_port()
     home = tmp_path / "home"
     log_path = tmp_path / "ui.log"
-    env = {**os.environ, "KERNELHOUSE_HOME": str(home), "DAGSTER_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "KERNELHOUSE_HOME": str(home),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
     env.pop("DAGSTER_HOME", None)  # `kernelhouse ui` sets it to KERNELHOUSE_HOME/dagster
     exe = Path(sys.executable).with_name("kernelhouse")
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [str(exe), "ui", "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path, env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=tmp_path,
+            env=env,
         )
     try:
         location = _wait_loaded(port, proc, log_path)
 
         # Launch first: the daemon dequeues and runs it while the browser renders.
-        launched = _graphql(port, LAUNCH, {"params": {
-            "selector": {
-                "repositoryLocationName": location,
-                "repositoryName": "__repository__",
-                "jobName": "__ASSET_JOB",
-                "assetSelection": [{"path": [ASSET]}],
+        launched = _graphql(
+            port,
+            LAUNCH,
+            {
+                "params": {
+                    "selector": {
+                        "repositoryLocationName": location,
+                        "repositoryName": "__repository__",
+                        "jobName": "__ASSET_JOB",
+                        "assetSelection": [{"path": [ASSET]}],
+                    },
+                    "runConfigData": {},
+                }
             },
-            "runConfigData": {},
-        }})["launchRun"]
+        )["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         run_id = launched["run"]["runId"]
 
@@ -186,7 +216,9 @@ def test_ui_renders_all_groups_and_runs_a_materialisation(tmp_path: Path) -> Non
                 # there is the graph's group node, not the sidebar's tree entry.
                 graph = page.locator("svg foreignObject")
                 for group in GROUPS:
-                    graph.get_by_text(group, exact=True).first.wait_for(state="visible", timeout=20_000)
+                    graph.get_by_text(group, exact=True).first.wait_for(
+                        state="visible", timeout=20_000
+                    )
                 # A fresh instance greets with a "Join the Dagster community" dialog.
                 with contextlib.suppress(sync_api.TimeoutError):
                     page.get_by_role("button", name="Skip").click(timeout=3_000)
@@ -199,10 +231,14 @@ def test_ui_renders_all_groups_and_runs_a_materialisation(tmp_path: Path) -> Non
                     if status in ("SUCCESS", "FAILURE", "CANCELED"):
                         break
                     time.sleep(0.5)
-                assert status == "SUCCESS", f"run {run_id} ended {status}:\n" + log_path.read_text()[-3000:]
+                assert status == "SUCCESS", (
+                    f"run {run_id} ended {status}:\n" + log_path.read_text()[-3000:]
+                )
 
                 page.goto(f"http://127.0.0.1:{port}/runs/{run_id}", wait_until="domcontentloaded")
-                page.get_by_text("Success", exact=False).first.wait_for(state="visible", timeout=20_000)
+                page.get_by_text("Success", exact=False).first.wait_for(
+                    state="visible", timeout=20_000
+                )
                 page.screenshot(path=str(tmp_path / "run.png"))
             finally:
                 browser.close()

@@ -18,7 +18,9 @@ def test_table_assets_carry_column_schema_and_row_count(kh_home: Path) -> None:
 
     defs = build_definitions("in_process")
     result = dg.materialize(
-        list(defs.assets or []), resources=defs.resources, selection=["sim_tasks"],
+        list(defs.assets or []),
+        resources=defs.resources,
+        selection=["sim_tasks"],
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success
@@ -39,15 +41,25 @@ def test_check_results_list_every_expectation_as_a_table() -> None:
     outcomes = [
         ExpectationOutcome("expect_column_values_to_not_be_null", "id", "ids", True, observed=0),
         ExpectationOutcome(
-            "expect_column_values_to_be_between", "speedup", "range", False,
-            observed={"min": -1}, expected={"min_value": 0}, unexpected_count=3,
+            "expect_column_values_to_be_between",
+            "speedup",
+            "range",
+            False,
+            observed={"min": -1},
+            expected={"min_value": 0},
+            unexpected_count=3,
         ),
     ]
-    res = SuiteResult("tuned_configs", "tuned_configs", "datasets.tuned_configs", True, 10, outcomes, 0.1)
+    res = SuiteResult(
+        "tuned_configs", "tuned_configs", "datasets.tuned_configs", True, 10, outcomes, 0.1
+    )
     check = to_check_result(res)
     table = check.metadata["expectations_table"]
     assert isinstance(table, dg.TableMetadataValue)
     rows = [r.data for r in table.records]
-    assert [r["expectation"] for r in rows] == ["column_values_to_not_be_null", "column_values_to_be_between"]
+    assert [r["expectation"] for r in rows] == [
+        "column_values_to_not_be_null",
+        "column_values_to_be_between",
+    ]
     assert [r["result"] for r in rows] == ["pass", "FAIL"] and rows[1]["unexpected"] == 3
     assert [c.name for c in table.schema.columns][:3] == ["expectation", "column", "result"]

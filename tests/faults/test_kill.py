@@ -39,13 +39,24 @@ BASE = ("--select", "sim_tasks,kernelswarm_episodes,kernelswarm_export", "--part
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("KERNELHOUSE_", "AWS_")) and k not in ("GITHUB_TOKEN", "HF_TOKEN", "DAGSTER_HOME")}
-    env.update({
-        "KERNELHOUSE_HOME": str(home), "KERNELHOUSE_SIM_SESSIONS": "40", "KERNELHOUSE_SIM_EPISODES": "40",
-        "KERNELHOUSE_SIM_COMPILE_SAMPLE": "3", "KERNELHOUSE_GITHUB_API_URL": "http://127.0.0.1:9",
-        "HF_HUB_OFFLINE": "1", "DAGSTER_DISABLE_TELEMETRY": "1", "COLUMNS": "200",
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("KERNELHOUSE_", "AWS_"))
+        and k not in ("GITHUB_TOKEN", "HF_TOKEN", "DAGSTER_HOME")
+    }
+    env.update(
+        {
+            "KERNELHOUSE_HOME": str(home),
+            "KERNELHOUSE_SIM_SESSIONS": "40",
+            "KERNELHOUSE_SIM_EPISODES": "40",
+            "KERNELHOUSE_SIM_COMPILE_SAMPLE": "3",
+            "KERNELHOUSE_GITHUB_API_URL": "http://127.0.0.1:9",
+            "HF_HUB_OFFLINE": "1",
+            "DAGSTER_DISABLE_TELEMETRY": "1",
+            "COLUMNS": "200",
+        }
+    )
     for repo in ("VLLM", "SGLANG", "FLASHINFER"):
         env[f"KERNELHOUSE_{repo}_SOURCE"] = str(home.parent / f"no-{repo.lower()}")
     env.update(extra)
@@ -53,8 +64,9 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def _kh(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, "build", *args], capture_output=True, text=True, timeout=300,
-                          env=_env(home, **extra))
+    return subprocess.run(
+        [EXE, "build", *args], capture_output=True, text=True, timeout=300, env=_env(home, **extra)
+    )
 
 
 def _state(pid: int) -> str:
@@ -71,8 +83,11 @@ class Stopped:
         self.log = home.parent / f"{home.name}-{point}.log"
         with self.log.open("w") as fh:
             self.proc = subprocess.Popen(
-                [EXE, "build", *args], stdout=fh, stderr=subprocess.STDOUT,
-                env=_env(home, KERNELHOUSE_FAULT_STOP=point, **extra), start_new_session=True,
+                [EXE, "build", *args],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=_env(home, KERNELHOUSE_FAULT_STOP=point, **extra),
+                start_new_session=True,
             )
         deadline = time.monotonic() + 120
         while _state(self.proc.pid) != "T":
@@ -104,15 +119,19 @@ def snapshot(home: Path) -> dict[str, str]:
         ).fetchall()
         for schema, table in names:
             n, digest = con.execute(
-                f'SELECT count(*), md5(coalesce(string_agg(CAST(t AS VARCHAR), chr(10) '
+                f"SELECT count(*), md5(coalesce(string_agg(CAST(t AS VARCHAR), chr(10) "
                 f'ORDER BY CAST(t AS VARCHAR)), \'\')) FROM "{schema}"."{table}" AS t'
             ).fetchone()
             out[f"{schema}.{table}"] = f"{n}:{digest}"
     for folder in ("lake", "exports"):
         for p in sorted((home / folder).rglob("*")):
             rel = p.relative_to(home)
-            if p.is_file() and not p.name.endswith(".lock") and not TEMP_NAME.match(p.name) \
-                    and not any(part.startswith(".") and ".tmp-" in part for part in rel.parts):
+            if (
+                p.is_file()
+                and not p.name.endswith(".lock")
+                and not TEMP_NAME.match(p.name)
+                and not any(part.startswith(".") and ".tmp-" in part for part in rel.parts)
+            ):
                 out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
@@ -128,7 +147,11 @@ def runs_in_progress(home: Path) -> list[str]:
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
-        statuses = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.NOT_STARTED]
+        statuses = [
+            dg.DagsterRunStatus.STARTED,
+            dg.DagsterRunStatus.STARTING,
+            dg.DagsterRunStatus.NOT_STARTED,
+        ]
         return [r.run_id for r in instance.get_runs(filters=dg.RunsFilter(statuses=statuses))]
 
 
@@ -150,8 +173,15 @@ def home(base_home: Path, tmp_path: Path) -> Path:
 
 def test_kill_mid_partition_write(home: Path) -> None:
     before = snapshot(home)
-    build = Stopped(home, "partition_write", "--select", "kernelswarm_episodes", "--partition", "000",
-                    KERNELHOUSE_SIM_SEED="7")
+    build = Stopped(
+        home,
+        "partition_write",
+        "--select",
+        "kernelswarm_episodes",
+        "--partition",
+        "000",
+        KERNELHOUSE_SIM_SEED="7",
+    )
     tmp = leftovers(home)
     assert len(tmp) == 1 and tmp[0].startswith("lake/kernelswarm_episodes/.000.parquet."), tmp
     assert f".{build.proc.pid}." in tmp[0]
@@ -163,14 +193,22 @@ def test_kill_mid_partition_write(home: Path) -> None:
     assert runs_in_progress(home), "the killed run is left STARTED (what the next build repairs)"
     assert snapshot(home) == before, "a kill mid partition write changed the previous data"
     assert leftovers(home) == tmp
-    rerun = _kh(home, "--select", "kernelswarm_episodes", "--partition", "000", KERNELHOUSE_SIM_SEED="7")
+    rerun = _kh(
+        home, "--select", "kernelswarm_episodes", "--partition", "000", KERNELHOUSE_SIM_SEED="7"
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     notes = " ".join(rerun.stderr.split())
-    assert "took over the build lock of a build that died" in notes and f"PID {build.proc.pid}" in notes
+    assert (
+        "took over the build lock of a build that died" in notes
+        and f"PID {build.proc.pid}" in notes
+    )
     assert "removed 1 temporary file(s)" in notes and "marked 1 run(s)" in notes
     assert leftovers(home) == [] and runs_in_progress(home) == []
     after = snapshot(home)
-    assert after["lake/kernelswarm_episodes/000.parquet"] != before["lake/kernelswarm_episodes/000.parquet"]
+    assert (
+        after["lake/kernelswarm_episodes/000.parquet"]
+        != before["lake/kernelswarm_episodes/000.parquet"]
+    )
     assert after["sim.kernelinfer_tasks"] == before["sim.kernelinfer_tasks"]
 
 
@@ -183,9 +221,12 @@ def test_kill_mid_duckdb_transaction(home: Path) -> None:
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert runs_in_progress(home) == []
     after = snapshot(home)
-    assert after["sim.kernelinfer_tasks"] != before["sim.kernelinfer_tasks"], "the rerun wrote the new seed's tasks"
-    assert {k: v for k, v in after.items() if "kernelinfer_tasks" not in k} == \
-        {k: v for k, v in before.items() if "kernelinfer_tasks" not in k}
+    assert after["sim.kernelinfer_tasks"] != before["sim.kernelinfer_tasks"], (
+        "the rerun wrote the new seed's tasks"
+    )
+    assert {k: v for k, v in after.items() if "kernelinfer_tasks" not in k} == {
+        k: v for k, v in before.items() if "kernelinfer_tasks" not in k
+    }
 
 
 def test_kill_mid_export(home: Path) -> None:
@@ -200,8 +241,9 @@ def test_kill_mid_export(home: Path) -> None:
     assert leftovers(home) == [] and runs_in_progress(home) == []
     after = snapshot(home)
     assert sorted(after) == sorted(before), "the rerun's export has the same files"
-    assert {k: v for k, v in after.items() if not k.startswith("exports/")} == \
-        {k: v for k, v in before.items() if not k.startswith("exports/")}
+    assert {k: v for k, v in after.items() if not k.startswith("exports/")} == {
+        k: v for k, v in before.items() if not k.startswith("exports/")
+    }
 
 
 def test_moved_home_queries_every_view(base_home: Path, tmp_path: Path) -> None:
@@ -214,13 +256,22 @@ def test_moved_home_queries_every_view(base_home: Path, tmp_path: Path) -> None:
     want = snapshot(base_home)
     env = _env(moved)
     with duckdb.connect(str(moved / "lake.duckdb"), read_only=True) as con:
-        views = [f"{s}.{v}" for s, v in con.execute(
-            "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal "
-            "AND schema_name IN ('sim','raw','derived','datasets','analysis')").fetchall()]
+        views = [
+            f"{s}.{v}"
+            for s, v in con.execute(
+                "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal "
+                "AND schema_name IN ('sim','raw','derived','datasets','analysis')"
+            ).fetchall()
+        ]
     assert len(views) >= 3
     counts = ", ".join(f'(SELECT count(*) FROM {v}) AS "{v}"' for v in views)
-    res = subprocess.run([EXE, "sql", f"SELECT {counts}", "-f", "json"],
-                         capture_output=True, text=True, timeout=120, env=env)
+    res = subprocess.run(
+        [EXE, "sql", f"SELECT {counts}", "-f", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)[0]
     assert {v: str(got[v]) for v in views} == {v: want[v].split(":")[0] for v in views}

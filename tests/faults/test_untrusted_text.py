@@ -31,18 +31,34 @@ def _echoing_endpoint(httpserver: HTTPServer) -> None:
         key = request.headers.get("Authorization", "").removeprefix("Bearer ")
         payload = json.loads(request.data)
         item = {
-            "scope": "kernel", "hardware": f"H100 {key}", "model": None, "shape": None,
-            "batch_size": None, "metric": "latency", "unit": "ms", "higher_is_better": False,
-            "baseline": "10.0", "optimized": "8.0", "stated_speedup": None,
+            "scope": "kernel",
+            "hardware": f"H100 {key}",
+            "model": None,
+            "shape": None,
+            "batch_size": None,
+            "metric": "latency",
+            "unit": "ms",
+            "higher_is_better": False,
+            "baseline": "10.0",
+            "optimized": "8.0",
+            "stated_speedup": None,
         }
         reply: dict[str, object] = {"measurements": [item]}
         if payload["model"] == "chatty":  # an extra field: a malformed reply, stored too
             reply["note"] = f"your key is {key}"
         content = json.dumps(reply)
         body = {
-            "id": "x", "object": "chat.completion", "created": 1, "model": payload["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": "stop"}],
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": payload["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
         return Response(json.dumps(body), 200, content_type="application/json")
@@ -59,14 +75,18 @@ def test_llm_reply_echoing_the_key_is_scrubbed(httpserver: HTTPServer) -> None:
     stored = res.raw_reply + json.dumps([m.to_row() for m in res.measurements], default=str)
     assert KEY not in stored
     assert res.measurements[0].hardware == "H100 [redacted]"
-    chatty = LLMConfig(base_url=httpserver.url_for("/v1"), api_key=KEY, model="chatty", fallback_model=None)
+    chatty = LLMConfig(
+        base_url=httpserver.url_for("/v1"), api_key=KEY, model="chatty", fallback_model=None
+    )
     bad = LLMExtractor(chatty, sleep=lambda s: None).extract(PR_TEXT)
     assert not bad.ok and bad.raw_reply and "your key is [redacted]" in bad.raw_reply
     assert KEY not in bad.raw_reply + str(bad.error)
 
 
 # -- the Markdown report -----------------------------------------------------------------
-HOSTILE_LABEL = '<img src=x onerror="alert(1)"> [click](javascript:alert(document.cookie)) <script>x</script>'
+HOSTILE_LABEL = (
+    '<img src=x onerror="alert(1)"> [click](javascript:alert(document.cookie)) <script>x</script>'
+)
 
 
 def test_markdown_report_escapes_html_and_links(tmp_path: Path) -> None:
@@ -74,11 +94,21 @@ def test_markdown_report_escapes_html_and_links(tmp_path: Path) -> None:
 
     frame = pl.DataFrame({"kernel": [HOSTILE_LABEL, "fused_moe"], "n": [1, 2]})
     report = Report(
-        lake_path=str(tmp_path / "lake.duckdb"), generated_at="now",
-        sections=[Section("cards", "Cards", HOSTILE_LABEL, [
-            Table(frame, f"by kernel {HOSTILE_LABEL}", 2), Note(f"waiting: {HOSTILE_LABEL}"),
-        ])],
-        views_created=[], views_waiting={},
+        lake_path=str(tmp_path / "lake.duckdb"),
+        generated_at="now",
+        sections=[
+            Section(
+                "cards",
+                "Cards",
+                HOSTILE_LABEL,
+                [
+                    Table(frame, f"by kernel {HOSTILE_LABEL}", 2),
+                    Note(f"waiting: {HOSTILE_LABEL}"),
+                ],
+            )
+        ],
+        views_created=[],
+        views_waiting={},
     )
     md = render_markdown(report)
     assert "<img" not in md and "<script" not in md, md
@@ -91,15 +121,24 @@ def test_markdown_report_refuses_foreign_link_targets() -> None:
     from dagster_project.report.build import _md_target
 
     assert _md_target("#cards") == "#cards"
-    for bad in ("javascript:alert(1)", "https://evil.example/x.png", "data:text/html;base64,PHNjcmlwdD4="):
+    for bad in (
+        "javascript:alert(1)",
+        "https://evil.example/x.png",
+        "data:text/html;base64,PHNjcmlwdD4=",
+    ):
         with pytest.raises(ValueError):
             _md_target(bad)
 
 
 # -- rich markup in the CLI ------------------------------------------------------------------
 def _kh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "250", **(env or {})})
+    return subprocess.run(
+        [EXE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250", **(env or {})},
+    )
 
 
 def _built_lake(home: Path) -> Lake:
@@ -112,7 +151,9 @@ def test_sql_values_with_markup_print_verbatim(kh_home: Path) -> None:
     _built_lake(kh_home)
     res = _kh("sql", "select 'a[/oops]b' as x, '[red]not red[/red]' as \"[bold]y\"")
     assert res.returncode == 0, res.stderr
-    assert "a[/oops]b" in res.stdout and "[red]not red[/red]" in res.stdout and "[bold]y" in res.stdout
+    assert (
+        "a[/oops]b" in res.stdout and "[red]not red[/red]" in res.stdout and "[bold]y" in res.stdout
+    )
     assert "MarkupError" not in res.stderr + res.stdout
 
 

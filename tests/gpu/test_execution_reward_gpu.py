@@ -33,7 +33,7 @@ from dagster_project.rewards.gpu.spec import (  # noqa: E402
 
 # A block-scaled fp8 matmul in the engines' parameter naming, imported the way vLLM
 # imports Triton (through its own module), so the shim path is exercised too.
-BLOCK_MM = '''
+BLOCK_MM = """
 from toyengine.triton_utils import tl, triton
 
 
@@ -65,10 +65,10 @@ def _w8a8_block_fp8_matmul(
         acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
     tl.store(C + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
              acc.to(C.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
-'''
+"""
 
 # A bf16 fused-MoE GEMM over the aligned (token, expert) pairs, plain row-major tiles.
-MOE = '''
+MOE = """
 import triton
 import triton.language as tl
 
@@ -106,32 +106,72 @@ def fused_moe_kernel(
         acc = acc * tl.load(topk_weights_ptr + pair, mask=live, other=0.0)[:, None]
     tl.store(c_ptr + pair[:, None] * stride_cm + cols[None, :] * stride_cn,
              acc.to(compute_type), mask=live[:, None] & (cols[None, :] < N))
-'''
+"""
 
-TUNED = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
+TUNED = {
+    "BLOCK_SIZE_M": 32,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 64,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 
 
 def mm_row(source: str = BLOCK_MM) -> MeasureRow:
-    return MeasureRow.from_json(dict(
-        id="gpu-test-mm", kernel="_w8a8_block_fp8_matmul", repo="sglang", dtype="fp8_w8a8",
-        kernel_source=source, M=64, N=512, K=1024, block_shape=[128, 128],
-        best_config=TUNED, default_config={**TUNED, "BLOCK_SIZE_N": 128}))
+    return MeasureRow.from_json(
+        dict(
+            id="gpu-test-mm",
+            kernel="_w8a8_block_fp8_matmul",
+            repo="sglang",
+            dtype="fp8_w8a8",
+            kernel_source=source,
+            M=64,
+            N=512,
+            K=1024,
+            block_shape=[128, 128],
+            best_config=TUNED,
+            default_config={**TUNED, "BLOCK_SIZE_N": 128},
+        )
+    )
 
 
 def moe_row(source: str = MOE) -> MeasureRow:
-    return MeasureRow.from_json(dict(
-        id="gpu-test-moe", kernel="fused_moe_kernel", repo="sglang", dtype="bf16/fp16",
-        kernel_source=source, M=32, N=128, K=256, E=8, top_k=2, moe_gemms="both",
-        best_config=TUNED, default_config={**TUNED, "BLOCK_SIZE_M": 16}))
+    return MeasureRow.from_json(
+        dict(
+            id="gpu-test-moe",
+            kernel="fused_moe_kernel",
+            repo="sglang",
+            dtype="bf16/fp16",
+            kernel_source=source,
+            M=32,
+            N=128,
+            K=256,
+            E=8,
+            top_k=2,
+            moe_gemms="both",
+            best_config=TUNED,
+            default_config={**TUNED, "BLOCK_SIZE_M": 16},
+        )
+    )
 
 
 def test_block_matmul_candidates_and_failures() -> None:
-    huge = {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-            "num_warps": 8, "num_stages": 6}  # 6 x 64 KiB of fp8 tiles > 227 KiB
-    cands = [Candidate("tuned", TUNED), Candidate("default", {**TUNED, "BLOCK_SIZE_N": 128}),
-             Candidate("bigK", {**TUNED, "BLOCK_SIZE_K": 256}),
-             Candidate("np2", {**TUNED, "BLOCK_SIZE_N": 96}), Candidate("huge", huge)]
+    huge = {
+        "BLOCK_SIZE_M": 256,
+        "BLOCK_SIZE_N": 256,
+        "BLOCK_SIZE_K": 128,
+        "GROUP_SIZE_M": 1,
+        "num_warps": 8,
+        "num_stages": 6,
+    }  # 6 x 64 KiB of fp8 tiles > 227 KiB
+    cands = [
+        Candidate("tuned", TUNED),
+        Candidate("default", {**TUNED, "BLOCK_SIZE_N": 128}),
+        Candidate("bigK", {**TUNED, "BLOCK_SIZE_K": 256}),
+        Candidate("np2", {**TUNED, "BLOCK_SIZE_N": 96}),
+        Candidate("huge", huge),
+    ]
     res = {m.label: m for m in measure_candidates(mm_row(), cands)}
     for label in ("tuned", "default"):
         assert res[label].status == OK, res[label].reason
@@ -157,17 +197,27 @@ def test_wrong_and_unwritten_outputs_are_caught() -> None:
     no_weights = MOE.replace("if MUL_ROUTED_WEIGHT:", "if False:")
     (m,) = measure_candidates(moe_row(no_weights), [Candidate("tuned", TUNED)])
     assert m.status == WRONG_RESULT and m.reason.startswith("down GEMM")
-    half = MOE.replace("mask=live[:, None] & (cols[None, :] < N))",
-                       "mask=live[:, None] & (cols[None, :] < N // 2))")
+    half = MOE.replace(
+        "mask=live[:, None] & (cols[None, :] < N))",
+        "mask=live[:, None] & (cols[None, :] < N // 2))",
+    )
     (m,) = measure_candidates(moe_row(half), [Candidate("tuned", TUNED)])
     assert m.status == WRONG_RESULT and "non-finite or unwritten" in m.reason
 
 
 def test_batch_runner_on_the_device(tmp_path: Path) -> None:
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    lines = [json.dumps({**mm_row().to_json(), "candidates": [
-        {"label": "tuned", "config": TUNED},
-        {"label": "default", "config": {**TUNED, "BLOCK_SIZE_N": 128}}]})]
+    lines = [
+        json.dumps(
+            {
+                **mm_row().to_json(),
+                "candidates": [
+                    {"label": "tuned", "config": TUNED},
+                    {"label": "default", "config": {**TUNED, "BLOCK_SIZE_N": 128}},
+                ],
+            }
+        )
+    ]
     inp.write_text("\n".join(lines) + "\n")
     assert rb.main([str(inp), str(out), "--budget-s", "300"]) == rb.EXIT_OK
     results = rb.read_results(out)

@@ -57,7 +57,7 @@ from dagster_project.rewards.gpu.spec import OK, WRONG_RESULT, failed
 
 # -- small kernel sources written for these tests (parsed, never launched here) ------
 
-MOE_SRC_ENGINE = '''
+MOE_SRC_ENGINE = """
 from myengine.triton_utils import tl, triton
 
 
@@ -82,9 +82,9 @@ def fused_moe_kernel(
 ):
     pid = tl.program_id(axis=0)
     _zero_tile(c_ptr, BLOCK_SIZE_M)
-'''
+"""
 
-MOE_SRC_PLAIN = '''
+MOE_SRC_PLAIN = """
 import triton
 import triton.language as tl
 
@@ -104,9 +104,9 @@ def fused_moe_kernel(
     swap_ab: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
-'''
+"""
 
-BLOCK_MM_SRC = '''
+BLOCK_MM_SRC = """
 import triton
 import triton.language as tl
 
@@ -120,35 +120,63 @@ def _w8a8_block_fp8_matmul(
     GROUP_SIZE_M: tl.constexpr, needs_masking: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
-'''
+"""
 
-TUNED = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
+TUNED = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
 
 
 def moe_row(**over: Any) -> MeasureRow:
     base: dict[str, Any] = dict(
-        id="row-moe", kernel="fused_moe_kernel", repo="vllm", dtype="bf16/fp16",
-        kernel_source=MOE_SRC_ENGINE, M=5, N=96, K=256, E=16, top_k=4,
-        best_config=TUNED, default_config=DEFAULT, moe_gemms="both")
+        id="row-moe",
+        kernel="fused_moe_kernel",
+        repo="vllm",
+        dtype="bf16/fp16",
+        kernel_source=MOE_SRC_ENGINE,
+        M=5,
+        N=96,
+        K=256,
+        E=16,
+        top_k=4,
+        best_config=TUNED,
+        default_config=DEFAULT,
+        moe_gemms="both",
+    )
     base.update(over)
     return MeasureRow.from_json(base)
 
 
 def mm_row(**over: Any) -> MeasureRow:
     base: dict[str, Any] = dict(
-        id="row-mm", kernel="_w8a8_block_fp8_matmul", repo="sglang", dtype="fp8_w8a8",
-        kernel_source=BLOCK_MM_SRC, M=3, N=384, K=320, block_shape=[128, 128],
-        best_config=TUNED, default_config=DEFAULT)
+        id="row-mm",
+        kernel="_w8a8_block_fp8_matmul",
+        repo="sglang",
+        dtype="fp8_w8a8",
+        kernel_source=BLOCK_MM_SRC,
+        M=3,
+        N=384,
+        K=320,
+        block_shape=[128, 128],
+        best_config=TUNED,
+        default_config=DEFAULT,
+    )
     base.update(over)
     return MeasureRow.from_json(base)
 
 
 # -- routing and alignment -----------------------------------------------------------
 
-def brute_align(topk_ids: np.ndarray, block_m: int, num_experts: int
-                ) -> tuple[list[int], list[int], int]:
+
+def brute_align(
+    topk_ids: np.ndarray, block_m: int, num_experts: int
+) -> tuple[list[int], list[int], int]:
     """Pairs expert by expert, each run padded with the sentinel to a block multiple."""
     flat = topk_ids.reshape(-1).tolist()
     sentinel = len(flat)
@@ -164,8 +192,17 @@ def brute_align(topk_ids: np.ndarray, block_m: int, num_experts: int
     return ids, experts, len(ids)
 
 
-@pytest.mark.parametrize("M,E,top_k,bm", [(1, 8, 2, 16), (5, 16, 4, 16), (37, 64, 6, 32),
-                                          (200, 8, 2, 64), (3, 257, 9, 128), (64, 128, 8, 16)])
+@pytest.mark.parametrize(
+    "M,E,top_k,bm",
+    [
+        (1, 8, 2, 16),
+        (5, 16, 4, 16),
+        (37, 64, 6, 32),
+        (200, 8, 2, 64),
+        (3, 257, 9, 128),
+        (64, 128, 8, 16),
+    ],
+)
 def test_alignment_matches_brute_force(M: int, E: int, top_k: int, bm: int) -> None:
     r = route(M, E, top_k, seed=M * 1000 + E)
     al = align_block_size(r.topk_ids, bm, E)
@@ -218,6 +255,7 @@ def test_routing_shapes_uniqueness_weights_and_shared_experts() -> None:
 
 # -- fp8 scale arithmetic (numpy) --------------------------------------------------------
 
+
 def test_per_tensor_and_per_row_scales() -> None:
     x = np.array([[1.0, -3.0], [0.5, 2.0]], dtype=np.float32)
     s = q.scale_per_tensor(x)
@@ -249,8 +287,7 @@ def test_block_scales_of_a_weight_stack() -> None:
     w = rng.standard_normal((2, 200, 260)).astype(np.float32)
     s = q.scale_blocks(w, (128, 128))
     assert s.shape == (2, 2, 3)
-    np.testing.assert_allclose(s[1, 1, 2], np.abs(w[1, 128:200, 256:260]).max() / 448.0,
-                               rtol=1e-6)
+    np.testing.assert_allclose(s[1, 1, 2], np.abs(w[1, 128:200, 256:260]).max() / 448.0, rtol=1e-6)
     full = q.expand_blocks(s, (128, 128), 200, 260)
     assert full.shape == w.shape
     wq = q.quantise(w, full)
@@ -260,6 +297,7 @@ def test_block_scales_of_a_weight_stack() -> None:
 
 
 # -- kernel sources: signatures, shims, binding ------------------------------------------
+
 
 def test_signature_parsed_by_name_with_constexpr_and_defaults() -> None:
     sig = signature_of(MOE_SRC_ENGINE, "fused_moe_kernel")
@@ -284,9 +322,9 @@ def test_engine_imports_are_shimmed_and_lines_kept() -> None:
 
 
 def test_missing_engine_helper_is_reported() -> None:
-    src = MOE_SRC_PLAIN.replace("import triton\n", "import triton\nfrom myengine.ops import "
-                                "fast_exp\n").replace("pid = tl.program_id(axis=0)",
-                                                      "pid = fast_exp(tl.program_id(axis=0))")
+    src = MOE_SRC_PLAIN.replace(
+        "import triton\n", "import triton\nfrom myengine.ops import fast_exp\n"
+    ).replace("pid = tl.program_id(axis=0)", "pid = fast_exp(tl.program_id(axis=0))")
     assert missing_names(src) == ["fast_exp"]
 
 
@@ -298,12 +336,17 @@ def test_binding_fills_every_parameter_or_names_the_gap() -> None:
     assert set(launches[0].args) == set(sig.names)  # defaulted ones too, when known
     odd = MOE_SRC_PLAIN.replace("swap_ab: tl.constexpr,", "swap_ab: tl.constexpr, mystery,")
     with pytest.raises(BindError, match="cannot fill: mystery$"):
-        plan_launches(moe_row(kernel_source=odd), cfg, signature_of(odd, "fused_moe_kernel"),
-                      route(5, 16, 4, seed=1))
+        plan_launches(
+            moe_row(kernel_source=odd),
+            cfg,
+            signature_of(odd, "fused_moe_kernel"),
+            route(5, 16, 4, seed=1),
+        )
     with pytest.raises(BindError, match="cannot fill: mystery$"):
-        bind(signature_of(odd, "fused_moe_kernel"), {**launches[0].args, "a_desc": None,
-                                                     "b_desc": None, "even_Ks": True,
-                                                     "swap_ab": False})
+        bind(
+            signature_of(odd, "fused_moe_kernel"),
+            {**launches[0].args, "a_desc": None, "b_desc": None, "even_Ks": True, "swap_ab": False},
+        )
     no_k = BLOCK_MM_SRC.replace("BLOCK_SIZE_K: tl.constexpr,", "")
     with pytest.raises(BindError, match="no parameter"):
         plan_launches(mm_row(), cfg, signature_of(no_k, "_w8a8_block_fp8_matmul"), None)
@@ -311,8 +354,8 @@ def test_binding_fills_every_parameter_or_names_the_gap() -> None:
 
 # -- launch planning ------------------------------------------------------------------
 
-def emulate_moe(launch: Any, a: np.ndarray, b: np.ndarray, weights: np.ndarray
-                ) -> np.ndarray:
+
+def emulate_moe(launch: Any, a: np.ndarray, b: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """What the fused-MoE kernel computes from the planned arguments (block loop in
     numpy, the way the kernel walks pid_m), to check the plan drives it correctly."""
     args, data = launch.args, launch.int_data
@@ -327,7 +370,7 @@ def emulate_moe(launch: Any, a: np.ndarray, b: np.ndarray, weights: np.ndarray
         if args.get("naive_block_assignment"):
             offs = np.array([pid_m] + [args["num_valid_tokens"]] * (bm - 1))
         else:
-            offs = data["sorted_token_ids"][pid_m * bm:(pid_m + 1) * bm]
+            offs = data["sorted_token_ids"][pid_m * bm : (pid_m + 1) * bm]
         offs = offs[offs < args["num_valid_tokens"]]
         e = data["expert_ids"][pid_m]
         res = a[offs // args["top_k"]] @ b[e].T
@@ -337,13 +380,28 @@ def emulate_moe(launch: Any, a: np.ndarray, b: np.ndarray, weights: np.ndarray
     return out
 
 
-@pytest.mark.parametrize("repo,M,E,top_k,bm", [("vllm", 5, 16, 4, 16), ("vllm", 1, 64, 4, 16),
-                                               ("sglang", 1, 64, 4, 16), ("sglang", 40, 8, 2, 64),
-                                               ("vllm", 3, 8, 2, 64)])
-def test_planned_moe_launch_computes_every_pair(repo: str, M: int, E: int, top_k: int,
-                                                bm: int) -> None:
-    row = moe_row(repo=repo, M=M, E=E, top_k=top_k, N=24, K=32,
-                  kernel_source=MOE_SRC_ENGINE if repo == "vllm" else MOE_SRC_PLAIN)
+@pytest.mark.parametrize(
+    "repo,M,E,top_k,bm",
+    [
+        ("vllm", 5, 16, 4, 16),
+        ("vllm", 1, 64, 4, 16),
+        ("sglang", 1, 64, 4, 16),
+        ("sglang", 40, 8, 2, 64),
+        ("vllm", 3, 8, 2, 64),
+    ],
+)
+def test_planned_moe_launch_computes_every_pair(
+    repo: str, M: int, E: int, top_k: int, bm: int
+) -> None:
+    row = moe_row(
+        repo=repo,
+        M=M,
+        E=E,
+        top_k=top_k,
+        N=24,
+        K=32,
+        kernel_source=MOE_SRC_ENGINE if repo == "vllm" else MOE_SRC_PLAIN,
+    )
     sig = signature_of(row.kernel_source, "fused_moe_kernel")
     r = route(M, E, top_k, seed=11)
     cfg, _ = normalise_config({**TUNED, "BLOCK_SIZE_M": bm})
@@ -386,8 +444,9 @@ def test_vllm_launch_policy() -> None:
 def test_sglang_launch_policy_and_scale_strides() -> None:
     sig = signature_of(MOE_SRC_PLAIN, "fused_moe_kernel")
     cfg, _ = normalise_config(TUNED)  # BM 16 < 64 <= BN 64
-    row = moe_row(repo="sglang", kernel_source=MOE_SRC_PLAIN, dtype="fp8_w8a8",
-                  per_channel_quant=True)
+    row = moe_row(
+        repo="sglang", kernel_source=MOE_SRC_PLAIN, dtype="fp8_w8a8", per_channel_quant=True
+    )
     up, down = plan_launches(row, cfg, sig, route(5, 16, 4, seed=0))
     assert up.args["swap_ab"] is True and up.args["per_channel_quant"] is True
     assert up.args["EM"] == buffer_len(20, 16, 16, extra_expert=True)
@@ -407,8 +466,13 @@ def test_block_matmul_plan() -> None:
     assert lch.args["A"] == TensorRef("A") and lch.args["stride_bn"] == 320
     assert lch.args["stride_As_m"] == 3 and lch.args["stride_Bs_n"] == 3
     specs = {t.role: t.shape for t in problems_for(mm_row())[0].tensors()}
-    assert specs == {"A": (3, 320), "A_scale": (3, 3), "B": (384, 320), "B_scale": (3, 3),
-                     "C": (3, 384)}
+    assert specs == {
+        "A": (3, 320),
+        "A_scale": (3, 3),
+        "B": (384, 320),
+        "B_scale": (3, 3),
+        "C": (3, 384),
+    }
 
 
 def test_row_problems_and_moe_gemm_selection() -> None:
@@ -424,27 +488,32 @@ def test_row_problems_and_moe_gemm_selection() -> None:
 
 # -- configs and candidates -----------------------------------------------------------
 
+
 def test_normalise_config_accepts_runtime_configs() -> None:
     cfg, notes = normalise_config({**DEFAULT, "SPLIT_K": 1})
     assert cfg["num_warps"] == 4 and cfg["num_stages"] == 3 and notes == ()
-    cfg, notes = normalise_config({**TUNED, "BLOCK_SIZE_M": 16.0, "USE_TMA": True,
-                                   "SPLIT_K": 2, "waves_per_eu": 0})
+    cfg, notes = normalise_config(
+        {**TUNED, "BLOCK_SIZE_M": 16.0, "USE_TMA": True, "SPLIT_K": 2, "waves_per_eu": 0}
+    )
     assert cfg["BLOCK_SIZE_M"] == 16 and len(notes) == 2
 
 
-@pytest.mark.parametrize("bad,reason", [
-    ({k: v for k, v in TUNED.items() if k != "BLOCK_SIZE_K"}, "missing key"),
-    ({**TUNED, "BLOCK_SIZE_N": 96}, "not a power of two"),
-    ({**TUNED, "BLOCK_SIZE_M": 8}, "outside"),
-    ({**TUNED, "num_warps": 3}, "num_warps"),
-    ({**TUNED, "num_stages": 0}, "num_stages"),
-    ({**TUNED, "GROUP_SIZE_M": 0}, "GROUP_SIZE_M"),
-    ({**TUNED, "BLOCK_SIZE_K": True}, "not an integer"),
-    ({**TUNED, "BLOCK_SIZE_K": 64.5}, "not an integer"),
-    ({**TUNED, "BLOCK_SIZE_K": "64"}, "not an integer"),
-    ({**TUNED, "block_m": 16}, "unknown key"),
-    ([16, 32], "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "bad,reason",
+    [
+        ({k: v for k, v in TUNED.items() if k != "BLOCK_SIZE_K"}, "missing key"),
+        ({**TUNED, "BLOCK_SIZE_N": 96}, "not a power of two"),
+        ({**TUNED, "BLOCK_SIZE_M": 8}, "outside"),
+        ({**TUNED, "num_warps": 3}, "num_warps"),
+        ({**TUNED, "num_stages": 0}, "num_stages"),
+        ({**TUNED, "GROUP_SIZE_M": 0}, "GROUP_SIZE_M"),
+        ({**TUNED, "BLOCK_SIZE_K": True}, "not an integer"),
+        ({**TUNED, "BLOCK_SIZE_K": 64.5}, "not an integer"),
+        ({**TUNED, "BLOCK_SIZE_K": "64"}, "not an integer"),
+        ({**TUNED, "block_m": 16}, "unknown key"),
+        ([16, 32], "not a JSON object"),
+    ],
+)
 def test_invalid_configs_are_refused_with_a_reason(bad: Any, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason):
         normalise_config(bad)
@@ -455,14 +524,24 @@ def test_neighbourhood_is_deterministic_and_in_range() -> None:
     assert a == candidates(dict(reversed(list(TUNED.items()))), dict(DEFAULT))
     assert [c.label for c in a[:2]] == ["tuned", "default"]
     labels = [c.label for c in a[2:]]
-    assert labels == ["BLOCK_SIZE_M*2", "BLOCK_SIZE_N/2", "BLOCK_SIZE_N*2", "BLOCK_SIZE_K/2",
-                      "BLOCK_SIZE_K*2", "num_warps/2", "num_warps*2", "GROUP_SIZE_M*2",
-                      "num_stages-1", "num_stages+1"]  # BM/2=8 and GROUP/2=0.5 are out
+    assert labels == [
+        "BLOCK_SIZE_M*2",
+        "BLOCK_SIZE_N/2",
+        "BLOCK_SIZE_N*2",
+        "BLOCK_SIZE_K/2",
+        "BLOCK_SIZE_K*2",
+        "num_warps/2",
+        "num_warps*2",
+        "GROUP_SIZE_M*2",
+        "num_stages-1",
+        "num_stages+1",
+    ]  # BM/2=8 and GROUP/2=0.5 are out
     keys = [json.dumps(normalise_config(c.config)[0], sort_keys=True) for c in a]
     assert len(set(keys)) == len(keys)
     near = neighbours(TUNED)
-    assert all(sum(c.config[k] != normalise_config(TUNED)[0][k] for k in c.config) == 1
-               for c in near)
+    assert all(
+        sum(c.config[k] != normalise_config(TUNED)[0][k] for k in c.config) == 1 for c in near
+    )
     same = candidates(TUNED, TUNED)  # a default equal to tuned is still listed
     assert [c.label for c in same[:2]] == ["tuned", "default"]
     assert candidates({"bad": 1}, None) == [Candidate("tuned", {"bad": 1})]
@@ -470,9 +549,12 @@ def test_neighbourhood_is_deterministic_and_in_range() -> None:
 
 # -- rewards ------------------------------------------------------------------------
 
-def fake_measure(times: dict[str, float | str], calls: list | None = None
-                 ) -> Callable[..., list[Measurement]]:
+
+def fake_measure(
+    times: dict[str, float | str], calls: list | None = None
+) -> Callable[..., list[Measurement]]:
     """A stand-in for GPU timing: label -> time in us, or -> a failure status."""
+
     def measure(row: MeasureRow, cands: Sequence[Candidate], **_: Any) -> list[Measurement]:
         if calls is not None:
             calls.append([c.label for c in cands])
@@ -484,42 +566,52 @@ def fake_measure(times: dict[str, float | str], calls: list | None = None
             else:
                 out.append(Measurement(row.id, c.label, dict(c.config), OK, t_us=v, index=i))
         return out
+
     return measure
 
 
 def test_reward_is_tuned_time_over_predicted_time() -> None:
     calls: list = []
-    res = execution_reward({**TUNED, "BLOCK_SIZE_N": 128}, moe_row(),
-                           measure=fake_measure({"tuned": 10.0, "pred": 12.5}, calls))
+    res = execution_reward(
+        {**TUNED, "BLOCK_SIZE_N": 128},
+        moe_row(),
+        measure=fake_measure({"tuned": 10.0, "pred": 12.5}, calls),
+    )
     assert res.status == OK and res.reward == pytest.approx(0.8)
     assert (res.t_best_us, res.t_pred_us) == (10.0, 12.5) and calls == [["tuned", "pred"]]
-    faster = execution_reward(TUNED, moe_row(), t_best_us=10.0,
-                              measure=fake_measure({"pred": 8.0}, calls))
+    faster = execution_reward(
+        TUNED, moe_row(), t_best_us=10.0, measure=fake_measure({"pred": 8.0}, calls)
+    )
     assert faster.reward == pytest.approx(1.25) and calls[-1] == ["pred"]
     completion = "<think>try wider N</think>```json\n" + json.dumps(TUNED) + "\n```"
-    assert execution_reward(completion, moe_row().to_json(), t_best_us=4.0,
-                            measure=fake_measure({"pred": 4.0})).reward == pytest.approx(1.0)
+    assert execution_reward(
+        completion, moe_row().to_json(), t_best_us=4.0, measure=fake_measure({"pred": 4.0})
+    ).reward == pytest.approx(1.0)
     assert float(faster) == faster.reward
 
 
 def test_every_failure_path_gives_a_reason_not_an_exception() -> None:
     calls: list = []
-    invalid = execution_reward({**TUNED, "BLOCK_SIZE_N": 96}, moe_row(),
-                               measure=fake_measure({}, calls))
+    invalid = execution_reward(
+        {**TUNED, "BLOCK_SIZE_N": 96}, moe_row(), measure=fake_measure({}, calls)
+    )
     assert (invalid.reward, invalid.status) == (FAILED_REWARD, "invalid_config")
     assert "power of two" in invalid.reason and calls == []  # no GPU work for it
     unreadable = execution_reward("I would pick a big tile", moe_row(), measure=fake_measure({}))
     assert unreadable.status == "invalid_config" and unreadable.reward == FAILED_REWARD
     for status in ("wrong_result", "out_of_resources", "compile_failed", "launch_failed"):
-        res = execution_reward(TUNED, moe_row(), measure=fake_measure({"tuned": 5.0,
-                                                                       "pred": status}))
+        res = execution_reward(
+            TUNED, moe_row(), measure=fake_measure({"tuned": 5.0, "pred": status})
+        )
         assert (res.reward, res.status, res.reason) == (FAILED_REWARD, status, f"fake {status}")
     # a failing prediction is the config's fault even if the tuned config failed too
-    both = execution_reward(TUNED, moe_row(), measure=fake_measure({"tuned": "launch_failed",
-                                                                    "pred": "wrong_result"}))
+    both = execution_reward(
+        TUNED, moe_row(), measure=fake_measure({"tuned": "launch_failed", "pred": "wrong_result"})
+    )
     assert both.status == WRONG_RESULT and both.reward == FAILED_REWARD
-    tuned_bad = execution_reward(TUNED, moe_row(), measure=fake_measure({"tuned": "wrong_result",
-                                                                         "pred": 3.0}))
+    tuned_bad = execution_reward(
+        TUNED, moe_row(), measure=fake_measure({"tuned": "wrong_result", "pred": 3.0})
+    )
     assert (tuned_bad.reward, tuned_bad.status) == (HARNESS_ERROR_REWARD, "harness_error")
 
     def boom(*_: Any, **__: Any) -> list[Measurement]:
@@ -540,19 +632,23 @@ def test_reward_from_arithmetic() -> None:
     assert reward_from(ok, None).status == "harness_error"
     assert reward_from(ok, float("nan")).reward == HARNESS_ERROR_REWARD
     assert reward_from(failed("r", "pred", TUNED, "wrong_result", "x"), 10.0).reward == -1.0
-    assert reward_from(Measurement("r", "pred", TUNED, OK, t_us=None), 1.0).status == \
-        "harness_error"
+    assert (
+        reward_from(Measurement("r", "pred", TUNED, OK, t_us=None), 1.0).status == "harness_error"
+    )
 
 
 # -- batch runner ---------------------------------------------------------------------
+
 
 def write_in(path: Path, rows: Sequence[MeasureRow], explicit: bool = False) -> None:
     lines = []
     for r in rows:
         d = r.to_json()
         if explicit:
-            d["candidates"] = [{"label": "tuned", "config": TUNED},
-                               {"label": "wide", "config": {**TUNED, "BLOCK_SIZE_N": 128}}]
+            d["candidates"] = [
+                {"label": "tuned", "config": TUNED},
+                {"label": "wide", "config": {**TUNED, "BLOCK_SIZE_N": 128}},
+            ]
         lines.append(json.dumps(d))
     path.write_text("\n".join(lines) + "\n")
 
@@ -561,12 +657,20 @@ class Killed(BaseException):
     """Stands for the process being killed mid-batch."""
 
 
-def runner_measure(times: dict[str, float], kill_after: int | None = None,
-                   log: list | None = None) -> rb.Measure:
+def runner_measure(
+    times: dict[str, float], kill_after: int | None = None, log: list | None = None
+) -> rb.Measure:
     count = {"n": 0}
 
-    def measure(row: MeasureRow, cands: Sequence[Candidate], *, on_result=None,
-                on_attempt=None, deadline=None, indices=None) -> list[Measurement]:
+    def measure(
+        row: MeasureRow,
+        cands: Sequence[Candidate],
+        *,
+        on_result=None,
+        on_attempt=None,
+        deadline=None,
+        indices=None,
+    ) -> list[Measurement]:
         out = []
         for i, c in zip(indices or range(len(cands)), cands, strict=True):
             if on_attempt:
@@ -574,14 +678,16 @@ def runner_measure(times: dict[str, float], kill_after: int | None = None,
             if kill_after is not None and count["n"] >= kill_after:
                 raise Killed()
             count["n"] += 1
-            m = Measurement(row.id, c.label, dict(c.config), OK,
-                            t_us=times.get(c.label, 20.0), index=i)
+            m = Measurement(
+                row.id, c.label, dict(c.config), OK, t_us=times.get(c.label, 20.0), index=i
+            )
             if log is not None:
                 log.append((row.id, c.label))
             if on_result:
                 on_result(m)
             out.append(m)
         return out
+
     return measure  # type: ignore[return-value]
 
 
@@ -596,8 +702,9 @@ def test_batch_runner_resumes_after_a_kill(tmp_path: Path) -> None:
     assert len(first) == 5 and first[0]["row"]["kernel"] == "fused_moe_kernel"
     assert first[0]["env"] == {"device": "fake"} and first[0]["harness_version"]
     log: list = []
-    report = rb.run_batch(inp, out, measure=runner_measure({"tuned": 10.0, "default": 15.0},
-                                                          log=log), env={})
+    report = rb.run_batch(
+        inp, out, measure=runner_measure({"tuned": 10.0, "default": 15.0}, log=log), env={}
+    )
     assert report.skipped_done == 5 and report.measured == n_cands - 5
     results = rb.read_results(out)
     assert len(results) == n_cands
@@ -651,46 +758,104 @@ def test_batch_runner_stops_on_lost_context_and_at_budget(tmp_path: Path) -> Non
 
 
 def test_batch_cli_usage_error(tmp_path: Path) -> None:
-    assert rb.main([str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl")]) == \
-        rb.EXIT_USAGE
+    assert rb.main([str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl")]) == rb.EXIT_USAGE
 
 
 # -- planning and ingest through a real lake -------------------------------------------
 
+
 def tuned_frame() -> pl.DataFrame:
     rows = []
     for i, M in enumerate((1, 16, 64, 256, 1024)):
-        rows.append(dict(
-            id=f"moe-{M}", kernel="fused_moe_kernel", kernel_source=MOE_SRC_ENGINE, repo="vllm",
-            dtype="bf16/fp16", config_path="cfg/E=16,N=96,device_name=NVIDIA_H200.json",
-            gpu="NVIDIA H200", E=16, N=96, K=None, M=M, block_shape=None,
-            candidate_models=["Toy-MoE"], best_config=json.dumps(TUNED),
-            default_config=json.dumps(DEFAULT), is_down=False, speedup_vs_default=1.2 + i,
-            split="train"))
-        rows.append(dict(
-            id=f"mm-{M}", kernel="_w8a8_block_fp8_matmul", kernel_source=BLOCK_MM_SRC,
-            repo="sglang", dtype="fp8_w8a8",
-            config_path="q/N=384,K=320,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
-                        "block_shape=[128, 128].json",
-            gpu="NVIDIA H200", E=None, N=384, K=320, M=M, block_shape=[128, 128],
-            candidate_models=[], best_config=json.dumps(TUNED),
-            default_config=json.dumps(DEFAULT), is_down=False, speedup_vs_default=None,
-            split="test"))
+        rows.append(
+            dict(
+                id=f"moe-{M}",
+                kernel="fused_moe_kernel",
+                kernel_source=MOE_SRC_ENGINE,
+                repo="vllm",
+                dtype="bf16/fp16",
+                config_path="cfg/E=16,N=96,device_name=NVIDIA_H200.json",
+                gpu="NVIDIA H200",
+                E=16,
+                N=96,
+                K=None,
+                M=M,
+                block_shape=None,
+                candidate_models=["Toy-MoE"],
+                best_config=json.dumps(TUNED),
+                default_config=json.dumps(DEFAULT),
+                is_down=False,
+                speedup_vs_default=1.2 + i,
+                split="train",
+            )
+        )
+        rows.append(
+            dict(
+                id=f"mm-{M}",
+                kernel="_w8a8_block_fp8_matmul",
+                kernel_source=BLOCK_MM_SRC,
+                repo="sglang",
+                dtype="fp8_w8a8",
+                config_path="q/N=384,K=320,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                "block_shape=[128, 128].json",
+                gpu="NVIDIA H200",
+                E=None,
+                N=384,
+                K=320,
+                M=M,
+                block_shape=[128, 128],
+                candidate_models=[],
+                best_config=json.dumps(TUNED),
+                default_config=json.dumps(DEFAULT),
+                is_down=False,
+                speedup_vs_default=None,
+                split="test",
+            )
+        )
     rows.append({**rows[0], "id": "other-gpu", "gpu": "NVIDIA H100"})
-    rows.append({**rows[0], "id": "no-model", "candidate_models": [], "E": 7,
-                 "config_path": "cfg/E=7,N=96,device_name=NVIDIA_H200.json"})
-    return pl.DataFrame(rows, schema_overrides={"K": pl.Int64, "E": pl.Int64,
-                                                "block_shape": pl.List(pl.Int64),
-                                                "speedup_vs_default": pl.Float64})
+    rows.append(
+        {
+            **rows[0],
+            "id": "no-model",
+            "candidate_models": [],
+            "E": 7,
+            "config_path": "cfg/E=7,N=96,device_name=NVIDIA_H200.json",
+        }
+    )
+    return pl.DataFrame(
+        rows,
+        schema_overrides={
+            "K": pl.Int64,
+            "E": pl.Int64,
+            "block_shape": pl.List(pl.Int64),
+            "speedup_vs_default": pl.Float64,
+        },
+    )
 
 
 def make_lake(tmp_path: Path) -> Lake:
     lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))
     lake.replace_table("datasets", "tuned_configs", tuned_frame())
-    lake.replace_table("raw", "moe_model_shapes", pl.DataFrame([dict(
-        model="Toy-MoE", hf_repo_id=None, experts=16, moe_intermediate_size=384,
-        hidden_size=256, top_k=4, shared_experts=0, source="test", verified=False,
-        notes="")]))
+    lake.replace_table(
+        "raw",
+        "moe_model_shapes",
+        pl.DataFrame(
+            [
+                dict(
+                    model="Toy-MoE",
+                    hf_repo_id=None,
+                    experts=16,
+                    moe_intermediate_size=384,
+                    hidden_size=256,
+                    top_k=4,
+                    shared_experts=0,
+                    source="test",
+                    verified=False,
+                    notes="",
+                )
+            ]
+        ),
+    )
     return lake
 
 
@@ -740,8 +905,9 @@ def test_plan_then_ingest_round_trip(tmp_path: Path) -> None:
     measured.ingest_results(lake, [late])
     raw2 = lake.read_table("raw", "measured_configs")
     assert raw2.height == raw.height
-    assert raw2.filter((pl.col("row_id") == line["row_id"]) & (pl.col("label") == line["label"])
-                       )["t_us"].to_list() == [5.0]
+    assert raw2.filter((pl.col("row_id") == line["row_id"]) & (pl.col("label") == line["label"]))[
+        "t_us"
+    ].to_list() == [5.0]
 
     exported = measured.export_measured(lake, tmp_path / "exports" / "measured_configs")
     assert pl.read_parquet(exported).height == 4
@@ -770,8 +936,13 @@ def test_gpu_package_needs_no_lake_or_dagster_libraries() -> None:
         "bad = {'polars', 'duckdb', 'dagster', 'torch', 'triton'} & set(sys.modules)\n"
         "assert not bad, bad\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -799,6 +970,7 @@ def test_gpu_cli_plan_ingest_status(kh_home: Path, tmp_path: Path) -> None:
 
 # -- harness 1.1.0: compile dedup, reuse-ordered plans, shipped batches ----------------
 
+
 def test_spec_key_keys_constexpr_tiles_by_value() -> None:
     """Two tile sizes that Triton compiles separately must not share a pre-compile key
     (harness 1.0.0 keyed them by divisibility, so tile neighbours compiled serially)."""
@@ -812,8 +984,9 @@ def test_spec_key_keys_constexpr_tiles_by_value() -> None:
     b = plan_launches(row, {**TUNED, "BLOCK_SIZE_N": 128}, sig, None)[0]
     assert a.spec_key() == b.spec_key()  # the old key: both multiples of 16
     assert a.spec_key(constexprs) != b.spec_key(constexprs)
-    assert a.spec_key(constexprs) == plan_launches(
-        row, {**TUNED, "BLOCK_SIZE_N": 64}, sig, None)[0].spec_key(constexprs)
+    assert a.spec_key(constexprs) == plan_launches(row, {**TUNED, "BLOCK_SIZE_N": 64}, sig, None)[
+        0
+    ].spec_key(constexprs)
 
 
 def test_reuse_plan_is_stratified_and_prefers_shared_kernels(tmp_path: Path) -> None:
@@ -826,17 +999,26 @@ def test_reuse_plan_is_stratified_and_prefers_shared_kernels(tmp_path: Path) -> 
     assert len(set(strata)) == 4  # four strata, one row each, before any repeats
     every = measured.select_for_reuse(rows, set(), 100)
     assert sorted(r.id for r in every) == sorted(r.id for r in rows)
-    assert [measured.m_bucket(m) for m in (1, 16, 17, 256, 257)] == \
-        ["decode", "decode", "small", "small", "prefill"]
+    assert [measured.m_bucket(m) for m in (1, 16, 17, 256, 257)] == [
+        "decode",
+        "decode",
+        "small",
+        "small",
+        "prefill",
+    ]
     # within a stratum a row whose kernels are already compiled comes first
     keys = {r.id: measured.variant_keys(r) for r in rows}
     seen: set = set()
     for r in every[:4]:
         seen |= keys[r.id]
     nxt = every[4]
-    same = [r for r in rows if r not in every[:5] and
-            (r.kernel, r.quant, r.repo, measured.m_bucket(r.M)) ==
-            (nxt.kernel, nxt.quant, nxt.repo, measured.m_bucket(nxt.M))]
+    same = [
+        r
+        for r in rows
+        if r not in every[:5]
+        and (r.kernel, r.quant, r.repo, measured.m_bucket(r.M))
+        == (nxt.kernel, nxt.quant, nxt.repo, measured.m_bucket(nxt.M))
+    ]
     assert all(len(keys[nxt.id] - seen) <= len(keys[r.id] - seen) for r in same)
     assert measured.plan_batch(lake, 3, order="reuse")[0]
     with pytest.raises(ValueError, match="plan order"):
@@ -854,8 +1036,16 @@ def test_xz_batch_round_trip_and_row_meta(tmp_path: Path) -> None:
     items = rb.read_batch(path)
     assert [it.row.id for it in items] == [r.id for r in batch]
     meta = rb.row_meta(items[0].row)
-    for k in ("dtype", "gpu", "config_path", "best_config", "default_config",
-              "kernel_source_sha", "split", "documented_speedup_vs_default"):
+    for k in (
+        "dtype",
+        "gpu",
+        "config_path",
+        "best_config",
+        "default_config",
+        "kernel_source_sha",
+        "split",
+        "documented_speedup_vs_default",
+    ):
         assert k in meta, k
     assert "kernel_source" not in meta  # the engines' code never goes into results
 
@@ -876,12 +1066,24 @@ def test_pack_and_ingest_shipped_batches(tmp_path: Path) -> None:
         times = {"tuned": 10.0, "default": 10.1, "BLOCK_SIZE_N*2": 9.95}
         for i, c in zip(indices or range(len(cands)), cands, strict=True):
             on_attempt(c)
-            on_result(Measurement(row.id, c.label, dict(c.config), OK,
-                                  t_us=times.get(c.label, 20.0), index=i,
-                                  details={"spread": 0.01, "reps": 10}))
+            on_result(
+                Measurement(
+                    row.id,
+                    c.label,
+                    dict(c.config),
+                    OK,
+                    t_us=times.get(c.label, 20.0),
+                    index=i,
+                    details={"spread": 0.01, "reps": 10},
+                )
+            )
 
-    rb.run_batch(inp, out, measure=timed, env={"device": "NVIDIA H200", "driver": "580.1",
-                                               "cuda": "13.0", "timing": "fast"})
+    rb.run_batch(
+        inp,
+        out,
+        measure=timed,
+        env={"device": "NVIDIA H200", "driver": "580.1", "cuda": "13.0", "timing": "fast"},
+    )
     ship = tmp_path / "data" / "h200"
     ship.mkdir(parents=True)
     n = measured.pack_batch([out], ship / "batch-001.parquet")
@@ -901,14 +1103,20 @@ def test_pack_and_ingest_shipped_batches(tmp_path: Path) -> None:
     assert json.loads(r0["measured_best_config"])["BLOCK_SIZE_N"] == TUNED["BLOCK_SIZE_N"] * 2
 
     # a second shipped batch re-measures one candidate later: it wins
-    late = [{**line, "t_us": 5.0, "measured_at": "2099-01-01T00:00:00+00:00"}
-            for line in rb.read_results(out) if line["label"] == "default"][:1]
+    late = [
+        {**line, "t_us": 5.0, "measured_at": "2099-01-01T00:00:00+00:00"}
+        for line in rb.read_results(out)
+        if line["label"] == "default"
+    ][:1]
     late_path = tmp_path / "late.jsonl"
     late_path.write_text(json.dumps(late[0]) + "\n")
     measured.pack_batch([late_path], ship / "batch-002.parquet")
     measured.ingest_shipped(fresh, tmp_path / "data")
-    row = fresh.read_table("datasets", "measured_configs").filter(
-        pl.col("id") == late[0]["row_id"]).row(0, named=True)
+    row = (
+        fresh.read_table("datasets", "measured_configs")
+        .filter(pl.col("id") == late[0]["row_id"])
+        .row(0, named=True)
+    )
     assert row["t_default_us"] == 5.0 and row["default_faster_beyond_noise"] is True
     assert row["batches"] == "batch-001,batch-002"
 

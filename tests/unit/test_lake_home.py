@@ -50,7 +50,8 @@ def test_moved_home_reads_its_own_files(tmp_path: Path, how: str) -> None:
         subprocess.run(["cp", "-a", str(original), str(moved)], check=True)
         # The old home changes afterwards: the copy must not read its files.
         Lake(original / "lake.duckdb", str(original / "lake")).write_partition(
-            "kernelswarm_episodes", "002", pl.DataFrame({"x": [99]}))
+            "kernelswarm_episodes", "002", pl.DataFrame({"x": [99]})
+        )
     elif how == "mv":
         os.rename(original, moved)
     else:  # a tar backup restored elsewhere, the original gone
@@ -105,7 +106,9 @@ def test_refresh_rebuilds_broken_views_instead_of_calling_them_up_to_date(kh_hom
         assert any("kernelswarm_episodes runs again" in n for n in out.notes)
         lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
         assert lake.broken_views() == []
-        assert lake.query("SELECT count(*) AS n FROM sim.kernelswarm_episodes")["n"].to_list() == [40]
+        assert lake.query("SELECT count(*) AS n FROM sim.kernelswarm_episodes")["n"].to_list() == [
+            40
+        ]
 
 
 # -- the build lock -----------------------------------------------------------------------
@@ -120,10 +123,15 @@ with build_lock(Path(sys.argv[1])):
 
 
 def test_second_build_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(BuildLocked, match=f"another build is running.*PID {holder.pid}"), build_lock(tmp_path):
+        with (
+            pytest.raises(BuildLocked, match=f"another build is running.*PID {holder.pid}"),
+            build_lock(tmp_path),
+        ):
             pass
     finally:
         holder.kill()
@@ -173,8 +181,15 @@ def test_runs_of_dead_builds_are_failed(tmp_path: Path) -> None:
     from dagster._core.storage.dagster_run import DagsterRun
 
     with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
-        def add(run_id: str, tags: dict[str, str], status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED) -> None:
-            instance.add_run(DagsterRun(job_name="__ASSET_JOB", run_id=run_id, status=status, tags=tags))
+
+        def add(
+            run_id: str,
+            tags: dict[str, str],
+            status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED,
+        ) -> None:
+            instance.add_run(
+                DagsterRun(job_name="__ASSET_JOB", run_id=run_id, status=status, tags=tags)
+            )
 
         add("dead" * 8, {"kernelhouse/cli": "build", "kernelhouse/process": "host:123:456"})
         add("olds" * 8, {"kernelhouse/cli": "refresh"})  # from before runs carried the process
@@ -182,10 +197,15 @@ def test_runs_of_dead_builds_are_failed(tmp_path: Path) -> None:
         add("uirn" * 8, {"dagster/from_ui": "true"})  # a UI run: not ours to judge
         add("done" * 8, {"kernelhouse/cli": "build"}, dg.DagsterRunStatus.SUCCESS)
         assert sorted(fail_dead_runs(instance)) == ["dead" * 8, "olds" * 8]
-        status = {r: instance.get_run_by_id(r * 8).status for r in ("dead", "olds", "mine", "uirn", "done")}
+        status = {
+            r: instance.get_run_by_id(r * 8).status
+            for r in ("dead", "olds", "mine", "uirn", "done")
+        }
         assert status == {
-            "dead": dg.DagsterRunStatus.FAILURE, "olds": dg.DagsterRunStatus.FAILURE,
-            "mine": dg.DagsterRunStatus.STARTED, "uirn": dg.DagsterRunStatus.STARTED,
+            "dead": dg.DagsterRunStatus.FAILURE,
+            "olds": dg.DagsterRunStatus.FAILURE,
+            "mine": dg.DagsterRunStatus.STARTED,
+            "uirn": dg.DagsterRunStatus.STARTED,
             "done": dg.DagsterRunStatus.SUCCESS,
         }
         assert fail_dead_runs(instance) == []
@@ -193,7 +213,9 @@ def test_runs_of_dead_builds_are_failed(tmp_path: Path) -> None:
 
 def test_housekeeping_notes_are_readable() -> None:
     notes = kh_home_mod.Housekeeping(
-        stale_lock="PID 7 on h", swept=["lake/t/.0.parquet.7.x.tmp"], failed_runs=["abcdef0123"],
+        stale_lock="PID 7 on h",
+        swept=["lake/t/.0.parquet.7.x.tmp"],
+        failed_runs=["abcdef0123"],
         damaged={"kernelswarm_episodes": "view sim.kernelswarm_episodes no longer reads"},
     ).notes()
     assert notes == [

@@ -42,8 +42,11 @@ class S3Server:
 
         name = f"kh-{uuid.uuid4().hex[:12]}"
         boto3.client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.key,
-            aws_secret_access_key=self.secret, region_name=self.region,
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.secret,
+            region_name=self.region,
         ).create_bucket(Bucket=name)
         return name
 
@@ -82,7 +85,9 @@ def bucket_lake(s3: S3Server, tmp_path: Path) -> Lake:
 
 def test_partitions_and_views_on_a_bucket(bucket_lake: Lake) -> None:
     lake = bucket_lake
-    assert lake.write_partition("sessions", "000", pl.DataFrame({"shard": [0, 0], "x": [1, 2]})).startswith("s3://")
+    assert lake.write_partition(
+        "sessions", "000", pl.DataFrame({"shard": [0, 0], "x": [1, 2]})
+    ).startswith("s3://")
     lake.write_partition("sessions", "001", pl.DataFrame({"shard": [1], "x": [3]}))
     assert lake.partition_files("sessions") == [
         f"{lake.parquet_root}/sessions/000.parquet",
@@ -111,11 +116,13 @@ def test_a_fresh_read_only_connection_reads_bucket_views(bucket_lake: Lake) -> N
 
 
 def test_bucket_and_folder_hold_the_same_bytes(bucket_lake: Lake, tmp_path: Path) -> None:
-    df = pl.DataFrame({
-        "id": list(range(500)),
-        "name": [f"s{i}" for i in range(500)],
-        "best": [{"speedup": i / 7, "step": i % 30} for i in range(500)],
-    })
+    df = pl.DataFrame(
+        {
+            "id": list(range(500)),
+            "name": [f"s{i}" for i in range(500)],
+            "best": [{"speedup": i / 7, "step": i % 30} for i in range(500)],
+        }
+    )
     local = Lake(tmp_path / "local.duckdb", str(tmp_path / "folder"))
     local_path = Path(local.write_partition("t", "000", df))
     remote_uri = bucket_lake.write_partition("t", "000", df)

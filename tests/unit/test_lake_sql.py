@@ -23,7 +23,8 @@ def _tree(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root`` (the home: database file and partitions)."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*")) if p.is_file()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
 
 
@@ -39,9 +40,15 @@ def lake(outside: Path) -> Lake:
     tmp_path = outside
     home = tmp_path / "home"
     lk = Lake(home / "lake.duckdb", str(home / "lake"))
-    lk.replace_table("raw", "repo_heads", pl.DataFrame({"repo": ["vllm", "sglang"], "commit_count": [5, 7]}))
-    lk.write_partition("kernelinfer_sessions", "000", pl.DataFrame({"session_id": ["a", "b"], "best": [1.5, 2.0]}))
-    lk.write_partition("kernelinfer_sessions", "001", pl.DataFrame({"session_id": ["c"], "best": [3.0]}))
+    lk.replace_table(
+        "raw", "repo_heads", pl.DataFrame({"repo": ["vllm", "sglang"], "commit_count": [5, 7]})
+    )
+    lk.write_partition(
+        "kernelinfer_sessions", "000", pl.DataFrame({"session_id": ["a", "b"], "best": [1.5, 2.0]})
+    )
+    lk.write_partition(
+        "kernelinfer_sessions", "001", pl.DataFrame({"session_id": ["c"], "best": [3.0]})
+    )
     lk.refresh_view("sim", "kernelinfer_sessions")
     (tmp_path / "outside.csv").write_text("secret\nleaked\n")
     return lk
@@ -106,7 +113,10 @@ HOSTILE = {
 def test_every_changing_statement_is_refused(lake: Lake, outside: Path, name: str) -> None:
     tmp_path = outside
     sql = HOSTILE[name].format(
-        part=_part(lake), root=lake.parquet_root, db=lake.path, outside_dir=tmp_path,
+        part=_part(lake),
+        root=lake.parquet_root,
+        db=lake.path,
+        outside_dir=tmp_path,
     )
     before = _tree(tmp_path)
     with pytest.raises(QueryRefused) as err:
@@ -114,7 +124,9 @@ def test_every_changing_statement_is_refused(lake: Lake, outside: Path, name: st
     assert str(err.value).strip(), "a refusal says why"
     assert _tree(tmp_path) == before, f"{name} changed a file"
     # The door still reads afterwards, and the lake still has everything.
-    assert lake.read_only_query("SELECT count(*) AS n FROM sim.kernelinfer_sessions")["n"].to_list() == [3]
+    assert lake.read_only_query("SELECT count(*) AS n FROM sim.kernelinfer_sessions")[
+        "n"
+    ].to_list() == [3]
     assert lake.read_only_query("SELECT count(*) AS n FROM raw.repo_heads")["n"].to_list() == [2]
 
 
@@ -166,11 +178,17 @@ def test_the_door_leaves_writers_working(tmp_path: Path) -> None:
     """The walls are settings of DuckDB's per-process instance: once the door's
     connection closes, a build in the same process writes as before."""
     lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))
-    lake.write_partition("kernelinfer_sessions", "000", pl.DataFrame({"session_id": ["a", "b", "c"], "best": [1.0, 2, 3]}))
+    lake.write_partition(
+        "kernelinfer_sessions",
+        "000",
+        pl.DataFrame({"session_id": ["a", "b", "c"], "best": [1.0, 2, 3]}),
+    )
     lake.refresh_view("sim", "kernelinfer_sessions")
     lake.read_only_query("SELECT 1")
     lake.replace_table("raw", "after", pl.DataFrame({"x": [1]}))
-    lake.write_partition("kernelinfer_sessions", "002", pl.DataFrame({"session_id": ["d"], "best": [4.0]}))
+    lake.write_partition(
+        "kernelinfer_sessions", "002", pl.DataFrame({"session_id": ["d"], "best": [4.0]})
+    )
     assert lake.query("SELECT count(*) AS n FROM sim.kernelinfer_sessions")["n"].to_list() == [4]
 
 

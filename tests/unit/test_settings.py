@@ -85,7 +85,9 @@ def test_lake_uri_unset_keeps_the_lake_under_home(kh_home: Path) -> None:
         ("s3://kh-lake//a//b", "s3://kh-lake/a/b"),
     ],
 )
-def test_s3_lake_uri_is_the_parquet_root(monkeypatch: pytest.MonkeyPatch, raw: str, root: str) -> None:
+def test_s3_lake_uri_is_the_parquet_root(
+    monkeypatch: pytest.MonkeyPatch, raw: str, root: str
+) -> None:
     monkeypatch.setenv("KERNELHOUSE_LAKE_URI", raw)
     s = load_settings()
     assert s.lake_uri == root and s.parquet_root == root
@@ -99,8 +101,14 @@ def test_local_lake_uri_is_made_absolute(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 @pytest.mark.parametrize(
     "raw",
-    ["gs://bucket/x", "https://example.com/lake", "s3://Bad_Bucket/x", "s3:///nobucket",
-     "s3://bucket/x?versionId=1", "s3://bucket/shard-*"],
+    [
+        "gs://bucket/x",
+        "https://example.com/lake",
+        "s3://Bad_Bucket/x",
+        "s3:///nobucket",
+        "s3://bucket/x?versionId=1",
+        "s3://bucket/shard-*",
+    ],
 )
 def test_bad_lake_uri_names_the_variable(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv("KERNELHOUSE_LAKE_URI", raw)
@@ -237,7 +245,14 @@ def test_bad_size_fails_the_cli_before_any_run(kh_home: Path) -> None:
 
     exe = str(Path(sys.executable).with_name("kernelhouse"))
     for name, raw in (("KERNELHOUSE_SIM_SESSIONS", "-5"), ("KERNELHOUSE_SIM_EPISODES", "-1")):
-        res = subprocess.run([exe, "build", "--select", "group:simulated"], capture_output=True, text=True,
-                             timeout=120, env={**os.environ, name: raw, "COLUMNS": "200"})
-        assert res.returncode == 1 and f"{name}={raw}" in res.stderr and "Traceback" not in res.stderr
+        res = subprocess.run(
+            [exe, "build", "--select", "group:simulated"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, name: raw, "COLUMNS": "200"},
+        )
+        assert (
+            res.returncode == 1 and f"{name}={raw}" in res.stderr and "Traceback" not in res.stderr
+        )
         assert not (kh_home / "lake.duckdb").exists()

@@ -352,8 +352,9 @@ def test_leave_one_group_out_never_scores_a_group_with_a_fit_that_saw_it() -> No
     assert r.in_sample.median_abs_log_err < 1e-9
     for pair in r.pairs:
         others = {m.point.key for m in measured if group_of(m.point) != group_of(pair.point)}
-        want = predict_point(pair.point, table={k: (truth[k] if k in others else base[k])
-                                                for k in base}).device_ms
+        want = predict_point(
+            pair.point, table={k: (truth[k] if k in others else base[k]) for k in base}
+        ).device_ms
         assert pair.predicted_ms == pytest.approx(want)
     assert r.held_out.n == len(pts)
 
@@ -365,8 +366,9 @@ def test_leave_one_group_out_recovers_a_perturbed_table_held_out() -> None:
     from dagster_project.sim.calibration import leave_one_group_out, tied_fit
 
     base = dict(load_table(baseline_table_path()))
-    pts = [p for p in calibration_points()
-           if p.op in {"rmsnorm", "swiglu_act"} and p.source != "torch"]
+    pts = [
+        p for p in calibration_points() if p.op in {"rmsnorm", "swiglu_act"} and p.source != "torch"
+    ]
     truth = {k: (min(1.0, v[0] * 0.6), v[1]) for k, v in base.items()}
     measured = [Measured(p, predict_point(p, table=truth).device_ms, 0.5, "ok") for p in pts]
     unfitted = error_metrics(pairs_for(measured, base))
@@ -375,6 +377,7 @@ def test_leave_one_group_out_recovers_a_perturbed_table_held_out() -> None:
     assert r.held_out.median_abs_log_err < 0.05
     assert r.held_out.share_within == 1.0
     assert r.free_parameters > 0
-    fam = leave_one_group_out(measured, fit_fn=lambda ms, b: tied_fit(ms, tie="family", base=b),
-                              base=base)
+    fam = leave_one_group_out(
+        measured, fit_fn=lambda ms, b: tied_fit(ms, tie="family", base=b), base=base
+    )
     assert fam.held_out.median_abs_log_err < 0.05  # one factor per ladder is the truth here

@@ -48,7 +48,13 @@ def box_grids(lines: list[str]) -> list[Grid]:
         if header and rows:
             width = len(header[0])
             merged = [" ".join(h[j] for h in header if j < len(h)).strip() for j in range(width)]
-            grids.append(Grid(merged, [r for r in rows if len(r) == width], [x for r, x in zip(rows, raw, strict=True) if len(r) == width]))
+            grids.append(
+                Grid(
+                    merged,
+                    [r for r in rows if len(r) == width],
+                    [x for r, x in zip(rows, raw, strict=True) if len(r) == width],
+                )
+            )
 
     for ln in lines:
         if _BOX_RULE.match(ln):
@@ -81,14 +87,23 @@ def aligned_grids(lines: list[str]) -> list[Grid]:
     n = len(lines)
     while i < n:
         head = lines[i]
-        if not head.strip() or re.search(r"[=:]\s*\S", head) and not re.search(r"\s{2,}", head.strip()):
+        if (
+            not head.strip()
+            or re.search(r"[=:]\s*\S", head)
+            and not re.search(r"\s{2,}", head.strip())
+        ):
             i += 1
             continue
         for wide in (True, False):
             hcells = _cells(head, wide)
-            if len(hcells) < 2 or _numericish(hcells) >= 0.5 or hcells[0].endswith(":") or any(
-                c.endswith(":") and k + 1 < len(hcells) and value_of(hcells[k + 1]) is not None
-                for k, c in enumerate(hcells)
+            if (
+                len(hcells) < 2
+                or _numericish(hcells) >= 0.5
+                or hcells[0].endswith(":")
+                or any(
+                    c.endswith(":") and k + 1 < len(hcells) and value_of(hcells[k + 1]) is not None
+                    for k, c in enumerate(hcells)
+                )
             ):
                 # "Successful requests:   800" / "Backend:   sglang" are records, not a header
                 # ("N  M  cute-dsl (us):  cuda (us)" is one: its colon is not a key's)

@@ -56,7 +56,9 @@ class Candidate:
 
 
 _MKN = re.compile(r"^\(?\s*(\d+)\s*[,x×]\s*\d+\s*[,x×]\s*\d+\s*\)?$")
-_PROSE_BATCH = re.compile(r"\bbatch[ _-]?size\s*(?:=|:|of|is)?\s*(\d+)\b|\bbs\s*=\s*(\d+)\b|\bM\s*=\s*(\d+)\b", re.I)
+_PROSE_BATCH = re.compile(
+    r"\bbatch[ _-]?size\s*(?:=|:|of|is)?\s*(\d+)\b|\bbs\s*=\s*(\d+)\b|\bM\s*=\s*(\d+)\b", re.I
+)
 
 
 def _int(text: str) -> int | None:
@@ -97,12 +99,21 @@ def _scope(c: Candidate, unit: str | None) -> str:
 def to_measurement(c: Candidate) -> Measurement:
     """The measurement a candidate describes, with context-filled fields (not yet audited)."""
     b = c.block
-    unit = c.unit or unit_in(c.metric) or unit_in(b.label) or unit_in(b.before.split("\n")[-1] if b.before else "")
+    unit = (
+        c.unit
+        or unit_in(c.metric)
+        or unit_in(b.label)
+        or unit_in(b.before.split("\n")[-1] if b.before else "")
+    )
     if unit is None:
         unit = unit_in(b.after) or unit_in(b.heading)
     if unit is None:
-        said = re.search(r"\bunits? (?:are|is|:)\s*([\w/µ-]+)|\b(?:latenc(?:y|ies)|times?|numbers|results|values)"
-                         r"\s+(?:are\s+|is\s+)?(?:in|measured in)\s+([\w/µ-]+)", f"{b.before}\n{b.label}", re.I)
+        said = re.search(
+            r"\bunits? (?:are|is|:)\s*([\w/µ-]+)|\b(?:latenc(?:y|ies)|times?|numbers|results|values)"
+            r"\s+(?:are\s+|is\s+)?(?:in|measured in)\s+([\w/µ-]+)",
+            f"{b.before}\n{b.label}",
+            re.I,
+        )
         if said:
             unit = unit_in(said.group(1) or said.group(2))
     batch = c.batch_hint
@@ -116,7 +127,11 @@ def to_measurement(c: Candidate) -> Measurement:
                 shape_parts.append(f"{n}={value}")
             else:
                 shape_parts.append(f"{n}={value}")
-        elif re.fullmatch(r"\(?m,\s*n,\s*k\)?|mkn|shape", n, re.I) and _MKN.match(value) and batch is None:
+        elif (
+            re.fullmatch(r"\(?m,\s*n,\s*k\)?|mkn|shape", n, re.I)
+            and _MKN.match(value)
+            and batch is None
+        ):
             m = _MKN.match(value)
             batch = int(m.group(1)) if m else None
             shape_parts.append(f"{n}={value}")
@@ -134,7 +149,10 @@ def to_measurement(c: Candidate) -> Measurement:
         models = find_models(f"{b.label}\n{b.heading}\n{b.before}")
         model = models[0] if models and len(set(models)) == 1 else None
     if batch is None and c.structure != "sentence":
-        found = {int(next(g for g in m.groups() if g)) for m in _PROSE_BATCH.finditer(f"{b.label}\n{b.before}")}
+        found = {
+            int(next(g for g in m.groups() if g))
+            for m in _PROSE_BATCH.finditer(f"{b.label}\n{b.before}")
+        }
         if len(found) == 1:
             batch = found.pop()
     ctx_shape = find_shape(f"{b.label}\n{b.before}")

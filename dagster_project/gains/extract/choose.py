@@ -69,7 +69,9 @@ def candidates(text: str) -> list[Candidate]:
             got = []
             for g in aligned_grids(b.lines):
                 label = _title_above(b.lines, g) or b.label
-                sub = Block("table", b.lines, b.index, g, b.heading, b.before, label, b.after, b.title)
+                sub = Block(
+                    "table", b.lines, b.index, g, b.heading, b.before, label, b.after, b.title
+                )
                 mine = table_candidates(g, sub)
                 got.extend(mine)
                 if not mine:
@@ -123,7 +125,9 @@ def choose(found: list[Candidate]) -> list[Measurement]:
             # measurements; the same values again without keys (a sentence restating a row) are not
             key = (m.baseline, m.optimized)
             keyed = (m.baseline, m.optimized, m.batch_size, m.shape)
-            if keyed in seen_keyed or (key in seen_pairs and (m.structure == "sentence" or not (m.batch_size or m.shape))):
+            if keyed in seen_keyed or (
+                key in seen_pairs and (m.structure == "sentence" or not (m.batch_size or m.shape))
+            ):
                 continue
             seen_pairs.add(key)  # type: ignore[arg-type]
             seen_keyed.add(keyed)
@@ -134,7 +138,11 @@ def choose(found: list[Candidate]) -> list[Measurement]:
     seen_stated: set[tuple[float, str]] = set()
     for m in stated_only:
         s = m.stated_speedup or 0.0
-        if m.structure == "sentence" and paired_scopes and (c_scope_hint(m) in paired_scopes or c_scope_hint(m) is None):
+        if (
+            m.structure == "sentence"
+            and paired_scopes
+            and (c_scope_hint(m) in paired_scopes or c_scope_hint(m) is None)
+        ):
             continue  # a summary ("overall 1.8x faster") of pairs already read
         key = (s, m.evidence or "")
         if key in seen_stated:

@@ -24,16 +24,20 @@ import re
 from dataclasses import dataclass, field
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
 def _one_line_span(line: str, mark: str) -> bool:
     """A line that opens and closes its own fence (text between): inline code, no block."""
-    body = line.strip()[len(mark):]
+    body = line.strip()[len(mark) :]
     return body.rstrip().endswith(mark) and bool(body.rstrip()[: -len(mark)].strip())
 
 
 _HTML_TABLE = re.compile(r"<table\b.*?</table\s*>", re.I | re.S)
 _PIPE_SEP = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(?:\|\s*:?-{1,}:?\s*)+\|?\s*$")
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s+\S|\*\*[^*]{2,80}\*\*:?\s*$|__[^_]{2,80}__:?\s*$)")
-_DETAILS = re.compile(r"</?(?:details|summary|br|p|div|img|sub|sup|b|i|strong|em|code)\b[^>]*>", re.I)
+_DETAILS = re.compile(
+    r"</?(?:details|summary|br|p|div|img|sub|sup|b|i|strong|em|code)\b[^>]*>", re.I
+)
 
 
 @dataclass
@@ -98,7 +102,11 @@ def _second_header(header: list[str], first: list[str]) -> bool:
     """Whether the first row under the separator is the header's second line: as wide as
     the header, no digit in any cell, and the header above it incomplete (blank cells) or
     repeating itself (``main | main | PR | PR``), so the two lines only mean something together."""
-    if len(first) != len(header) or any(re.search(r"\d", c) for c in first) or sum(bool(c) for c in first) < 2:
+    if (
+        len(first) != len(header)
+        or any(re.search(r"\d", c) for c in first)
+        or sum(bool(c) for c in first) < 2
+    ):
         return False
     named = [h for h in header if h]
     return len(named) < len(header) or len(set(named)) < len(named)
@@ -133,13 +141,22 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
     for j, ln in enumerate(data_lines):
         cells = split_pipe_row(ln)
         last = j == len(data_lines) - 1
-        if last and at_text_end and (len(cells) < len(header) or (outer and not ln.rstrip().endswith("|"))):
+        if (
+            last
+            and at_text_end
+            and (len(cells) < len(header) or (outer and not ln.rstrip().endswith("|")))
+        ):
             grid.truncated_last = True
             continue
         if cells == header:
             continue  # a repeated header
         filled = [c for c in cells if c]
-        if len(filled) == 1 and cells[0] and not re.search(r"\d", "".join(cells[1:])) and len(header) > 2:
+        if (
+            len(filled) == 1
+            and cells[0]
+            and not re.search(r"\d", "".join(cells[1:]))
+            and len(header) > 2
+        ):
             grid.sections[len(grid.rows)] = cells[0]
             continue
         grid.rows.append(cells)
@@ -152,7 +169,9 @@ def html_grid(table_html: str) -> Grid | None:
     rows: list[list[str]] = []
     raw: list[str] = []
     for tr in re.findall(r"<tr\b.*?(?:</tr\s*>|(?=<tr\b)|$)", table_html, re.I | re.S):
-        cells = re.findall(r"<t[hd]\b[^>]*>(.*?)(?:</t[hd]\s*>|(?=<t[hd]\b)|(?=</tr)|$)", tr, re.I | re.S)
+        cells = re.findall(
+            r"<t[hd]\b[^>]*>(.*?)(?:</t[hd]\s*>|(?=<t[hd]\b)|(?=</tr)|$)", tr, re.I | re.S
+        )
         if cells:
             rows.append([clean_cell(c) for c in cells])
             raw.append(tr)
@@ -180,12 +199,25 @@ def split_blocks(text: str) -> list[Block]:
 
     def ctx_block(kind: str, blines: list[str], grid: Grid | None = None) -> Block:
         label = next((ln.strip() for ln in reversed(text_buf) if ln.strip()), "")
-        return Block(kind, blines, len(blocks), grid, heading, "\n".join(prose_tail[-5:]), label, "", title)
+        return Block(
+            kind, blines, len(blocks), grid, heading, "\n".join(prose_tail[-5:]), label, "", title
+        )
 
     def flush_text() -> None:
         if any(ln.strip() for ln in text_buf):
-            blocks.append(Block("text", list(text_buf), len(blocks), None, heading,
-                                "\n".join(prose_tail[-5:]), "", "", title))
+            blocks.append(
+                Block(
+                    "text",
+                    list(text_buf),
+                    len(blocks),
+                    None,
+                    heading,
+                    "\n".join(prose_tail[-5:]),
+                    "",
+                    "",
+                    title,
+                )
+            )
 
     while i < len(lines):
         line = lines[i]

@@ -66,11 +66,18 @@ _BEFORE_CUE = re.compile(
 #: "up to 3x", "over 1.0x faster", "> 2x": a bound, not a measured value (LABELLING: "up to" maxima)
 _BOUND = re.compile(r"^\s*(?:up\s+to|over|>|more\s+than|at\s+least)\b|^\s*>", re.I)
 #: "more than 5x improvement", "at least 2x": the bound written before the number's hedge
-_BOUND_BEFORE = re.compile(r"(?:\bup\s+to|\bover|\bmore\s+than|\bat\s+least|\bgreater\s+than|>|≥)\s*$", re.I)
+_BOUND_BEFORE = re.compile(
+    r"(?:\bup\s+to|\bover|\bmore\s+than|\bat\s+least|\bgreater\s+than|>|≥)\s*$", re.I
+)
 #: "min speedup 0.77x. max speedup 4.8x.", "worst case 0.9x": extremes that summarise the rows
-_EXTREME = re.compile(r"\b(?:min(?:imum)?|max(?:imum)?|worst(?:[- ]case)?|best(?:[- ]case)?|peak)\b[\w\s-]{0,20}$", re.I)
+_EXTREME = re.compile(
+    r"\b(?:min(?:imum)?|max(?:imum)?|worst(?:[- ]case)?|best(?:[- ]case)?|peak)\b[\w\s-]{0,20}$",
+    re.I,
+)
 _RANGE_BEFORE = re.compile(r"\d\s*[%x×]?\s*(?:[-–~]|to)\s*$")
-_GPU_AFTER = re.compile(r"^\s*(?:[A-Z]{1,3}\d{2,4}|GPUs?|nodes?|cards?|devices?|the\b|more\s+(?:memory|tokens))", re.I)
+_GPU_AFTER = re.compile(
+    r"^\s*(?:[A-Z]{1,3}\d{2,4}|GPUs?|nodes?|cards?|devices?|the\b|more\s+(?:memory|tokens))", re.I
+)
 _DOWN = (":arrow_down:", "⬇️", "⬇", "↓", ":small_red_triangle_down:")
 _ARROW_WORDS = re.compile(r":arrow_down:|:arrow_up:|:small_red_triangle_down:|⬇️|⬆️|⬇|⬆|↓|↑")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])|\n")
@@ -82,7 +89,9 @@ def sentences(block: Block) -> list[str]:
     for ln in block.lines:
         s = re.sub(r"(?<=[A-Za-z])\s+/\s*(?=s\b|sec\b)", "/", clean_cell(ln).strip())  # "tok / s"
         # ":arrow_down: TTFT ~90%": the arrow says which way the quantity moved
-        s = _ARROW_WORDS.sub(lambda m: " reduced " if m.group(0) in _DOWN else " increased ", s).strip()
+        s = _ARROW_WORDS.sub(
+            lambda m: " reduced " if m.group(0) in _DOWN else " increased ", s
+        ).strip()
         if not s:
             continue
         out.extend(p.strip() for p in _SENT_SPLIT.split(s) if p.strip())
@@ -116,10 +125,16 @@ def prose_candidates(blocks: list[Block], title: str) -> list[Candidate]:
 
 
 def _bad_context(window: str) -> bool:
-    return bool(ACCURACY.search(window) or re.search(
-        r"\bbatch[ _-]?size\b|\bbs\b|\btp\b|\bgpus?\b|\bconcurrency\b|\bnum_prompts\b|\brequests\b|"
-        r"\biterations?\b|\bwarmup\b|\bmemory\b|\bptx\b|\blines?\b|\bregisters?\b|\bversion\b|"
-        r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b", window, re.I))
+    return bool(
+        ACCURACY.search(window)
+        or re.search(
+            r"\bbatch[ _-]?size\b|\bbs\b|\btp\b|\bgpus?\b|\bconcurrency\b|\bnum_prompts\b|\brequests\b|"
+            r"\biterations?\b|\bwarmup\b|\bmemory\b|\bptx\b|\blines?\b|\bregisters?\b|\bversion\b|"
+            r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b",
+            window,
+            re.I,
+        )
+    )
 
 
 #: "from 5.9+5.7+2.6=14.2us to 8.7+3=11.7us": sums written out, labelled by their totals
@@ -128,7 +143,9 @@ SUMMED = re.compile(
     rf"(?:{_V}\s*\+\s*)+{_V}\s*=\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
     re.I,
 )
-RATIO_FORMULA = re.compile(rf"(?<![\w.])(?P<a>{_V})\s*/\s*(?P<b>{_V})\s*=\s*(?P<r>\d+(?:\.\d+)?)(?![\w.])")
+RATIO_FORMULA = re.compile(
+    rf"(?<![\w.])(?P<a>{_V})\s*/\s*(?P<b>{_V})\s*=\s*(?P<r>\d+(?:\.\d+)?)(?![\w.])"
+)
 
 
 def transitions(s: str, b: Block) -> list[Candidate]:
@@ -140,16 +157,35 @@ def transitions(s: str, b: Block) -> list[Candidate]:
         a, d, r = parse_number(m.group("a")), parse_number(m.group("b")), parse_number(m.group("r"))
         if not a or not d or not r or abs(a / d / r - 1) > 0.01 or r < 1:
             continue
-        if re.match(r"\s*(?![x×]\b)[A-Za-z]", s[m.end():]) and not re.match(rf"\s*(?:\w+\s+)?{_CUE}\b", s[m.end():], re.I):
+        if re.match(r"\s*(?![x×]\b)[A-Za-z]", s[m.end() :]) and not re.match(
+            rf"\s*(?:\w+\s+)?{_CUE}\b", s[m.end() :], re.I
+        ):
             continue  # "256/4=64 local experts": arithmetic about a configuration, not a ratio
         metric = _metric_before(s, m.start())
         lower = bool(re.search(r"latenc|time|\bms\b|\bus\b", metric, re.I))
         base, opt = (a, d) if lower else (d, a)  # written as the PR's gain: ratio >= 1
         taken.append((m.start(), m.end()))
-        out.append(Candidate(base, opt, metric, None, b, "sentence", higher_is_better=not lower,
-                             stated=round(r, 4), stated_text=m.group("r"), scope_hint=_scope_of(s, b), evidence=[s]))
-    for rx, structure in ((SUMMED, "sentence"), (INLINE_ROLES, "sentence"), (VALUE_ROLES, "sentence"),
-                          (TRANSITION, "sentence")):
+        out.append(
+            Candidate(
+                base,
+                opt,
+                metric,
+                None,
+                b,
+                "sentence",
+                higher_is_better=not lower,
+                stated=round(r, 4),
+                stated_text=m.group("r"),
+                scope_hint=_scope_of(s, b),
+                evidence=[s],
+            )
+        )
+    for rx, structure in (
+        (SUMMED, "sentence"),
+        (INLINE_ROLES, "sentence"),
+        (VALUE_ROLES, "sentence"),
+        (TRANSITION, "sentence"),
+    ):
         for m in rx.finditer(s):
             if any(a <= m.start() < z for a, z in taken):
                 continue
@@ -160,19 +196,27 @@ def transitions(s: str, b: Block) -> list[Candidate]:
             if rx is TRANSITION:
                 if not unit and not metric:
                     continue
-                verb = re.search(r"(?:decreas|reduc|improv|increas|dropp?|cut|fell|went|goes|going)\w*\s*(?:from\s*)?$",
-                                 s[: m.start("b")].rstrip(" ~≈"), re.I)
+                verb = re.search(
+                    r"(?:decreas|reduc|improv|increas|dropp?|cut|fell|went|goes|going)\w*\s*(?:from\s*)?$",
+                    s[: m.start("b")].rstrip(" ~≈"),
+                    re.I,
+                )
                 if (_bad_context(lead[-25:]) and not verb) or (not unit and NON_PERF.search(lead)):
                     continue
                 if re.search(r"\d\s*[-–]\s*$|\bv\d*\.?$|\bsm_?$", lead):
                     continue
             if ub and uo and normalise_unit(ub) != normalise_unit(uo):
                 continue
-            if rx is not SUMMED and (re.match(r"^\s*[+*/]\s*\d", s[m.end("o"):])
-                                     or re.search(r"\d\s*[+*/=]\s*$", s[: m.start("b")])):
+            if rx is not SUMMED and (
+                re.match(r"^\s*[+*/]\s*\d", s[m.end("o") :])
+                or re.search(r"\d\s*[+*/=]\s*$", s[: m.start("b")])
+            ):
                 continue  # one side is a sum being written out: SUMMED reads it by its totals
-            if re.search(r"\bsum of\b|\bin total\b|\btotal of\b|\bgeomean\b|\bon average\b|\baveraged over\b",
-                         s[max(0, m.start() - 80) : m.start()], re.I):
+            if re.search(
+                r"\bsum of\b|\bin total\b|\btotal of\b|\bgeomean\b|\bon average\b|\baveraged over\b",
+                s[max(0, m.start() - 80) : m.start()],
+                re.I,
+            ):
                 continue  # a summary of the rows, not a measurement of its own
             if ACCURACY.search(s[max(0, m.start() - 50) : m.end() + 20]):
                 continue
@@ -180,8 +224,18 @@ def transitions(s: str, b: Block) -> list[Candidate]:
             if bv is None or ov is None or bv == ov:
                 continue
             taken.append((m.start(), m.end()))
-            out.append(Candidate(bv, ov, metric or metric_from_unit(unit), unit, b, structure,
-                                 scope_hint=_scope_of(s, b), evidence=[s]))
+            out.append(
+                Candidate(
+                    bv,
+                    ov,
+                    metric or metric_from_unit(unit),
+                    unit,
+                    b,
+                    structure,
+                    scope_hint=_scope_of(s, b),
+                    evidence=[s],
+                )
+            )
     return out
 
 
@@ -201,37 +255,70 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
         start = m.start("n")
         lead = s[max(0, start - 50) : start]
         tail = re.split(r",|\band\b|\bbut\b|\bwhile\b|\bwhereas\b", m.group("tail"))[0]
-        if _RANGE_BEFORE.search(s[max(0, m.start() - 6) : m.start()]) or re.match(r"^\s*(?:[-–~]|to)\s*\d", tail):
+        if _RANGE_BEFORE.search(s[max(0, m.start() - 6) : m.start()]) or re.match(
+            r"^\s*(?:[-–~]|to)\s*\d", tail
+        ):
             continue
-        if m.group("u") in "xX×" and (_GPU_AFTER.match(tail) or re.match(r"^\s*(?:the\s+)?(?:number|size|more memory)", tail, re.I)):
+        if m.group("u") in "xX×" and (
+            _GPU_AFTER.match(tail)
+            or re.match(r"^\s*(?:the\s+)?(?:number|size|more memory)", tail, re.I)
+        ):
             continue
         cue_after = re.match(rf"^\s*(?:\w+\s+){{0,3}}?{_CUE}\b", tail, re.I)
         cue_before = _BEFORE_CUE.search(lead)
-        keyed = re.match(r"^\W*(?P<k>bs|batch[ _]?size|m|num[_ ]tokens)\s*=\s*(?P<v>\d+)\s*:", s, re.I)
-        listed = bool(keyed) and m.group("u") in "xX×" and not tail.strip() and re.search(
-            r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
+        keyed = re.match(
+            r"^\W*(?P<k>bs|batch[ _]?size|m|num[_ ]tokens)\s*=\s*(?P<v>\d+)\s*:", s, re.I
+        )
+        listed = (
+            bool(keyed)
+            and m.group("u") in "xX×"
+            and not tail.strip()
+            and re.search(r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
+        )
         # "Total TPM: +9.5% vs fallback default config": a change against a named baseline
         versus = m.group("u") == "%" and re.match(
             r"^\s*(?:vs\.?|versus|compared\s+(?:to|with)|relative\s+to)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?"
-            r"(?:default|main|baseline|fallback|original|stock|upstream|old|before)\b", tail, re.I)
+            r"(?:default|main|baseline|fallback|original|stock|upstream|old|before)\b",
+            tail,
+            re.I,
+        )
         if not (cue_after or cue_before or listed or versus):
             continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
-        if not summaries and (re.search(r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|"
-                                        r"\bmedian\b(?!\s+(?:e2e\s+)?(?:ttft|tpot|itl|e2el|latency|throughput|time)\b)",
-                     f"{lead[-40:]} {tail[:40]}", re.I) or re.search(
-                         r"\b(?:for|over|across)\s+(?:the\s+|all\s+|a\s+)?(?:[\w-]+\s+){0,3}?range\b",
-                         s[m.end():m.end() + 90], re.I)):
+        if not summaries and (
+            re.search(
+                r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|"
+                r"\bmedian\b(?!\s+(?:e2e\s+)?(?:ttft|tpot|itl|e2el|latency|throughput|time)\b)",
+                f"{lead[-40:]} {tail[:40]}",
+                re.I,
+            )
+            or re.search(
+                r"\b(?:for|over|across)\s+(?:the\s+|all\s+|a\s+)?(?:[\w-]+\s+){0,3}?range\b",
+                s[m.end() : m.end() + 90],
+                re.I,
+            )
+        ):
             continue  # a summary over the rows (average / geomean / overall / a range of sizes), not a measurement
-        if not summaries and (_BOUND.match(m.group("hedge")) or _BOUND_BEFORE.search(lead)
-                              or _EXTREME.search(lead[-30:])):
+        if not summaries and (
+            _BOUND.match(m.group("hedge"))
+            or _BOUND_BEFORE.search(lead)
+            or _EXTREME.search(lead[-30:])
+        ):
             continue  # a bound or an extreme over the rows ("up to 3x", "over 1.0x", "max speedup 4.8x")
         if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
             continue  # "a/b=1.148 ~= 15%": the ratio restated, read as a pair by transitions()
         window = f"{lead} {m.group(0)}"
-        if ACCURACY.search(window) or re.search(r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
-                                                r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+", window + tail[:20], re.I):
+        if ACCURACY.search(window) or re.search(
+            r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
+            r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+",
+            window + tail[:20],
+            re.I,
+        ):
             continue
-        signed = s[m.start() - 1] if m.start() > 0 and s[m.start() - 1] in "+-\u2212" and not m.group("hedge") else ""
+        signed = (
+            s[m.start() - 1]
+            if m.start() > 0 and s[m.start() - 1] in "+-\u2212" and not m.group("hedge")
+            else ""
+        )
         phrase = f"{signed}{m.group('n')}{m.group('u')}{tail}"
         if m.group("u") == "%":
             clause = re.split(r",|;|\band\b|\bbut\b", lead)[-1]
@@ -239,16 +326,36 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
         v = parse_stated_speedup(phrase)
         if v is None:
             continue
-        if v < 1 and re.match(r"^\s*slower\s+than\b", tail, re.I) and not re.search(
-                r"\bthis (?:pr|change|patch)\b|\bour\b|\bnew\b|\boptimi[sz]ed\b|\bproposed\b|\bwith (?:the|this) pr\b", lead, re.I):
+        if (
+            v < 1
+            and re.match(r"^\s*slower\s+than\b", tail, re.I)
+            and not re.search(
+                r"\bthis (?:pr|change|patch)\b|\bour\b|\bnew\b|\boptimi[sz]ed\b|\bproposed\b|\bwith (?:the|this) pr\b",
+                lead,
+                re.I,
+            )
+        ):
             # "It (the default kernel) is 2x slower than CUTLASS": N for the PR, as written
             v = float(m.group("n")) if m.group("u") in "xX×" else round(1 / v, 4)
-        metric = _metric_before(s, start) or (METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else "")
+        metric = _metric_before(s, start) or (
+            METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else ""
+        )
         # the scope the claim's own clause names ("Kernel 5x. e2e about 1%": e2e for the 1%)
         clause = re.split(r"[.;:]\s", lead)[-1]
         scope = _scope_of(clause, b) or _scope_of(clause + m.group(0) + tail, b) or _scope_of(s, b)
-        out.append(Candidate(None, None, metric, None, b, "sentence", stated=v,
-                             keys=[(keyed.group("k"), keyed.group("v"))] if keyed else [],
-                             stated_text=s[m.start("n") : m.end("u")],
-                             scope_hint=scope, evidence=[s]))
+        out.append(
+            Candidate(
+                None,
+                None,
+                metric,
+                None,
+                b,
+                "sentence",
+                stated=v,
+                keys=[(keyed.group("k"), keyed.group("v"))] if keyed else [],
+                stated_text=s[m.start("n") : m.end("u")],
+                scope_hint=scope,
+                evidence=[s],
+            )
+        )
     return out

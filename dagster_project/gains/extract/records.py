@@ -43,7 +43,9 @@ _PART = re.compile(
 )
 _EXTRA = re.compile(rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w.])", re.I)
 _TQDM_RATE = re.compile(r"(?P<val>\d+(?:\.\d+)?)\s*(?P<unit>it/s|s/it)\b")
-_TQDM_SPEED = re.compile(r"(?P<key>input|output)\s*:\s*(?P<val>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>toks?/s)", re.I)
+_TQDM_SPEED = re.compile(
+    r"(?P<key>input|output)\s*:\s*(?P<val>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>toks?/s)", re.I
+)
 _ROLE_LINE_MAX = 90
 
 
@@ -76,10 +78,16 @@ def _key_name(key: str) -> str:
 
 def _condition_key(key: str) -> bool:
     """A key that names a condition of the run (batch size, M, lengths, TP), not a metric."""
-    return bool(BATCH_KEY.match(key) or SHAPE_KEYS_KERNEL.match(key) or CONCURRENCY_KEY.match(key) or re.fullmatch(
-        r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|num[_ ]\w+|n_\w+|bs",
-        key, re.I,
-    ))
+    return bool(
+        BATCH_KEY.match(key)
+        or SHAPE_KEYS_KERNEL.match(key)
+        or CONCURRENCY_KEY.match(key)
+        or re.fullmatch(
+            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|num[_ ]\w+|n_\w+|bs",
+            key,
+            re.I,
+        )
+    )
 
 
 def _json_records(s: str, line: str) -> list[Rec] | None:
@@ -125,27 +133,46 @@ def parse_records(line: str) -> list[Rec]:
         for m in _TQDM_SPEED.finditer(s):
             v = parse_number(m.group("val"))
             if v is not None:
-                out.append(Rec(f"{m.group('key').lower()} tok/s", v, m.group("val"), "tok/s", (), line))
+                out.append(
+                    Rec(f"{m.group('key').lower()} tok/s", v, m.group("val"), "tok/s", (), line)
+                )
         if out:
             return out
     if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
         return []
     # "bs=1: 0.459s" (keys, then the value) and "kernel_name     3.136 us" (aligned pairs)
     # "Batch size 16: Avg latency: 3.9 seconds": a key written before the record
-    lead = re.match(r"^(?P<k>batch[ _]?size|bs|m|num[_ ]tokens|tp|seq[_ ]len)\s*=?\s*(?P<v>\d+)\b[^:]{0,20}:\s*(?=[A-Za-z])", s, re.I)
+    lead = re.match(
+        r"^(?P<k>batch[ _]?size|bs|m|num[_ ]tokens|tp|seq[_ ]len)\s*=?\s*(?P<v>\d+)\b[^:]{0,20}:\s*(?=[A-Za-z])",
+        s,
+        re.I,
+    )
     if lead:
-        inner = parse_records(s[lead.end():])
+        inner = parse_records(s[lead.end() :])
         kv = (lead.group("k"), lead.group("v"))
         return [Rec(r.metric, r.value, r.text, r.unit, (kv, *r.keys), line) for r in inner]
-    m = re.match(rf"^(?P<head>(?:[\w.]+\s*=\s*[\w.]+[\s,]*)+):\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?\s*$", s, re.I)
+    m = re.match(
+        rf"^(?P<head>(?:[\w.]+\s*=\s*[\w.]+[\s,]*)+):\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?\s*$",
+        s,
+        re.I,
+    )
     if m:
         v = parse_number(m.group("val"))
-        ks = tuple((a.strip(), b.strip()) for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head")))
+        ks = tuple(
+            (a.strip(), b.strip())
+            for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head"))
+        )
         return [Rec("", v, m.group("val"), m.group("unit"), ks, line)] if v is not None else []
-    m = re.match(rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$", line.strip())
+    m = re.match(
+        rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$", line.strip()
+    )
     if m and not re.search(r":\s|:$", m.group("name")):
         v = parse_number(m.group("val"))
-        return [Rec(m.group("name"), v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
+        return (
+            [Rec(m.group("name"), v, m.group("val"), m.group("unit"), (), line)]
+            if v is not None
+            else []
+        )
     for m in _PART.finditer(s):
         key = _key_name(m.group("key"))
         v = parse_number(m.group("val"))
@@ -156,15 +183,17 @@ def parse_records(line: str) -> list[Rec]:
             keys.append((key, m.group("val")))
             continue
         out.append(Rec(key, v, m.group("val"), unit, (), line))
-        rest = s[m.end():]
+        rest = s[m.end() :]
         while True:
             e = _EXTRA.match(rest)
             if not e:
                 break
             ev = parse_number(e.group("val"))
             if ev is not None:
-                out.append(Rec(f"{key} {e.group('unit')}", ev, e.group("val"), e.group("unit"), (), line))
-            rest = rest[e.end():]
+                out.append(
+                    Rec(f"{key} {e.group('unit')}", ev, e.group("val"), e.group("unit"), (), line)
+                )
+            rest = rest[e.end() :]
     return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
 
 
@@ -176,7 +205,9 @@ def role_line(line: str) -> Role | None:
         return None
     if len(re.findall(r"\d+(?:\.\d+)?", re.sub(r"#\d+|\b[A-Za-z]+\d+\w*|\w+-\d\w*", "", s))) > 1:
         return None
-    if not (line.rstrip().endswith(":") or len(s.split()) <= 6 or re.match(r"^\s*(?:#|\*\*|__)", line)):
+    if not (
+        line.rstrip().endswith(":") or len(s.split()) <= 6 or re.match(r"^\s*(?:#|\*\*|__)", line)
+    ):
         return None
     head, sep, tail = s.partition(":")
     if sep and tail.strip():
@@ -193,7 +224,9 @@ def _role_value(line: str) -> tuple[Role, str, str] | None:
         return None
     label = m.group("label")
     r = role_of(label)
-    if r.strength < 2 and re.search(r"\d\s*[x×]\s*faster|\bfaster\b|\bspeed-?up\b", m.group("rest"), re.I):
+    if r.strength < 2 and re.search(
+        r"\d\s*[x×]\s*faster|\bfaster\b|\bspeed-?up\b", m.group("rest"), re.I
+    ):
         r = Role("optimized", 2)  # "FlashInfer: 3.79 us/call (1.49x faster)": the side said to win
     if r.kind not in ("baseline", "optimized"):
         return None
@@ -211,7 +244,11 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         return _clause_record(rest, line)
     v = parse_number(m.group("val"))
     tail = m.group("tail") or ""
-    if v is None or re.match(r"^\s*[-–~]\s*\d", tail) or (not m.group("unit") and re.match(r"^\.\d", tail)):
+    if (
+        v is None
+        or re.match(r"^\s*[-–~]\s*\d", tail)
+        or (not m.group("unit") and re.match(r"^\.\d", tail))
+    ):
         return []  # a range, or a version ("Pytorch: 2.11.0"), is not a value of a run
     unit = m.group("unit")
     if unit == "%":
@@ -224,7 +261,9 @@ def _value_records(rest: str, line: str) -> list[Rec]:
     return out
 
 
-_CLAUSE_VALUE = re.compile(rf"(?<![\w.])[~≈]?\s*(?P<val>{_VAL})\s*(?P<unit>{UNIT_PATTERN})(?![\w/])", re.I)
+_CLAUSE_VALUE = re.compile(
+    rf"(?<![\w.])[~≈]?\s*(?P<val>{_VAL})\s*(?P<unit>{UNIT_PATTERN})(?![\w/])", re.I
+)
 
 
 def _clause_record(rest: str, line: str) -> list[Rec]:
@@ -242,7 +281,9 @@ def _clause_record(rest: str, line: str) -> list[Rec]:
     return [Rec("", v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
 
 
-def _merge(section: tuple[tuple[str, str], ...], own: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+def _merge(
+    section: tuple[tuple[str, str], ...], own: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
     names = {k.lower() for k, _ in own}
     return tuple(kv for kv in section if kv[0].lower() not in names) + own
 
@@ -257,8 +298,12 @@ def key_only(line: str) -> tuple[tuple[str, str], ...] | None:
     if not parts or re.sub(r"([A-Za-z][\w ]{0,20}?)\s*[:=]?\s*(\d+)", "", s).strip(" ,;") != "":
         return None
     keys = tuple((k.strip(), v) for k, v in parts)
-    if not all(BATCH_KEY.match(k) or SHAPE_KEYS_KERNEL.match(k) or re.fullmatch(r"\w+[_ ]size|\w+[_ ]len", k, re.I)
-               for k, _ in keys):
+    if not all(
+        BATCH_KEY.match(k)
+        or SHAPE_KEYS_KERNEL.match(k)
+        or re.fullmatch(r"\w+[_ ]size|\w+[_ ]len", k, re.I)
+        for k, _ in keys
+    ):
         return None
     return keys
 
@@ -280,8 +325,11 @@ def _arrow_line(b: Block, ln: str) -> Candidate | None:
     key = m.group("key").strip()
     unit = m.group("uo") or m.group("ub") or unit_in(key)
     metric = re.sub(r"\s*\([^)]*\)\s*$", "", key).strip()
-    if is_non_measurement(metric) or (m.group("ub") and m.group("uo")
-                                      and normalise_unit(m.group("ub")) != normalise_unit(m.group("uo"))):
+    if is_non_measurement(metric) or (
+        m.group("ub")
+        and m.group("uo")
+        and normalise_unit(m.group("ub")) != normalise_unit(m.group("uo"))
+    ):
         return None
     bv, ov = parse_number(m.group("b")), parse_number(m.group("o"))
     if bv is None or ov is None or bv == ov:
@@ -319,18 +367,33 @@ def inline_candidates(blocks: list[Block]) -> list[Candidate]:
             else:
                 continue
             metric = " ".join(w for i, w in enumerate(w1) if i != diff[0])
-            if is_non_measurement(metric) or (base.unit and opt.unit and normalise_unit(base.unit) != normalise_unit(opt.unit)):
+            if is_non_measurement(metric) or (
+                base.unit and opt.unit and normalise_unit(base.unit) != normalise_unit(opt.unit)
+            ):
                 continue
-            out.append(Candidate(base.value, opt.value, metric, opt.unit or base.unit, b, "records",
-                                 keys=list(r1.keys), baseline_label=base.metric, optimized_label=opt.metric,
-                                 evidence=[ln]))
+            out.append(
+                Candidate(
+                    base.value,
+                    opt.value,
+                    metric,
+                    opt.unit or base.unit,
+                    b,
+                    "records",
+                    keys=list(r1.keys),
+                    baseline_label=base.metric,
+                    optimized_label=opt.metric,
+                    evidence=[ln],
+                )
+            )
     return out
 
 
 def block_role(b: Block) -> Role | None:
     """The role of the label line right above a block, or of the one above it when the
     nearest line is a caption ("Before:" / "`sigmoid_kernel` 74ms ..." / block)."""
-    candidates = [b.label] + [ln for ln in reversed(b.before.split("\n")) if ln.strip() and ln.strip() != b.label.strip()][:1]
+    candidates = [b.label] + [
+        ln for ln in reversed(b.before.split("\n")) if ln.strip() and ln.strip() != b.label.strip()
+    ][:1]
     for ln in candidates:
         if ln and role_line(ln) is not None:
             return role_line(ln)
@@ -364,10 +427,16 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
                 if ko is not None:
                     current = _merge(current, ko)
                     continue
-                if not ln.strip() and current and not any(k in ("TP", "EP", "DP", "PP") for k, _ in current):
+                if (
+                    not ln.strip()
+                    and current
+                    and not any(k in ("TP", "EP", "DP", "PP") for k, _ in current)
+                ):
                     current = ()
                 inner = role_line(ln) if ln.strip() and not parse_records(ln) else None
-                if inner is not None and (inner.strength < 2 or (run.role.strength == 2 and not run.records)):
+                if inner is not None and (
+                    inner.strength < 2 or (run.role.strength == 2 and not run.records)
+                ):
                     inner = None
                 if inner is not None and run.records:
                     runs.append(run)
@@ -378,7 +447,10 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
                     continue
                 recs = parse_records(ln)
                 if current:
-                    recs = [Rec(r.metric, r.value, r.text, r.unit, _merge(current, r.keys), r.line) for r in recs]
+                    recs = [
+                        Rec(r.metric, r.value, r.text, r.unit, _merge(current, r.keys), r.line)
+                        for r in recs
+                    ]
                 run.records.extend(recs)
             runs.append(run)
         elif b.kind == "text":
@@ -388,7 +460,12 @@ def collect_runs(blocks: list[Block]) -> list[Run]:
             both_next = False
             for ln in b.lines:
                 if not ln.strip():
-                    if both_next and run is not None and run.records and run.role.kind == "baseline":
+                    if (
+                        both_next
+                        and run is not None
+                        and run.records
+                        and run.role.kind == "baseline"
+                    ):
                         runs.append(run)
                         run = Run(Role("optimized", 1), run.label, b)
                         both_next = False
@@ -437,7 +514,11 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
     for r in runs:
         if r.role.kind not in ("baseline", "optimized"):
             continue
-        if pending is not None and pending.role.kind == r.role.kind and pending.role.strength != r.role.strength:
+        if (
+            pending is not None
+            and pending.role.kind == r.role.kind
+            and pending.role.strength != r.role.strength
+        ):
             # "sgl_kernel: 5.63 us" / "FlashInfer: 3.79 us (1.49x faster)": one side is said
             # to win, the other (named only weakly) is then the baseline
             weak = pending if pending.role.strength < r.role.strength else r
@@ -478,19 +559,34 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
             if not metric and not unit:
                 ctx = f"{o.block.label}\n{o.block.before}"
                 unit = unit_in(ctx)
-            if not metric and unit is None and not METRIC_WORDS.search(f"{o.block.before}\n{o.block.heading}"):
+            if (
+                not metric
+                and unit is None
+                and not METRIC_WORDS.search(f"{o.block.before}\n{o.block.heading}")
+            ):
                 continue
-            out.append(Candidate(
-                base.value, rec.value, metric or "", unit, o.block, "records", keys=list(rec.keys),
-                baseline_label=b.label, optimized_label=o.label,
-                evidence=[base.line, rec.line],
-            ))
+            out.append(
+                Candidate(
+                    base.value,
+                    rec.value,
+                    metric or "",
+                    unit,
+                    o.block,
+                    "records",
+                    keys=list(rec.keys),
+                    baseline_label=b.label,
+                    optimized_label=o.label,
+                    evidence=[base.line, rec.line],
+                )
+            )
     return out
 
 
 def _expand_slashes(header: list[str], row: list[str]) -> list[list[str]]:
     """``| 2/4/8 | 512 | 0.0095/0.0091/0.0101 |`` is three rows: one per slash part."""
-    parts = [c.split("/") if re.fullmatch(r"\s*[\d.,]+(?:\s*/\s*[\d.,]+)+\s*", c) else None for c in row]
+    parts = [
+        c.split("/") if re.fullmatch(r"\s*[\d.,]+(?:\s*/\s*[\d.,]+)+\s*", c) else None for c in row
+    ]
     counts = {len(p) for p in parts if p}
     if len(counts) != 1:
         return [row]

@@ -56,7 +56,9 @@ CELL_ARROW = re.compile(
     r"(?P<rest>.*)$"
 )
 _RATIO_CELL = re.compile(r"^\s*[~≈]?\s*\(?\s*[-+]?\d+(?:\.\d+)?\s*[x×X]\s*\)?\s*$")
-_HEADER_ARROW = re.compile(r"^\s*(?P<a>[\w.+-]+)\s*(?:->|→|=>|⟶|\bto\b)\s*(?P<b>[\w.+-]+)\s*(?:\(.*\))?\s*$", re.I)
+_HEADER_ARROW = re.compile(
+    r"^\s*(?P<a>[\w.+-]+)\s*(?:->|→|=>|⟶|\bto\b)\s*(?P<b>[\w.+-]+)\s*(?:\(.*\))?\s*$", re.I
+)
 _SIZE_CELL = re.compile(r"\d\s*(?:[KMGT]i?B|bytes)\b", re.I)
 _PCT_CELL = re.compile(r"^\s*\(?\s*[-+\u2212]?\d+(?:\.\d+)?\s*%\s*\)?\s*$")
 
@@ -73,7 +75,9 @@ class Column:
 
 
 def _numeric_share(cells: list[str]) -> float:
-    filled = [c for c in cells if c.strip() and c.strip() not in ("-", "—", "N/A", "n/a", "OOM", "x")]
+    filled = [
+        c for c in cells if c.strip() and c.strip() not in ("-", "—", "N/A", "n/a", "OOM", "x")
+    ]
     if not filled:
         return 0.0
     return sum(value_of(c) is not None for c in filled) / len(filled)
@@ -82,13 +86,20 @@ def _numeric_share(cells: list[str]) -> float:
 def _is_key_header(h: str) -> bool:
     s = h.strip()
     return bool(
-        BATCH_KEY.match(s) or SHAPE_KEYS_KERNEL.match(s) or MODEL_KEY.match(s) or HW_KEY.match(s)
-        or re.fullmatch(r"(?:seq[_ ]?len|input[_ ]?len|output[_ ]?len|isl|osl|tp|ep|dp|dtype|"
-                        r"concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|request[_ ]?rate|"
-                        r"config|case|setting|scenario|dataset|task|test|workload|kernel|op|layer|"
-                        r"provider|backend|method|impl(?:ementation)?|mode|quant|precision|"
-                        r"context(?:[_ ]len)?|prompt[_ ]?len|gen[_ ]?len|\w+[_ ]?size|num_\w+|n_\w+|"
-                        r"[A-Za-z]|#)(?:\s*\(.*\))?", s, re.I)
+        BATCH_KEY.match(s)
+        or SHAPE_KEYS_KERNEL.match(s)
+        or MODEL_KEY.match(s)
+        or HW_KEY.match(s)
+        or re.fullmatch(
+            r"(?:seq[_ ]?len|input[_ ]?len|output[_ ]?len|isl|osl|tp|ep|dp|dtype|"
+            r"concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|request[_ ]?rate|"
+            r"config|case|setting|scenario|dataset|task|test|workload|kernel|op|layer|"
+            r"provider|backend|method|impl(?:ementation)?|mode|quant|precision|"
+            r"context(?:[_ ]len)?|prompt[_ ]?len|gen[_ ]?len|\w+[_ ]?size|num_\w+|n_\w+|"
+            r"[A-Za-z]|#)(?:\s*\(.*\))?",
+            s,
+            re.I,
+        )
     )
 
 
@@ -103,30 +114,49 @@ def classify(grid: Grid) -> list[Column]:
         residual = strip_role_words(h)
         share = _numeric_share(cells)
         filled = [c for c in cells if c.strip()]
-        if SHARE_HEADER.search(h) and not SPEEDUP_HEADER.search(strip_role_words(SHARE_HEADER.sub(" ", h))):
+        if SHARE_HEADER.search(h) and not SPEEDUP_HEADER.search(
+            strip_role_words(SHARE_HEADER.sub(" ", h))
+        ):
             kind = "skip"  # profiling shares ("Time (%)") are not timings
         elif filled and sum(bool(CELL_ARROW.match(c)) for c in filled) >= max(1, len(filled) // 2):
             kind = "arrow"
         elif SPEEDUP_HEADER.search(h) and role.strength < 2:
             kind = "speedup"
-        elif filled and sum(bool(_RATIO_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)):
-            kind = "ratio"
-        elif filled and _HEADER_ARROW.match(h) and sum(
-            bool(_PCT_CELL.match(c) or _RATIO_CELL.match(c)) for c in filled
-        ) >= max(1, 0.6 * len(filled)):
-            kind = "speedup"  # "AOT->JIT": the change from one column to another
-        elif filled and sum(bool(_SIZE_CELL.search(c)) for c in filled) >= max(1, 0.6 * len(filled)):
-            kind = "skip"  # "64 MiB" cells: sizes, not timings, whatever the header says
-        elif filled and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled)) and (
-            role.kind is None or re.search(r"\s/\s|\s-\s*1\b", h)
+        elif filled and sum(bool(_RATIO_CELL.match(c)) for c in filled) >= max(
+            1, 0.6 * len(filled)
         ):
-            kind = "speedup" if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I) else "skip"
-        elif share < 0.5 or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h))) or (
-            _is_key_header(h) and not role.kind
+            kind = "ratio"
+        elif (
+            filled
+            and _HEADER_ARROW.match(h)
+            and sum(bool(_PCT_CELL.match(c) or _RATIO_CELL.match(c)) for c in filled)
+            >= max(1, 0.6 * len(filled))
+        ):
+            kind = "speedup"  # "AOT->JIT": the change from one column to another
+        elif filled and sum(bool(_SIZE_CELL.search(c)) for c in filled) >= max(
+            1, 0.6 * len(filled)
+        ):
+            kind = "skip"  # "64 MiB" cells: sizes, not timings, whatever the header says
+        elif (
+            filled
+            and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled))
+            and (role.kind is None or re.search(r"\s/\s|\s-\s*1\b", h))
+        ):
+            kind = (
+                "speedup"
+                if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I)
+                else "skip"
+            )
+        elif (
+            share < 0.5
+            or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h)))
+            or (_is_key_header(h) and not role.kind)
         ):
             kind = "key"
-        elif ACCURACY.search(h) or (is_non_measurement(residual) and not METRIC_WORDS.search(h)) or re.search(
-            r"[(\[\s](?:[kmgt]i?b|bytes)\s*[)\]]|\bmemory\b|\bmem\b", h, re.I
+        elif (
+            ACCURACY.search(h)
+            or (is_non_measurement(residual) and not METRIC_WORDS.search(h))
+            or re.search(r"[(\[\s](?:[kmgt]i?b|bytes)\s*[)\]]|\bmemory\b|\bmem\b", h, re.I)
         ):
             kind = "skip"
         elif role.kind:
@@ -152,7 +182,9 @@ def _choose(cols: list[Column]) -> tuple[Column | None, Column | None]:
     bmax = max(c.role.strength for c in base)
     omax = max(c.role.strength for c in opt)
     o = [c for c in opt if c.role.strength == omax][-1]
-    b = _counterpart(o.header, base, lambda c: c.header) or next(c for c in base if c.role.strength == bmax)
+    b = _counterpart(o.header, base, lambda c: c.header) or next(
+        c for c in base if c.role.strength == bmax
+    )
     return b, o
 
 
@@ -161,8 +193,10 @@ def _counterpart(opt_label: str, bases: list, label_of):  # noqa: ANN001, ANN202
     the others (a "Baseline (BF16)" row) are references."""
     if len(bases) < 2:
         return None
-    for norm in (lambda x: re.sub(r"[^a-z0-9]+", " ", strip_role_words(x).lower()).strip(),
-                 lambda x: _norm_residual(strip_role_words(x))):
+    for norm in (
+        lambda x: re.sub(r"[^a-z0-9]+", " ", strip_role_words(x).lower()).strip(),
+        lambda x: _norm_residual(strip_role_words(x)),
+    ):
         want = norm(opt_label)
         same = [b for b in bases if want and norm(label_of(b)) == want]
         if len(same) == 1:
@@ -184,7 +218,9 @@ def _stated_from(cell: str, header: str) -> tuple[float | None, str | None]:
     if not s or re.search(r"\d\s*[-–]\s*\d", s):
         return None, None
     if re.search(r"\d\s*[x×X]\b|\d\s*[x×X]$", s) or (
-        MULTIPLICATIVE_HEADER.search(header) and "%" not in s and "%" not in header
+        MULTIPLICATIVE_HEADER.search(header)
+        and "%" not in s
+        and "%" not in header
         and re.fullmatch(r"[~≈]?\s*\(?\s*\d+(?:\.\d+)?\s*\)?", s)
     ):
         v = parse_stated_speedup(s)
@@ -201,8 +237,11 @@ def _ratio_only(cell: str, header: str, hib: bool | None) -> tuple[float | None,
 
 
 def _skip_row(label: str) -> bool:
-    return bool(CONFIG_KEY.match(label.strip()) or COUNT_ROW.search(label)
-                or (ACCURACY.search(label) and not METRIC_WORDS.search(label)))
+    return bool(
+        CONFIG_KEY.match(label.strip())
+        or COUNT_ROW.search(label)
+        or (ACCURACY.search(label) and not METRIC_WORDS.search(label))
+    )
 
 
 def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Block) -> str:
@@ -210,7 +249,11 @@ def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Bloc
         return row_label
     if not METRIC_WORDS.search(col_residual) and not unit_in(col_residual):
         return ""  # a variant's name ("loop unroll", "triton"), not what was measured
-    if col_residual and _norm_residual(col_residual) and not re.fullmatch(r"[\W\d_]*", _norm_residual(col_residual)):
+    if (
+        col_residual
+        and _norm_residual(col_residual)
+        and not re.fullmatch(r"[\W\d_]*", _norm_residual(col_residual))
+    ):
         return col_residual
     return ""
 
@@ -219,7 +262,9 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     """Every comparison a table states (see module docstring)."""
     header_text = " ".join(grid.header)
     ctx = f"{block.label}\n{block.heading}"
-    accuracy = (ACCURACY.search(header_text) or ACCURACY.search(ctx)) and not METRIC_WORDS.search(header_text)
+    accuracy = (ACCURACY.search(header_text) or ACCURACY.search(ctx)) and not METRIC_WORDS.search(
+        header_text
+    )
     if accuracy and not any(METRIC_WORDS.search(r[0]) for r in grid.rows if r):
         return []
     cols = classify(grid)
@@ -234,7 +279,8 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     rows = [(i, r) for i, r in rows if not _skip_row(_row_label(r, keys))]
     # transposed: the key column holds metric names (rows = metrics)
     transposed = bool(keys) and sum(
-        bool(METRIC_WORDS.search(_row_label(r, keys)) or unit_in(_row_label(r, keys))) for _, r in rows
+        bool(METRIC_WORDS.search(_row_label(r, keys)) or unit_in(_row_label(r, keys)))
+        for _, r in rows
     ) >= max(1, len(rows) // 2)
     if transposed:
         rows = [(i, r) for i, r in rows if not is_non_measurement(_row_label(r, keys))]
@@ -248,14 +294,19 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         groups = {"": variants}
     speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
     valued = [c for c in cols if c.kind in ("variant", "metric")]
-    if all(c.role.strength < 2 for c in variants) and len(valued) > 2 and sum(
-        1 for g in groups.values() if _choose(g)[0] is not None
-    ) <= 1:
+    if (
+        all(c.role.strength < 2 for c in variants)
+        and len(valued) > 2
+        and sum(1 for g in groups.values() if _choose(g)[0] is not None) <= 1
+    ):
         # three or more implementations named only by weak words: which one is the PR's
         # is not written in the table, so no pair is read from it
         groups = {}
-    if len(valued) == 2 and len(speed_cols) == 1 and all(c.role.strength < 2 for c in valued) and not _roles_in_rows(
-        cols, rows
+    if (
+        len(valued) == 2
+        and len(speed_cols) == 1
+        and all(c.role.strength < 2 for c in valued)
+        and not _roles_in_rows(cols, rows)
     ):
         # "| batch | F.linear (us) | tinygemm (us) | speedup |": two sides named weakly or not
         # at all, and a stated ratio or change per row: the numbers say which side is the
@@ -270,19 +321,36 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         elif second.role.kind == "baseline":
             first, second = second, first
         if first is not None and second is not None:
-            groups = {"": [Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
-                           Column(second.j, second.header, "variant", Role("optimized", 1), second.residual)]}
-    if not any(_choose(g)[0] for g in groups.values()) and (sw := _weak_beside_strong_baseline(valued)):
+            groups = {
+                "": [
+                    Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
+                    Column(
+                        second.j, second.header, "variant", Role("optimized", 1), second.residual
+                    ),
+                ]
+            }
+    if not any(_choose(g)[0] for g in groups.values()) and (
+        sw := _weak_beside_strong_baseline(valued)
+    ):
         strong, weak = sw
-        groups = {"": [strong, Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual)]}
+        groups = {
+            "": [
+                strong,
+                Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual),
+            ]
+        }
     strong_base = [c for c in valued if c.role.kind == "baseline" and c.role.strength == 2]
-    others = [c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)]
+    others = [
+        c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)
+    ]
     if len(strong_base) == 1 and others and not any(c.role.kind == "optimized" for c in valued):
         # "| Baseline | +vector loads | +unroll |": changes stacked left to right, the last
         # column is the PR's state
         b = strong_base[0]
         last = others[-1]
-        groups = {"": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]}
+        groups = {
+            "": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]
+        }
     pairs = [(name, *_choose(g)) for name, g in groups.items()]
     pairs = [(n, b, o) for n, b, o in pairs if b is not None and o is not None]
     named_vs = _speedup_vs_pairs(valued, speed_cols, rows)
@@ -297,8 +365,12 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         unit = unit_in(ocol.header) or unit_in(bcol.header)
         # the stated ratio of this pair: the only speedup column, else the first one right of
         # the pair's columns (| A before | A after | speedup A | B before | ... |)
-        scol = None if not speed_cols else speed_cols[0] if len(speed_cols) == 1 or len(pairs) == 1 else next(
-            (s for s in speed_cols if s.j > max(bcol.j, ocol.j)), None
+        scol = (
+            None
+            if not speed_cols
+            else speed_cols[0]
+            if len(speed_cols) == 1 or len(pairs) == 1
+            else next((s for s in speed_cols if s.j > max(bcol.j, ocol.j)), None)
         )
         if named_vs:
             scol = next(sc for b, _o, sc in named_vs if b is bcol)
@@ -309,27 +381,57 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
             if bv is None or ov is None:
                 continue
             label = _row_label(row, keys)
-            rkeys = [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+            rkeys = [
+                (grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()
+            ]
             if grid.sections:
-                sec = next((grid.sections[s] for s in sorted(grid.sections, reverse=True) if s <= i), None)
+                sec = next(
+                    (grid.sections[s] for s in sorted(grid.sections, reverse=True) if s <= i), None
+                )
                 if sec:
                     rkeys.insert(0, ("section", sec))
             if transposed:
                 rkeys = [kv for kv in rkeys if kv[1] != label]
-            mcol = next((k for k in keys if re.fullmatch(r"metrics?|name|measure(?:ment)?", grid.header[k.j].strip(), re.I)), None)
+            mcol = next(
+                (
+                    k
+                    for k in keys
+                    if re.fullmatch(
+                        r"metrics?|name|measure(?:ment)?", grid.header[k.j].strip(), re.I
+                    )
+                ),
+                None,
+            )
             named = row[mcol.j].strip() if mcol is not None and mcol.j < len(row) else ""
             if named:
                 rkeys = [kv for kv in rkeys if kv[1] != named]
-            cu = unit or unit_in(row[ocol.j]) or unit_in(row[bcol.j]) or (unit_in(label) if transposed else None) or unit_in(named)
+            cu = (
+                unit
+                or unit_in(row[ocol.j])
+                or unit_in(row[bcol.j])
+                or (unit_in(label) if transposed else None)
+                or unit_in(named)
+            )
             metric = named or _metric_for(ocol.residual, label, transposed, block)
             stated = stext = None
             if scol is not None and scol.j < len(row):
                 stated, stext = _stated_from(row[scol.j], scol.header)
-            out.append(Candidate(
-                bv, ov, metric, cu, block, "table:row", keys=rkeys,
-                baseline_label=bcol.header, optimized_label=ocol.header,
-                stated=stated, stated_text=stext, evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)],
-            ))
+            out.append(
+                Candidate(
+                    bv,
+                    ov,
+                    metric,
+                    cu,
+                    block,
+                    "table:row",
+                    keys=rkeys,
+                    baseline_label=bcol.header,
+                    optimized_label=ocol.header,
+                    stated=stated,
+                    stated_text=stext,
+                    evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)],
+                )
+            )
     if out:
         return out
 
@@ -345,15 +447,32 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
             if bv is None or ov is None:
                 continue
             rest = m.group("rest") or ""
-            stated, stext = _stated_from(re.sub(r"[()]", " ", rest).strip(), "speedup") if re.search(r"\d\s*[x×]", rest) else (None, None)
+            stated, stext = (
+                _stated_from(re.sub(r"[()]", " ", rest).strip(), "speedup")
+                if re.search(r"\d\s*[x×]", rest)
+                else (None, None)
+            )
             label = _row_label(row, keys)
-            rkeys = [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+            rkeys = [
+                (grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()
+            ]
             unit = unit_in(c.header) or normalise_unit(m.group("uo") or m.group("ub") or "") or None
             if unit in ("x", "%"):
                 unit = None
-            out.append(Candidate(bv, ov, strip_role_words(c.header) if not transposed else label, unit, block,
-                                 "table:cell", keys=rkeys, stated=stated, stated_text=stext,
-                                 evidence=[row[c.j]]))
+            out.append(
+                Candidate(
+                    bv,
+                    ov,
+                    strip_role_words(c.header) if not transposed else label,
+                    unit,
+                    block,
+                    "table:cell",
+                    keys=rkeys,
+                    stated=stated,
+                    stated_text=stext,
+                    evidence=[row[c.j]],
+                )
+            )
     if out:
         return out
 
@@ -371,12 +490,25 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
             v, stext = _ratio_only(row[c.j], c.header, hib)
             if v is None:
                 continue
-            rkeys = [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+            rkeys = [
+                (grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()
+            ]
             if len([s for s in speed_cols if s.kind == "ratio"]) > 1:
                 rkeys.append(("column", c.header))
-            out.append(Candidate(None, None, strip_role_words(SPEEDUP_HEADER.sub(" ", c.header)).strip(), None,
-                                 block, "table:row", keys=rkeys, stated=v, stated_text=stext,
-                                 evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)]))
+            out.append(
+                Candidate(
+                    None,
+                    None,
+                    strip_role_words(SPEEDUP_HEADER.sub(" ", c.header)).strip(),
+                    None,
+                    block,
+                    "table:row",
+                    keys=rkeys,
+                    stated=v,
+                    stated_text=stext,
+                    evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)],
+                )
+            )
     return out
 
 
@@ -528,7 +660,9 @@ def _agrees(rows: list[tuple[int, list[str]]], base: Column, opt: Column, ratio:
     return total > 0 and hits >= 0.6 * total
 
 
-def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]) -> list[Candidate]:
+def _row_pairs(
+    grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]
+) -> list[Candidate]:
     role_col = _roles_in_rows(cols, rows)
     if role_col is None:
         return []
@@ -569,12 +703,29 @@ def _row_pairs(grid: Grid, cols: list[Column], block: Block, rows: list[tuple[in
                 if s.j < len(o[1]):
                     stated, stext = _stated_from(o[1][s.j], s.header)
             unit = unit_in(c.header) or unit_in(o[1][c.j])
-            ckeys = rkeys + [("batch_size", c.header)] if re.fullmatch(r"\d+", c.header.strip()) else rkeys
+            ckeys = (
+                rkeys + [("batch_size", c.header)]
+                if re.fullmatch(r"\d+", c.header.strip())
+                else rkeys
+            )
             metric = "" if re.fullmatch(r"\d+", c.header.strip()) else strip_role_words(c.header)
-            out.append(Candidate(
-                bv, ov, metric, unit, block, "table:rows", keys=ckeys,
-                baseline_label=b[1][role_col.j], optimized_label=o[1][role_col.j],
-                stated=stated if len(metrics) == 1 else None, stated_text=stext if len(metrics) == 1 else None,
-                evidence=[grid.raw[b[0]] if b[0] < len(grid.raw) else "", grid.raw[o[0]] if o[0] < len(grid.raw) else ""],
-            ))
+            out.append(
+                Candidate(
+                    bv,
+                    ov,
+                    metric,
+                    unit,
+                    block,
+                    "table:rows",
+                    keys=ckeys,
+                    baseline_label=b[1][role_col.j],
+                    optimized_label=o[1][role_col.j],
+                    stated=stated if len(metrics) == 1 else None,
+                    stated_text=stext if len(metrics) == 1 else None,
+                    evidence=[
+                        grid.raw[b[0]] if b[0] < len(grid.raw) else "",
+                        grid.raw[o[0]] if o[0] < len(grid.raw) else "",
+                    ],
+                )
+            )
     return out

@@ -203,7 +203,9 @@ BATCH_KEY = re.compile(
 )
 MODEL_KEY = re.compile(r"^(?:model|models|model name|llm)$", re.I)
 HW_KEY = re.compile(r"^(?:gpu|gpus|device|hardware|hw|platform|arch)$", re.I)
-CONCURRENCY_KEY = re.compile(r"^(?:concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|rps|request[_ ]?rate)$", re.I)
+CONCURRENCY_KEY = re.compile(
+    r"^(?:concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|rps|request[_ ]?rate)$", re.I
+)
 
 # ------------------------------------------------------------------------ metric words
 
@@ -237,9 +239,19 @@ SHAPE_KEYS_KERNEL = re.compile(
 
 UNIT_RE = re.compile(rf"(?<![A-Za-z])(?:{UNIT_PATTERN})(?![A-Za-z])", re.I)
 _UNIT_WORDS = {
-    "micro-seconds": "us", "microsecond": "us", "micro seconds": "us", "microseconds": "us",
-    "milli-seconds": "ms", "millisecond": "ms", "milliseconds": "ms", "nanoseconds": "ns",
-    "seconds": "s", "tflops/s": "TFLOPS", "tflop/s": "TFLOPS", "gb/s": "GB/s", "tb/s": "TB/s",
+    "micro-seconds": "us",
+    "microsecond": "us",
+    "micro seconds": "us",
+    "microseconds": "us",
+    "milli-seconds": "ms",
+    "millisecond": "ms",
+    "milliseconds": "ms",
+    "nanoseconds": "ns",
+    "seconds": "s",
+    "tflops/s": "TFLOPS",
+    "tflop/s": "TFLOPS",
+    "gb/s": "GB/s",
+    "tb/s": "TB/s",
 }
 
 

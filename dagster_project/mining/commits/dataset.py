@@ -59,27 +59,41 @@ def kernel_commits_dataset(
 
     rows = attach_commit_gains(files, pr_gains, pr_bodies)
     rows, cutoff = assemble_kernel_commits(rows, perf_commits)
-    excl = exclusion_counts(excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA))
+    excl = exclusion_counts(
+        excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA)
+    )
     split = dict(rows.group_by("split").len().iter_rows())
-    monthly = rows.with_columns(month=pl.col("authored_at").dt.strftime("%Y-%m")).group_by(
-        "repo", "month").agg(pl.len().alias("rows"))
-    plots = plots_markdown(monthly, "line", x="month", y="rows", series="repo", title="rows per month")
+    monthly = (
+        rows.with_columns(month=pl.col("authored_at").dt.strftime("%Y-%m"))
+        .group_by("repo", "month")
+        .agg(pl.len().alias("rows"))
+    )
+    plots = plots_markdown(
+        monthly, "line", x="month", y="rows", series="repo", title="rows per month"
+    )
     for col in ("kernel_speedup", "e2e_speedup"):
         if rows[col].is_not_null().any():
-            plots += "\n\n" + plots_markdown(rows.filter(pl.col(col).is_not_null()), "histogram",
-                                             x=col, log_x=True, title=col)
+            plots += "\n\n" + plots_markdown(
+                rows.filter(pl.col(col).is_not_null()), "histogram", x=col, log_x=True, title=col
+            )
     metadata: dict[str, Any] = {
         "plots": Markdown(plots),
         "dagster/row_count": rows.height,
         "dagster/column_schema": ColumnSchema("datasets.kernel_commits"),
-        "prs": rows.filter(pl.col("pr_number").is_not_null()).select("repo", "pr_number").unique().height,
-        "train": split.get("train", 0), "test": split.get("test", 0),
+        "prs": rows.filter(pl.col("pr_number").is_not_null())
+        .select("repo", "pr_number")
+        .unique()
+        .height,
+        "train": split.get("train", 0),
+        "test": split.get("test", 0),
         "split_cutoff": cutoff.isoformat() if cutoff else "none",
         "excluded_non_oss": excl.get("license_tensorrt", 0) + excl.get("license_proprietary", 0),
         "excluded": Json(excl),
         "languages": Json(dict(rows.group_by("language").len().iter_rows())),
         "with_kernel_speedup": int(rows["kernel_speedup"].is_not_null().sum()),
-        "preview": Markdown(md_table(rows.select("repo", "pr_number", "title", "path", "language", "split"))),
+        "preview": Markdown(
+            md_table(rows.select("repo", "pr_number", "title", "path", "language", "split"))
+        ),
     }
     return KernelCommits(rows, cutoff, metadata)
 
@@ -96,11 +110,16 @@ def diff_roundtrip(rows: pl.DataFrame) -> CheckOutcome:
             ok = False
         if not ok:
             bad.append(r["id"])
-    return CheckOutcome("diff_roundtrip", not bad,
-                        {"rows": rows.height, "failing": len(bad), "failing_ids": Json(bad[:20])})
+    return CheckOutcome(
+        "diff_roundtrip",
+        not bad,
+        {"rows": rows.height, "failing": len(bad), "failing_ids": Json(bad[:20])},
+    )
 
 
-def oracle_patch_reward(rows: pl.DataFrame, min_share_perfect: float, low_score: float) -> CheckOutcome:
+def oracle_patch_reward(
+    rows: pl.DataFrame, min_share_perfect: float, low_score: float
+) -> CheckOutcome:
     """patch_reward(oracle_edit(before, after)) over every row: passes when at least
     ``min_share_perfect`` of rows score 1.0; rows below ``low_score`` are listed."""
     from dagster_project.rewards import oracle_edit, patch_reward
@@ -113,6 +132,13 @@ def oracle_patch_reward(rows: pl.DataFrame, min_share_perfect: float, low_score:
     perfect = sum(1 for _, v in scores if v == 1.0)
     share = perfect / n if n else 1.0
     low = [i for i, v in scores if v < low_score]
-    return CheckOutcome("oracle_patch_reward", share >= min_share_perfect,
-                        {"rows": n, "share_1.0": round(share, 5), f"below_{low_score:g}": len(low),
-                         f"below_{low_score:g}_ids": Json(low[:20])})
+    return CheckOutcome(
+        "oracle_patch_reward",
+        share >= min_share_perfect,
+        {
+            "rows": n,
+            "share_1.0": round(share, 5),
+            f"below_{low_score:g}": len(low),
+            f"below_{low_score:g}_ids": Json(low[:20]),
+        },
+    )

@@ -56,8 +56,17 @@ def _unquote_git_path(raw: bytes) -> bytes:
     body = raw[1:-1]
     out = bytearray()
     i = 0
-    escapes = {b"n": b"\n", b"t": b"\t", b'"': b'"', b"\\": b"\\", b"a": b"\a", b"b": b"\b",
-               b"f": b"\f", b"r": b"\r", b"v": b"\v"}
+    escapes = {
+        b"n": b"\n",
+        b"t": b"\t",
+        b'"': b'"',
+        b"\\": b"\\",
+        b"a": b"\a",
+        b"b": b"\b",
+        b"f": b"\f",
+        b"r": b"\r",
+        b"v": b"\v",
+    }
     while i < len(body):
         c = body[i : i + 1]
         if c == b"\\" and i + 1 < len(body):
@@ -269,7 +278,9 @@ def verify_with_git_apply(
         env.pop("GIT_DIR", None)
         proc = subprocess.run(
             ["git", "apply", "--reject", "--whitespace=nowarn", str(patch_file)],
-            cwd=root, capture_output=True, env=env,
+            cwd=root,
+            capture_output=True,
+            env=env,
         )
         stderr = proc.stderr.decode("utf-8", "replace")
         for idx, case in enumerate(items):

@@ -103,6 +103,8 @@ def _decorators(text: str, bare_jit: bool) -> list[tuple[int, str]]:
 
 def _imports_bare_jit(code: str) -> bool:
     return "from triton import" in code and _TRITON_JIT_IMPORT_RE.search(code) is not None
+
+
 # Strings and comments, blanked so that brackets, quotes, ``#`` and decorator look-alikes
 # inside them cannot mislead the scan (unrolled loops: no per-character alternation).
 _PY_NOISE_RE = re.compile(
@@ -201,9 +203,9 @@ def python_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> lis
             nxt = next((d for d, ind in decs[i + 1 :] if len(ind) <= len(indent)), None)
             if nxt is not None and first + clean.count("\n", start, nxt) <= changed[k]:
                 continue
-        d = re.compile(
-            rf"\n{re.escape(indent)}(?:(?:async[ \t]+)?def|(class))[ \t]"
-        ).search(clean, start)
+        d = re.compile(rf"\n{re.escape(indent)}(?:(?:async[ \t]+)?def|(class))[ \t]").search(
+            clean, start
+        )
         if d is None or d.group(1) or d.start() in seen_defs:
             continue  # nothing decorated, or a decorated class (``@cute.struct``)
         seen_defs.add(d.start())
@@ -256,9 +258,7 @@ def _is_word(ch: str) -> bool:
 def _qualifiers(text: str, pos: int = 0) -> Iterator[tuple[int, int]]:
     """(start, end) of each device qualifier at or after ``pos``, in order, lazily (the
     caller usually stops at the first one, or after the last changed line)."""
-    streams = [
-        (m.span() for m in pat.finditer(text, pos)) for pat in _QUALIFIER_RES
-    ]
+    streams = [(m.span() for m in pat.finditer(text, pos)) for pat in _QUALIFIER_RES]
     for a, b in heapq.merge(*streams):
         if (a == 0 or not _is_word(text[a - 1])) and (b == len(text) or not _is_word(text[b])):
             yield a, b
@@ -366,12 +366,28 @@ def _closing_brace(clean: str, open_pos: int) -> int:
 _CPU_PATH_RE = re.compile(r"(^|/)(cpu|cpu_kernels?|x86|avx\w*|neon|sve)(/|_)", re.IGNORECASE)
 #: Literals that only CPU SIMD / OpenMP / ATen-vectorised code contains (plain substring
 #: tests: a regex over whole files costs ~50x more).
-_CPU_CODE_MARKERS = ("immintrin.h", "x86intrin.h", "arm_neon.h", "arm_sve.h", "__m128", "__m256",
-                     "__m512", "_mm_", "_mm256_", "_mm512_", "at::vec::", "Vectorized<",
-                     "#pragma omp", "at::parallel_for", "svfloat32_t", "float32x4_t")
+_CPU_CODE_MARKERS = (
+    "immintrin.h",
+    "x86intrin.h",
+    "arm_neon.h",
+    "arm_sve.h",
+    "__m128",
+    "__m256",
+    "__m512",
+    "_mm_",
+    "_mm256_",
+    "_mm512_",
+    "at::vec::",
+    "Vectorized<",
+    "#pragma omp",
+    "at::parallel_for",
+    "svfloat32_t",
+    "float32x4_t",
+)
 # A brace that opens a scope, not a function body: namespaces, linkage, types, enums.
 _SCOPE_BEFORE_RE = re.compile(
-    r"(\bnamespace(\s+[\w:]+)?|\bextern\s*\S*|\b(class|struct|union|enum)\b[^;{}()]*)\s*$")
+    r"(\bnamespace(\s+[\w:]+)?|\bextern\s*\S*|\b(class|struct|union|enum)\b[^;{}()]*)\s*$"
+)
 _MACRO_CALL_RE = re.compile(r"^\s*[A-Z_][A-Z0-9_]*\s*\(")  # TORCH_LIBRARY(...) { ... }
 _FUNC_TAIL_RE = re.compile(r"\)\s*(const|noexcept|override|final|->\s*[\w:<>,\s*&]+|\s)*$")
 
@@ -400,9 +416,12 @@ def cpp_function_ranges(code: str) -> list[Range]:
         if m.group(0) == "}":
             pos = m.end()
             continue
-        prev_stop = max(clean.rfind(";", 0, m.start()), clean.rfind("}", 0, m.start()),
-                        clean.rfind("{", 0, m.start()))
-        head = clean[prev_stop + 1: m.start()]
+        prev_stop = max(
+            clean.rfind(";", 0, m.start()),
+            clean.rfind("}", 0, m.start()),
+            clean.rfind("{", 0, m.start()),
+        )
+        head = clean[prev_stop + 1 : m.start()]
         close = _closing_brace(clean, m.start())
         if _SCOPE_BEFORE_RE.search(head):
             scope_ends.append(close)
@@ -414,11 +433,18 @@ def cpp_function_ranges(code: str) -> list[Range]:
     return ranges
 
 
-def touches_cpu_kernel(language: str, path: str, before_code: str, after_code: str,
-                       diff: str, changed: ChangedLines | None = None) -> bool:
+def touches_cpu_kernel(
+    language: str,
+    path: str,
+    before_code: str,
+    after_code: str,
+    diff: str,
+    changed: ChangedLines | None = None,
+) -> bool:
     """True when a C++ CPU-kernel file changes inside a function body (see above)."""
-    if language != CPP or not (is_cpu_kernel_file(path, before_code) or
-                               is_cpu_kernel_file(path, after_code)):
+    if language != CPP or not (
+        is_cpu_kernel_file(path, before_code) or is_cpu_kernel_file(path, after_code)
+    ):
         return False
     changed = changed or changed_lines(diff)
     if changed.old and _hits(changed.old, cpp_function_ranges(before_code)):

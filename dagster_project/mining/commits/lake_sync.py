@@ -46,8 +46,13 @@ from dagster_project.mining.git import GitRepo
 RULES_VERSION = "2"
 
 MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String(), "rules_version": pl.String()}
-WATERMARK_SCHEMA = {"repo": pl.String(), "head": pl.String(), "mined_at": pl.String(), "mode": pl.String(),
-                    "rules_version": pl.String()}
+WATERMARK_SCHEMA = {
+    "repo": pl.String(),
+    "head": pl.String(),
+    "mined_at": pl.String(),
+    "mode": pl.String(),
+    "rules_version": pl.String(),
+}
 
 
 def _repo_rows(lake: Lake, table: str, repo: str, schema: dict) -> pl.DataFrame:
@@ -70,7 +75,9 @@ def watermark_row(lake: Lake, repo: str) -> tuple[str | None, str | None]:
     return str(df["head"][0]), None if version is None else str(version)
 
 
-def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str) -> dict[str, Any]:
+def refresh_perf_commits(
+    lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str
+) -> dict[str, Any]:
     """Mine new perf commits of ``repo`` up to ``head``; returns counters for metadata."""
     from dagster_project.mining import versions  # imported here: versions imports this module
 
@@ -81,31 +88,74 @@ def refresh_perf_commits(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, he
     changed = versions.changed_rules(old_rules, rules) if old is not None else []
     if old == target and not changed:
         total = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA).height
-        return {"mode": "noop", "head": target, "new_commits": 0, "total_commits": total, "seconds": 0.0,
-                "rules_version": rules}
+        return {
+            "mode": "noop",
+            "head": target,
+            "new_commits": 0,
+            "total_commits": total,
+            "seconds": 0.0,
+            "rules_version": rules,
+        }
     full = old is None or bool(changed) or needs_full_remine(git, old, target)
-    mode = "full" if old is None else ("rules_changed" if changed else ("remine" if full else "incremental"))
+    mode = (
+        "full"
+        if old is None
+        else ("rules_changed" if changed else ("remine" if full else "incremental"))
+    )
     new = find_perf_commits(git, spec, head=target, since=None if full else old)
     if full:
         merged = new
     else:
         prev = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
-        merged = pl.concat([prev.filter(~pl.col("sha").is_in(new["sha"].implode())), new], how="diagonal_relaxed")
+        merged = pl.concat(
+            [prev.filter(~pl.col("sha").is_in(new["sha"].implode())), new], how="diagonal_relaxed"
+        )
     # A revert can land long after its target: on an increment, re-derive every row's
     # reverted_by (one message-only git log); a full mine resolved them in its own log.
     if not full:
-        merged = attach_reverts(git, spec, target, merged.drop("reverted_by", strict=False).with_columns(
-            reverted_by=pl.lit(None, dtype=pl.Utf8)))
-    lake.replace_rows("raw", "perf_commits", merged if merged.height else pl.DataFrame(schema=PERF_COMMITS_SCHEMA), "repo", [repo])
+        merged = attach_reverts(
+            git,
+            spec,
+            target,
+            merged.drop("reverted_by", strict=False).with_columns(
+                reverted_by=pl.lit(None, dtype=pl.Utf8)
+            ),
+        )
+    lake.replace_rows(
+        "raw",
+        "perf_commits",
+        merged if merged.height else pl.DataFrame(schema=PERF_COMMITS_SCHEMA),
+        "repo",
+        [repo],
+    )
     # The watermark moves last: a crash before this line re-does the same range.
     lake.replace_rows(
-        "raw", "mining_watermarks",
-        pl.DataFrame([{"repo": repo, "head": target, "mined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "mode": mode, "rules_version": rules}], schema=WATERMARK_SCHEMA),
-        "repo", [repo],
+        "raw",
+        "mining_watermarks",
+        pl.DataFrame(
+            [
+                {
+                    "repo": repo,
+                    "head": target,
+                    "mined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "mode": mode,
+                    "rules_version": rules,
+                }
+            ],
+            schema=WATERMARK_SCHEMA,
+        ),
+        "repo",
+        [repo],
     )
-    out = {"mode": mode, "head": target, "previous_head": old or "", "new_commits": new.height,
-           "total_commits": merged.height, "seconds": round(time.monotonic() - started, 2), "rules_version": rules}
+    out = {
+        "mode": mode,
+        "head": target,
+        "previous_head": old or "",
+        "new_commits": new.height,
+        "total_commits": merged.height,
+        "seconds": round(time.monotonic() - started, 2),
+        "rules_version": rules,
+    }
     if changed:
         out["changed_rules"] = "; ".join(changed)
     return out
@@ -123,26 +173,61 @@ def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) ->
         done = done.with_columns(rules_version=pl.lit(None, dtype=pl.String()))
     # Commits mined under other file rules count as not mined: re-mined, never kept.
     older = done.filter(pl.col("rules_version").is_null() | (pl.col("rules_version") != rules))
-    changed = sorted({c for v in older["rules_version"].unique().to_list() for c in versions.changed_rules(v, rules)})
+    changed = sorted(
+        {
+            c
+            for v in older["rules_version"].unique().to_list()
+            for c in versions.changed_rules(v, rules)
+        }
+    )
     done = done.filter(pl.col("rules_version") == rules)
     live = commits["sha"].implode()
     todo = commits.filter(~pl.col("sha").is_in(done["sha"].implode()))
-    old_rows = _repo_rows(lake, "kernel_commit_files", repo, ROWS_SCHEMA).filter(pl.col("sha").is_in(live))
-    old_exc = _repo_rows(lake, "kernel_commit_excluded", repo, EXCLUDED_SCHEMA).filter(pl.col("sha").is_in(live))
+    old_rows = _repo_rows(lake, "kernel_commit_files", repo, ROWS_SCHEMA).filter(
+        pl.col("sha").is_in(live)
+    )
+    old_exc = _repo_rows(lake, "kernel_commit_excluded", repo, EXCLUDED_SCHEMA).filter(
+        pl.col("sha").is_in(live)
+    )
     vanished = done.height - done.filter(pl.col("sha").is_in(live)).height
     if todo.height == 0 and vanished == 0:
-        return {"mined_commits": 0, "new_rows": 0, "rows": old_rows.height, "seconds": 0.0, "rules_version": rules}
-    rows, excluded = mine_commit_files(git, spec, todo) if todo.height else (
-        pl.DataFrame(schema=ROWS_SCHEMA), pl.DataFrame(schema=EXCLUDED_SCHEMA))
-    all_rows = pl.concat([old_rows.filter(~pl.col("sha").is_in(todo["sha"].implode())), rows], how="vertical_relaxed")
-    all_exc = pl.concat([old_exc.filter(~pl.col("sha").is_in(todo["sha"].implode())), excluded], how="vertical_relaxed")
+        return {
+            "mined_commits": 0,
+            "new_rows": 0,
+            "rows": old_rows.height,
+            "seconds": 0.0,
+            "rules_version": rules,
+        }
+    rows, excluded = (
+        mine_commit_files(git, spec, todo)
+        if todo.height
+        else (pl.DataFrame(schema=ROWS_SCHEMA), pl.DataFrame(schema=EXCLUDED_SCHEMA))
+    )
+    all_rows = pl.concat(
+        [old_rows.filter(~pl.col("sha").is_in(todo["sha"].implode())), rows], how="vertical_relaxed"
+    )
+    all_exc = pl.concat(
+        [old_exc.filter(~pl.col("sha").is_in(todo["sha"].implode())), excluded],
+        how="vertical_relaxed",
+    )
     lake.replace_rows("raw", "kernel_commit_files", all_rows, "repo", [repo])
     lake.replace_rows("raw", "kernel_commit_excluded", all_exc, "repo", [repo])
-    lake.replace_rows("raw", "kernel_commit_mined",
-                      commits.select("repo", "sha").with_columns(rules_version=pl.lit(rules)), "repo", [repo])
-    out = {"mined_commits": todo.height, "new_rows": rows.height, "rows": all_rows.height,
-           "excluded": all_exc.height, "vanished_commits": vanished,
-           "seconds": round(time.monotonic() - started, 2), "rules_version": rules}
+    lake.replace_rows(
+        "raw",
+        "kernel_commit_mined",
+        commits.select("repo", "sha").with_columns(rules_version=pl.lit(rules)),
+        "repo",
+        [repo],
+    )
+    out = {
+        "mined_commits": todo.height,
+        "new_rows": rows.height,
+        "rows": all_rows.height,
+        "excluded": all_exc.height,
+        "vanished_commits": vanished,
+        "seconds": round(time.monotonic() - started, 2),
+        "rules_version": rules,
+    }
     if changed:
         out["changed_rules"] = "; ".join(changed)
     return out
@@ -154,8 +239,11 @@ def assemble_kernel_commits(
     """Recompute mentions with the PR body (when fetched), rebuild the prompt with them,
     and assign the temporal split. ``rows`` already carries pr_body and gains."""
     messages = dict(commits.select("sha", "message").iter_rows()) if commits.height else {}
-    reverts = (dict(commits.select("sha", "reverted_by").iter_rows())
-               if commits.height and "reverted_by" in commits.columns else {})
+    reverts = (
+        dict(commits.select("sha", "reverted_by").iter_rows())
+        if commits.height and "reverted_by" in commits.columns
+        else {}
+    )
     models, hardware, claims, prompts = [], [], [], []
     for r in rows.iter_rows(named=True):
         m = extract_mentions(r["title"], messages.get(r["sha"]), r.get("pr_body"))
@@ -183,12 +271,19 @@ def duplicate_ids(rows: pl.DataFrame) -> pl.Series:
     if rows.is_empty():
         return pl.Series("duplicate_of", [], dtype=pl.String)
     keyed = rows.select(
-        "id", "repo", "path", "authored_at",
-        k_before=pl.col("before_code"), k_after=pl.col("after_code"),
+        "id",
+        "repo",
+        "path",
+        "authored_at",
+        k_before=pl.col("before_code"),
+        k_after=pl.col("after_code"),
         _pos=pl.int_range(pl.len()),
     )
-    first = keyed.sort("authored_at", "id").group_by(
-        "repo", "path", "k_before", "k_after", maintain_order=True).agg(first_id=pl.col("id").first())
+    first = (
+        keyed.sort("authored_at", "id")
+        .group_by("repo", "path", "k_before", "k_after", maintain_order=True)
+        .agg(first_id=pl.col("id").first())
+    )
     joined = keyed.join(first, on=["repo", "path", "k_before", "k_after"], how="left").sort("_pos")
     dup = pl.when(joined["first_id"] != joined["id"]).then(joined["first_id"])
     return joined.select(dup.alias("duplicate_of"))["duplicate_of"]

@@ -160,15 +160,33 @@ PLATFORM_RE = re.compile(
     r"|aarch64|arm64|avx-?512\w*|avx2|amx|\[cpu\])(?![\w-])"
 )
 _PLATFORM_OF = {
-    "rocm": "rocm", "amd": "rocm", "hip": "rocm", "aiter": "rocm",
-    "xpu": "xpu", "intel gpu": "xpu", "intel-gpu": "xpu",
-    "npu": "npu", "ascend": "npu",
-    "apple silicon": "apple", "apple-silicon": "apple", "mlx": "apple", "mps": "apple",
-    "s390x": "s390x", "vxe": "s390x",
-    "risc-v": "riscv", "riscv": "riscv", "rvv": "riscv",
-    "aarch64": "arm", "arm64": "arm", "neon": "arm", "sve": "arm",
-    "avx2": "x86", "amx": "x86", "x86": "x86",
-    "[cpu]": "cpu", "cpu": "cpu",
+    "rocm": "rocm",
+    "amd": "rocm",
+    "hip": "rocm",
+    "aiter": "rocm",
+    "xpu": "xpu",
+    "intel gpu": "xpu",
+    "intel-gpu": "xpu",
+    "npu": "npu",
+    "ascend": "npu",
+    "apple silicon": "apple",
+    "apple-silicon": "apple",
+    "mlx": "apple",
+    "mps": "apple",
+    "s390x": "s390x",
+    "vxe": "s390x",
+    "risc-v": "riscv",
+    "riscv": "riscv",
+    "rvv": "riscv",
+    "aarch64": "arm",
+    "arm64": "arm",
+    "neon": "arm",
+    "sve": "arm",
+    "avx2": "x86",
+    "amx": "x86",
+    "x86": "x86",
+    "[cpu]": "cpu",
+    "cpu": "cpu",
 }
 
 
@@ -266,14 +284,18 @@ def extract_mentions(*texts: str | None) -> Mentions:
 _PATH_SPLIT_RE = re.compile(r"[/_.\-]+")
 _ARCH_TOKEN_RE = re.compile(
     r"(sm(?:7[05]|8[069]|90|10[0-3]|110|12[01])[af]?|hopper|blackwell|ampere|ada|volta|turing"
-    r"|gfx9\d{2}|gfx1[12]\d{2}|cdna[234])")
+    r"|gfx9\d{2}|gfx1[12]\d{2}|cdna[234])"
+)
 _GPU_TOKEN_RE = re.compile(r"(" + gpus.PATH_GPUS + r")")
 _CUDA_ARCH_GUARD_RE = re.compile(r"__CUDA_ARCH__\s*>=?\s*(\d{3,4})")
 _CUDA_FEAT_GUARD_RE = re.compile(r"CUDA_ARCH_FEAT_SM(\d{2,3})")
 _GFX_GUARD_RE = re.compile(r"__(gfx9\d{2}|gfx1[12]\d{2})__")
 #: (literal that must be present, regex): each regex runs only when its literal is there.
 _CAPABILITY_RES = (
-    ("_device_capability", re.compile(r"(?:is|has)_device_capability(?:_family)?\(\s*(\d{2,3})\s*\)")),
+    (
+        "_device_capability",
+        re.compile(r"(?:is|has)_device_capability(?:_family)?\(\s*(\d{2,3})\s*\)"),
+    ),
     ("is_sm", re.compile(r"\bis_sm(\d{2,3})[af]?\b")),
     ("is_hopper", re.compile(r"\bis_(hopper)\b")),
     ("is_blackwell", re.compile(r"\bis_(blackwell)\b")),
@@ -283,8 +305,11 @@ _KNOWN_SM = {"70", "75", "80", "86", "89", "90", "100", "101", "103", "110", "12
 
 def _sm(value: str) -> str | None:
     """``900`` / ``90`` / ``1000`` / ``100`` -> ``sm90`` / ``sm100`` (None if unknown)."""
-    v = value[:-1] if len(value) in (3, 4) and value.endswith("0") and value[:-1] in _KNOWN_SM \
+    v = (
+        value[:-1]
+        if len(value) in (3, 4) and value.endswith("0") and value[:-1] in _KNOWN_SM
         else value
+    )
     return f"sm{v}" if v in _KNOWN_SM else None
 
 

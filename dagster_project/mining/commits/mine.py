@@ -249,8 +249,18 @@ def find_perf_commits(
     rev = f"{since}..{top}" if since else top
     raw = repo.run(
         [
-            "log", "--raw", "--no-merges", "--no-renames", "-z", "--no-abbrev", "--no-color",
-            "--no-show-signature", f"--format={_LOG_FORMAT}", rev, "--", *spec.pathspecs(),
+            "log",
+            "--raw",
+            "--no-merges",
+            "--no-renames",
+            "-z",
+            "--no-abbrev",
+            "--no-color",
+            "--no-show-signature",
+            f"--format={_LOG_FORMAT}",
+            rev,
+            "--",
+            *spec.pathspecs(),
         ],
         config=("core.quotepath=false", "log.showSignature=false"),
     )
@@ -300,7 +310,9 @@ _REVERT_SUBJECT_RE = re.compile(r'^Revert "(.*)"(?:\s*\(#\d+\))?\s*$')
 _REV_FORMAT = "%x01%H%x1f%s%x1f%B%x02"
 
 
-def find_reverts(repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, str]) -> dict[str, str]:
+def find_reverts(
+    repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, str]
+) -> dict[str, str]:
     """{reverted sha: revert sha} for every revert reachable from ``head``.
 
     A revert names its target by sha in the body (``git revert``: "This reverts commit
@@ -312,8 +324,16 @@ def find_reverts(repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, s
     # No pathspec: a message-only walk reads no tree (a pathspec would diff every commit);
     # reverts of other files simply never match a perf commit.
     raw = repo.run(
-        ["log", "--no-merges", "-E", "-i", "--grep=^revert|This reverts commit", "--no-color",
-         f"--format={_REV_FORMAT}", head],
+        [
+            "log",
+            "--no-merges",
+            "-E",
+            "-i",
+            "--grep=^revert|This reverts commit",
+            "--no-color",
+            f"--format={_REV_FORMAT}",
+            head,
+        ],
         config=("log.showSignature=false",),
     )
     found: list[tuple[str, str, str]] = []
@@ -325,7 +345,9 @@ def find_reverts(repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, s
     return resolve_reverts(found, subjects)
 
 
-def resolve_reverts(found: Sequence[tuple[str, str, str]], subjects: dict[str, str]) -> dict[str, str]:
+def resolve_reverts(
+    found: Sequence[tuple[str, str, str]], subjects: dict[str, str]
+) -> dict[str, str]:
     """{target: revert} from revert commits ``found`` (sha, subject, body; newest first)
     for the commits in ``subjects`` (see ``find_reverts``)."""
     # Reverts can be targets too (a revert of a revert), so every subject is known first.
@@ -351,7 +373,8 @@ def attach_reverts(repo: GitRepo, spec: RepoSpec, head: str, commits: pl.DataFra
     subjects = dict(commits.select("sha", "subject").iter_rows())
     reverts = find_reverts(repo, spec, head, dict(subjects))
     return commits.with_columns(
-        reverted_by=pl.col("sha").replace_strict(reverts, default=None, return_dtype=pl.Utf8))
+        reverted_by=pl.col("sha").replace_strict(reverts, default=None, return_dtype=pl.Utf8)
+    )
 
 
 # -- step 2: files → rows -------------------------------------------------------------------
@@ -372,15 +395,30 @@ def _diff_tree(repo: GitRepo, shas: Sequence[str], paths: Sequence[str]) -> byte
     """One ``diff-tree --stdin -p`` over all commits, limited to the kept paths."""
     return repo.run(
         [
-            "diff-tree", "--stdin", "-r", "-p", "--no-renames", "--no-color", "--no-ext-diff",
-            "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", "-U3",
-            "--inter-hunk-context=0", "--diff-algorithm=myers", "--ignore-submodules",
-            "--", *(f":(literal){p}" for p in sorted(set(paths))),
+            "diff-tree",
+            "--stdin",
+            "-r",
+            "-p",
+            "--no-renames",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "-U3",
+            "--inter-hunk-context=0",
+            "--diff-algorithm=myers",
+            "--ignore-submodules",
+            "--",
+            *(f":(literal){p}" for p in sorted(set(paths))),
         ],
         input=("\n".join(dict.fromkeys(shas)) + "\n").encode(),
         config=(
-            "core.quotepath=false", "diff.suppressBlankEmpty=false", "diff.noprefix=false",
-            "diff.mnemonicPrefix=false", "diff.relative=false",
+            "core.quotepath=false",
+            "diff.suppressBlankEmpty=false",
+            "diff.noprefix=false",
+            "diff.mnemonicPrefix=false",
+            "diff.relative=false",
         ),
     )
 
@@ -392,8 +430,10 @@ def config_hardware(repo: GitRepo, repo_name: str, shas: Sequence[str]) -> dict[
     dirs = CONFIG_DIRS.get(repo_name, [])
     if not dirs or not shas:
         return {}
-    out = repo.run(["log", "--no-walk=unsorted", "--name-only", "--format=%x01%H", *shas, "--", *dirs],
-                   config=("core.quotepath=false",))
+    out = repo.run(
+        ["log", "--no-walk=unsorted", "--name-only", "--format=%x01%H", *shas, "--", *dirs],
+        config=("core.quotepath=false",),
+    )
     found: dict[str, list[str]] = {}
     for chunk in out.decode("utf-8", "replace").split("\x01")[1:]:
         sha, *paths = [line for line in chunk.splitlines() if line.strip()]
@@ -407,7 +447,9 @@ def config_hardware(repo: GitRepo, repo_name: str, shas: Sequence[str]) -> dict[
                 continue
             label = normalise_gpu(name.device_name).label if name.device_name else None
             if label:
-                gpus.append(label.split(" ", 1)[-1] if label.startswith(("NVIDIA ", "AMD ")) else label)
+                gpus.append(
+                    label.split(" ", 1)[-1] if label.startswith(("NVIDIA ", "AMD ")) else label
+                )
         if gpus:
             found[sha] = list(dict.fromkeys(gpus))
     return found
@@ -435,8 +477,13 @@ def mine_commit_files(
     def exclude(f: _File, reason: str, detail: str = "") -> None:
         excluded.append(
             {
-                "repo": spec.name, "sha": f.sha, "pr_number": meta[f.sha]["pr_number"],
-                "path": f.path, "language": f.language, "reason": reason, "detail": detail,
+                "repo": spec.name,
+                "sha": f.sha,
+                "pr_number": meta[f.sha]["pr_number"],
+                "path": f.path,
+                "language": f.language,
+                "reason": reason,
+                "detail": detail,
             }
         )
 
@@ -504,7 +551,9 @@ def mine_commit_files(
         before_b = blobs[f.before_oid or ""]
         after_b = blobs[f.after_oid or ""]
         lic_before, lic_after = detect_license(before_b), detect_license(after_b)
-        reason = exclusion_reason(lic_before, lic_after, row_license(lic_before, lic_after, spec.default_license))
+        reason = exclusion_reason(
+            lic_before, lic_after, row_license(lic_before, lic_after, spec.default_license)
+        )
         if reason:
             exclude(f, reason, f"before={lic_before} after={lic_after}")
             continue
@@ -597,7 +646,6 @@ def exclusion_counts(excluded: pl.DataFrame) -> dict[str, int]:
     for reason, n in excluded.group_by("reason").len().iter_rows():
         counts[reason] = n
     return counts
-
 
 
 def summarize(rows: pl.DataFrame, excluded: pl.DataFrame) -> dict[str, object]:

@@ -128,11 +128,48 @@ PR_NUMBER_RE = re.compile(r"\(#(\d+)\)\s*$")
 # substrings (checked against the regexes in the tests). ``in`` on a lower-cased title
 # costs ~2 us; the regexes cost ~50 us, and ~95% of titles contain none of these.
 _KEYWORDS = (
-    "perf", "optimi", "speed", "sped", "faster", "tun", "throughput", "latency", "accelerat",
-    "boost", "efficien", "vectori", "fast", "quicker", "reduc", "improv", "fuse", "fusing",
-    "elimin", "avoid", "remov", "minimi", "sav", "split", "persistent", "warp", "opt", "fusion",
-    "naive", "skip", "drop", "move", "hoist", "ttft", "tpot", "itl", "fusion", "persistent",
-    "contention", "movement", "pass", "cache",
+    "perf",
+    "optimi",
+    "speed",
+    "sped",
+    "faster",
+    "tun",
+    "throughput",
+    "latency",
+    "accelerat",
+    "boost",
+    "efficien",
+    "vectori",
+    "fast",
+    "quicker",
+    "reduc",
+    "improv",
+    "fuse",
+    "fusing",
+    "elimin",
+    "avoid",
+    "remov",
+    "minimi",
+    "sav",
+    "split",
+    "persistent",
+    "warp",
+    "opt",
+    "fusion",
+    "naive",
+    "skip",
+    "drop",
+    "move",
+    "hoist",
+    "ttft",
+    "tpot",
+    "itl",
+    "fusion",
+    "persistent",
+    "contention",
+    "movement",
+    "pass",
+    "cache",
 )
 
 RULES = ("core", "mid")
@@ -176,22 +213,30 @@ PERF_WORD_RE = re.compile(
     re.IGNORECASE,
 )
 #: A feature title: ``feat:``, ``feat(x):``, ``[feat]``, ``[Feature]`` before the text.
-_FEAT_LEAD_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(?:\[\s*feat(ure)?\s*\]|feat(ure)?(\([^)]*\))?\s*:)",
-                           re.IGNORECASE)
+_FEAT_LEAD_RE = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)*(?:\[\s*feat(ure)?\s*\]|feat(ure)?(\([^)]*\))?\s*:)", re.IGNORECASE
+)
 #: CI/build/docs/tests named after other tags ("[diffusion] CI: ...").
-_CI_AFTER_TAGS_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)+(ci|ci/build|build|docs?|tests?)\s*[:\]]",
-                               re.IGNORECASE)
+_CI_AFTER_TAGS_RE = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)+(ci|ci/build|build|docs?|tests?)\s*[:\]]", re.IGNORECASE
+)
 #: A fix after the tags, as a word or a conventional prefix (``fix:``, ``[ROCm] fix …``).
-_FIX_LEAD_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*(bug\s*fix(es)?|hot\s*fix|fix(es|ed|ing)?)\b",
-                          re.IGNORECASE)
+_FIX_LEAD_RE = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)*(bug\s*fix(es)?|hot\s*fix|fix(es|ed|ing)?)\b", re.IGNORECASE
+)
 _FIX_TAG_RE = re.compile(r"^\s*(bug\s*fix|bug|fix|hotfix)\s*$", re.IGNORECASE)
 _PERF_TAG_RE = re.compile(r"^\s*perf(ormance)?\s*$", re.IGNORECASE)
 _SUPPORT_RE = re.compile(r"\bsupport(s|ed|ing)?\b", re.IGNORECASE)
 _BENCHMARK_ONLY_RE = re.compile(r"^\s*\[\s*bench(mark)?s?\s*\]\s*(?!\[)", re.IGNORECASE)
-_LOGGING_RE = re.compile(r"\[\s*log(ging)?\s*\]|\b(startup|debug|optimi[sz]ation)\s+logs?\b|\blogging\b"
-                         r"|\blogs\b|\bmetrics\b", re.IGNORECASE)
+_LOGGING_RE = re.compile(
+    r"\[\s*log(ging)?\s*\]|\b(startup|debug|optimi[sz]ation)\s+logs?\b|\blogging\b"
+    r"|\blogs\b|\bmetrics\b",
+    re.IGNORECASE,
+)
 #: v4: refactors and API moves are not perf work unless an outcome word says so.
-_REFACTOR_RE = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*refactor\b|\bto (the )?(unified|new) api\b", re.IGNORECASE)
+_REFACTOR_RE = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)*refactor\b|\bto (the )?(unified|new) api\b", re.IGNORECASE
+)
 
 
 #: v5: titles about plumbing that merely mention a fused kernel or a tuned config: weight
@@ -225,8 +270,11 @@ def veto_reason(title: str) -> str | None:
     if _LOGGING_RE.search(title):
         return "logging"
     if FIX_PERF_WORD_RE.search(body) is None and (
-            _FIX_LEAD_RE.match(title) or _FIX_LEAD_RE.match(body) or _FIX_TAIL_RE.search(pr_title(title)) or
-            (any(_FIX_TAG_RE.match(t) for t in tags) and not perf_tag)):
+        _FIX_LEAD_RE.match(title)
+        or _FIX_LEAD_RE.match(body)
+        or _FIX_TAIL_RE.search(pr_title(title))
+        or (any(_FIX_TAG_RE.match(t) for t in tags) and not perf_tag)
+    ):
         return "bug_fix"
     if _CI_AFTER_TAGS_RE.search(title):
         return "ci"
@@ -236,7 +284,11 @@ def veto_reason(title: str) -> str | None:
         return "feature_support"
     if FIX_PERF_WORD_RE.search(body) is None and _REFACTOR_RE.search(title):
         return "refactor"
-    if not perf_tag and PERF_WORD_RE.search(body.strip()) is None and _PLUMBING_RE.search(pr_title(title)):
+    if (
+        not perf_tag
+        and PERF_WORD_RE.search(body.strip()) is None
+        and _PLUMBING_RE.search(pr_title(title))
+    ):
         return "plumbing"
     return None
 

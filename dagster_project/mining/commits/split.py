@@ -30,9 +30,11 @@ RULES_VERSION = "1"
 
 def _group_key() -> pl.Expr:
     """One key per PR, or per commit when the subject has no PR number."""
-    return pl.when(pl.col("pr_number").is_not_null()).then(
-        pl.concat_str([pl.col("repo"), pl.lit("#"), pl.col("pr_number").cast(pl.Utf8)])
-    ).otherwise(pl.concat_str([pl.col("repo"), pl.lit("@"), pl.col("sha")]))
+    return (
+        pl.when(pl.col("pr_number").is_not_null())
+        .then(pl.concat_str([pl.col("repo"), pl.lit("#"), pl.col("pr_number").cast(pl.Utf8)]))
+        .otherwise(pl.concat_str([pl.col("repo"), pl.lit("@"), pl.col("sha")]))
+    )
 
 
 def assign_temporal_split(

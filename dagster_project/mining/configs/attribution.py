@@ -107,13 +107,13 @@ def parse_raw_log(data: bytes) -> Iterator[LogCommit]:
                 src = tokens[i].decode("utf-8", "surrogateescape")
                 dst = tokens[i + 1].decode("utf-8", "surrogateescape")
                 i += 2
-                changes.append(RawChange(old_mode, new_mode, old_oid, new_oid, letter, score,
-                                         dst, src))
+                changes.append(
+                    RawChange(old_mode, new_mode, old_oid, new_oid, letter, score, dst, src)
+                )
             else:
                 path = tokens[i].decode("utf-8", "surrogateescape")
                 i += 1
-                changes.append(RawChange(old_mode, new_mode, old_oid, new_oid, letter, score,
-                                         path))
+                changes.append(RawChange(old_mode, new_mode, old_oid, new_oid, letter, score, path))
     if head is not None:
         yield LogCommit(*head, tuple(changes))
 
@@ -136,8 +136,19 @@ def _prefetch_rename_blobs(repo: GitRepo, ref: str, specs: list[str]) -> None:
     """
     if not repo.is_partial():
         return
-    out = repo.run(["log", "-z", "--raw", "--no-abbrev", "--no-renames", f"--format={_LOG_FORMAT}",
-                    ref, "--", *specs])
+    out = repo.run(
+        [
+            "log",
+            "-z",
+            "--raw",
+            "--no-abbrev",
+            "--no-renames",
+            f"--format={_LOG_FORMAT}",
+            ref,
+            "--",
+            *specs,
+        ]
+    )
     want: list[str] = []
     for commit in parse_raw_log(out):
         adds = [c.new_oid for c in commit.changes if c.status == "A"]
@@ -167,8 +178,18 @@ def attribute_config_prs(
     specs = _pathspecs(repo_name, paths)
     _prefetch_rename_blobs(repo, ref, specs)
     out = repo.run(
-        ["log", "-z", "-M", "--raw", "--no-abbrev", "--topo-order", f"--format={_LOG_FORMAT}",
-         ref, "--", *specs],
+        [
+            "log",
+            "-z",
+            "-M",
+            "--raw",
+            "--no-abbrev",
+            "--topo-order",
+            f"--format={_LOG_FORMAT}",
+            ref,
+            "--",
+            *specs,
+        ],
         config=("diff.renameLimit=0",),
     )
     commits = list(parse_raw_log(out))
@@ -180,16 +201,25 @@ def attribute_config_prs(
     checked: set[tuple[str, str]] = set()
     while True:
         found, moves, skipped = _walk(commits, paths, format_only)
-        todo = [(c, ch) for c, ch in found.values() if (c.sha, ch.path) not in checked
-                and ch.status in "MR" and ch.old_oid != _ZERO and ch.old_oid != ch.new_oid]
+        todo = [
+            (c, ch)
+            for c, ch in found.values()
+            if (c.sha, ch.path) not in checked
+            and ch.status in "MR"
+            and ch.old_oid != _ZERO
+            and ch.old_oid != ch.new_oid
+        ]
         if not todo:
             break
         checked.update((c.sha, ch.path) for c, ch in todo)
         oids = [o for _, ch in todo for o in (ch.old_oid, ch.new_oid)]
         repo.prefetch_blobs(oids)
         blobs = repo.read_blobs(oids)
-        newly = {(c.sha, ch.path) for c, ch in todo
-                 if _same_json(blobs.get(ch.old_oid), blobs.get(ch.new_oid))}
+        newly = {
+            (c.sha, ch.path)
+            for c, ch in todo
+            if _same_json(blobs.get(ch.old_oid), blobs.get(ch.new_oid))
+        }
         if not newly:
             break
         format_only |= newly
@@ -198,24 +228,32 @@ def attribute_config_prs(
     for p in dict.fromkeys(paths):
         hit = found.get(p)
         if hit is None:
-            rows.append({"repo": repo_name, "path": p, "moves_followed": moves.get(p, 0),
-                         "format_only_skipped": skipped.get(p, 0)})
+            rows.append(
+                {
+                    "repo": repo_name,
+                    "path": p,
+                    "moves_followed": moves.get(p, 0),
+                    "format_only_skipped": skipped.get(p, 0),
+                }
+            )
             continue
         commit, ch = hit
         number = pr_number_of(commit.subject)
-        rows.append({
-            "repo": repo_name,
-            "path": p,
-            "pr_sha": commit.sha,
-            "pr_number": number,
-            "pr_url": f"{base}{number}" if number is not None and base else None,
-            "pr_date": commit.date,
-            "pr_title": commit.subject,
-            "pr_path": ch.path,
-            "pr_blob_oid": ch.new_oid,
-            "moves_followed": moves[p],
-            "format_only_skipped": skipped.get(p, 0),
-        })
+        rows.append(
+            {
+                "repo": repo_name,
+                "path": p,
+                "pr_sha": commit.sha,
+                "pr_number": number,
+                "pr_url": f"{base}{number}" if number is not None and base else None,
+                "pr_date": commit.date,
+                "pr_title": commit.subject,
+                "pr_path": ch.path,
+                "pr_blob_oid": ch.new_oid,
+                "moves_followed": moves[p],
+                "format_only_skipped": skipped.get(p, 0),
+            }
+        )
     return pl.DataFrame(rows, schema=ATTRIBUTION_SCHEMA)
 
 
@@ -277,7 +315,9 @@ VERIFY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def verify_attribution(repo: GitRepo, attributions: pl.DataFrame, ref: str = "HEAD") -> pl.DataFrame:
+def verify_attribution(
+    repo: GitRepo, attributions: pl.DataFrame, ref: str = "HEAD"
+) -> pl.DataFrame:
     """Check each attribution against the object store, with one ``cat-file --batch-check``.
 
     ``changed_content``: the file's blob at the found commit differs from its blob at the
@@ -292,25 +332,33 @@ def verify_attribution(repo: GitRepo, attributions: pl.DataFrame, ref: str = "HE
         names += [f"{sha}:{pr_path}", f"{sha}^:{pr_path}", f"{ref}:{path}"]
     oids: list[str | None] = []
     if names:
-        out = repo.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
-                       input=("\n".join(names) + "\n").encode())
+        out = repo.run(
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            input=("\n".join(names) + "\n").encode(),
+        )
         for line in out.decode().splitlines():
             parts = line.split()
             oids.append(parts[0] if len(parts) == 2 and parts[1] == "blob" else None)
     # Blobs that differ from the ref's only count as a match when their JSON is equal
     # (the formatting-only changes attribution walks through).
-    differ = [o for k in range(rows.height) for o in oids[3 * k: 3 * k + 3: 2]
-              if oids[3 * k] is not None and oids[3 * k] != oids[3 * k + 2]]
+    differ = [
+        o
+        for k in range(rows.height)
+        for o in oids[3 * k : 3 * k + 3 : 2]
+        if oids[3 * k] is not None and oids[3 * k] != oids[3 * k + 2]
+    ]
     blobs = repo.read_blobs([o for o in differ if o]) if differ else {}
     result = []
     for k, (r, sha, path) in enumerate(rows.select("repo", "pr_sha", "path").iter_rows()):
         at, parent, head = oids[3 * k : 3 * k + 3]
         same = at is not None and (at == head or _same_json(blobs.get(at), blobs.get(head or "")))
-        result.append({
-            "repo": r,
-            "path": path,
-            "pr_sha": sha,
-            "changed_content": at is not None and at != parent,
-            "matches_ref": same,
-        })
+        result.append(
+            {
+                "repo": r,
+                "path": path,
+                "pr_sha": sha,
+                "changed_content": at is not None and at != parent,
+                "matches_ref": same,
+            }
+        )
     return pl.DataFrame(result, schema=VERIFY_SCHEMA)

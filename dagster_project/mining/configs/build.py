@@ -75,14 +75,39 @@ def dtype_label(family: str | None, dtype: str | None, cache_dtype: str | None) 
 
 def _defaults_column(rows: pl.DataFrame) -> list[str | None]:
     """``default_config`` of every row as JSON; each distinct config is serialised once."""
-    cols = ("repo", "family", "dtype", "M", "E", "N", "K", "block_shape", "platform",
-            "low_smem", "blackwell", "dstate")
+    cols = (
+        "repo",
+        "family",
+        "dtype",
+        "M",
+        "E",
+        "N",
+        "K",
+        "block_shape",
+        "platform",
+        "low_smem",
+        "blackwell",
+        "dstate",
+    )
     encoded: dict[tuple, str] = {}
     out: list[str | None] = []
-    for repo, family, dtype, M, E, N, K, block, platform, low, bw, dstate in \
-            rows.select(cols).rows():
-        cfg = default_config(repo, family, dtype, M, E, N, K, block, platform=platform,
-                             low_smem=low, blackwell=bw, dstate=dstate)
+    for repo, family, dtype, M, E, N, K, block, platform, low, bw, dstate in rows.select(
+        cols
+    ).rows():
+        cfg = default_config(
+            repo,
+            family,
+            dtype,
+            M,
+            E,
+            N,
+            K,
+            block,
+            platform=platform,
+            low_smem=low,
+            blackwell=bw,
+            dstate=dstate,
+        )
         if cfg is None:
             out.append(None)
             continue
@@ -119,10 +144,18 @@ def build_tuned_configs(
     if ok.is_empty():
         return pl.DataFrame(schema=TUNED_CONFIGS_SCHEMA)
     sources = {(r, k): s for k, r, s in kernels.select("kernel", "repo", "source").iter_rows()}
-    attr = attributions.select("repo", "path", "pr_url", "pr_number") if not \
-        attributions.is_empty() else pl.DataFrame(
-            schema={"repo": pl.String(), "path": pl.String(), "pr_url": pl.String(),
-                    "pr_number": pl.Int64()})
+    attr = (
+        attributions.select("repo", "path", "pr_url", "pr_number")
+        if not attributions.is_empty()
+        else pl.DataFrame(
+            schema={
+                "repo": pl.String(),
+                "path": pl.String(),
+                "pr_url": pl.String(),
+                "pr_number": pl.Int64(),
+            }
+        )
+    )
 
     table = shape_rows(shapes)
 
@@ -131,21 +164,39 @@ def build_tuned_configs(
         found = match_models(E, N, dtype, repo, table)
         return list(dict.fromkeys(m.model for m in found)), [m.describe() for m in found]
 
-    per_file: dict[str, list] = {k: [] for k in (
-        "repo", "path", "blob_oid", "template", "kernel_source", "dtype_label",
-        "triton_version_out", "candidate_models", "split", "snapshot_commit", "platform",
-        "low_smem", "blackwell")}
+    per_file: dict[str, list] = {
+        k: []
+        for k in (
+            "repo",
+            "path",
+            "blob_oid",
+            "template",
+            "kernel_source",
+            "dtype_label",
+            "triton_version_out",
+            "candidate_models",
+            "split",
+            "snapshot_commit",
+            "platform",
+            "low_smem",
+            "blackwell",
+        )
+    }
     for f in ok.iter_rows(named=True):
         repo = f["repo"]
-        names, details = matches(f["E"], f["N"], f["dtype"], repo) if f["family"] == "moe" \
-            else ([], [])
+        names, details = (
+            matches(f["E"], f["N"], f["dtype"], repo) if f["family"] == "moe" else ([], [])
+        )
         source = sources.get((repo, f["kernel"]))
         tv = f["triton_version"] or f["triton_dir_version"]
         per_file["repo"].append(repo)
         per_file["path"].append(f["path"])
         per_file["blob_oid"].append(f["blob_oid"])
-        per_file["template"].append(prompt_template(
-            {**f, "kernel_source": source, "triton_version": tv, "candidate_details": details}))
+        per_file["template"].append(
+            prompt_template(
+                {**f, "kernel_source": source, "triton_version": tv, "candidate_details": details}
+            )
+        )
         per_file["kernel_source"].append(source)
         per_file["dtype_label"].append(dtype_label(f["family"], f["dtype"], f["cache_dtype"]))
         per_file["triton_version_out"].append(tv)
@@ -169,8 +220,9 @@ def build_tuned_configs(
     out = rows.with_columns(
         id=pl.Series(ids, dtype=pl.String()),
         default_config=pl.Series(defaults, dtype=pl.String()),
-        prompt=pl.col("template").str.replace_all(M_SLOT, pl.col("M").cast(pl.String()),
-                                                  literal=True),
+        prompt=pl.col("template").str.replace_all(
+            M_SLOT, pl.col("M").cast(pl.String()), literal=True
+        ),
         best_config=pl.col("config_json"),
         config_path=pl.col("path"),
         dtype=pl.col("dtype_label"),

@@ -56,8 +56,14 @@ def _logical_ns(N: int, dtype: str | None, repo: str) -> list[tuple[int, str]]:
     return ns
 
 
-SHAPE_COLUMNS = ("model", "experts", "moe_intermediate_size", "hidden_size", "top_k",
-                 "shared_experts")
+SHAPE_COLUMNS = (
+    "model",
+    "experts",
+    "moe_intermediate_size",
+    "hidden_size",
+    "top_k",
+    "shared_experts",
+)
 ShapeRow = tuple[str, int, int, int, int, int]
 
 
@@ -67,7 +73,10 @@ def shape_rows(shapes: pl.DataFrame) -> list[ShapeRow]:
 
 
 def match_models(
-    E: int | None, N: int | None, dtype: str | None, repo: str,
+    E: int | None,
+    N: int | None,
+    dtype: str | None,
+    repo: str,
     shapes: pl.DataFrame | list[ShapeRow],
 ) -> list[ModelMatch]:
     """Every (model, parallelism) reading of the shape, in ``shapes`` order."""
@@ -88,8 +97,9 @@ def match_models(
                 elif shared and experts + shared == E:
                     out.append(ModelMatch(model, f"TP{tp} + fused shared{note}", hidden, top_k))
                 elif shared and tp > 1 and experts + tp * shared == E:
-                    out.append(ModelMatch(model, f"TP{tp} + replicated shared{note}", hidden,
-                                          top_k))
+                    out.append(
+                        ModelMatch(model, f"TP{tp} + replicated shared{note}", hidden, top_k)
+                    )
             if n == inter and E >= MIN_LOCAL_EXPERTS:
                 for ep in EP_SIZES:
                     if experts % ep:
@@ -97,8 +107,7 @@ def match_models(
                     if experts // ep == E:
                         out.append(ModelMatch(model, f"EP{ep}{note}", hidden, top_k))
                     elif shared and experts // ep + shared == E:
-                        out.append(ModelMatch(model, f"EP{ep} + fused shared{note}", hidden,
-                                              top_k))
+                        out.append(ModelMatch(model, f"EP{ep} + fused shared{note}", hidden, top_k))
     return out
 
 

@@ -28,8 +28,11 @@ RULES_VERSION = "1"
 
 def _vllm_wna16_triton_block(M: int) -> dict[str, int]:
     """``get_moe_wna16_block_config`` for the Triton kernel (batch of one token vs more)."""
-    return {"BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64} if M == 1 else {
-        "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32}
+    return (
+        {"BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64}
+        if M == 1
+        else {"BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32}
+    )
 
 
 def _ensure_block_k_divisible(size_k: int, block_k: int, group: int) -> int:
@@ -72,8 +75,15 @@ def _vllm_wna16_cuda_block(
 
 
 def _vllm_moe(
-    M: int, E: int, N: int, K: int | None, dtype: str | None,
-    block_shape: Sequence[int] | None, topk: int, group_size: int, rocm: bool,
+    M: int,
+    E: int,
+    N: int,
+    K: int | None,
+    dtype: str | None,
+    block_shape: Sequence[int] | None,
+    topk: int,
+    group_size: int,
+    rocm: bool,
 ) -> dict[str, int]:
     stages_rocm = 2
     if dtype == "fp8_w8a8" and block_shape is not None:
@@ -92,18 +102,20 @@ def _vllm_moe(
         # kernel launcher fills N/K; we fill them the same way so the config is complete.
         group = block_shape[1] if block_shape is not None and block_shape[1] else group_size
         bits = 4 if dtype == "int4_w4a16" else 8
-        use_cuda = (not rocm and bits == 4 and group in (32, 64, 128)
-                    and M * topk / max(E, 1) <= 6)
+        use_cuda = not rocm and bits == 4 and group in (32, 64, 128) and M * topk / max(E, 1) <= 6
         if use_cuda:
             cfg = {"BLOCK_SIZE_M": min(16, M), "SPLIT_K": 1}
             if K is not None:
                 # The launcher passes num_experts=B.size(1), i.e. 2N, not E: kept as is.
-                cfg |= _vllm_wna16_cuda_block(M, topk, 2 * N, K, 2 * N, group,
-                                              cfg["BLOCK_SIZE_M"])
+                cfg |= _vllm_wna16_cuda_block(M, topk, 2 * N, K, 2 * N, group, cfg["BLOCK_SIZE_M"])
             return cfg
         block_m = 16 if M <= 20 else 32 if M <= 40 else 64
-        return {"BLOCK_SIZE_M": block_m, "GROUP_SIZE_M": 1, "SPLIT_K": 1,
-                **_vllm_wna16_triton_block(M)}
+        return {
+            "BLOCK_SIZE_M": block_m,
+            "GROUP_SIZE_M": 1,
+            "SPLIT_K": 1,
+            **_vllm_wna16_triton_block(M),
+        }
     block_m = 16 if M <= 32 else 32 if M <= 96 else 64 if M <= 512 else 128
     return {
         "BLOCK_SIZE_M": block_m,
@@ -117,25 +129,59 @@ def _vllm_moe(
 
 
 def _sglang_moe(
-    M: int, E: int, dtype: str | None, block_shape: Sequence[int] | None,
-    rocm: bool, low_smem: bool, is_marlin: bool,
+    M: int,
+    E: int,
+    dtype: str | None,
+    block_shape: Sequence[int] | None,
+    rocm: bool,
+    low_smem: bool,
+    is_marlin: bool,
 ) -> dict[str, int]:
     if dtype == "fp8_w8a8":
         if block_shape is None:
             if low_smem and not rocm:
                 if M > E:
-                    return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 256,
-                            "GROUP_SIZE_M": 64, "num_warps": 4, "num_stages": 2}
-                return {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 256,
-                        "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
+                    return {
+                        "BLOCK_SIZE_M": 64,
+                        "BLOCK_SIZE_N": 128,
+                        "BLOCK_SIZE_K": 256,
+                        "GROUP_SIZE_M": 64,
+                        "num_warps": 4,
+                        "num_stages": 2,
+                    }
+                return {
+                    "BLOCK_SIZE_M": 32,
+                    "BLOCK_SIZE_N": 64,
+                    "BLOCK_SIZE_K": 256,
+                    "GROUP_SIZE_M": 1,
+                    "num_warps": 4,
+                    "num_stages": 4,
+                }
             if M <= E:
-                return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128,
-                        "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 2 if rocm else 4}
-            return {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128,
-                    "GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 2 if rocm else 4}
-        return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": block_shape[0],
-                "BLOCK_SIZE_K": block_shape[1], "GROUP_SIZE_M": 32, "num_warps": 4,
-                "num_stages": 2 if rocm else 3}
+                return {
+                    "BLOCK_SIZE_M": 64,
+                    "BLOCK_SIZE_N": 128,
+                    "BLOCK_SIZE_K": 128,
+                    "GROUP_SIZE_M": 1,
+                    "num_warps": 4,
+                    "num_stages": 2 if rocm else 4,
+                }
+            return {
+                "BLOCK_SIZE_M": 128,
+                "BLOCK_SIZE_N": 256,
+                "BLOCK_SIZE_K": 128,
+                "GROUP_SIZE_M": 32,
+                "num_warps": 8,
+                "num_stages": 2 if rocm else 4,
+            }
+        return {
+            "BLOCK_SIZE_M": 64,
+            "BLOCK_SIZE_N": block_shape[0],
+            "BLOCK_SIZE_K": block_shape[1],
+            "GROUP_SIZE_M": 32,
+            "num_warps": 4,
+            "num_stages": 2 if rocm else 3,
+        }
     if M <= E or (is_marlin and M <= 32):
         return {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
     return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
@@ -144,8 +190,14 @@ def _sglang_moe(
 def _block_matmul(repo: str, family: str, block_shape: Sequence[int] | None) -> dict[str, int]:
     bn, bk = block_shape if block_shape else (128, 128)
     stages = 2 if (repo == "vllm" and family == "block_fp8") else 3
-    return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 32,
-            "num_warps": 4, "num_stages": stages}
+    return {
+        "BLOCK_SIZE_M": 64,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
+        "GROUP_SIZE_M": 32,
+        "num_warps": 4,
+        "num_stages": stages,
+    }
 
 
 def _vllm_ssu(dstate: int, blackwell: bool) -> dict[str, int]:

@@ -175,8 +175,9 @@ def discover_config_files(
                 row.update(parse_status=blob.status, parse_error=blob.error)
             else:
                 row.update(triton_version=blob.triton_version, n_entries=len(blob.entries))
-            loaded, why = is_loaded(rules, name.family, row["basename"], name.device_name,
-                                    name.dtype)
+            loaded, why = is_loaded(
+                rules, name.family, row["basename"], name.device_name, name.dtype
+            )
             row.update(loaded_at_runtime=loaded, not_loaded_reason=why)
         out.append(row)
     return pl.DataFrame(out, schema=FILES_SCHEMA).sort("path")

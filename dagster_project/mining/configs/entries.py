@@ -89,8 +89,11 @@ def _check_values(doc: object) -> str | None:
                 return f"nesting deeper than {MAX_NESTING} levels"
             children = node.values() if isinstance(node, dict) else node
             stack.extend((c, depth + 1) for c in children)
-        elif isinstance(node, int) and not isinstance(node, bool) and \
-                not INT64_MIN <= node <= INT64_MAX:
+        elif (
+            isinstance(node, int)
+            and not isinstance(node, bool)
+            and not INT64_MIN <= node <= INT64_MAX
+        ):
             return f"integer {str(node)[:30]}... beyond int64"
     return None
 
@@ -116,22 +119,26 @@ def parse_config_blob(data: bytes) -> ParsedBlob:
     try:
         return _parse(data)
     except Exception as exc:  # noqa: BLE001 - the contract is "never raises": name it instead
-        return ParsedBlob(error=f"unparseable: {type(exc).__name__}: {str(exc)[:120]}",
-                          status="bad_json")
+        return ParsedBlob(
+            error=f"unparseable: {type(exc).__name__}: {str(exc)[:120]}", status="bad_json"
+        )
 
 
 def _parse(data: bytes) -> ParsedBlob:
     if len(data) > MAX_CONFIG_BYTES:
-        return ParsedBlob(error=f"{len(data):,} bytes, over the {MAX_CONFIG_BYTES:,}-byte cap",
-                          status="too_large")
+        return ParsedBlob(
+            error=f"{len(data):,} bytes, over the {MAX_CONFIG_BYTES:,}-byte cap", status="too_large"
+        )
     try:
-        doc = json.loads(data.decode("utf-8"), parse_constant=_reject_constant,
-                         parse_float=_finite_float)
+        doc = json.loads(
+            data.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float
+        )
     except UnicodeDecodeError as exc:
         return ParsedBlob(error=f"not UTF-8: {exc.reason} at byte {exc.start}", status="bad_json")
     except json.JSONDecodeError as exc:
-        return ParsedBlob(error=f"invalid JSON: {exc.msg} (line {exc.lineno} col {exc.colno})",
-                          status="bad_json")
+        return ParsedBlob(
+            error=f"invalid JSON: {exc.msg} (line {exc.lineno} col {exc.colno})", status="bad_json"
+        )
     except _Malformed as exc:
         return ParsedBlob(error=str(exc), status="bad_json")
     except RecursionError:
@@ -139,8 +146,9 @@ def _parse(data: bytes) -> ParsedBlob:
     except ValueError as exc:  # e.g. an integer literal over Python's 4,300-digit limit
         return ParsedBlob(error=f"invalid JSON value: {str(exc)[:120]}", status="bad_json")
     if not isinstance(doc, dict):
-        return ParsedBlob(error=f"top level is a {type(doc).__name__}, not an object",
-                          status="bad_json")
+        return ParsedBlob(
+            error=f"top level is a {type(doc).__name__}, not an object", status="bad_json"
+        )
     problem = _check_values(doc)
     if problem:
         return ParsedBlob(error=problem, status="bad_json")
@@ -157,8 +165,9 @@ def _parse(data: bytes) -> ParsedBlob:
         entries.append((m, json.dumps(value)))
     if bad_keys:
         shown = ", ".join(ascii(k[:40]) for k in bad_keys[:5])
-        return ParsedBlob(error=f"top-level keys that are not M -> config objects: {shown}",
-                          status="bad_json")
+        return ParsedBlob(
+            error=f"top-level keys that are not M -> config objects: {shown}", status="bad_json"
+        )
     if not entries:
         return ParsedBlob(error="no M entries", status="bad_json")
     return ParsedBlob(
@@ -248,8 +257,10 @@ def read_config_entries(
     reused = pl.DataFrame(schema=ENTRIES_SCHEMA)
     todo = targets
     if previous is not None and not previous.is_empty():
-        prev = previous.select(list(ENTRIES_SCHEMA)).drop("repo", "path").unique(
-            subset=["blob_oid", "M", "key_index"], maintain_order=True
+        prev = (
+            previous.select(list(ENTRIES_SCHEMA))
+            .drop("repo", "path")
+            .unique(subset=["blob_oid", "M", "key_index"], maintain_order=True)
         )
         known = prev.select("blob_oid").unique()
         hit = targets.join(known, on="blob_oid", how="semi")

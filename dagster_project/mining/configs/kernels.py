@@ -139,7 +139,9 @@ class Extracted:
     imported: dict[str, tuple[str, str]]  # name -> (module, original name) from in-repo imports
 
 
-def extract_from_source(text: str, names: Iterable[str], path: str = "<module>") -> Extracted | None:
+def extract_from_source(
+    text: str, names: Iterable[str], path: str = "<module>"
+) -> Extracted | None:
     """Cut one kernel (the first of ``names`` defined in ``text``) and what it needs."""
     try:
         mod = _Module(path, text, ast.parse(text))
@@ -161,8 +163,9 @@ def _extract(mod: _Module, names: Iterable[str]) -> Extracted | None:
 
 
 def _called_names(fn: ast.FunctionDef) -> set[str]:
-    return {c.func.id for c in ast.walk(fn)
-            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    return {
+        c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+    }
 
 
 def _closure(mod: _Module, target: ast.FunctionDef) -> Extracted:
@@ -202,8 +205,11 @@ def _closure(mod: _Module, target: ast.FunctionDef) -> Extracted:
             used |= _free_names(fn)
             called |= _called_names(fn)
         if not isinstance(stmt, ast.FunctionDef):
-            used |= _names_used(stmt) if not isinstance(stmt, (ast.If, ast.Try)) else (
-                _names_used(stmt.test) if isinstance(stmt, ast.If) else set())
+            used |= (
+                _names_used(stmt)
+                if not isinstance(stmt, (ast.If, ast.Try))
+                else (_names_used(stmt.test) if isinstance(stmt, ast.If) else set())
+            )
         work.extend(used - seen)
     ordered = sorted(keep.values(), key=lambda s: s.lineno)
     imports = [s for s in ordered if isinstance(s, (ast.Import, ast.ImportFrom))]
@@ -306,8 +312,9 @@ def extract_kernel_sources(repo: GitRepo, repo_name: str, ref: str = "HEAD") -> 
                 continue
             extra = _resolve_imported(mods, repo_name, path, ext, 0)
             source = ext.source + ("\n\n" + "\n\n".join(extra) if extra else "")
-            row.update(path=path, symbol=ext.symbol, source=source,
-                       n_helpers=len(ext.helpers) + len(extra))
+            row.update(
+                path=path, symbol=ext.symbol, source=source, n_helpers=len(ext.helpers) + len(extra)
+            )
             break
         rows.append(row)
     return pl.DataFrame(rows, schema=KERNELS_SCHEMA)

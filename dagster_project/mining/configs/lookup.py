@@ -64,7 +64,7 @@ def template_regex(template: str) -> re.Pattern[str]:
     """``N={N},K={K},…block_shape=[{block_n}, {block_k}].json`` as a full-match regex."""
     out, pos = [], 0
     for m in _PLACEHOLDER_RE.finditer(template):
-        out.append(re.escape(template[pos:m.start()]))
+        out.append(re.escape(template[pos : m.start()]))
         name = m.group(1).strip()
         out.append(r"\d+" if name in _DIGIT_FIELDS else r"[^,]+")
         pos = m.end()
@@ -76,8 +76,8 @@ def _function_body(text: str, name: str) -> str | None:
     m = re.search(rf"^def {name}\(", text, re.MULTILINE)
     if not m:
         return None
-    end = re.search(r"^(def |@|class )", text[m.end():], re.MULTILINE)
-    return text[m.start(): m.end() + end.start()] if end else text[m.start():]
+    end = re.search(r"^(def |@|class )", text[m.end() :], re.MULTILINE)
+    return text[m.start() : m.end() + end.start()] if end else text[m.start() :]
 
 
 @dataclass(frozen=True)
@@ -114,20 +114,26 @@ def read_lookup_rules(repo: GitRepo, repo_name: str, ref: str = "HEAD") -> Looku
             moe_body = _function_body(text, "get_config_file_name")
         if dtype_body is None:
             dtype_body = _function_body(text, "_get_config_dtype_str") or _function_body(
-                text, "get_config_dtype_str")
+                text, "get_config_dtype_str"
+            )
     return LookupRules(
         block_templates=tuple(dict.fromkeys(templates)),
         moe_found=moe_body is not None,
-        moe_strips_spaces=moe_body is not None and 'replace(" ", "")' in moe_body.split(
-            "block_shape_selector", 1)[-1],
+        moe_strips_spaces=moe_body is not None
+        and 'replace(" ", "")' in moe_body.split("block_shape_selector", 1)[-1],
         moe_folds_h200=moe_body is not None and '"H200" in device_name' in moe_body,
         moe_dtypes=None if dtype_body is None else frozenset(_RETURN_STR_RE.findall(dtype_body)),
         sources=tuple(present),
     )
 
 
-def is_loaded(rules: LookupRules, family: str | None, basename: str,
-              device_name: str | None, dtype: str | None) -> tuple[bool | None, str | None]:
+def is_loaded(
+    rules: LookupRules,
+    family: str | None,
+    basename: str,
+    device_name: str | None,
+    dtype: str | None,
+) -> tuple[bool | None, str | None]:
     """(loaded_at_runtime, reason): reason explains False, or why it is unknown (None)."""
     if family in ("block_fp8", "block_int8"):
         if not rules.block_templates:
@@ -150,9 +156,16 @@ def is_loaded(rules: LookupRules, family: str | None, basename: str,
                 return False, "the lookup asks for block_shape=[n, k] (a Python list's str)"
         if dtype and rules.moe_dtypes is not None and dtype not in rules.moe_dtypes:
             asked = ", ".join(sorted(rules.moe_dtypes)) or "none"
-            return False, f"the lookup never asks for dtype={dtype} (it asks for: {asked}, or no dtype)"
-        if rules.moe_folds_h200 and device_name and device_name != "NVIDIA_H200" \
-                and "H200" in device_name.split("_"):
+            return (
+                False,
+                f"the lookup never asks for dtype={dtype} (it asks for: {asked}, or no dtype)",
+            )
+        if (
+            rules.moe_folds_h200
+            and device_name
+            and device_name != "NVIDIA_H200"
+            and "H200" in device_name.split("_")
+        ):
             return False, "the lookup folds every H200 variant into device_name=NVIDIA_H200"
         return True, None
     return None, f"lookup not modelled for the {family} family"

@@ -25,9 +25,7 @@ FAMILIES = ("moe", "block_fp8", "block_int8", "ssu")
 
 # Every dtype token the runtimes have ever written. Unknown tokens still parse (the
 # grammar is anchored on keys, not values) but are flagged by ``ParsedName.known_dtype``.
-MOE_DTYPES = frozenset(
-    {"fp8_w8a8", "int8_w8a8", "int8_w8a16", "int4_w4a16", "float8", "bf16"}
-)
+MOE_DTYPES = frozenset({"fp8_w8a8", "int8_w8a8", "int8_w8a16", "int4_w4a16", "float8", "bf16"})
 BLOCK_DTYPES = frozenset({"fp8_w8a8", "int8_w8a8", "fp8_w8a8_per_token"})
 SSU_CACHE_DTYPES = frozenset({"float16", "float32"})
 
@@ -109,7 +107,7 @@ def _device(m: re.Match[str]) -> str:
     dev = m.group("dev")
     stray = _STRAY_FIELD.search(dev)
     if stray:
-        tail = dev[stray.start():]
+        tail = dev[stray.start() :]
         raise ConfigNameError(f"unknown or malformed fields after device_name: {tail!r}")
     return dev
 
@@ -139,8 +137,10 @@ def parse_config_name(name: str) -> ParsedName:
     if stem.startswith("E="):
         m = _MOE_RE.match(stem)
         if not m:
-            raise ConfigNameError("MoE name does not match E=..,N=..,device_name=..[,dtype=..]"
-                                  "[,block_shape=[a,b]][,per_channel_quant=True]")
+            raise ConfigNameError(
+                "MoE name does not match E=..,N=..,device_name=..[,dtype=..]"
+                "[,block_shape=[a,b]][,per_channel_quant=True]"
+            )
         return ParsedName(
             family="moe",
             device_name=_device(m),
@@ -154,8 +154,10 @@ def parse_config_name(name: str) -> ParsedName:
     if stem.startswith("N="):
         m = _BLOCK_RE.match(stem)
         if not m:
-            raise ConfigNameError("block-matmul name does not match N=..,K=..,device_name=..,"
-                                  "dtype=..[,block_shape=[a,b]]")
+            raise ConfigNameError(
+                "block-matmul name does not match N=..,K=..,device_name=..,"
+                "dtype=..[,block_shape=[a,b]]"
+            )
         dtype = m.group("dtype")
         return ParsedName(
             family="block_int8" if dtype.startswith("int8") else "block_fp8",
@@ -171,8 +173,9 @@ def parse_config_name(name: str) -> ParsedName:
     if stem.startswith("headdim="):
         m = _SSU_RE.match(stem)
         if not m:
-            raise ConfigNameError("SSU name does not match headdim=..,dstate=..,device_name=..,"
-                                  "cache_dtype=..")
+            raise ConfigNameError(
+                "SSU name does not match headdim=..,dstate=..,device_name=..,cache_dtype=.."
+            )
         return ParsedName(
             family="ssu",
             device_name=_device(m),

@@ -16,8 +16,14 @@ from typing import Any
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "1"
 
-TILE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
-             "num_stages")
+TILE_KEYS = (
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
 ROCM_KEYS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 
 KEY_HELP = {
@@ -38,9 +44,9 @@ KEY_HELP = {
 FAMILY_TEXT = {
     "moe": "fused mixture-of-experts GEMM (tokens routed to experts, one launch for all experts)",
     "block_fp8": "block-scaled FP8 GEMM (per-token-group activation scales, per-block weight "
-                 "scales)",
+    "scales)",
     "block_int8": "block-scaled INT8 GEMM (per-token-group activation scales, per-block weight "
-                  "scales)",
+    "scales)",
     "ssu": "Mamba selective-state-update (one decode step of the SSM recurrence)",
 }
 
@@ -136,8 +142,11 @@ def prompt_template(row: Mapping[str, Any]) -> str:
     device = row.get("device_name")
     device_text = f"`{device}`" if device else "empty (the tuner could not name the device)"
     dtype = row.get("dtype")
-    dtype_text = DTYPE_TEXT.get(dtype, dtype or "") if family != "ssu" else (
-        f"state cache {row.get('cache_dtype')}")
+    dtype_text = (
+        DTYPE_TEXT.get(dtype, dtype or "")
+        if family != "ssu"
+        else (f"state cache {row.get('cache_dtype')}")
+    )
     keys = allowed_keys(repo, family, row.get("gpu_vendor"), bool(row.get("is_down")))
     details: Sequence[str] = row.get("candidate_details") or row.get("candidate_models") or []
 

@@ -52,13 +52,28 @@ def load_model_shapes_snapshot() -> pl.DataFrame:
 # ``moe_intermediate_size``; LongCat has a dense ``ffn_hidden_size`` and the expert
 # ``expert_ffn_hidden_size``.
 EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
-INTER_KEYS = ("moe_intermediate_size", "expert_ffn_hidden_size", "intermediate_size",
-              "ffn_hidden_size")
+INTER_KEYS = (
+    "moe_intermediate_size",
+    "expert_ffn_hidden_size",
+    "intermediate_size",
+    "ffn_hidden_size",
+)
 HIDDEN_KEYS = ("hidden_size", "d_model", "n_embd")
-TOPK_KEYS = ("num_experts_per_tok", "moe_top_k", "moe_topk", "experts_per_token", "top_k",
-             "moe_k", "num_experts_per_token")
-SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
-                     "num_shared_expert")
+TOPK_KEYS = (
+    "num_experts_per_tok",
+    "moe_top_k",
+    "moe_topk",
+    "experts_per_token",
+    "top_k",
+    "moe_k",
+    "num_experts_per_token",
+)
+SHARED_COUNT_KEYS = (
+    "n_shared_experts",
+    "num_shared_experts",
+    "moe_num_shared_experts",
+    "num_shared_expert",
+)
 SHARED_WIDTH_KEYS = ("shared_expert_intermediate_size", "shared_intermediate_size")
 # Sub-configs that hold the language model of multimodal / nested configs.
 NESTED_KEYS = ("text_config", "language_config", "llm_config", "thinker_config", "ffn_config")
@@ -112,8 +127,16 @@ def shape_from_config(config: Mapping[str, Any]) -> dict[str, int]:
     hidden = _first(flat, HIDDEN_KEYS)
     top_k = _first(flat, TOPK_KEYS)
     if not (experts and inter and hidden and top_k):
-        missing = [n for n, v in (("experts", experts), ("intermediate", inter),
-                                  ("hidden", hidden), ("top_k", top_k)) if not v]
+        missing = [
+            n
+            for n, v in (
+                ("experts", experts),
+                ("intermediate", inter),
+                ("hidden", hidden),
+                ("top_k", top_k),
+            )
+            if not v
+        ]
         raise ValueError(f"config.json lacks {', '.join(missing)}")
     shared = _first(flat, SHARED_COUNT_KEYS) or 0
     width = _first(flat, SHARED_WIDTH_KEYS)
@@ -121,8 +144,13 @@ def shape_from_config(config: Mapping[str, Any]) -> dict[str, int]:
         shared = (shared or 1) if width == inter else 0
     if "text_config" in config and flat.get("model_type", "").startswith("llama4"):
         shared = 1  # Llama 4 always has one routed-size shared expert
-    return {"experts": experts, "moe_intermediate_size": inter, "hidden_size": hidden,
-            "top_k": top_k, "shared_experts": shared}
+    return {
+        "experts": experts,
+        "moe_intermediate_size": inter,
+        "hidden_size": hidden,
+        "top_k": top_k,
+        "shared_experts": shared,
+    }
 
 
 def refresh_model_shapes(

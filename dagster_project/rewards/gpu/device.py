@@ -136,9 +136,12 @@ def _driver_version() -> str | None:
     with contextlib.suppress(Exception):
         import subprocess
 
-        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20)
+        res = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if res.returncode == 0 and res.stdout.strip():
             return res.stdout.strip().splitlines()[0]
     return None
@@ -150,17 +153,25 @@ def environment() -> dict[str, Any]:
     import triton
 
     if interpreting():
-        return {"device": "cpu (TRITON_INTERPRET=1)", "torch": torch.__version__,
-                "triton": triton.__version__}
+        return {
+            "device": "cpu (TRITON_INTERPRET=1)",
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+        }
     props = torch.cuda.get_device_properties(0)
-    return {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-            "triton": triton.__version__, "cuda": torch.version.cuda,
-            "driver": _driver_version(),
-            "sm": f"{props.major}.{props.minor}",
-            "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0)}
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "driver": _driver_version(),
+        "sm": f"{props.major}.{props.minor}",
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
+    }
 
 
 # -- inputs -------------------------------------------------------------------------
+
 
 def _torch_dtype(name: str) -> Any:
     """The torch dtype of a ``TensorSpec`` dtype. Under the CPU interpreter bf16 *inputs*
@@ -168,8 +179,12 @@ def _torch_dtype(name: str) -> Any:
     that mode is to check the plumbing, not the numerics."""
     import torch
 
-    return {"bf16": torch.float16 if interpreting() else torch.bfloat16,
-            "fp8": torch.float8_e4m3fn, "f32": torch.float32, "i32": torch.int32}[name]
+    return {
+        "bf16": torch.float16 if interpreting() else torch.bfloat16,
+        "fp8": torch.float8_e4m3fn,
+        "f32": torch.float32,
+        "i32": torch.int32,
+    }[name]
 
 
 def _quantise_rows(x: Any, quant: str, block: tuple[int, int] | None) -> tuple[Any, Any]:
@@ -250,20 +265,23 @@ def problem_tensors(p: GemmProblem, routing: Routing | None, seed: int) -> dict[
         out["A"] = a.to(_torch_dtype("bf16"))
     del a
     b_shape = specs["B"].shape
-    std = p.k ** -0.5  # keeps outputs O(1) whatever K is
+    std = p.k**-0.5  # keeps outputs O(1) whatever K is
     if p.kind == "block_mm":
         w = torch.randn(b_shape, generator=gen, device=dev, dtype=torch.float32) * std
         out["B"], out["B_scale"] = _quantise_weight(w, p.quant, p.block_shape)
     else:
         b = torch.empty(b_shape, device=dev, dtype=_torch_dtype(specs["B"].dtype))
-        scales = (torch.empty(specs["B_scale"].shape, device=dev, dtype=torch.float32)
-                  if p.fp8 else None)
+        scales = (
+            torch.empty(specs["B_scale"].shape, device=dev, dtype=torch.float32) if p.fp8 else None
+        )
         per_expert = max(1, p.n * p.k * 4)
         chunk = max(1, min(p.experts, (512 << 20) // per_expert))  # <= 512 MB of fp32
         for e0 in range(0, p.experts, chunk):
             e1 = min(p.experts, e0 + chunk)
-            w = torch.randn((e1 - e0, p.n, p.k), generator=gen, device=dev,
-                            dtype=torch.float32) * std
+            w = (
+                torch.randn((e1 - e0, p.n, p.k), generator=gen, device=dev, dtype=torch.float32)
+                * std
+            )
             if p.fp8:
                 assert scales is not None
                 b[e0:e1], s = _quantise_weight(w, p.quant, p.block_shape)
@@ -299,7 +317,7 @@ def reference(p: GemmProblem, t: dict[str, Any], routing: Routing | None) -> Any
         for e, c in enumerate(counts):
             if not c:
                 continue
-            pairs = order[start:start + c]
+            pairs = order[start : start + c]
             start += c
             out[pairs] = a[pairs // p.top_k] @ _dequant_b(p, t, e).T
         if p.mul_routed_weight:
@@ -323,6 +341,7 @@ def rel_error(out: Any, ref: Any) -> float:
 
 # -- one row ------------------------------------------------------------------------
 
+
 def _n_sets(bytes_per_set: int, settings: TimingSettings) -> int:
     import torch
 
@@ -330,8 +349,9 @@ def _n_sets(bytes_per_set: int, settings: TimingSettings) -> int:
         return settings.min_sets
     l2 = settings.l2_bytes
     if l2 is None:
-        l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) \
-            or 60 * 2**20
+        l2 = (
+            int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0) or 60 * 2**20
+        )
     want = math.ceil(settings.rotate_factor * l2 / max(1, bytes_per_set))
     free, _ = torch.cuda.mem_get_info()
     fit = int(settings.memory_fraction * free // max(1, bytes_per_set))
@@ -365,23 +385,29 @@ def _context_alive() -> bool:
 class _RowRunner:
     """Inputs and reference of one row, reused by all its candidates."""
 
-    def __init__(self, row: MeasureRow, kernel: LoadedKernel, settings: TimingSettings
-                 ) -> None:
+    def __init__(self, row: MeasureRow, kernel: LoadedKernel, settings: TimingSettings) -> None:
         self.row = row
         self.kernel = kernel
         self.settings = settings
         self.problems = problems_for(row)
-        self.routing = (route(row.M, int(row.E or 0), int(row.top_k or 0),
-                              n_shared=row.n_shared, seed=row.seed)
-                        if row.kind == "moe" else None)
-        first = [problem_tensors(p, self.routing, row.seed + 7919 * i)
-                 for i, p in enumerate(self.problems)]
+        self.routing = (
+            route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared, seed=row.seed)
+            if row.kind == "moe"
+            else None
+        )
+        first = [
+            problem_tensors(p, self.routing, row.seed + 7919 * i)
+            for i, p in enumerate(self.problems)
+        ]
         bytes_per_set = sum(t.numel() * t.element_size() for d in first for t in d.values())
         self.n_sets = _n_sets(bytes_per_set, settings)
         self.sets = [first] + [
-            [problem_tensors(p, self.routing, row.seed + 7919 * i + 104729 * s)
-             for i, p in enumerate(self.problems)]
-            for s in range(1, self.n_sets)]
+            [
+                problem_tensors(p, self.routing, row.seed + 7919 * i + 104729 * s)
+                for i, p in enumerate(self.problems)
+            ]
+            for s in range(1, self.n_sets)
+        ]
         self.bytes_per_set = bytes_per_set
         self.refs = [reference(p, first[i], self.routing) for i, p in enumerate(self.problems)]
         self._int_cache: dict[tuple, Any] = {}
@@ -423,8 +449,10 @@ class _RowRunner:
             return failed(row.id, label, cand.config, HARNESS_ERROR, exc.reason, index)
         notes = tuple(dict.fromkeys((*notes, *(n for lch in launches for n in lch.notes))))
         fn = self.kernel.fn
-        per_set = [[self._args(lch, self.sets[s][i]) for i, lch in enumerate(launches)]
-                   for s in range(self.n_sets)]
+        per_set = [
+            [self._args(lch, self.sets[s][i]) for i, lch in enumerate(launches)]
+            for s in range(self.n_sets)
+        ]
         # 1. compile (warm-up compiles without launching)
         for lch, args in zip(launches, per_set[0], strict=True):
             if interpreting():
@@ -432,8 +460,15 @@ class _RowRunner:
             try:
                 fn.warmup(grid=lch.grid, **args, **lch.options)
             except Exception as exc:  # noqa: BLE001 - classified, never raised
-                return failed(row.id, label, cand.config, _classify(exc),
-                              f"{type(exc).__name__}: {exc}", index, notes=list(notes))
+                return failed(
+                    row.id,
+                    label,
+                    cand.config,
+                    _classify(exc),
+                    f"{type(exc).__name__}: {exc}",
+                    index,
+                    notes=list(notes),
+                )
         # 2. one checked launch per GEMM on set 0, output poisoned first
         errors: list[float] = []
         for i, (lch, args) in enumerate(zip(launches, per_set[0], strict=True)):
@@ -443,43 +478,79 @@ class _RowRunner:
                 _sync()
             except Exception as exc:  # noqa: BLE001
                 status = _classify(exc)
-                return failed(row.id, label, cand.config, status,
-                              f"{type(exc).__name__}: {exc}", index, notes=list(notes),
-                              context_lost=not _context_alive())
+                return failed(
+                    row.id,
+                    label,
+                    cand.config,
+                    status,
+                    f"{type(exc).__name__}: {exc}",
+                    index,
+                    notes=list(notes),
+                    context_lost=not _context_alive(),
+                )
             err = rel_error(args["c_ptr" if "c_ptr" in args else "C"], self.refs[i])
             errors.append(err)
             tol = TOLERANCE[self.problems[i].quant]
             if not err <= tol:  # NaN fails too
-                why = ("output has non-finite or unwritten elements" if math.isnan(err)
-                       else f"relative error {err:.3g} > {tol:g}")
-                m = failed(row.id, label, cand.config, WRONG_RESULT,
-                           f"{lch.problem} GEMM: {why}", index, notes=list(notes))
+                why = (
+                    "output has non-finite or unwritten elements"
+                    if math.isnan(err)
+                    else f"relative error {err:.3g} > {tol:g}"
+                )
+                m = failed(
+                    row.id,
+                    label,
+                    cand.config,
+                    WRONG_RESULT,
+                    f"{lch.problem} GEMM: {why}",
+                    index,
+                    notes=list(notes),
+                )
                 return replace(m, rel_err=None if math.isnan(err) else err)
+
         # 3. time
         def call(s: int) -> Callable[[], None]:
             def run() -> None:
                 for lch, args in zip(launches, per_set[s], strict=True):
                     fn[lch.grid](**args, **lch.options)
+
             return run
 
         try:
             t_us, timing = time_calls([call(s) for s in range(self.n_sets)], self.settings)
         except Exception as exc:  # noqa: BLE001
-            return failed(row.id, label, cand.config, LAUNCH_FAILED,
-                          f"timing failed: {type(exc).__name__}: {exc}", index,
-                          context_lost=not _context_alive())
+            return failed(
+                row.id,
+                label,
+                cand.config,
+                LAUNCH_FAILED,
+                f"timing failed: {type(exc).__name__}: {exc}",
+                index,
+                context_lost=not _context_alive(),
+            )
         flops = sum(p.flops() for p in self.problems)
         return Measurement(
-            row_id=row.id, label=label, config=dict(cand.config), status=OK, t_us=t_us,
-            rel_err=max(errors) if errors else None, index=index,
-            details={**timing, "n_sets": self.n_sets, "bytes_per_set": self.bytes_per_set,
-                     "tflops": round(flops / (t_us * 1e-6) / 1e12, 2),
-                     "grid": [list(lch.grid) for lch in launches],
-                     "notes": list(notes)})
+            row_id=row.id,
+            label=label,
+            config=dict(cand.config),
+            status=OK,
+            t_us=t_us,
+            rel_err=max(errors) if errors else None,
+            index=index,
+            details={
+                **timing,
+                "n_sets": self.n_sets,
+                "bytes_per_set": self.bytes_per_set,
+                "tflops": round(flops / (t_us * 1e-6) / 1e12, 2),
+                "grid": [list(lch.grid) for lch in launches],
+                "notes": list(notes),
+            },
+        )
 
 
-def time_calls(calls: Sequence[Callable[[], None]], settings: TimingSettings
-               ) -> tuple[float, dict[str, Any]]:
+def time_calls(
+    calls: Sequence[Callable[[], None]], settings: TimingSettings
+) -> tuple[float, dict[str, Any]]:
     """Median time of one call in microseconds, cycling through ``calls`` (one per input
     set) inside a CUDA graph; falls back to plain stream launches if capture fails."""
     import torch
@@ -501,10 +572,13 @@ def time_calls(calls: Sequence[Callable[[], None]], settings: TimingSettings
     end.record()
     torch.cuda.synchronize()
     est_ms = max(start.elapsed_time(end) / n, 1e-4)
-    launches = int(min(settings.max_graph_launches,
-                       max(n, math.ceil(settings.graph_ms / est_ms))))
-    reps = int(min(settings.max_reps, max(settings.min_reps,
-                                          math.ceil(settings.target_ms / (launches * est_ms)))))
+    launches = int(min(settings.max_graph_launches, max(n, math.ceil(settings.graph_ms / est_ms))))
+    reps = int(
+        min(
+            settings.max_reps,
+            max(settings.min_reps, math.ceil(settings.target_ms / (launches * est_ms))),
+        )
+    )
 
     def body() -> None:
         for j in range(launches):
@@ -522,8 +596,10 @@ def time_calls(calls: Sequence[Callable[[], None]], settings: TimingSettings
         torch.cuda.synchronize()
         mode, run = "stream", body
         run()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(reps)]
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(reps)
+    ]
     for s, e in events:
         s.record()
         run()
@@ -533,8 +609,12 @@ def time_calls(calls: Sequence[Callable[[], None]], settings: TimingSettings
     med = statistics.median(per_call)
     lo = per_call[max(0, int(0.1 * (reps - 1)))]
     hi = per_call[min(reps - 1, math.ceil(0.9 * (reps - 1)))]
-    return med, {"mode": mode, "launches": launches, "reps": reps,
-                 "spread": round((hi - lo) / med, 4) if med else None}
+    return med, {
+        "mode": mode,
+        "launches": launches,
+        "reps": reps,
+        "spread": round((hi - lo) / med, 4) if med else None,
+    }
 
 
 def measure_candidates(
@@ -587,8 +667,7 @@ def measure_candidates(
     except Exception as exc:  # noqa: BLE001 - inputs/reference failed: the row's problem
         if not _context_alive():
             raise CudaContextLost(str(exc)) from exc
-        return all_failed(HARNESS_ERROR, f"building inputs failed: {type(exc).__name__}: "
-                                         f"{exc}")
+        return all_failed(HARNESS_ERROR, f"building inputs failed: {type(exc).__name__}: {exc}")
     try:
         for i, cand in zip(idx, cands, strict=True):
             if deadline is not None and time.monotonic() > deadline:
@@ -623,21 +702,34 @@ def precompile(items: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[s
             row = MeasureRow.from_json(row_json)
             kernel = load_kernel(row.kernel_source, row.kernel)
             cfg, _ = normalise_config(config)
-            routing = (route(row.M, int(row.E or 0), int(row.top_k or 0),
-                             n_shared=row.n_shared, seed=row.seed)
-                       if row.kind == "moe" else None)
-            for lch, p in zip(plan_launches(row, cfg, kernel.signature, routing),
-                              problems_for(row), strict=True):
+            routing = (
+                route(
+                    row.M,
+                    int(row.E or 0),
+                    int(row.top_k or 0),
+                    n_shared=row.n_shared,
+                    seed=row.seed,
+                )
+                if row.kind == "moe"
+                else None
+            )
+            for lch, p in zip(
+                plan_launches(row, cfg, kernel.signature, routing), problems_for(row), strict=True
+            ):
                 dtypes = {s.role: s.dtype for s in p.tensors()}
-                dtypes.update({"sorted_token_ids": "i32", "expert_ids": "i32",
-                               "num_tokens_post_padded": "i32"})
+                dtypes.update(
+                    {
+                        "sorted_token_ids": "i32",
+                        "expert_ids": "i32",
+                        "num_tokens_post_padded": "i32",
+                    }
+                )
                 args: dict[str, Any] = {}
                 for name, value in lch.args.items():
                     if isinstance(value, TensorRef):
                         dt = dtypes[value.role]
                         if dt not in tiny:
-                            tiny[dt] = torch.zeros(16, device=_device(),
-                                                   dtype=_torch_dtype(dt))
+                            tiny[dt] = torch.zeros(16, device=_device(), dtype=_torch_dtype(dt))
                         args[name] = tiny[dt]
                     elif isinstance(value, DTypeRef):
                         args[name] = getattr(tl, value.name)

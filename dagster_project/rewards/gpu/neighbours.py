@@ -75,8 +75,13 @@ def neighbours(config: Mapping[str, Any]) -> list[Candidate]:
     return out
 
 
-def candidates(best: Mapping[str, Any], default: Mapping[str, Any] | None,
-               *, with_neighbours: bool = True, limit: int | None = None) -> list[Candidate]:
+def candidates(
+    best: Mapping[str, Any],
+    default: Mapping[str, Any] | None,
+    *,
+    with_neighbours: bool = True,
+    limit: int | None = None,
+) -> list[Candidate]:
     """``tuned`` first (its time is ``t_best`` of the reward), ``default`` second, then the
     tuned config's neighbours. The tuned and default configs are kept as written (keys
     the harness ignores included) so their rows show what the repo ships; neighbours are

@@ -125,8 +125,9 @@ class GemmProblem:
             elif self.quant == "fp8_channel":
                 out.append(TensorSpec("B_scale", (self.experts, self.n, 1), "f32"))
             elif self.quant == "fp8_block":
-                out.append(TensorSpec("B_scale", (self.experts, cdiv(self.n, bn),
-                                                  cdiv(self.k, bk)), "f32"))
+                out.append(
+                    TensorSpec("B_scale", (self.experts, cdiv(self.n, bn), cdiv(self.k, bk)), "f32")
+                )
             out.append(TensorSpec("C", (self.num_pairs, self.n), "bf16"))
             out.append(TensorSpec("topk_weights", (self.tokens, self.routed_top_k), "f32"))
         else:
@@ -143,17 +144,29 @@ class GemmProblem:
 def problems_for(row: MeasureRow) -> list[GemmProblem]:
     """The GEMMs a row's config governs (see ``MeasureRow.moe_gemms``)."""
     if row.kind == "block_mm":
-        return [GemmProblem("mm", "block_mm", row.M, row.N, row.K, "fp8_block",
-                            block_shape=row.block_shape)]
+        return [
+            GemmProblem(
+                "mm", "block_mm", row.M, row.N, row.K, "fp8_block", block_shape=row.block_shape
+            )
+        ]
     topk = row.routed_top_k
     E = int(row.E or 0)
     pairs = row.M * topk
-    common = dict(kind="moe", quant=row.quant, experts=E, num_pairs=pairs, tokens=row.M,
-                  routed_top_k=topk, block_shape=row.block_shape)
-    up = GemmProblem("up", rows=row.M, n=2 * row.N, k=row.K, top_k=topk,
-                     mul_routed_weight=False, **common)  # type: ignore[arg-type]
-    down = GemmProblem("down", rows=pairs, n=row.K, k=row.N, top_k=1,
-                       mul_routed_weight=True, **common)  # type: ignore[arg-type]
+    common = dict(
+        kind="moe",
+        quant=row.quant,
+        experts=E,
+        num_pairs=pairs,
+        tokens=row.M,
+        routed_top_k=topk,
+        block_shape=row.block_shape,
+    )
+    up = GemmProblem(
+        "up", rows=row.M, n=2 * row.N, k=row.K, top_k=topk, mul_routed_weight=False, **common
+    )  # type: ignore[arg-type]
+    down = GemmProblem(
+        "down", rows=pairs, n=row.K, k=row.N, top_k=1, mul_routed_weight=True, **common
+    )  # type: ignore[arg-type]
     return {"both": [up, down], "up": [up], "down": [down]}[row.moe_gemms]
 
 
@@ -197,6 +210,7 @@ class Launch:
         deduplicate the parallel pre-compile. (Harness 1.0.0 keyed constexpr tile sizes
         by divisibility too, so BLOCK_SIZE_N=64 and 128 shared one key and every tile
         neighbour was compiled in the timing process instead.)"""
+
         def spec(name: str, value: Any) -> Any:
             if isinstance(value, bool) or value is None:
                 return value
@@ -208,16 +222,17 @@ class Launch:
                 return ("t", value.role)
             return repr(value)
 
-        return (tuple(sorted((k, spec(k, v)) for k, v in self.args.items())),
-                tuple(sorted(self.options.items())))
+        return (
+            tuple(sorted((k, spec(k, v)) for k, v in self.args.items())),
+            tuple(sorted(self.options.items())),
+        )
 
 
 def _scale_strides(problem: GemmProblem) -> dict[str, int]:
     """``stride_as*`` / ``stride_bs*`` as the launchers compute them from the scale
     tensors' shapes (0 for a 1-D scale, which the kernels index directly)."""
     specs = {t.role: t for t in problem.tensors()}
-    out = {"stride_asm": 0, "stride_ask": 0, "stride_bse": 0, "stride_bsk": 0,
-           "stride_bsn": 0}
+    out = {"stride_asm": 0, "stride_ask": 0, "stride_bse": 0, "stride_bsk": 0, "stride_bsn": 0}
     a_s = specs.get("A_scale")
     if a_s is not None and len(a_s.shape) == 2:
         st = contiguous_strides(a_s.shape)
@@ -229,10 +244,13 @@ def _scale_strides(problem: GemmProblem) -> dict[str, int]:
     return out
 
 
-def _moe_args(problem: GemmProblem, cfg: Mapping[str, int], policy: LaunchPolicy,
-              routing: Routing, names: frozenset[str]) -> tuple[dict[str, Any],
-                                                                 dict[str, np.ndarray],
-                                                                 tuple[int, ...], list[str]]:
+def _moe_args(
+    problem: GemmProblem,
+    cfg: Mapping[str, int],
+    policy: LaunchPolicy,
+    routing: Routing,
+    names: frozenset[str],
+) -> tuple[dict[str, Any], dict[str, np.ndarray], tuple[int, ...], list[str]]:
     notes: list[str] = []
     bm, bn, bk = cfg["BLOCK_SIZE_M"], cfg["BLOCK_SIZE_N"], cfg["BLOCK_SIZE_K"]
     if policy.clamp_block_k and problem.block_shape is not None:
@@ -240,22 +258,27 @@ def _moe_args(problem: GemmProblem, cfg: Mapping[str, int], policy: LaunchPolicy
         if capped != bk:
             notes.append(f"BLOCK_SIZE_K {bk} capped to {capped} by the launcher")
             bk = capped
-    naive = (policy.naive_sparsity is not None and "naive_block_assignment" in names
-             and problem.tokens * problem.routed_top_k * policy.naive_sparsity
-             <= problem.experts)
+    naive = (
+        policy.naive_sparsity is not None
+        and "naive_block_assignment" in names
+        and problem.tokens * problem.routed_top_k * policy.naive_sparsity <= problem.experts
+    )
     if naive:
         al = naive_assignment(routing.topk_ids, bm)
         em = al.buffer_len
     else:
-        length = buffer_len(problem.num_pairs, problem.experts, bm,
-                            extra_expert=policy.extra_expert_padding)
+        length = buffer_len(
+            problem.num_pairs, problem.experts, bm, extra_expert=policy.extra_expert_padding
+        )
         al = align_block_size(routing.topk_ids, bm, problem.experts, length)
         em = length
         if policy.small_batch_em and problem.rows < bm:
             em = min(length, problem.rows * problem.top_k * bm)
     grid = (cdiv(em, bm) * cdiv(problem.n, bn),)
-    int_data = {"expert_ids": al.expert_ids,
-                "num_tokens_post_padded": np.array([al.num_tokens_post_padded], np.int32)}
+    int_data = {
+        "expert_ids": al.expert_ids,
+        "num_tokens_post_padded": np.array([al.num_tokens_post_padded], np.int32),
+    }
     if al.sorted_token_ids is not None:
         int_data["sorted_token_ids"] = al.sorted_token_ids
     fp8 = problem.fp8
@@ -263,7 +286,9 @@ def _moe_args(problem: GemmProblem, cfg: Mapping[str, int], policy: LaunchPolicy
     swap_ab = bool(policy.swap_ab_sm90 and fp8 and bm < 64 and bn >= 64)
     k, n = problem.k, problem.n
     args: dict[str, Any] = {
-        "a_ptr": TensorRef("A"), "b_ptr": TensorRef("B"), "c_ptr": TensorRef("C"),
+        "a_ptr": TensorRef("A"),
+        "b_ptr": TensorRef("B"),
+        "c_ptr": TensorRef("C"),
         "a_scale_ptr": TensorRef("A_scale") if fp8 else None,
         "b_scale_ptr": TensorRef("B_scale") if fp8 else None,
         "topk_weights_ptr": TensorRef("topk_weights"),
@@ -271,46 +296,91 @@ def _moe_args(problem: GemmProblem, cfg: Mapping[str, int], policy: LaunchPolicy
         "expert_ids_ptr": TensorRef("expert_ids"),
         "num_tokens_post_padded_ptr": TensorRef("num_tokens_post_padded"),
         # Optional features the runs never use (bias, TMA, LoRA masks, fused adds).
-        "b_bias_ptr": None, "bias_ptr": None, "a_desc": None, "b_desc": None,
+        "b_bias_ptr": None,
+        "bias_ptr": None,
+        "a_desc": None,
+        "b_desc": None,
         "add_mask_ptr": None,
-        "N": n, "K": k, "EM": em, "num_valid_tokens": problem.num_pairs,
-        "stride_am": k, "stride_ak": 1,
-        "stride_be": n * k, "stride_bk": 1, "stride_bn": k,
-        "stride_cm": n, "stride_cn": 1,
+        "N": n,
+        "K": k,
+        "EM": em,
+        "num_valid_tokens": problem.num_pairs,
+        "stride_am": k,
+        "stride_ak": 1,
+        "stride_be": n * k,
+        "stride_bk": 1,
+        "stride_bn": k,
+        "stride_cm": n,
+        "stride_cn": 1,
         **_scale_strides(problem),
-        "stride_bbe": 0, "stride_bbn": 0, "stride_bias_e": 0, "stride_bias_n": 0,
-        "group_n": group_n, "group_k": group_k,
+        "stride_bbe": 0,
+        "stride_bbn": 0,
+        "stride_bias_e": 0,
+        "stride_bias_n": 0,
+        "group_n": group_n,
+        "group_k": group_k,
         "naive_block_assignment": naive,
-        "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk,
-        "GROUP_SIZE_M": cfg["GROUP_SIZE_M"], "SPLIT_K": 1,
-        "MUL_ROUTED_WEIGHT": problem.mul_routed_weight, "top_k": problem.top_k,
+        "BLOCK_SIZE_M": bm,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
+        "GROUP_SIZE_M": cfg["GROUP_SIZE_M"],
+        "SPLIT_K": 1,
+        "MUL_ROUTED_WEIGHT": problem.mul_routed_weight,
+        "top_k": problem.top_k,
         "compute_type": DTypeRef("bfloat16"),
-        "use_fp8_w8a8": fp8, "use_fp8": fp8, "use_int8_w8a8": False,
-        "use_int8_w8a16": False, "use_int4_w4a16": False,
-        "per_channel_quant": problem.quant == "fp8_channel", "HAS_BIAS": False,
-        "even_Ks": k % bk == 0, "c_sorted": False, "filter_expert": True,
-        "swap_ab": swap_ab, "FUSE_ADD_TO_OUTPUT": False, "MASK_OUTPUT": False,
-        "FUSE_SUM_ALL_REDUCE": False, "LORA_PRESERVE_BASE": False, "ROUTER_TOPK": 1,
+        "use_fp8_w8a8": fp8,
+        "use_fp8": fp8,
+        "use_int8_w8a8": False,
+        "use_int8_w8a16": False,
+        "use_int4_w4a16": False,
+        "per_channel_quant": problem.quant == "fp8_channel",
+        "HAS_BIAS": False,
+        "even_Ks": k % bk == 0,
+        "c_sorted": False,
+        "filter_expert": True,
+        "swap_ab": swap_ab,
+        "FUSE_ADD_TO_OUTPUT": False,
+        "MASK_OUTPUT": False,
+        "FUSE_SUM_ALL_REDUCE": False,
+        "LORA_PRESERVE_BASE": False,
+        "ROUTER_TOPK": 1,
     }
     if naive:
         notes.append("vLLM naive block assignment (sparse batch: no alignment)")
     return args, int_data, grid, notes
 
 
-def _block_mm_args(problem: GemmProblem, cfg: Mapping[str, int]
-                   ) -> tuple[dict[str, Any], tuple[int, ...]]:
+def _block_mm_args(
+    problem: GemmProblem, cfg: Mapping[str, int]
+) -> tuple[dict[str, Any], tuple[int, ...]]:
     bm, bn, bk = cfg["BLOCK_SIZE_M"], cfg["BLOCK_SIZE_N"], cfg["BLOCK_SIZE_K"]
     group_n, group_k = problem.block_shape or (128, 128)
     m, n, k = problem.rows, problem.n, problem.k
     kb = cdiv(k, group_k)
     args: dict[str, Any] = {
-        "A": TensorRef("A"), "B": TensorRef("B"), "C": TensorRef("C"),
-        "As": TensorRef("A_scale"), "Bs": TensorRef("B_scale"),
-        "M": m, "N": n, "K": k, "group_n": group_n, "group_k": group_k,
-        "stride_am": k, "stride_ak": 1, "stride_bk": 1, "stride_bn": k,
-        "stride_cm": n, "stride_cn": 1,
-        "stride_As_m": kb, "stride_As_k": 1, "stride_Bs_k": 1, "stride_Bs_n": kb,
-        "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk,
+        "A": TensorRef("A"),
+        "B": TensorRef("B"),
+        "C": TensorRef("C"),
+        "As": TensorRef("A_scale"),
+        "Bs": TensorRef("B_scale"),
+        "M": m,
+        "N": n,
+        "K": k,
+        "group_n": group_n,
+        "group_k": group_k,
+        "stride_am": k,
+        "stride_ak": 1,
+        "stride_bk": 1,
+        "stride_bn": k,
+        "stride_cm": n,
+        "stride_cn": 1,
+        "stride_As_m": kb,
+        "stride_As_k": 1,
+        "stride_Bs_k": 1,
+        "stride_Bs_n": kb,
+        "BLOCK_SIZE_M": bm,
+        "BLOCK_SIZE_N": bn,
+        "BLOCK_SIZE_K": bk,
         "GROUP_SIZE_M": cfg["GROUP_SIZE_M"],
         "needs_masking": k % bk != 0,
     }
@@ -326,8 +396,10 @@ def bind(signature: KernelSignature, values: Mapping[str, Any]) -> dict[str, Any
     names = set(signature.names)
     absent = [k for k in REQUIRED_KEYS if k not in names]
     if absent:
-        raise BindError(f"{signature.name} has no parameter(s) {', '.join(absent)}: the "
-                        "config cannot be applied to this kernel version")
+        raise BindError(
+            f"{signature.name} has no parameter(s) {', '.join(absent)}: the "
+            "config cannot be applied to this kernel version"
+        )
     bound: dict[str, Any] = {}
     unbound: list[str] = []
     for p in signature.params:
@@ -336,13 +408,15 @@ def bind(signature: KernelSignature, values: Mapping[str, Any]) -> dict[str, Any
         elif not p.has_default:
             unbound.append(p.name)
     if unbound:
-        raise BindError(f"{signature.name} parameter(s) the harness cannot fill: "
-                        + ", ".join(unbound))
+        raise BindError(
+            f"{signature.name} parameter(s) the harness cannot fill: " + ", ".join(unbound)
+        )
     return bound
 
 
-def plan_launches(row: MeasureRow, config: Mapping[str, int], signature: KernelSignature,
-                  routing: Routing | None) -> list[Launch]:
+def plan_launches(
+    row: MeasureRow, config: Mapping[str, int], signature: KernelSignature, routing: Routing | None
+) -> list[Launch]:
     """The launches of one (row, normalised config), in execution order."""
     policy = policy_for(row.repo)
     names = frozenset(signature.names)
@@ -356,6 +430,7 @@ def plan_launches(row: MeasureRow, config: Mapping[str, int], signature: KernelS
         else:
             values, grid = _block_mm_args(problem, config)
             int_data, notes = {}, []
-        launches.append(Launch(problem.name, grid, bind(signature, values), options,
-                               int_data, tuple(notes)))
+        launches.append(
+            Launch(problem.name, grid, bind(signature, values), options, int_data, tuple(notes))
+        )
     return launches

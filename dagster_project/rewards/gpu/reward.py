@@ -59,8 +59,13 @@ def reward_from(pred: Measurement, t_best_us: float | None) -> RewardResult:
         reason = pred.reason or f"prediction status {pred.status!r} without a time"
         return RewardResult(HARNESS_ERROR_REWARD, HARNESS_ERROR, reason, None, t_best_us)
     if t_best_us is None or not math.isfinite(t_best_us) or t_best_us <= 0:
-        return RewardResult(HARNESS_ERROR_REWARD, HARNESS_ERROR,
-                            "no valid time for the row's tuned config", pred.t_us, t_best_us)
+        return RewardResult(
+            HARNESS_ERROR_REWARD,
+            HARNESS_ERROR,
+            "no valid time for the row's tuned config",
+            pred.t_us,
+            t_best_us,
+        )
     assert pred.t_us is not None
     return RewardResult(t_best_us / pred.t_us, OK, "", pred.t_us, t_best_us)
 
@@ -113,19 +118,29 @@ def execution_reward(
     try:
         results = (measure or _default_measure)(measure_row, cands)
     except Exception as exc:  # noqa: BLE001 - never raise out of a reward
-        return RewardResult(HARNESS_ERROR_REWARD, HARNESS_ERROR,
-                            f"measurement failed: {type(exc).__name__}: {exc}", None, t_best_us)
+        return RewardResult(
+            HARNESS_ERROR_REWARD,
+            HARNESS_ERROR,
+            f"measurement failed: {type(exc).__name__}: {exc}",
+            None,
+            t_best_us,
+        )
     by_label = {m.label: m for m in results}
-    pred = by_label.get("pred") or failed(measure_row.id, "pred", cfg, HARNESS_ERROR,
-                                          "the measurer returned no result for the config")
+    pred = by_label.get("pred") or failed(
+        measure_row.id, "pred", cfg, HARNESS_ERROR, "the measurer returned no result for the config"
+    )
     if pred.status in CONFIG_FAILURES:  # the config's fault, whatever the tuned one did
         return reward_from(pred, t_best_us)
     if t_best_us is None:
         tuned = by_label.get("tuned")
         if tuned is None or not tuned.ok:
             why = tuned.reason if tuned is not None else "not measured"
-            return RewardResult(HARNESS_ERROR_REWARD, HARNESS_ERROR,
-                                f"the row's tuned config has no valid time ({why})",
-                                pred.t_us, None)
+            return RewardResult(
+                HARNESS_ERROR_REWARD,
+                HARNESS_ERROR,
+                f"the row's tuned config has no valid time ({why})",
+                pred.t_us,
+                None,
+            )
         t_best_us = tuned.t_us
     return reward_from(pred, t_best_us)

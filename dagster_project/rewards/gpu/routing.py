@@ -32,8 +32,7 @@ class Routing:
         return int(self.topk_ids.size)
 
 
-def route(M: int, num_experts: int, top_k: int, *, n_shared: int = 0,
-          seed: int = 0) -> Routing:
+def route(M: int, num_experts: int, top_k: int, *, n_shared: int = 0, seed: int = 0) -> Routing:
     """Random routing: each token picks ``top_k`` distinct routed experts uniformly from
     the first ``num_experts - n_shared``, plus every fused shared expert (the last
     ``n_shared`` ids), with softmax weights of random logits.
@@ -67,16 +66,18 @@ class Alignment:
     buffer_len: int  # sorted_token_ids length (the launch grid covers it)
 
 
-def buffer_len(num_pairs: int, num_experts: int, block_m: int, *, extra_expert: bool = False
-               ) -> int:
+def buffer_len(
+    num_pairs: int, num_experts: int, block_m: int, *, extra_expert: bool = False
+) -> int:
     """Upper bound of the padded length: vLLM ``pairs + E·(BM-1)``, SGLang reserves one
     more expert's padding (``extra_expert``)."""
     e = num_experts + (1 if extra_expert else 0)
     return num_pairs + e * (block_m - 1)
 
 
-def align_block_size(topk_ids: np.ndarray, block_m: int, num_experts: int,
-                     length: int | None = None) -> Alignment:
+def align_block_size(
+    topk_ids: np.ndarray, block_m: int, num_experts: int, length: int | None = None
+) -> Alignment:
     """Group pairs by expert (pair order kept within an expert), pad each expert's run
     with the sentinel ``num_pairs`` to a multiple of ``block_m``.
 

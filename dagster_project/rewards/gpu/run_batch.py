@@ -50,11 +50,16 @@ EXIT_USAGE = 2
 
 
 class Measure(Protocol):
-    def __call__(self, row: MeasureRow, cands: Sequence[Candidate], *,
-                 on_result: Callable[[Measurement], None] | None = ...,
-                 on_attempt: Callable[[Candidate], None] | None = ...,
-                 deadline: float | None = ...,
-                 indices: Sequence[int] | None = ...) -> list[Measurement]: ...
+    def __call__(
+        self,
+        row: MeasureRow,
+        cands: Sequence[Candidate],
+        *,
+        on_result: Callable[[Measurement], None] | None = ...,
+        on_attempt: Callable[[Candidate], None] | None = ...,
+        deadline: float | None = ...,
+        indices: Sequence[int] | None = ...,
+    ) -> list[Measurement]: ...
 
 
 @dataclass
@@ -126,16 +131,28 @@ def row_meta(row: MeasureRow) -> dict[str, Any]:
     top-k and GEMMs from the planner, not from the lake row)."""
     from .source import source_hash
 
-    return {"kernel": row.kernel, "repo": row.repo, "quant": row.quant, "M": row.M,
-            "N": row.N, "K": row.K, "E": row.E, "top_k": row.top_k, "n_shared": row.n_shared,
-            "moe_gemms": row.moe_gemms, "model": row.model,
-            # what a shipped batch needs to stand alone (no tuned_configs join)
-            "dtype": row.dtype, "gpu": row.gpu, "config_path": row.config_path,
-            "block_shape": list(row.block_shape) if row.block_shape else None,
-            "best_config": row.best_config, "default_config": row.default_config,
-            "kernel_source_sha": source_hash(row.kernel_source) if row.kernel_source else None,
-            **{k: row.extra[k] for k in ("split", "documented_speedup_vs_default")
-               if k in row.extra}}
+    return {
+        "kernel": row.kernel,
+        "repo": row.repo,
+        "quant": row.quant,
+        "M": row.M,
+        "N": row.N,
+        "K": row.K,
+        "E": row.E,
+        "top_k": row.top_k,
+        "n_shared": row.n_shared,
+        "moe_gemms": row.moe_gemms,
+        "model": row.model,
+        # what a shipped batch needs to stand alone (no tuned_configs join)
+        "dtype": row.dtype,
+        "gpu": row.gpu,
+        "config_path": row.config_path,
+        "block_shape": list(row.block_shape) if row.block_shape else None,
+        "best_config": row.best_config,
+        "default_config": row.default_config,
+        "kernel_source_sha": source_hash(row.kernel_source) if row.kernel_source else None,
+        **{k: row.extra[k] for k in ("split", "documented_speedup_vs_default") if k in row.extra},
+    }
 
 
 @dataclass
@@ -149,9 +166,16 @@ class BatchReport:
     precompile: dict[str, Any] = field(default_factory=dict)
 
 
-def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
-              measure: Measure | None = None, env: dict[str, Any] | None = None,
-              workers: int = 0, timing: str = "fast") -> BatchReport:
+def run_batch(
+    in_path: Path,
+    out_path: Path,
+    *,
+    budget_s: float | None = None,
+    measure: Measure | None = None,
+    env: dict[str, Any] | None = None,
+    workers: int = 0,
+    timing: str = "fast",
+) -> BatchReport:
     """Measure every (row, candidate) of ``in_path`` not yet in ``out_path``.
 
     ``workers`` > 0 compiles the batch's kernel variants in that many processes while
@@ -175,17 +199,26 @@ def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
 
         if timing not in TIMING_PRESETS:
             raise ValueError(f"timing preset {timing!r} is not one of {sorted(TIMING_PRESETS)}")
-        measure = functools.partial(measure_candidates,  # type: ignore[assignment]
-                                    settings=TIMING_PRESETS[timing])
+        measure = functools.partial(
+            measure_candidates,  # type: ignore[assignment]
+            settings=TIMING_PRESETS[timing],
+        )
         env = {**environment(), "timing": timing, **(env or {})}
     env = env or {}
 
     meta = {item.row.id: row_meta(item.row) for item in items}
 
     def write(m: Measurement) -> None:
-        _append(out_path, {**m.to_json(), "harness_version": HARNESS_VERSION,
-                           "measured_at": datetime.now(UTC).isoformat(), "env": env,
-                           "row": meta.get(m.row_id, {})})
+        _append(
+            out_path,
+            {
+                **m.to_json(),
+                "harness_version": HARNESS_VERSION,
+                "measured_at": datetime.now(UTC).isoformat(),
+                "env": env,
+                "row": meta.get(m.row_id, {}),
+            },
+        )
         done.add((m.row_id, m.label))
         report.measured += 1
 
@@ -193,9 +226,16 @@ def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
     for item in items:
         for i, c in enumerate(item.cands):
             if pending.get((item.row.id, c.label), 0) >= 2:
-                write(failed(item.row.id, c.label, c.config, LAUNCH_FAILED,
-                             "the process died twice while this config ran (crash or "
-                             "sticky CUDA error)", i))
+                write(
+                    failed(
+                        item.row.id,
+                        c.label,
+                        c.config,
+                        LAUNCH_FAILED,
+                        "the process died twice while this config ran (crash or sticky CUDA error)",
+                        i,
+                    )
+                )
                 report.crashed += 1
 
     todo: list[tuple[BatchItem, list[int]]] = []
@@ -215,10 +255,15 @@ def run_batch(in_path: Path, out_path: Path, *, budget_s: float | None = None,
     return report
 
 
-def _time_rows(todo: Sequence[tuple[BatchItem, list[int]]], measure: Measure,
-               write: Callable[[Measurement], None], attempts_path: Path,
-               deadline: float | None, report: BatchReport,
-               pre: Precompiler | None) -> None:
+def _time_rows(
+    todo: Sequence[tuple[BatchItem, list[int]]],
+    measure: Measure,
+    write: Callable[[Measurement], None],
+    attempts_path: Path,
+    deadline: float | None,
+    report: BatchReport,
+    pre: Precompiler | None,
+) -> None:
     for n, (item, left) in enumerate(todo):
         if deadline is not None and time.monotonic() > deadline:
             report.stopped_by_budget = True
@@ -230,19 +275,28 @@ def _time_rows(todo: Sequence[tuple[BatchItem, list[int]]], measure: Measure,
 
         index_of = {c.label: i for i, c in enumerate(item.cands)}
 
-        def attempt(c: Candidate, row_id: str = row.id,
-                    index_of: dict[str, int] = index_of) -> None:
-            _append(attempts_path, {"row_id": row_id, "label": c.label,
-                                    "index": index_of.get(c.label)})
+        def attempt(
+            c: Candidate, row_id: str = row.id, index_of: dict[str, int] = index_of
+        ) -> None:
+            _append(
+                attempts_path, {"row_id": row_id, "label": c.label, "index": index_of.get(c.label)}
+            )
 
         try:
-            measure(row, [item.cands[i] for i in left], on_result=write, on_attempt=attempt,
-                    deadline=deadline, indices=left)
+            measure(
+                row,
+                [item.cands[i] for i in left],
+                on_result=write,
+                on_attempt=attempt,
+                deadline=deadline,
+                indices=left,
+            )
         except Exception as exc:
             if type(exc).__name__ == "CudaContextLost":
                 report.context_lost = True
-                print(f"CUDA context lost on row {row.id}: {exc}; restart to resume",
-                      file=sys.stderr)
+                print(
+                    f"CUDA context lost on row {row.id}: {exc}; restart to resume", file=sys.stderr
+                )
                 return
             raise
 
@@ -275,12 +329,17 @@ class Precompiler:
 
         self._cf = cf
         self.started = time.monotonic()
-        self.stats: dict[str, Any] = {"variants": 0, "compiled": 0, "failed": 0,
-                                      "waited_s": 0.0, "mode": "pipelined"}
+        self.stats: dict[str, Any] = {
+            "variants": 0,
+            "compiled": 0,
+            "failed": 0,
+            "waited_s": 0.0,
+            "mode": "pipelined",
+        }
         self.row_futures: list[list[Any]] = []
-        self._pool = cf.ProcessPoolExecutor(max_workers=workers,
-                                            mp_context=mp.get_context("spawn"),
-                                            initializer=_lower_priority)
+        self._pool = cf.ProcessPoolExecutor(
+            max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_lower_priority
+        )
         by_key: dict[tuple, Any] = {}
         for item, left in todo:
             futs: list[Any] = []
@@ -292,9 +351,17 @@ class Precompiler:
                 sig = signature_of(row.kernel_source, row.kernel)
             except KernelSourceError:
                 continue
-            routing = (route(row.M, int(row.E or 0), int(row.top_k or 0),
-                             n_shared=row.n_shared, seed=row.seed)
-                       if row.kind == "moe" else None)
+            routing = (
+                route(
+                    row.M,
+                    int(row.E or 0),
+                    int(row.top_k or 0),
+                    n_shared=row.n_shared,
+                    seed=row.seed,
+                )
+                if row.kind == "moe"
+                else None
+            )
             row_json = row.to_json()
             src = source_hash(row.kernel_source)
             constexprs = frozenset(p.name for p in sig.params if p.constexpr)
@@ -333,8 +400,7 @@ class Precompiler:
     def wait_row(self, n: int, deadline: float | None) -> None:
         """Block until the variants of the ``n``-th row of the batch are compiled (or
         failed: the timing pass then meets and classifies the same failure)."""
-        futs = [f for f in self.row_futures[n] if not f.done()] if n < len(self.row_futures) \
-            else []
+        futs = [f for f in self.row_futures[n] if not f.done()] if n < len(self.row_futures) else []
         if not futs:
             return
         t0 = time.monotonic()
@@ -356,12 +422,14 @@ def _lower_priority() -> None:
 
 # -- summary --------------------------------------------------------------------------
 
+
 def _fmt(v: float | None, spec: str = ".1f") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def summarise(items: Iterable[BatchItem], results: Iterable[dict[str, Any]]
-              ) -> list[dict[str, Any]]:
+def summarise(
+    items: Iterable[BatchItem], results: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Per row: tuned and default time, their ratio, the fastest candidate, counts."""
     by_row: dict[str, list[dict[str, Any]]] = {}
     for r in results:
@@ -373,23 +441,33 @@ def summarise(items: Iterable[BatchItem], results: Iterable[dict[str, Any]]
         times = {r["label"]: float(r["t_us"]) for r in ok}
         best = min(ok, key=lambda r: float(r["t_us"])) if ok else None
         t_tuned, t_default = times.get("tuned"), times.get("default")
-        out.append({
-            "row_id": item.row.id, "kernel": item.row.kernel, "repo": item.row.repo,
-            "quant": item.row.quant, "M": item.row.M, "measured": len(rs),
-            "candidates": len(item.cands), "ok": len(ok),
-            "failures": dict(Counter(r.get("status") for r in rs if r.get("status") != "ok")),
-            "t_tuned_us": t_tuned, "t_default_us": t_default,
-            "speedup_vs_default": (t_default / t_tuned) if t_tuned and t_default else None,
-            "best_label": best["label"] if best else None,
-            "t_best_us": float(best["t_us"]) if best else None,
-            "tuned_is_best": (best is not None and best["label"] == "tuned"),
-        })
+        out.append(
+            {
+                "row_id": item.row.id,
+                "kernel": item.row.kernel,
+                "repo": item.row.repo,
+                "quant": item.row.quant,
+                "M": item.row.M,
+                "measured": len(rs),
+                "candidates": len(item.cands),
+                "ok": len(ok),
+                "failures": dict(Counter(r.get("status") for r in rs if r.get("status") != "ok")),
+                "t_tuned_us": t_tuned,
+                "t_default_us": t_default,
+                "speedup_vs_default": (t_default / t_tuned) if t_tuned and t_default else None,
+                "best_label": best["label"] if best else None,
+                "t_best_us": float(best["t_us"]) if best else None,
+                "tuned_is_best": (best is not None and best["label"] == "tuned"),
+            }
+        )
     return out
 
 
 def format_summary(rows: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'row':10} {'kernel':22} {'repo':6} {'quant':11} {'M':>5} {'tuned_us':>9} "
-            f"{'default_us':>10} {'speedup':>7} {'best':>16} {'best_us':>8} {'ok':>5} fails")
+    head = (
+        f"{'row':10} {'kernel':22} {'repo':6} {'quant':11} {'M':>5} {'tuned_us':>9} "
+        f"{'default_us':>10} {'speedup':>7} {'best':>16} {'best_us':>8} {'ok':>5} fails"
+    )
     lines = [head, "-" * len(head)]
     for s in rows:
         fails = ",".join(f"{k}:{v}" for k, v in sorted(s["failures"].items())) or "-"
@@ -397,46 +475,70 @@ def format_summary(rows: Sequence[dict[str, Any]]) -> str:
             f"{s['row_id'][:10]:10} {s['kernel'][:22]:22} {s['repo'][:6]:6} {s['quant']:11} "
             f"{s['M']:>5} {_fmt(s['t_tuned_us']):>9} {_fmt(s['t_default_us']):>10} "
             f"{_fmt(s['speedup_vs_default'], '.2f'):>7} {str(s['best_label'])[:16]:>16} "
-            f"{_fmt(s['t_best_us']):>8} {s['ok']:>2}/{s['candidates']:<2} {fails}")
+            f"{_fmt(s['t_best_us']):>8} {s['ok']:>2}/{s['candidates']:<2} {fails}"
+        )
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for s in rows:
         groups.setdefault((s["kernel"], s["quant"]), []).append(s)
     lines.append("")
-    lines.append(f"{'kernel':30} {'quant':11} {'rows':>4} {'median_speedup':>14} "
-                 f"{'tuned_best':>10}")
+    lines.append(
+        f"{'kernel':30} {'quant':11} {'rows':>4} {'median_speedup':>14} {'tuned_best':>10}"
+    )
     for (kernel, quant), ss in sorted(groups.items()):
         sp = [s["speedup_vs_default"] for s in ss if s["speedup_vs_default"]]
         measured = [s for s in ss if s["t_tuned_us"]]
         best = sum(s["tuned_is_best"] for s in measured)
-        lines.append(f"{kernel[:30]:30} {quant:11} {len(measured):>4} "
-                     f"{_fmt(statistics.median(sp) if sp else None, '.3f'):>14} "
-                     f"{best:>4}/{len(measured):<5}")
+        lines.append(
+            f"{kernel[:30]:30} {quant:11} {len(measured):>4} "
+            f"{_fmt(statistics.median(sp) if sp else None, '.3f'):>14} "
+            f"{best:>4}/{len(measured):<5}"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dagster_project.rewards.gpu.run_batch",
-                                 description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m dagster_project.rewards.gpu.run_batch", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("in_path", type=Path)
     ap.add_argument("out_path", type=Path)
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="stop starting candidates after this many seconds")
-    ap.add_argument("--workers", type=int, default=0,
-                    help="parallel pre-compile processes (0: compile while timing)")
-    ap.add_argument("--timing", default="fast", choices=("fast", "full"),
-                    help="timing preset (device.TIMING_PRESETS); full = harness 1.0.0's")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="stop starting candidates after this many seconds",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="parallel pre-compile processes (0: compile while timing)",
+    )
+    ap.add_argument(
+        "--timing",
+        default="fast",
+        choices=("fast", "full"),
+        help="timing preset (device.TIMING_PRESETS); full = harness 1.0.0's",
+    )
     args = ap.parse_args(argv)
     if not args.in_path.is_file():
         print(f"no batch file {args.in_path}", file=sys.stderr)
         return EXIT_USAGE
     args.out_path.parent.mkdir(parents=True, exist_ok=True)
-    report = run_batch(args.in_path, args.out_path, budget_s=args.budget_s,
-                       workers=args.workers, timing=args.timing)
+    report = run_batch(
+        args.in_path,
+        args.out_path,
+        budget_s=args.budget_s,
+        workers=args.workers,
+        timing=args.timing,
+    )
     items = read_batch(args.in_path)
     print(format_summary(summarise(items, read_results(args.out_path))))
-    print(f"\nmeasured {report.measured} new, {report.skipped_done} already done, "
-          f"{report.crashed} crashed; rows started {report.rows_started}; "
-          f"budget stop: {report.stopped_by_budget}; precompile: {report.precompile}")
+    print(
+        f"\nmeasured {report.measured} new, {report.skipped_done} already done, "
+        f"{report.crashed} crashed; rows started {report.rows_started}; "
+        f"budget stop: {report.stopped_by_budget}; precompile: {report.precompile}"
+    )
     return EXIT_CONTEXT_LOST if report.context_lost else EXIT_OK
 
 

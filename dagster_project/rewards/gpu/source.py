@@ -91,16 +91,19 @@ def _dotted(node: ast.AST) -> str:
 
 
 def _is_triton_decorated(fn: ast.FunctionDef) -> bool:
-    return any(_dotted(d).rsplit(".", 1)[-1] in {"jit", "autotune", "heuristics"}
-               for d in fn.decorator_list)
+    return any(
+        _dotted(d).rsplit(".", 1)[-1] in {"jit", "autotune", "heuristics"}
+        for d in fn.decorator_list
+    )
 
 
 def parse_source(source: str) -> ast.Module:
     try:
         return ast.parse(source)
     except SyntaxError as exc:
-        raise KernelSourceError(f"kernel source does not parse: line {exc.lineno}: "
-                                f"{exc.msg}") from exc
+        raise KernelSourceError(
+            f"kernel source does not parse: line {exc.lineno}: {exc.msg}"
+        ) from exc
 
 
 def jit_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
@@ -127,22 +130,27 @@ def signature_of(source: str, kernel: str) -> KernelSignature:
     fn = fns.get(kernel)
     if fn is None:
         found = ", ".join(sorted(fns)) or "none"
-        raise KernelSourceError(f"no @triton.jit function {kernel!r} in the source "
-                                f"(found: {found})")
+        raise KernelSourceError(
+            f"no @triton.jit function {kernel!r} in the source (found: {found})"
+        )
     args = fn.args
     if args.vararg or args.kwarg:
         raise KernelSourceError(f"{kernel} takes *args/**kwargs: cannot bind by name")
     positional = [*args.posonlyargs, *args.args]
     n_default = len(args.defaults)
-    params = [KernelParam(a.arg, _is_constexpr(a.annotation),
-                          i >= len(positional) - n_default)
-              for i, a in enumerate(positional)]
-    params += [KernelParam(a.arg, _is_constexpr(a.annotation), d is not None)
-               for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    params = [
+        KernelParam(a.arg, _is_constexpr(a.annotation), i >= len(positional) - n_default)
+        for i, a in enumerate(positional)
+    ]
+    params += [
+        KernelParam(a.arg, _is_constexpr(a.annotation), d is not None)
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    ]
     return KernelSignature(kernel, tuple(params), tuple(_dotted(d) for d in fn.decorator_list))
 
 
 # -- engine imports and shims ---------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EngineImport:
@@ -194,8 +202,11 @@ def engine_imports(tree: ast.Module) -> list[EngineImport]:
         else:
             module = ", ".join(a.name for a in node.names)
             names = tuple(a.asname or a.name.split(".", 1)[0] for a in node.names)
-        out.append(EngineImport(module, names, node.lineno, node.end_lineno or node.lineno,
-                                node.col_offset))
+        out.append(
+            EngineImport(
+                module, names, node.lineno, node.end_lineno or node.lineno, node.col_offset
+            )
+        )
     return out
 
 
@@ -218,13 +229,13 @@ def _defined_at_module(tree: ast.Module) -> set[str]:
 def _names_read(fn: ast.FunctionDef) -> set[str]:
     """Free-variable candidates of a function: names loaded and not bound inside it."""
     loaded: set[str] = set()
-    bound: set[str] = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args,
-                                        *fn.args.kwonlyargs)}
+    bound: set[str] = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     for node in ast.walk(fn):
         if isinstance(node, ast.Name):
             (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif (isinstance(node, ast.ExceptHandler) and node.name) or (
-                isinstance(node, ast.FunctionDef) and node is not fn):
+            isinstance(node, ast.FunctionDef) and node is not fn
+        ):
             bound.add(node.name)
     # Names used in the decorators and annotations are read at module level as well,
     # and ``tl``/``triton`` there must resolve too, so they count.
@@ -297,12 +308,15 @@ def load_kernel(source: str, kernel: str) -> LoadedKernel:
         return _LOADED[key]
     signature = signature_of(source, kernel)
     if any(d.rsplit(".", 1)[-1] in {"autotune", "heuristics"} for d in signature.decorators):
-        raise KernelSourceError(f"{kernel} is autotuned/heuristics-decorated: its launch "
-                                "config is not the caller's to choose")
+        raise KernelSourceError(
+            f"{kernel} is autotuned/heuristics-decorated: its launch "
+            "config is not the caller's to choose"
+        )
     missing = missing_names(source)
     if missing:
-        raise KernelSourceError("kernel source needs names the harness does not provide: "
-                                + ", ".join(missing))
+        raise KernelSourceError(
+            "kernel source needs names the harness does not provide: " + ", ".join(missing)
+        )
     text, shims = shimmed_source(source)
     sha = source_hash(text)
     folder = cache_dir()
@@ -324,8 +338,9 @@ def load_kernel(source: str, kernel: str) -> LoadedKernel:
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the source's
         sys.modules.pop(module_name, None)
-        raise KernelSourceError(f"kernel source failed to import: {type(exc).__name__}: "
-                                f"{exc}") from exc
+        raise KernelSourceError(
+            f"kernel source failed to import: {type(exc).__name__}: {exc}"
+        ) from exc
     fn = getattr(module, kernel, None)
     if fn is None or not hasattr(fn, "run"):
         raise KernelSourceError(f"{kernel} is not a Triton JIT function after import")

@@ -47,8 +47,15 @@ LAUNCH_FAILED = "launch_failed"
 WRONG_RESULT = "wrong_result"
 HARNESS_ERROR = "harness_error"
 
-STATUSES = (OK, INVALID_CONFIG, OUT_OF_RESOURCES, COMPILE_FAILED, LAUNCH_FAILED,
-            WRONG_RESULT, HARNESS_ERROR)
+STATUSES = (
+    OK,
+    INVALID_CONFIG,
+    OUT_OF_RESOURCES,
+    COMPILE_FAILED,
+    LAUNCH_FAILED,
+    WRONG_RESULT,
+    HARNESS_ERROR,
+)
 #: Statuses that blame the config (reward ``FAILED_REWARD``).
 CONFIG_FAILURES = frozenset(STATUSES) - {OK, HARNESS_ERROR}
 
@@ -77,8 +84,10 @@ STAGES_RANGE = (1, 8)
 
 MOE_KERNELS = frozenset({"fused_moe_kernel"})
 BLOCK_MM_KERNELS = frozenset({"_w8a8_triton_block_scaled_mm", "_w8a8_block_fp8_matmul"})
-SUPPORTED_DTYPES = {"moe": frozenset({"bf16/fp16", "fp8_w8a8"}),
-                    "block_mm": frozenset({"fp8_w8a8"})}
+SUPPORTED_DTYPES = {
+    "moe": frozenset({"bf16/fp16", "fp8_w8a8"}),
+    "block_mm": frozenset({"fp8_w8a8"}),
+}
 
 
 def kernel_kind(kernel: str) -> str | None:
@@ -139,15 +148,17 @@ def normalise_config(config: Mapping[str, Any]) -> tuple[dict[str, int], tuple[s
         if not TILE_RANGE[0] <= v <= TILE_RANGE[1]:
             raise ConfigError(f"{key}={v} outside [{TILE_RANGE[0]}, {TILE_RANGE[1]}]")
     if not GROUP_RANGE[0] <= out["GROUP_SIZE_M"] <= GROUP_RANGE[1]:
-        raise ConfigError(f"GROUP_SIZE_M={out['GROUP_SIZE_M']} outside "
-                          f"[{GROUP_RANGE[0]}, {GROUP_RANGE[1]}]")
+        raise ConfigError(
+            f"GROUP_SIZE_M={out['GROUP_SIZE_M']} outside [{GROUP_RANGE[0]}, {GROUP_RANGE[1]}]"
+        )
     for key, default in TRITON_DEFAULT_OPTIONS.items():
         out.setdefault(key, default)
     if out["num_warps"] not in WARPS:
         raise ConfigError(f"num_warps={out['num_warps']} is not one of {WARPS}")
     if not STAGES_RANGE[0] <= out["num_stages"] <= STAGES_RANGE[1]:
-        raise ConfigError(f"num_stages={out['num_stages']} outside "
-                          f"[{STAGES_RANGE[0]}, {STAGES_RANGE[1]}]")
+        raise ConfigError(
+            f"num_stages={out['num_stages']} outside [{STAGES_RANGE[0]}, {STAGES_RANGE[1]}]"
+        )
     order = (*REQUIRED_KEYS, *TRITON_DEFAULT_OPTIONS)
     return {k: out[k] for k in order}, tuple(notes)
 
@@ -279,8 +290,9 @@ class MeasureRow:
         if kwargs.get("n_shared") is None:
             kwargs["n_shared"] = 0
         kwargs["per_channel_quant"] = bool(d.get("per_channel_quant") or False)
-        kwargs.setdefault("moe_gemms", "mm" if kernel_kind(str(d.get("kernel"))) == "block_mm"
-                          else "both")
+        kwargs.setdefault(
+            "moe_gemms", "mm" if kernel_kind(str(d.get("kernel"))) == "block_mm" else "both"
+        )
         kwargs["extra"] = dict(d.get("extra") or {})
         return cls(**kwargs)
 
@@ -301,8 +313,12 @@ class Measurement:
 
     @property
     def ok(self) -> bool:
-        return self.status == OK and self.t_us is not None and math.isfinite(self.t_us) \
+        return (
+            self.status == OK
+            and self.t_us is not None
+            and math.isfinite(self.t_us)
             and self.t_us > 0
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -313,9 +329,23 @@ class Measurement:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-def failed(row_id: str, label: str, config: Mapping[str, Any], status: str, reason: str,
-           index: int = 0, **details: Any) -> Measurement:
+def failed(
+    row_id: str,
+    label: str,
+    config: Mapping[str, Any],
+    status: str,
+    reason: str,
+    index: int = 0,
+    **details: Any,
+) -> Measurement:
     """A non-``ok`` measurement (keeps the reason to one line of at most 500 chars)."""
     one_line = " ".join(str(reason).split())[:500]
-    return Measurement(row_id=row_id, label=label, config=dict(config), status=status,
-                       reason=one_line, index=index, details=dict(details))
+    return Measurement(
+        row_id=row_id,
+        label=label,
+        config=dict(config),
+        status=status,
+        reason=one_line,
+        index=index,
+        details=dict(details),
+    )

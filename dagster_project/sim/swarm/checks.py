@@ -81,7 +81,17 @@ _OUTPUT_KINDS = ("result", "candidate")
 _MS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:e[-+]?\d+)?) ms\b")
 #: Kinds whose every latency must have been measured before (a verify prints its own
 #: new re-measurement, so it is checked through its ``ref`` instead).
-_QUOTING_KINDS = ("plan", "dispatch", "status", "review", "leaderboard", "merge", "redirect", "handoff", "verdict")
+_QUOTING_KINDS = (
+    "plan",
+    "dispatch",
+    "status",
+    "review",
+    "leaderboard",
+    "merge",
+    "redirect",
+    "handoff",
+    "verdict",
+)
 
 
 def quotables(content: str) -> set[str]:
@@ -121,7 +131,9 @@ def timeline_violations(msgs: list[dict[str, Any]]) -> list[tuple[int, str]]:
         if m["kind"] in _QUOTING_KINDS and m["kind"] != "plan":
             stale = [x for x in _MS.findall(text) if float(x) not in times]
             if stale:
-                out.append((i, f"{m['kind']} quotes {stale[0]} ms, which no earlier message measured"))
+                out.append(
+                    (i, f"{m['kind']} quotes {stale[0]} ms, which no earlier message measured")
+                )
                 continue
         if m["kind"] in ("result", "verify", "plan") and m["time_ms"] is not None:
             times.add(float(f"{m['time_ms']:.4g}"))
@@ -284,7 +296,9 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
             if _key(ref["params"]) != _key(m["params"]):
                 bad(f"verify {i} re-measures another kernel than result {ref_i}")
             if ref["status"] != OK and "correct on" in m["content"]:
-                bad(f"verify {i} calls {ref['params']['variant']} correct without execution evidence")
+                bad(
+                    f"verify {i} calls {ref['params']['variant']} correct without execution evidence"
+                )
             want_r = None
             if m["status"] == "unstable":
                 trusted = [o for o in trusted if o[1] != ref_i]
@@ -293,14 +307,20 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
             elif m["status"] != "pass":
                 bad(f"verify {i} status {m['status']!r} is not pass/unstable")
             if m["reward"] != want_r:
-                bad(f"verify {i} reward {m['reward']} != {want_r} (an unstable gain is not rewarded)")
+                bad(
+                    f"verify {i} reward {m['reward']} != {want_r} (an unstable gain is not rewarded)"
+                )
         elif kind == "status" and m["time_ms"] is not None:
             if m["time_ms"] not in agent_ok.get(m["sender"], set()):
-                bad(f"status {i} quotes {m['time_ms']} ms, not an earlier ok result of {m['sender']}")
+                bad(
+                    f"status {i} quotes {m['time_ms']} ms, not an earlier ok result of {m['sender']}"
+                )
         elif kind == "handoff" and m["time_ms"] is not None:
             hk = _key({"variant": m["params"].get("variant"), **m["params"].get("params", {})})
             if m["time_ms"] not in measured.get(hk, []):
-                bad(f"handoff {i} quotes {m['time_ms']} ms, measured for that kernel by no earlier message")
+                bad(
+                    f"handoff {i} quotes {m['time_ms']} ms, measured for that kernel by no earlier message"
+                )
         elif kind == "leaderboard":
             ranking = m["params"].get("ranking", [])
             times = [r["best_ms"] for r in ranking]
@@ -335,7 +355,9 @@ def check_episode(ep: dict[str, Any]) -> list[str]:
             rl = _launch(m["params"])
             rsmem = plan(op, shape, dtype, gpu, rv, rl).smem
             if rsmem > gpu.smem_per_block_optin:
-                bad(f"review {i} passes {rsmem} B of shared memory over the {gpu.smem_per_block_optin} B cap")
+                bad(
+                    f"review {i} passes {rsmem} B of shared memory over the {gpu.smem_per_block_optin} B cap"
+                )
             rmiss = sorted(f for f in features_used(rv, op, dtype, rl) if f not in gpu.features)
             if rmiss:
                 bad(f"review {i} passes a kernel using {','.join(rmiss)} on {gpu.arch}")

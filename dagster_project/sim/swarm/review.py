@@ -108,8 +108,13 @@ def _tiles(env: KernelEnv, p: Params) -> list[Tile]:
     if fam == "gemm":
         m, n, k = gemm_mnk(op, s)
         for name, dim, ext in (
-            ("BM", "M", m), ("BLOCK_M", "M", m), ("BN", "N", n), ("BLOCK_N", "N", n),
-            ("BK", "K", k), ("BLOCK_K", "K", k), ("TB", "M", m),
+            ("BM", "M", m),
+            ("BLOCK_M", "M", m),
+            ("BN", "N", n),
+            ("BLOCK_N", "N", n),
+            ("BK", "K", k),
+            ("BLOCK_K", "K", k),
+            ("TB", "M", m),
         ):
             add(name, dim, ext)
     elif fam == "attn_decode":
@@ -136,7 +141,11 @@ def _defect(clean: str, code: str, bug: str | None) -> tuple[str, int, str] | No
     if code == clean:
         return None
     a, b = clean.split("\n"), code.split("\n")
-    ops = [o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if o[0] != "equal"]
+    ops = [
+        o
+        for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if o[0] != "equal"
+    ]
     if not ops or sum(max(i2 - i1, j2 - j1) for _, i1, i2, j1, j2 in ops) > _MAX_CHANGED:
         return None
     tag, i1, i2, j1, j2 = ops[0]
@@ -153,17 +162,29 @@ def _defect(clean: str, code: str, bug: str | None) -> tuple[str, int, str] | No
     gone = [t for t in _TOKEN.findall(old) if t not in _TOKEN.findall(new)]
     added = [t for t in _TOKEN.findall(new) if t not in _TOKEN.findall(old)]
     if gone == [";"] and not added:
-        return "slip", line, f"line {line} ends without the `;` of its statement: `{new.strip()[:70]}`"
+        return (
+            "slip",
+            line,
+            f"line {line} ends without the `;` of its statement: `{new.strip()[:70]}`",
+        )
     near = [(g, x) for g in gone for x in added if g.startswith(x) or x.startswith(g)]
     if near:
-        return "slip", line, (
-            f"line {line} uses `{near[0][1]}` where the kernel needs `{near[0][0]}`: "
-            f"`{new.strip()[:70]}`"
+        return (
+            "slip",
+            line,
+            (
+                f"line {line} uses `{near[0][1]}` where the kernel needs `{near[0][0]}`: "
+                f"`{new.strip()[:70]}`"
+            ),
         )
     if len(gone) == 1 and len(added) == 1:
-        return "slip", line, (
-            f"line {line} uses `{added[0]}` where the code means `{gone[0]}`: "
-            f"`{new.strip()[:70]}`"
+        return (
+            "slip",
+            line,
+            (
+                f"line {line} uses `{added[0]}` where the code means `{gone[0]}`: "
+                f"`{new.strip()[:70]}`"
+            ),
         )
     if gone and not added:
         return "slip", line, f"line {line} lost `{' '.join(gone)[:40]}`: `{new.strip()[:70]}`"
@@ -172,9 +193,7 @@ def _defect(clean: str, code: str, bug: str | None) -> tuple[str, int, str] | No
     return "slip", line, f"line {line} does not match the rest of the kernel: `{new.strip()[:70]}`"
 
 
-def read_candidate(
-    env: KernelEnv, v: Variant, p: Params, code: str, bug: str | None
-) -> Reading:
+def read_candidate(env: KernelEnv, v: Variant, p: Params, code: str, bug: str | None) -> Reading:
     """Everything a careful reviewer can work out from the submitted source alone."""
     lines = code.split("\n")
     kp = env.plan(v, p)  # the footprint of the code's tiles (test_truth checks code == plan)
@@ -217,7 +236,11 @@ def fail_note(r: Reading, arch: str) -> str:
         miss = ", ".join(f"{f} (needs {min_arch_for(f)})" for f in r.missing)
         parts.append(f"uses {miss}, which {arch} does not have")
     if r.over:
-        at = f"kSmemBytes = {r.smem} on line {r.smem_line}" if r.smem_line else f"the tiles take {r.smem} B"
+        at = (
+            f"kSmemBytes = {r.smem} on line {r.smem_line}"
+            if r.smem_line
+            else f"the tiles take {r.smem} B"
+        )
         parts.append(
             f"{at}: {r.smem - r.cap} B over the {r.cap} B per-block opt-in limit of {arch}"
         )
@@ -248,7 +271,10 @@ def pass_note(r: Reading) -> str:
     even = [t for t in r.tiles if not t.rem]
     if ragged:
         parts.append(
-            ", ".join(f"{t.dim}={t.extent} leaves a {t.rem}-wide tail for {t.param}={t.size}" for t in ragged)
+            ", ".join(
+                f"{t.dim}={t.extent} leaves a {t.rem}-wide tail for {t.param}={t.size}"
+                for t in ragged
+            )
             + ": the tail needs its mask"
         )
     elif even:

@@ -388,7 +388,11 @@ class Runtime:
         else:
             t, tag, p = b
             ratio = self.baseline_ms / t
-            vs = f"{ratio:.2f}x vs baseline" if ratio >= 1.0 else f"still {1 / ratio:.2f}x slower than the baseline"
+            vs = (
+                f"{ratio:.2f}x vs baseline"
+                if ratio >= 1.0
+                else f"still {1 / ratio:.2f}x slower than the baseline"
+            )
             if last is None:
                 text = (
                     f"{agent.id}: first verified kernel, {tag} ({fmt_params(p)}) at {fmt_ms(t)} ms, "
@@ -815,9 +819,7 @@ class Runtime:
             if abs(drift) < 0.005:
                 decision = f"{drift:+.1%} from the recorded time: it stands"
             else:
-                decision = (
-                    f"{drift:+.1%} from the recorded time, inside the ±{band:.1%} noise band: it stands"
-                )
+                decision = f"{drift:+.1%} from the recorded time, inside the ±{band:.1%} noise band: it stands"
             if ref.idx == st.best_idx:
                 decision += f"; {ref.recipient}'s kernel remains the shared best"
         else:
@@ -845,7 +847,9 @@ class Runtime:
                 )
                 decision += f"; the shared best falls back to {who}"
             elif ref.status == OK:
-                decision += f"; it was not the shared best ({fmt_ms(st.best_ms)} ms), nothing else changes"
+                decision += (
+                    f"; it was not the shared best ({fmt_ms(st.best_ms)} ms), nothing else changes"
+                )
         e.content = f"verify {tag} by {ref.recipient} (message {ref.idx}): {e.status}\n{check}\n{rerun}\n{decision}"
 
     def _render_verdict(self, e: Event, st: _Pass) -> None:
@@ -876,8 +880,13 @@ class Runtime:
         base = f"the {self.base_rung.tag} baseline ({fmt_ms(self.baseline_ms)} ms)"
         if st.holder is not None:
             size = (
-                "an order of magnitude" if speedup >= 10 else
-                "a clear gain" if speedup >= 1.5 else "a modest gain" if speedup >= 1.1 else "a marginal gain"
+                "an order of magnitude"
+                if speedup >= 10
+                else "a clear gain"
+                if speedup >= 1.5
+                else "a modest gain"
+                if speedup >= 1.1
+                else "a marginal gain"
             )
             head = (
                 f"{st.holder}'s {st.holder_variant} ({fmt_params(st.holder_params)}) wins at "

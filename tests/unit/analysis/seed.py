@@ -27,65 +27,152 @@ from dagster_project.settings import DEFAULT_SIM_SEED
 SEED = DEFAULT_SIM_SEED
 
 TUNED_SCHEMA: dict[str, pl.DataType] = {
-    "id": pl.String(), "prompt": pl.String(), "best_config": pl.String(), "kernel": pl.String(),
-    "kernel_source": pl.String(), "repo": pl.String(), "config_path": pl.String(),
-    "device_name": pl.String(), "gpu": pl.String(), "dtype": pl.String(), "E": pl.Int64(),
-    "N": pl.Int64(), "K": pl.Int64(), "block_shape": pl.List(pl.Int64()), "M": pl.Int64(),
-    "triton_version": pl.String(), "candidate_models": pl.List(pl.String()),
-    "default_config": pl.String(), "config_pr_url": pl.String(), "config_pr_gains": pl.String(),
-    "speedup_vs_default": pl.Float64(), "split": pl.String(), "license": pl.String(),
-    "snapshot_commit": pl.String(), "family": pl.String(), "is_down": pl.Boolean(),
-    "config_pr_number": pl.Int64(), "split_group": pl.String(),
+    "id": pl.String(),
+    "prompt": pl.String(),
+    "best_config": pl.String(),
+    "kernel": pl.String(),
+    "kernel_source": pl.String(),
+    "repo": pl.String(),
+    "config_path": pl.String(),
+    "device_name": pl.String(),
+    "gpu": pl.String(),
+    "dtype": pl.String(),
+    "E": pl.Int64(),
+    "N": pl.Int64(),
+    "K": pl.Int64(),
+    "block_shape": pl.List(pl.Int64()),
+    "M": pl.Int64(),
+    "triton_version": pl.String(),
+    "candidate_models": pl.List(pl.String()),
+    "default_config": pl.String(),
+    "config_pr_url": pl.String(),
+    "config_pr_gains": pl.String(),
+    "speedup_vs_default": pl.Float64(),
+    "split": pl.String(),
+    "license": pl.String(),
+    "snapshot_commit": pl.String(),
+    "family": pl.String(),
+    "is_down": pl.Boolean(),
+    "config_pr_number": pl.Int64(),
+    "split_group": pl.String(),
 }
 
 COMMITS_SCHEMA: dict[str, pl.DataType] = {
-    "id": pl.String(), "repo": pl.String(), "sha": pl.String(), "pr_number": pl.Int64(),
-    "pr_url": pl.String(), "title": pl.String(), "authored_at": pl.Datetime("us", "UTC"),
-    "path": pl.String(), "language": pl.String(), "before_code": pl.String(),
-    "after_code": pl.String(), "diff": pl.String(), "prompt": pl.String(),
-    "models_mentioned": pl.List(pl.String()), "hardware_mentioned": pl.List(pl.String()),
-    "speedup_claims": pl.List(pl.String()), "pr_body": pl.String(), "gains": pl.String(),
-    "kernel_speedup": pl.Float64(), "e2e_speedup": pl.Float64(), "license": pl.String(),
-    "license_before": pl.String(), "license_after": pl.String(),
-    "touches_kernel_body": pl.Boolean(), "is_binding_file": pl.Boolean(),
-    "lines_changed": pl.Int64(), "rule": pl.String(), "split": pl.String(),
+    "id": pl.String(),
+    "repo": pl.String(),
+    "sha": pl.String(),
+    "pr_number": pl.Int64(),
+    "pr_url": pl.String(),
+    "title": pl.String(),
+    "authored_at": pl.Datetime("us", "UTC"),
+    "path": pl.String(),
+    "language": pl.String(),
+    "before_code": pl.String(),
+    "after_code": pl.String(),
+    "diff": pl.String(),
+    "prompt": pl.String(),
+    "models_mentioned": pl.List(pl.String()),
+    "hardware_mentioned": pl.List(pl.String()),
+    "speedup_claims": pl.List(pl.String()),
+    "pr_body": pl.String(),
+    "gains": pl.String(),
+    "kernel_speedup": pl.Float64(),
+    "e2e_speedup": pl.Float64(),
+    "license": pl.String(),
+    "license_before": pl.String(),
+    "license_after": pl.String(),
+    "touches_kernel_body": pl.Boolean(),
+    "is_binding_file": pl.Boolean(),
+    "lines_changed": pl.Int64(),
+    "rule": pl.String(),
+    "split": pl.String(),
 }
 
 GAINS_SCHEMA: dict[str, pl.DataType] = {
-    "gain_id": pl.String(), "repo": pl.String(), "pr_number": pl.Int64(), "idx": pl.Int64(),
-    "primary": pl.Boolean(), "scope": pl.String(), "metric": pl.String(),
-    "baseline": pl.Float64(), "optimized": pl.Float64(), "stated_speedup": pl.Float64(),
-    "speedup": pl.Float64(), "unit": pl.String(), "higher_is_better": pl.Boolean(),
-    "hardware": pl.String(), "model": pl.String(), "shape": pl.String(),
-    "batch_size": pl.Int64(), "extractor": pl.String(), "extractor_version": pl.String(),
-    "model_used": pl.String(), "baseline_verbatim": pl.Boolean(),
-    "optimized_verbatim": pl.Boolean(), "audit_pass": pl.Boolean(), "source": pl.String(),
+    "gain_id": pl.String(),
+    "repo": pl.String(),
+    "pr_number": pl.Int64(),
+    "idx": pl.Int64(),
+    "primary": pl.Boolean(),
+    "scope": pl.String(),
+    "metric": pl.String(),
+    "baseline": pl.Float64(),
+    "optimized": pl.Float64(),
+    "stated_speedup": pl.Float64(),
+    "speedup": pl.Float64(),
+    "unit": pl.String(),
+    "higher_is_better": pl.Boolean(),
+    "hardware": pl.String(),
+    "model": pl.String(),
+    "shape": pl.String(),
+    "batch_size": pl.Int64(),
+    "extractor": pl.String(),
+    "extractor_version": pl.String(),
+    "model_used": pl.String(),
+    "baseline_verbatim": pl.Boolean(),
+    "optimized_verbatim": pl.Boolean(),
+    "audit_pass": pl.Boolean(),
+    "source": pl.String(),
 }
 
 SESSIONS_SCHEMA: dict[str, pl.DataType] = {
-    "session_id": pl.String(), "op": pl.String(), "impl": pl.String(), "gpu": pl.String(),
-    "arch": pl.String(), "dtype": pl.String(), "shape": pl.String(), "baseline_ms": pl.Float64(),
+    "session_id": pl.String(),
+    "op": pl.String(),
+    "impl": pl.String(),
+    "gpu": pl.String(),
+    "arch": pl.String(),
+    "dtype": pl.String(),
+    "shape": pl.String(),
+    "baseline_ms": pl.Float64(),
     "best": pl.Struct({"step": pl.Int64(), "time_ms": pl.Float64(), "speedup": pl.Float64()}),
-    "num_steps": pl.Int64(), "elapsed_s": pl.Int64(), "shard": pl.Int64(),
+    "num_steps": pl.Int64(),
+    "elapsed_s": pl.Int64(),
+    "shard": pl.Int64(),
 }
 
 STEPS_SCHEMA: dict[str, pl.DataType] = {
-    "session_id": pl.String(), "step": pl.Int64(), "tag": pl.String(), "kind": pl.String(),
-    "status": pl.String(), "time_ms": pl.Float64(), "kept": pl.Boolean(), "t_elapsed_s": pl.Int64(),
+    "session_id": pl.String(),
+    "step": pl.Int64(),
+    "tag": pl.String(),
+    "kind": pl.String(),
+    "status": pl.String(),
+    "time_ms": pl.Float64(),
+    "kept": pl.Boolean(),
+    "t_elapsed_s": pl.Int64(),
 }
 
 SWARM_SCHEMA: dict[str, pl.DataType] = {
-    "episode_id": pl.String(), "scenario": pl.String(), "op": pl.String(), "impl": pl.String(),
-    "gpu": pl.String(), "n_agents": pl.Int64(), "num_messages": pl.Int64(),
-    "elapsed_s": pl.Int64(), "speedup": pl.Float64(),
+    "episode_id": pl.String(),
+    "scenario": pl.String(),
+    "op": pl.String(),
+    "impl": pl.String(),
+    "gpu": pl.String(),
+    "n_agents": pl.Int64(),
+    "num_messages": pl.Int64(),
+    "elapsed_s": pl.Int64(),
+    "speedup": pl.Float64(),
 }
 
 CALIBRATION_SCHEMA: dict[str, pl.DataType] = {
-    "op": pl.String(), "source": pl.String(), "variant": pl.String(), "gpu": pl.String(),
-    "status": pl.String(), "measured_ms": pl.Float64(), "predicted_ms": pl.Float64(),
-    "ratio": pl.Float64(), "predicted_before_ms": pl.Float64(), "ratio_before": pl.Float64(),
+    "op": pl.String(),
+    "source": pl.String(),
+    "variant": pl.String(),
+    "gpu": pl.String(),
+    "status": pl.String(),
+    "measured_ms": pl.Float64(),
+    "predicted_ms": pl.Float64(),
+    "ratio": pl.Float64(),
+    "predicted_before_ms": pl.Float64(),
+    "ratio_before": pl.Float64(),
 }
-CONFIG_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+CONFIG_KEYS = (
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
 GPUS = {
     "NVIDIA_H100_80GB_HBM3": "H100",
     "NVIDIA_A100-SXM4-80GB": "A100",
@@ -129,40 +216,50 @@ def tuned_configs(rng: random.Random) -> pl.DataFrame:
                 path = f"configs/E={8 * f_idx},N=14336,device_name={device},dtype={dtype}.json"
                 pr = 3000 + f_idx if f_idx % 3 else None
                 for m in sorted(rng.sample([1, 2, 16, 64, 256, 4096, 262144], 3)):
-                    best = {k: rng.choice([16, 32, 64, 128]) for k in CONFIG_KEYS if rng.random() < 0.9}
+                    best = {
+                        k: rng.choice([16, 32, 64, 128]) for k in CONFIG_KEYS if rng.random() < 0.9
+                    }
                     default = (
                         None
                         if f_idx % 5 == 0
                         else {k: rng.choice([16, 64]) for k in CONFIG_KEYS if rng.random() < 0.85}
                     )
-                    rows.append({
-                        "id": f"{repo}:{f_idx}:{m}",
-                        "prompt": f"Tune {kernel} on {gpu} for M={m}",
-                        "best_config": json.dumps(best),
-                        "kernel": kernel,
-                        "kernel_source": "@triton.jit\ndef k(): pass\n",
-                        "repo": repo,
-                        "config_path": path,
-                        "device_name": device,
-                        "gpu": gpu,
-                        "dtype": dtype,
-                        "E": 8 * f_idx, "N": 14336, "K": None,
-                        "block_shape": [128, 128] if dtype == "fp8_w8a8" else None,
-                        "M": m,
-                        "triton_version": "3.2.0",
-                        "candidate_models": ["Mixtral-8x7B"],
-                        "default_config": None if default is None else json.dumps(default),
-                        "config_pr_url": f"https://github.com/x/{repo}/pull/{pr}" if pr else None,
-                        "config_pr_gains": "[]" if pr else None,
-                        "speedup_vs_default": round(rng.uniform(0.9, 3.0), 3) if pr and rng.random() < 0.7 else None,
-                        "split": "test" if f_idx % 4 == 0 else "train",
-                        "license": "Apache-2.0",
-                        "snapshot_commit": f"{repo}-head",
-                        "family": "moe" if "moe" in kernel else "gemm",
-                        "is_down": False,
-                        "config_pr_number": pr,
-                        "split_group": f"{repo}/{kernel}/{gpu}",
-                    })
+                    rows.append(
+                        {
+                            "id": f"{repo}:{f_idx}:{m}",
+                            "prompt": f"Tune {kernel} on {gpu} for M={m}",
+                            "best_config": json.dumps(best),
+                            "kernel": kernel,
+                            "kernel_source": "@triton.jit\ndef k(): pass\n",
+                            "repo": repo,
+                            "config_path": path,
+                            "device_name": device,
+                            "gpu": gpu,
+                            "dtype": dtype,
+                            "E": 8 * f_idx,
+                            "N": 14336,
+                            "K": None,
+                            "block_shape": [128, 128] if dtype == "fp8_w8a8" else None,
+                            "M": m,
+                            "triton_version": "3.2.0",
+                            "candidate_models": ["Mixtral-8x7B"],
+                            "default_config": None if default is None else json.dumps(default),
+                            "config_pr_url": f"https://github.com/x/{repo}/pull/{pr}"
+                            if pr
+                            else None,
+                            "config_pr_gains": "[]" if pr else None,
+                            "speedup_vs_default": round(rng.uniform(0.9, 3.0), 3)
+                            if pr and rng.random() < 0.7
+                            else None,
+                            "split": "test" if f_idx % 4 == 0 else "train",
+                            "license": "Apache-2.0",
+                            "snapshot_commit": f"{repo}-head",
+                            "family": "moe" if "moe" in kernel else "gemm",
+                            "is_down": False,
+                            "config_pr_number": pr,
+                            "split_group": f"{repo}/{kernel}/{gpu}",
+                        }
+                    )
     return _frame(rows, TUNED_SCHEMA)
 
 
@@ -178,29 +275,38 @@ def kernel_commits(rng: random.Random) -> pl.DataFrame:
         year, month = 2023 + (3 + month_index) // 12, (3 + month_index) % 12 + 1
         pr = 5000 + i // 2 if i % 5 else None
         has_gain = rng.random() < 0.6
-        rows.append({
-            "id": f"{repo}:{i}",
-            "repo": repo,
-            "sha": f"{i:040x}",
-            "pr_number": pr,
-            "pr_url": f"https://github.com/x/{repo}/pull/{pr}" if pr else None,
-            "title": f"[Perf] faster kernel {i}",
-            "authored_at": datetime(year, month, 15, 12, 0, tzinfo=UTC),
-            "path": f"csrc/k{i}.cu",
-            "language": "CUDA",
-            "before_code": "a", "after_code": "b", "diff": "-a\n+b\n",
-            "prompt": "Optimise.\n" + "x" * rng.randrange(10, 3000),
-            "models_mentioned": [], "hardware_mentioned": ["H100"], "speedup_claims": [],
-            "pr_body": "body",
-            "gains": "[]",
-            "kernel_speedup": round(rng.uniform(1.0, 4.0), 3) if has_gain else None,
-            "e2e_speedup": round(rng.uniform(1.0, 1.4), 3) if has_gain and i % 2 else None,
-            "license": rng.choice(licences),
-            "license_before": "Apache-2.0", "license_after": "Apache-2.0",
-            "touches_kernel_body": True, "is_binding_file": False, "lines_changed": 2,
-            "rule": "title",
-            "split": "test" if i >= 30 else "train",
-        })
+        rows.append(
+            {
+                "id": f"{repo}:{i}",
+                "repo": repo,
+                "sha": f"{i:040x}",
+                "pr_number": pr,
+                "pr_url": f"https://github.com/x/{repo}/pull/{pr}" if pr else None,
+                "title": f"[Perf] faster kernel {i}",
+                "authored_at": datetime(year, month, 15, 12, 0, tzinfo=UTC),
+                "path": f"csrc/k{i}.cu",
+                "language": "CUDA",
+                "before_code": "a",
+                "after_code": "b",
+                "diff": "-a\n+b\n",
+                "prompt": "Optimise.\n" + "x" * rng.randrange(10, 3000),
+                "models_mentioned": [],
+                "hardware_mentioned": ["H100"],
+                "speedup_claims": [],
+                "pr_body": "body",
+                "gains": "[]",
+                "kernel_speedup": round(rng.uniform(1.0, 4.0), 3) if has_gain else None,
+                "e2e_speedup": round(rng.uniform(1.0, 1.4), 3) if has_gain and i % 2 else None,
+                "license": rng.choice(licences),
+                "license_before": "Apache-2.0",
+                "license_after": "Apache-2.0",
+                "touches_kernel_body": True,
+                "is_binding_file": False,
+                "lines_changed": 2,
+                "rule": "title",
+                "split": "test" if i >= 30 else "train",
+            }
+        )
     return _frame(rows, COMMITS_SCHEMA)
 
 
@@ -212,31 +318,41 @@ def pr_gains(rng: random.Random) -> pl.DataFrame:
         extractor = "llm" if i % 4 == 0 else "table"
         base = round(rng.uniform(1.0, 10.0), 2) if is_pair else None
         opt = round(base / rng.uniform(0.8, 3.0), 2) if base is not None else None
-        speedup = round(base / opt, 4) if base and opt else (round(rng.uniform(1.0, 2.0), 2) if i % 3 else None)
-        rows.append({
-            "gain_id": f"g{i}",
-            "repo": repo,
-            "pr_number": 3000 + i // 3,
-            "idx": i % 3,
-            "primary": i % 3 != 2,
-            "scope": "kernel" if rng.random() < 0.6 else "e2e",
-            "metric": rng.choice(["latency", "throughput"]),
-            "baseline": base,
-            "optimized": opt,
-            "stated_speedup": None,
-            "speedup": speedup,
-            "unit": "ms",
-            "higher_is_better": False,
-            "hardware": rng.choice(["H100", "A100", "MI300X", None]),
-            "model": None, "shape": None, "batch_size": None,
-            "extractor": extractor,
-            "extractor_version": "1",
-            "model_used": rng.choice(["Qwen3-235B-A22B-Instruct-2507", "gpt-oss-120b"]) if extractor == "llm" else None,
-            "baseline_verbatim": True,
-            "optimized_verbatim": True,
-            "audit_pass": (rng.random() < 0.8) if is_pair and i % 7 else None,
-            "source": "table:columns",
-        })
+        speedup = (
+            round(base / opt, 4)
+            if base and opt
+            else (round(rng.uniform(1.0, 2.0), 2) if i % 3 else None)
+        )
+        rows.append(
+            {
+                "gain_id": f"g{i}",
+                "repo": repo,
+                "pr_number": 3000 + i // 3,
+                "idx": i % 3,
+                "primary": i % 3 != 2,
+                "scope": "kernel" if rng.random() < 0.6 else "e2e",
+                "metric": rng.choice(["latency", "throughput"]),
+                "baseline": base,
+                "optimized": opt,
+                "stated_speedup": None,
+                "speedup": speedup,
+                "unit": "ms",
+                "higher_is_better": False,
+                "hardware": rng.choice(["H100", "A100", "MI300X", None]),
+                "model": None,
+                "shape": None,
+                "batch_size": None,
+                "extractor": extractor,
+                "extractor_version": "1",
+                "model_used": rng.choice(["Qwen3-235B-A22B-Instruct-2507", "gpt-oss-120b"])
+                if extractor == "llm"
+                else None,
+                "baseline_verbatim": True,
+                "optimized_verbatim": True,
+                "audit_pass": (rng.random() < 0.8) if is_pair and i % 7 else None,
+                "source": "table:columns",
+            }
+        )
     return _frame(rows, GAINS_SCHEMA)
 
 
@@ -248,19 +364,40 @@ def kernelinfer(rng: random.Random) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
         n = rng.randrange(30, 60)
         baseline = round(rng.uniform(0.5, 5.0), 4)
         best_ms = round(baseline / rng.uniform(1.5, 30.0), 4)
-        sessions.append({
-            "session_id": sid, "op": rng.choice(["gemm_fp16", "rmsnorm", "flash_decode"]),
-            "impl": "cuda", "gpu": rng.choice(["h100", "a100"]), "arch": "sm_90", "dtype": "fp16",
-            "shape": json.dumps({"M": 4096, "N": 4096}), "baseline_ms": baseline,
-            "best": {"step": n - 1, "time_ms": best_ms, "speedup": round(baseline / best_ms, 2)},
-            "num_steps": n, "elapsed_s": rng.randrange(3700, 17_700), "shard": s // 4,
-        })
+        sessions.append(
+            {
+                "session_id": sid,
+                "op": rng.choice(["gemm_fp16", "rmsnorm", "flash_decode"]),
+                "impl": "cuda",
+                "gpu": rng.choice(["h100", "a100"]),
+                "arch": "sm_90",
+                "dtype": "fp16",
+                "shape": json.dumps({"M": 4096, "N": 4096}),
+                "baseline_ms": baseline,
+                "best": {
+                    "step": n - 1,
+                    "time_ms": best_ms,
+                    "speedup": round(baseline / best_ms, 2),
+                },
+                "num_steps": n,
+                "elapsed_s": rng.randrange(3700, 17_700),
+                "shard": s // 4,
+            }
+        )
         for i in range(n):
             status = rng.choices(["ok", "compile_error", "wrong_result"], [0.8, 0.15, 0.05])[0]
-            steps.append({
-                "session_id": sid, "step": i, "tag": "v", "kind": "edit", "status": status,
-                "time_ms": 1.0 if status == "ok" else None, "kept": status == "ok", "t_elapsed_s": 60 * i,
-            })
+            steps.append(
+                {
+                    "session_id": sid,
+                    "step": i,
+                    "tag": "v",
+                    "kind": "edit",
+                    "status": status,
+                    "time_ms": 1.0 if status == "ok" else None,
+                    "kept": status == "ok",
+                    "t_elapsed_s": 60 * i,
+                }
+            )
     holdout = pl.DataFrame({"task_id": [f"h{i}" for i in range(5)], "op": ["gemm_fp16"] * 5})
     return _frame(sessions, SESSIONS_SCHEMA), _frame(steps, STEPS_SCHEMA), holdout
 
@@ -269,13 +406,21 @@ def kernelswarm(rng: random.Random) -> pl.DataFrame:
     rows = []
     for e in range(9):
         impl = "triton" if e % 4 == 0 else "cuda"
-        rows.append({
-            "episode_id": f"ks-{e:04d}", "scenario": rng.choice(["dispatch", "campaign"]),
-            "op": rng.choice(["rmsnorm", "rope", "swiglu_act", "fp8_gemm"]) if impl == "cuda" else "triton_rmsnorm",
-            "impl": impl, "gpu": rng.choice(["h100", "h200", "a10"]), "n_agents": rng.randrange(3, 21),
-            "num_messages": rng.randrange(20, 150), "elapsed_s": rng.randrange(3600, 18_000),
-            "speedup": round(rng.uniform(1.0, 9.0), 2),
-        })
+        rows.append(
+            {
+                "episode_id": f"ks-{e:04d}",
+                "scenario": rng.choice(["dispatch", "campaign"]),
+                "op": rng.choice(["rmsnorm", "rope", "swiglu_act", "fp8_gemm"])
+                if impl == "cuda"
+                else "triton_rmsnorm",
+                "impl": impl,
+                "gpu": rng.choice(["h100", "h200", "a10"]),
+                "n_agents": rng.randrange(3, 21),
+                "num_messages": rng.randrange(20, 150),
+                "elapsed_s": rng.randrange(3600, 18_000),
+                "speedup": round(rng.uniform(1.0, 9.0), 2),
+            }
+        )
     return _frame(rows, SWARM_SCHEMA)
 
 
@@ -290,12 +435,20 @@ def calibration(rng: random.Random) -> pl.DataFrame:
         pred = round(meas * rng.choice([0.3, 0.7, 1.0, 1.2, 1.6, 4.0]), 5)
         before = round(meas * rng.uniform(0.1, 5.0), 5)
         ok = status == "ok"
-        rows.append({
-            "op": op, "source": source, "variant": f"v{i % 5}", "gpu": "h200", "status": status,
-            "measured_ms": meas if ok else None, "predicted_ms": pred,
-            "ratio": pred / meas if ok else None, "predicted_before_ms": before,
-            "ratio_before": before / meas if ok else None,
-        })
+        rows.append(
+            {
+                "op": op,
+                "source": source,
+                "variant": f"v{i % 5}",
+                "gpu": "h200",
+                "status": status,
+                "measured_ms": meas if ok else None,
+                "predicted_ms": pred,
+                "ratio": pred / meas if ok else None,
+                "predicted_before_ms": before,
+                "ratio_before": before / meas if ok else None,
+            }
+        )
     return _frame(rows, CALIBRATION_SCHEMA)
 
 
@@ -314,7 +467,9 @@ def build(root: Path) -> Seed:
     for shard, part in sessions.group_by("shard", maintain_order=True):
         ids = part["session_id"]
         lake.write_partition("kernelinfer_sessions", f"{shard[0]:03d}", part)
-        lake.write_partition("kernelinfer_steps", f"{shard[0]:03d}", steps.filter(pl.col("session_id").is_in(ids)))
+        lake.write_partition(
+            "kernelinfer_steps", f"{shard[0]:03d}", steps.filter(pl.col("session_id").is_in(ids))
+        )
     lake.refresh_view("sim", "kernelinfer_sessions")
     lake.refresh_view("sim", "kernelinfer_steps")
     lake.replace_table("sim", "kernelinfer_tasks_holdout", holdout)

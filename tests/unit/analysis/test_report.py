@@ -106,17 +106,21 @@ def _image(md: str) -> tuple[str, ET.Element]:
 
 
 def test_plots_markdown_kinds() -> None:
-    df = pl.DataFrame({
-        "month": ["2024-01", "2024-02", "2024-01", "2024-03"],
-        "repo": ["vllm", "vllm", "sglang", "sglang"],
-        "rows": [3, 5, 2, 7],
-        "speedup": [1.1, 2.5, None, 13.0],
-    })
+    df = pl.DataFrame(
+        {
+            "month": ["2024-01", "2024-02", "2024-01", "2024-03"],
+            "repo": ["vllm", "vllm", "sglang", "sglang"],
+            "rows": [3, 5, 2, 7],
+            "speedup": [1.1, 2.5, None, 13.0],
+        }
+    )
     alt, root = _image(plots_markdown(df, "histogram", x="speedup", title="speedups", log_x=True))
     assert alt == "speedups" and "n = 3" in _texts(root)
     _, root = _image(plots_markdown(df, "bar", x="repo", y="rows", title="rows [by repo]"))
     assert len(root.findall(f"{SVG_NS}rect")) >= 1 + 4
-    _, root = _image(plots_markdown(df, "line", x="month", y="rows", series="repo", title="per month"))
+    _, root = _image(
+        plots_markdown(df, "line", x="month", y="rows", series="repo", title="per month")
+    )
     assert len(root.findall(f"{SVG_NS}path")) == 2  # one line per repo
     with pytest.raises(ValueError, match="no column"):
         plots_markdown(df, "bar", x="gpu", y="rows")

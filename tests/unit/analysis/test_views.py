@@ -47,7 +47,9 @@ def _assert_rows(actual: pl.DataFrame, expected: list[dict[str, Any]], key: list
         assert g == {k: _approx(v) for k, v in w.items()}, (g, w)
 
 
-def _group(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple]) -> dict[tuple, list[dict]]:
+def _group(
+    rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple]
+) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         out[key(r)].append(r)
@@ -87,31 +89,48 @@ def test_every_view_has_a_test() -> None:
 
 
 def test_calibration_error(seeded: Seed, views: ViewReport) -> None:
-    rows = [r for r in seeded.calibration.to_dicts() if r["status"] == "ok" and r["ratio"] is not None]
+    rows = [
+        r for r in seeded.calibration.to_dicts() if r["status"] == "ok" and r["ratio"] is not None
+    ]
     expected = []
     for (op, source), grp in _group(rows, lambda r: (r["op"], r["source"])).items():
         errs = [abs(math.log(r["ratio"])) for r in grp]
         errs_b = [abs(math.log(r["ratio_before"])) for r in grp]
-        expected.append({
-            "op": op, "source": source, "points": len(grp),
-            "median_ratio": median([r["ratio"] for r in grp]),
-            "median_abs_log_err": median(errs),
-            "share_within_1_5x": sum(e <= math.log(1.5) for e in errs) / len(grp),
-            "median_abs_log_err_before": median(errs_b),
-            "share_within_1_5x_before": sum(e <= math.log(1.5) for e in errs_b) / len(grp),
-        })
+        expected.append(
+            {
+                "op": op,
+                "source": source,
+                "points": len(grp),
+                "median_ratio": median([r["ratio"] for r in grp]),
+                "median_abs_log_err": median(errs),
+                "share_within_1_5x": sum(e <= math.log(1.5) for e in errs) / len(grp),
+                "median_abs_log_err_before": median(errs_b),
+                "share_within_1_5x_before": sum(e <= math.log(1.5) for e in errs_b) / len(grp),
+            }
+        )
     _assert_rows(_view(seeded, views, "calibration_error"), expected, ["op", "source"])
 
 
 def test_audit_rate(seeded: Seed, views: ViewReport) -> None:
-    pairs = [r for r in seeded.gains.to_dicts() if r["baseline"] is not None and r["optimized"] is not None]
+    pairs = [
+        r
+        for r in seeded.gains.to_dicts()
+        if r["baseline"] is not None and r["optimized"] is not None
+    ]
     expected = []
-    for (extractor, model), rows in _group(pairs, lambda r: (r["extractor"], r["model_used"] or "-")).items():
+    for (extractor, model), rows in _group(
+        pairs, lambda r: (r["extractor"], r["model_used"] or "-")
+    ).items():
         passed = sum(1 for r in rows if r["audit_pass"] is True)
-        expected.append({
-            "extractor": extractor, "model": model, "pairs": len(rows), "passed": passed,
-            "pass_pct": round(100.0 * passed / len(rows), 2),
-        })
+        expected.append(
+            {
+                "extractor": extractor,
+                "model": model,
+                "pairs": len(rows),
+                "passed": passed,
+                "pass_pct": round(100.0 * passed / len(rows), 2),
+            }
+        )
     assert len(expected) >= 3  # table plus two LLM models: the grouping is exercised
     _assert_rows(_view(seeded, views, "audit_rate"), expected, ["extractor", "model"])
 
@@ -135,7 +154,9 @@ def test_card_kernel_opt_rl(seeded: Seed, views: ViewReport) -> None:
         "kernel_commits rows": len(kc),
         "kernel_commits train rows": sum(r["split"] == "train" for r in kc),
         "kernel_commits test rows": sum(r["split"] == "test" for r in kc),
-        "kernel_commits PRs": len({(r["repo"], r["pr_number"]) for r in kc if r["pr_number"] is not None}),
+        "kernel_commits PRs": len(
+            {(r["repo"], r["pr_number"]) for r in kc if r["pr_number"] is not None}
+        ),
         "Apache-2.0 rows": sum(r["license"] == "Apache-2.0" for r in kc),
         "BSD rows": sum(r["license"] in ("BSD-3-Clause", "BSD") for r in kc),
         "MIT rows": sum(r["license"] == "MIT" for r in kc),
@@ -172,7 +193,10 @@ def test_card_kernelinfer(seeded: Seed, views: ViewReport) -> None:
     assert ours == {k: pytest.approx(float(v)) for k, v in expected.items()}
     card = dict(zip(df["metric"], df["card"], strict=True))
     assert card["sessions"] == 1899 and card["mean speedup"] == pytest.approx(13.4)
-    assert card["ok steps"] + card["compile_error steps"] + card["wrong_result steps"] == card["total steps"]
+    assert (
+        card["ok steps"] + card["compile_error steps"] + card["wrong_result steps"]
+        == card["total steps"]
+    )
     assert card["holdout tasks"] == 195
 
 
@@ -197,9 +221,13 @@ def test_card_kernelswarm(seeded: Seed, views: ViewReport) -> None:
 def test_config_coverage(seeded: Seed, views: ViewReport) -> None:
     expected = [
         {
-            "gpu": gpu, "dtype": dtype, "kernel": kernel,
-            "files": len({r["config_path"] for r in rows}), "rows": len(rows),
-            "min_m": min(r["M"] for r in rows), "max_m": max(r["M"] for r in rows),
+            "gpu": gpu,
+            "dtype": dtype,
+            "kernel": kernel,
+            "files": len({r["config_path"] for r in rows}),
+            "rows": len(rows),
+            "min_m": min(r["M"] for r in rows),
+            "max_m": max(r["M"] for r in rows),
         }
         for (gpu, dtype, kernel), rows in _group(
             seeded.tuned.to_dicts(), lambda r: (r["gpu"], r["dtype"], r["kernel"])
@@ -212,22 +240,33 @@ def test_config_coverage(seeded: Seed, views: ViewReport) -> None:
 
 def test_gains_by_kernel_gpu(seeded: Seed, views: ViewReport) -> None:
     primary = [
-        r for r in seeded.gains.to_dicts()
+        r
+        for r in seeded.gains.to_dicts()
         if r["primary"] and r["audit_pass"] is True and r["speedup"] is not None
     ]
     # the seed has audit-failed primaries: they must not reach the view
-    assert any(r["primary"] and r["audit_pass"] is not True and r["speedup"] is not None
-               for r in seeded.gains.to_dicts())
+    assert any(
+        r["primary"] and r["audit_pass"] is not True and r["speedup"] is not None
+        for r in seeded.gains.to_dicts()
+    )
     expected = []
     for (repo, scope, hw, metric), rows in _group(
         primary, lambda r: (r["repo"], r["scope"], r["hardware"] or "?", r["metric"])
     ).items():
         sp = [r["speedup"] for r in rows]
-        expected.append({
-            "repo": repo, "scope": scope, "hardware": hw, "metric": metric,
-            "measurements": len(rows), "prs": len({r["pr_number"] for r in rows}),
-            "median_speedup": median(sp), "p10": quantile_cont(sp, 0.1), "p90": quantile_cont(sp, 0.9),
-        })
+        expected.append(
+            {
+                "repo": repo,
+                "scope": scope,
+                "hardware": hw,
+                "metric": metric,
+                "measurements": len(rows),
+                "prs": len({r["pr_number"] for r in rows}),
+                "median_speedup": median(sp),
+                "p10": quantile_cont(sp, 0.1),
+                "p90": quantile_cont(sp, 0.9),
+            }
+        )
     assert any(e["hardware"] == "?" for e in expected)  # unknown hardware is kept, labelled
     df = _view(seeded, views, "gains_by_kernel_gpu")
     _assert_rows(df, expected, ["repo", "scope", "hardware", "metric"])
@@ -237,7 +276,9 @@ def test_gains_by_kernel_gpu(seeded: Seed, views: ViewReport) -> None:
 def test_rows_per_month(seeded: Seed, views: ViewReport) -> None:
     expected = [
         {
-            "repo": repo, "month": month, "rows": len(rows),
+            "repo": repo,
+            "month": month,
+            "rows": len(rows),
             "prs": len({r["pr_number"] for r in rows if r["pr_number"] is not None}),
             "test_rows": sum(r["split"] == "test" for r in rows),
         }
@@ -260,30 +301,58 @@ def test_speedup_distribution(seeded: Seed, views: ViewReport) -> None:
     expected = []
     for what, values in columns.items():
         v = _nonnull(values)
-        expected.append({
-            "what": what, "n": len(v), "median": median(v),
-            "p10": quantile_cont(v, 0.1), "p90": quantile_cont(v, 0.9),
-        })
+        expected.append(
+            {
+                "what": what,
+                "n": len(v),
+                "median": median(v),
+                "p10": quantile_cont(v, 0.1),
+                "p90": quantile_cont(v, 0.9),
+            }
+        )
     _assert_rows(_view(seeded, views, "speedup_distribution"), expected, ["what"])
 
 
 def test_speedup_values(seeded: Seed, views: ViewReport) -> None:
     expected = [
-        {"source": "derived.pr_gains", "repo": r["repo"], "pr_number": r["pr_number"], "scope": r["scope"],
-         "gpu": r["hardware"], "kernel": None, "speedup": r["speedup"]}
+        {
+            "source": "derived.pr_gains",
+            "repo": r["repo"],
+            "pr_number": r["pr_number"],
+            "scope": r["scope"],
+            "gpu": r["hardware"],
+            "kernel": None,
+            "speedup": r["speedup"],
+        }
         for r in seeded.gains.to_dicts()
         if r["primary"] and r["audit_pass"] is True and r["speedup"] is not None
     ]
     expected += [
-        {"source": "datasets.tuned_configs", "repo": r["repo"], "pr_number": r["config_pr_number"],
-         "scope": "config", "gpu": r["gpu"], "kernel": r["kernel"], "speedup": r["speedup_vs_default"]}
-        for r in seeded.tuned.to_dicts() if r["speedup_vs_default"] is not None
+        {
+            "source": "datasets.tuned_configs",
+            "repo": r["repo"],
+            "pr_number": r["config_pr_number"],
+            "scope": "config",
+            "gpu": r["gpu"],
+            "kernel": r["kernel"],
+            "speedup": r["speedup_vs_default"],
+        }
+        for r in seeded.tuned.to_dicts()
+        if r["speedup_vs_default"] is not None
     ]
     for col, scope in (("kernel_speedup", "kernel"), ("e2e_speedup", "e2e")):
         expected += [
-            {"source": "datasets.kernel_commits", "repo": r["repo"], "pr_number": r["pr_number"],
-             "scope": scope, "gpu": None, "kernel": None, "speedup": r[col]}
-            for r in seeded.commits.to_dicts() if r[col] is not None
+            {
+                "source": "datasets.kernel_commits",
+                "repo": r["repo"],
+                "pr_number": r["pr_number"],
+                "scope": scope,
+                "gpu": None,
+                "kernel": None,
+                "speedup": r[col],
+            }
+            for r in seeded.commits.to_dicts()
+            if r[col] is not None
         ]
     df = _view(seeded, views, "speedup_values")
     assert df.schema["speedup"] == pl.Float64
@@ -295,20 +364,34 @@ def test_tuned_speedup_by_kernel_gpu(seeded: Seed, views: ViewReport) -> None:
     expected = []
     for (kernel, gpu), rows in _group(rows_with, lambda r: (r["kernel"], r["gpu"])).items():
         sp = [r["speedup_vs_default"] for r in rows]
-        expected.append({
-            "kernel": kernel, "gpu": gpu, "rows": len(rows),
-            "files": len({(r["repo"], r["config_path"]) for r in rows}),
-            "prs": len({(r["repo"], r["config_pr_number"]) for r in rows if r["config_pr_number"] is not None}),
-            "median_speedup": median(sp), "p10": quantile_cont(sp, 0.1), "p90": quantile_cont(sp, 0.9),
-            "max_speedup": max(sp),
-        })
+        expected.append(
+            {
+                "kernel": kernel,
+                "gpu": gpu,
+                "rows": len(rows),
+                "files": len({(r["repo"], r["config_path"]) for r in rows}),
+                "prs": len(
+                    {
+                        (r["repo"], r["config_pr_number"])
+                        for r in rows
+                        if r["config_pr_number"] is not None
+                    }
+                ),
+                "median_speedup": median(sp),
+                "p10": quantile_cont(sp, 0.1),
+                "p90": quantile_cont(sp, 0.9),
+                "max_speedup": max(sp),
+            }
+        )
     df = _view(seeded, views, "tuned_speedup_by_kernel_gpu")
     _assert_rows(df, expected, ["kernel", "gpu"])
     assert df["rows"].to_list() == sorted(df["rows"].to_list(), reverse=True)
 
 
 def test_tuned_vs_default(seeded: Seed, views: ViewReport) -> None:
-    acc: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: {"diff": [], "log": []})
+    acc: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
+        lambda: {"diff": [], "log": []}
+    )
     for r in seeded.tuned.to_dicts():
         if r["default_config"] is None:
             continue
@@ -321,7 +404,10 @@ def test_tuned_vs_default(seeded: Seed, views: ViewReport) -> None:
                 cell["log"].append(abs(math.log2(b / d)))
     expected = [
         {
-            "repo": repo, "kernel": kernel, "key": key, "rows": len(cell["diff"]),
+            "repo": repo,
+            "kernel": kernel,
+            "key": key,
+            "rows": len(cell["diff"]),
             "share_different": sum(cell["diff"]) / len(cell["diff"]),
             "mean_abs_log2_ratio": sum(cell["log"]) / len(cell["log"]) if cell["log"] else None,
         }

@@ -23,8 +23,12 @@ from dagster_project.mining.commits.mentions import code_mentions
         ("vllm/x.py", "if current_platform.is_device_capability(100):\n    f()\n", "", ["sm100"]),
         # Many guards in the file say nothing about the change, unless near it.
         ("csrc/x.cu", "#if __CUDA_ARCH__ >= 800\n#elif __CUDA_ARCH__ >= 900\n#endif", "", []),
-        ("csrc/x.cu", "#if __CUDA_ARCH__ >= 800\n#elif __CUDA_ARCH__ >= 900\n#endif",
-         "@@ -1 +1 @@\n #elif __CUDA_ARCH__ >= 900\n-a\n+b\n", ["sm90"]),
+        (
+            "csrc/x.cu",
+            "#if __CUDA_ARCH__ >= 800\n#elif __CUDA_ARCH__ >= 900\n#endif",
+            "@@ -1 +1 @@\n #elif __CUDA_ARCH__ >= 900\n-a\n+b\n",
+            ["sm90"],
+        ),
         ("csrc/ops/activation.cu", "__global__ void k() {}", "", []),
     ],
 )
@@ -56,14 +60,17 @@ def test_config_device_names_of_the_same_commit(tmp_path) -> None:
     assert row["hardware_from_code"] == ["H200"] and "H200" in row["hardware_mentioned"]
 
 
-@pytest.mark.parametrize(("title", "hardware"), [
-    ("[ROCm] Fix blockReduceSum (#1)", ["rocm"]),
-    ("[CPU][Perf] Accelerate attention head for s390x (#2)", ["cpu", "s390x"]),
-    ("[Intel GPU] DeepSeek V4 on XPU (#3)", ["xpu"]),
-    ("[NPU]Optimization of forward_npu (#4)", ["npu"]),
-    ("Reduce CPU overhead of the scheduler (#5)", []),  # "CPU" here is not the target
-    ("[AMD] Tune for MI300X (#6)", ["MI300X", "rocm"]),
-])
+@pytest.mark.parametrize(
+    ("title", "hardware"),
+    [
+        ("[ROCm] Fix blockReduceSum (#1)", ["rocm"]),
+        ("[CPU][Perf] Accelerate attention head for s390x (#2)", ["cpu", "s390x"]),
+        ("[Intel GPU] DeepSeek V4 on XPU (#3)", ["xpu"]),
+        ("[NPU]Optimization of forward_npu (#4)", ["npu"]),
+        ("Reduce CPU overhead of the scheduler (#5)", []),  # "CPU" here is not the target
+        ("[AMD] Tune for MI300X (#6)", ["MI300X", "rocm"]),
+    ],
+)
 def test_platforms_from_the_title(title: str, hardware: list[str]) -> None:
     from dagster_project.mining.commits.mentions import hardware_mentioned
 

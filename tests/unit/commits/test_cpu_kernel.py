@@ -46,7 +46,9 @@ def test_function_ranges_skip_namespaces_and_registration() -> None:
 
 
 def test_cpu_kernel_body_change_is_counted() -> None:
-    after = BEFORE.replace("out[i] = x[i] * eps;", "_mm512_storeu_ps(out + i, _mm512_set1_ps(eps));")
+    after = BEFORE.replace(
+        "out[i] = x[i] * eps;", "_mm512_storeu_ps(out + i, _mm512_set1_ps(eps));"
+    )
     d = _diff(BEFORE, after)
     path = "csrc/cpu/layernorm.cpp"
     assert is_cpu_kernel_file(path, BEFORE)
@@ -63,7 +65,9 @@ def test_includes_and_registration_only_are_not_kernel_changes() -> None:
 
 
 def test_gpu_and_plain_host_files_are_not_cpu_kernels() -> None:
-    host = BEFORE.replace("#include <immintrin.h>\n", "").replace("  #pragma omp parallel for\n", "")
+    host = BEFORE.replace("#include <immintrin.h>\n", "").replace(
+        "  #pragma omp parallel for\n", ""
+    )
     after = host.replace("x[i] * eps", "x[i] / eps")
     assert not is_cpu_kernel_file("csrc/ops/host.cpp", host)
     assert not touches_cpu_kernel(CPP, "csrc/ops/host.cpp", host, after, _diff(host, after))

@@ -73,7 +73,9 @@ def _mined(perf_repos: dict[str, PerfRepo], config_root: Path) -> dict[str, pl.D
         snapshot[e] = repo.head("HEAD")
     f_all, en_all, at_all = pl.concat(files), pl.concat(entries), pl.concat(attrs)
     k_all = pl.concat(kernels)
-    tuned = build_tuned_configs(f_all, en_all, at_all, k_all, load_model_shapes_snapshot(), snapshot)
+    tuned = build_tuned_configs(
+        f_all, en_all, at_all, k_all, load_model_shapes_snapshot(), snapshot
+    )
     # Shas, blob ids, times and row ids are deterministic: the fixture fixes dates and authors.
     return {
         "perf_commits": c_all,
@@ -93,9 +95,14 @@ ASSET_OF = {"kernel_commit_excluded": "kernel_commit_files"}
 
 def test_mined_output_changes_only_with_a_version_bump(perf_repos, tmp_path_factory) -> None:
     mined = _mined(perf_repos, tmp_path_factory.mktemp("golden-configs"))
-    current = {name: {"version": asset_code_version(ASSET_OF.get(name, name)),
-                      "fingerprint": _fingerprint(df), "rows": df.height}
-               for name, df in mined.items()}
+    current = {
+        name: {
+            "version": asset_code_version(ASSET_OF.get(name, name)),
+            "fingerprint": _fingerprint(df),
+            "rows": df.height,
+        }
+        for name, df in mined.items()
+    }
     if os.environ.get("KH_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
         pytest.skip("golden re-recorded")
@@ -106,10 +113,14 @@ def test_mined_output_changes_only_with_a_version_bump(perf_repos, tmp_path_fact
         if old is None:
             problems.append(f"{name}: not in the golden; re-record it")
         elif old["version"] == now["version"] and old["fingerprint"] != now["fingerprint"]:
-            problems.append(f"{name}: output changed ({old['rows']} -> {now['rows']} rows) but its "
-                            f"rules version is still {now['version']!r}: bump RULES_VERSION of the "
-                            "rule you changed (mining/versions.py lists them), then re-record")
+            problems.append(
+                f"{name}: output changed ({old['rows']} -> {now['rows']} rows) but its "
+                f"rules version is still {now['version']!r}: bump RULES_VERSION of the "
+                "rule you changed (mining/versions.py lists them), then re-record"
+            )
         elif old["version"] != now["version"]:
-            problems.append(f"{name}: rules {old['version']!r} -> {now['version']!r}; re-record "
-                            "the golden (KH_UPDATE_GOLDEN=1)")
+            problems.append(
+                f"{name}: rules {old['version']!r} -> {now['version']!r}; re-record "
+                "the golden (KH_UPDATE_GOLDEN=1)"
+            )
     assert not problems, "\n".join(problems)

@@ -87,23 +87,34 @@ def test_not_cute_dsl(src: bytes) -> None:
     [
         ("// SPDX-License-Identifier: Apache-2.0\n", "Apache-2.0"),
         ("# SPDX-License-Identifier: BSD-3-Clause\n", "BSD-3-Clause"),
-        ("/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */\n",
-         "Apache-2.0 WITH LLVM-exception"),
-        ("/*\n * Licensed under the Apache License, Version 2.0 (the \"License\");\n */\n",
-         "Apache-2.0"),
+        (
+            "/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */\n",
+            "Apache-2.0 WITH LLVM-exception",
+        ),
+        (
+            '/*\n * Licensed under the Apache License, Version 2.0 (the "License");\n */\n',
+            "Apache-2.0",
+        ),
         (BSD3_TEXT, "BSD-3-Clause"),
         (BSD3_TEXT.replace("Neither the name", "Nor"), "BSD"),
         (MIT_TEXT, "MIT"),
-        ("# This file contains code copied from another project.\n# The original source"
-         " code was licensed under the MIT license.\n", "MIT"),
+        (
+            "# This file contains code copied from another project.\n# The original source"
+            " code was licensed under the MIT license.\n",
+            "MIT",
+        ),
         (TENSORRT_TEXT, "NVIDIA-TensorRT"),
         (PROPRIETARY_TEXT, "NVIDIA-proprietary"),
         (NOT_PERMITTED_TEXT, "NVIDIA-proprietary"),
         ("// no header here\n", None),
-        ("/*\n * SPDX-License-Identifier: NVIDIA TensorRT Source Code License Agreement\n */\n",
-         "NVIDIA-TensorRT"),
-        ("/*\n * without an express license\n * agreement from NVIDIA CORPORATION\n */\n",
-         "NVIDIA-proprietary"),
+        (
+            "/*\n * SPDX-License-Identifier: NVIDIA TensorRT Source Code License Agreement\n */\n",
+            "NVIDIA-TensorRT",
+        ),
+        (
+            "/*\n * without an express license\n * agreement from NVIDIA CORPORATION\n */\n",
+            "NVIDIA-proprietary",
+        ),
     ],
 )
 def test_detect_license(header: str, expected: str | None) -> None:
@@ -115,7 +126,9 @@ def test_trap_rules_run_before_spdx_and_bsd() -> None:
     blob = ("// SPDX-License-Identifier: Apache-2.0\n" + TENSORRT_TEXT).encode()
     assert detect_license(blob) == "NVIDIA-TensorRT"
     # The NVIDIA "not permit-ted" header has every BSD phrase too.
-    assert "Redistribution and use" in NOT_PERMITTED_TEXT and "Neither the name" in NOT_PERMITTED_TEXT
+    assert (
+        "Redistribution and use" in NOT_PERMITTED_TEXT and "Neither the name" in NOT_PERMITTED_TEXT
+    )
     assert detect_license(NOT_PERMITTED_TEXT.encode()) in NON_OSS
 
 
@@ -186,6 +199,9 @@ def test_gx_licence_value_sets_are_the_allow_list() -> None:
     raw = (SUITES_DIR / "kernel_commits.json").read_text()
     assert not any(json.dumps(x) in raw for x in OPEN_SOURCE)  # no copy in JSON
     suite = load_suite(Path(SUITES_DIR / "kernel_commits.json"))
-    sets = {e["kwargs"]["column"]: e["kwargs"]["value_set"] for e in suite["expectations"]
-            if e["kwargs"].get("column", "").startswith("license") and "value_set" in e["kwargs"]}
+    sets = {
+        e["kwargs"]["column"]: e["kwargs"]["value_set"]
+        for e in suite["expectations"]
+        if e["kwargs"].get("column", "").startswith("license") and "value_set" in e["kwargs"]
+    }
     assert sets == dict.fromkeys(("license", "license_before", "license_after"), list(OPEN_SOURCE))

@@ -74,9 +74,7 @@ def test_trailers_are_ignored() -> None:
 
 def test_prompt_contents() -> None:
     code = "```python\n# a docstring example\n````\n__global__ void k() {}\n"
-    prompt = build_prompt(
-        "[Perf] Faster k (#12)", ["H100"], ["llama3"], "csrc/k.cu", "CUDA", code
-    )
+    prompt = build_prompt("[Perf] Faster k (#12)", ["H100"], ["llama3"], "csrc/k.cu", "CUDA", code)
     assert "## Goal\n[Perf] Faster k\n" in prompt and "(#12)" not in prompt
     assert "H100" in prompt and "llama3" in prompt
     assert "`````cuda\n" + code + "`````\n" in prompt  # the fence outgrows the code's
@@ -96,15 +94,21 @@ def _rows(spec: list[tuple[str, int | None, str, int]]) -> pl.DataFrame:
             "sha": [s for _, _, s, _ in spec],
             "authored_at": [t0 + timedelta(days=d) for _, _, _, d in spec],
         },
-        schema={"repo": pl.Utf8, "pr_number": pl.Int64, "sha": pl.Utf8,
-                "authored_at": pl.Datetime("us", "UTC")},
+        schema={
+            "repo": pl.Utf8,
+            "pr_number": pl.Int64,
+            "sha": pl.Utf8,
+            "authored_at": pl.Datetime("us", "UTC"),
+        },
     )
 
 
 def _check(out: pl.DataFrame, cutoff: datetime) -> None:
     test, train = out.filter(pl.col("split") == "test"), out.filter(pl.col("split") == "train")
     assert test["authored_at"].min() >= cutoff > train["authored_at"].max()
-    key = pl.concat_str([pl.col("repo"), pl.col("pr_number").cast(pl.Utf8).fill_null(pl.col("sha"))])
+    key = pl.concat_str(
+        [pl.col("repo"), pl.col("pr_number").cast(pl.Utf8).fill_null(pl.col("sha"))]
+    )
     both = set(out.filter(pl.col("split") == "test").select(key)["repo"]) & set(
         out.filter(pl.col("split") == "train").select(key)["repo"]
     )

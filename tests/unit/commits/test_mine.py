@@ -102,9 +102,10 @@ def test_frames_have_the_documented_schema(mined):
         u == f"https://github.com/vllm-project/vllm/pull/{n}"
         for u, n in urls.select("pr_url", "pr_number").iter_rows()
     )
-    assert rows.filter(pl.col("pr_number").is_null())["pr_url"].null_count() == rows.filter(
-        pl.col("pr_number").is_null()
-    ).height
+    assert (
+        rows.filter(pl.col("pr_number").is_null())["pr_url"].null_count()
+        == rows.filter(pl.col("pr_number").is_null()).height
+    )
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -284,8 +285,9 @@ def test_limits_are_configurable(perf_repos):
     r = perf_repos["vllm"]
     repo, spec = GitRepo(r.path), DEFAULT_SPECS["vllm"]
     commits = find_perf_commits(repo, spec, head="HEAD")
-    rows, excluded = mine_commit_files(repo, spec, commits, limits=Limits(max_files=20,
-                                                                          max_lines=5000))
+    rows, excluded = mine_commit_files(
+        repo, spec, commits, limits=Limits(max_files=20, max_lines=5000)
+    )
     reasons = exclusion_counts(excluded)
     assert reasons["too_many_files"] == 0 and reasons["too_many_lines"] == 0
     assert rows.height == len(r.truth["rows"]) + 11 + 1

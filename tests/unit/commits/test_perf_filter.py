@@ -167,46 +167,58 @@ def test_opt_in_is_not_opt() -> None:
 
 
 # Rule v4 (tuned on rounds 1 and 2 of the sample).
-@pytest.mark.parametrize("title", [
-    "Slightly improve the sampler to skip unnecessary steps (#6956)",
-    "move divide-d out of reduction loop",
-    "[Core] Reduce TTFT with concurrent partial prefills (#10235)",
-    "[Perf] Update TRTLLM supported MoE routing methods (#39141)",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Slightly improve the sampler to skip unnecessary steps (#6956)",
+        "move divide-d out of reduction loop",
+        "[Core] Reduce TTFT with concurrent partial prefills (#10235)",
+        "[Perf] Update TRTLLM supported MoE routing methods (#39141)",
+    ],
+)
 def test_v4_widening(title: str) -> None:
     assert match_title(title) is not None, title
 
 
-@pytest.mark.parametrize("title", [
-    "Refactor Fused Moe Module (#1309)",
-    "[FlashInfer] Switch FlashInfer allreduce fusion to unified API (#18341)",
-    "Better optimization log for gpt-oss model (#8953)",
-    "Update Spec Decode metrics to include drafted and accepted token throughput (#24127)",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Refactor Fused Moe Module (#1309)",
+        "[FlashInfer] Switch FlashInfer allreduce fusion to unified API (#18341)",
+        "Better optimization log for gpt-oss model (#8953)",
+        "Update Spec Decode metrics to include drafted and accepted token throughput (#24127)",
+    ],
+)
 def test_v4_vetoes(title: str) -> None:
     assert match_title(title) is None, title
 
 
 # Rule v5 (tuned on rounds 1-3, the development rows; round 4 is the held-out one).
-@pytest.mark.parametrize("title", [
-    "feat: add warp-level persistent qk norm (#1843)",
-    "feat: CuTe-DSL Fused SwiGLU NVFP4 Quantization (#4040)",
-    "fix: vectorize get_shuffle_matrix_a_row_indices to eliminate CPU contention (#2935)",
-    "[Perf] Fix DBO overlap: capture DeepEP event before yield (#38451)",
-    "[diffusion] Bit-exact data-movement elimination for the Wan causal VAE decoder (#1)",
-    "[Perf] Disable DeepGEMM MoE by default when TP=8 is used (#29346)",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "feat: add warp-level persistent qk norm (#1843)",
+        "feat: CuTe-DSL Fused SwiGLU NVFP4 Quantization (#4040)",
+        "fix: vectorize get_shuffle_matrix_a_row_indices to eliminate CPU contention (#2935)",
+        "[Perf] Fix DBO overlap: capture DeepEP event before yield (#38451)",
+        "[diffusion] Bit-exact data-movement elimination for the Wan causal VAE decoder (#1)",
+        "[Perf] Disable DeepGEMM MoE by default when TP=8 is used (#29346)",
+    ],
+)
 def test_v5_widening(title: str) -> None:
     assert match_title(title) is not None, title
 
 
-@pytest.mark.parametrize("title", [
-    "[Misc] Update Fused MoE weight loading (#7334)",
-    "Fallback to lower triton version for unfound fused moe configs (#7013)",
-    "Remove unused fast-hadamard-transform PyTorch extension sources (#18927)",
-    "{ROCm]: gpt-oss fusion/padding fixes (#38043)",
-    "perf(moe): persist b12x MoE CuTe-DSL kernels to the disk cache (#4331)",
-    "Support trtllm_allreduce_fusion in flashinfer for cuda<12.8 (#9339)",
-])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "[Misc] Update Fused MoE weight loading (#7334)",
+        "Fallback to lower triton version for unfound fused moe configs (#7013)",
+        "Remove unused fast-hadamard-transform PyTorch extension sources (#18927)",
+        "{ROCm]: gpt-oss fusion/padding fixes (#38043)",
+        "perf(moe): persist b12x MoE CuTe-DSL kernels to the disk cache (#4331)",
+        "Support trtllm_allreduce_fusion in flashinfer for cuda<12.8 (#9339)",
+    ],
+)
 def test_v5_vetoes(title: str) -> None:
     assert match_title(title) is None, title

@@ -43,7 +43,9 @@ def test_revert_of_a_revert_cancels(tmp_path) -> None:
     first = b.commit("[Perf] Faster k (#2)")
     b.write(k, "__global__ void k() {}\n")
     rev = b.commit('Revert "[Perf] Faster k (#2)" (#3)')
-    assert find_reverts(GitRepo(b.path), spec, "HEAD", {first: "[Perf] Faster k (#2)"}) == {first: rev}
+    assert find_reverts(GitRepo(b.path), spec, "HEAD", {first: "[Perf] Faster k (#2)"}) == {
+        first: rev
+    }
     b.write(k, "__global__ void k() { int x = 1; }\n")
     b.commit('Revert "Revert "[Perf] Faster k (#2)" (#3)" (#4)')
     assert find_reverts(GitRepo(b.path), spec, "HEAD", {first: "[Perf] Faster k (#2)"}) == {}

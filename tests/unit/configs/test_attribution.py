@@ -156,7 +156,9 @@ def test_formatting_only_changes_are_walked_through(config_repos, tmp_path) -> N
     cr = config_repos["vllm"]
     files = discover_config_files(cr.repo, "vllm", "HEAD")
     attr = attribute_config_prs(cr.repo, "vllm", "HEAD", files["path"].to_list())
-    a2 = attr.filter(pl.col("path").str.contains("E=8,N=7168,device_name=NVIDIA_A100")).row(0, named=True)
+    a2 = attr.filter(pl.col("path").str.contains("E=8,N=7168,device_name=NVIDIA_A100")).row(
+        0, named=True
+    )
     assert a2["pr_number"] == 2979 and a2["format_only_skipped"] == 1
 
     b = RepoBuilder(tmp_path / "fmt")
@@ -164,7 +166,10 @@ def test_formatting_only_changes_are_walked_through(config_repos, tmp_path) -> N
     doc = {"1": {"BLOCK_SIZE_M": 16, "num_warps": 4}, "8": {"BLOCK_SIZE_M": 32, "num_warps": 8}}
     b.write(path, json.dumps(doc, indent=4) + "\n")
     b.commit("[Perf] Tune L4 (#1)")
-    reordered = {"8": {"num_warps": 8, "BLOCK_SIZE_M": 32}, "1": {"num_warps": 4, "BLOCK_SIZE_M": 16}}
+    reordered = {
+        "8": {"num_warps": 8, "BLOCK_SIZE_M": 32},
+        "1": {"num_warps": 4, "BLOCK_SIZE_M": 16},
+    }
     b.write(path, json.dumps(reordered, indent=2))
     b.commit("[Misc] Reformat configs (#2)")
     from dagster_project.mining.git import GitRepo
@@ -172,7 +177,9 @@ def test_formatting_only_changes_are_walked_through(config_repos, tmp_path) -> N
     repo = GitRepo(b.path)
     got = attribute_config_prs(repo, "vllm", "HEAD", [path]).row(0, named=True)
     assert got["pr_number"] == 1 and got["format_only_skipped"] == 1
-    assert verify_attribution(repo, attribute_config_prs(repo, "vllm", "HEAD", [path]))["matches_ref"].all()
+    assert verify_attribution(repo, attribute_config_prs(repo, "vllm", "HEAD", [path]))[
+        "matches_ref"
+    ].all()
     doc["8"]["num_warps"] = 4
     b.write(path, json.dumps(doc, indent=2))
     b.commit("[Perf] Retune L4 M=8 (#3)")

@@ -25,7 +25,10 @@ def test_vllm_fixture_block_int8_is_never_loaded(config_repos) -> None:
     assert int8.height and not int8["loaded_at_runtime"].any()
     assert int8["not_loaded_reason"].str.contains(r"block_shape=\[\{block_n\}, \{block_k\}\]").all()
     others = named.filter(pl.col("family") != "block_int8")
-    assert others["loaded_at_runtime"].all() and others["not_loaded_reason"].null_count() == others.height
+    assert (
+        others["loaded_at_runtime"].all()
+        and others["not_loaded_reason"].null_count() == others.height
+    )
 
 
 def test_sglang_fixture_configs_are_loaded(config_repos) -> None:
@@ -60,12 +63,17 @@ def test_moe_rules() -> None:
 
 
 def test_template_regex() -> None:
-    r = template_regex("N={N},K={K},device_name={device_name},dtype=int8_w8a8,"
-                       "block_shape=[{block_n}, {block_k}].json")
-    assert r.fullmatch("N=1536,K=1536,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a8,"
-                       "block_shape=[128, 128].json")
-    assert not r.fullmatch("N=1536,K=1536,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a8,"
-                           "block_shape=[128,128].json")
+    r = template_regex(
+        "N={N},K={K},device_name={device_name},dtype=int8_w8a8,"
+        "block_shape=[{block_n}, {block_k}].json"
+    )
+    assert r.fullmatch(
+        "N=1536,K=1536,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a8,"
+        "block_shape=[128, 128].json"
+    )
+    assert not r.fullmatch(
+        "N=1536,K=1536,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a8,block_shape=[128,128].json"
+    )
 
 
 def test_moe_dtype_the_lookup_never_asks_for(tmp_path) -> None:
@@ -74,18 +82,24 @@ def test_moe_dtype_the_lookup_never_asks_for(tmp_path) -> None:
     from tests.fixtures.factory import RepoBuilder
 
     b = RepoBuilder(tmp_path / "v")
-    b.write("vllm/model_executor/layers/fused_moe/fused_moe.py",
-            "def get_config_file_name(E, N, dtype, block_shape=None):\n"
-            "    dtype_selector = '' if not dtype else f',dtype={dtype}'\n"
-            "    return f'E={E},N={N}{dtype_selector}.json'\n")
-    b.write("vllm/model_executor/layers/fused_moe/config.py",
-            "def _get_config_dtype_str(dtype, use_fp8_w8a8=False):\n"
-            "    if use_fp8_w8a8:\n        return \"fp8_w8a8\"\n    return None\n")
+    b.write(
+        "vllm/model_executor/layers/fused_moe/fused_moe.py",
+        "def get_config_file_name(E, N, dtype, block_shape=None):\n"
+        "    dtype_selector = '' if not dtype else f',dtype={dtype}'\n"
+        "    return f'E={E},N={N}{dtype_selector}.json'\n",
+    )
+    b.write(
+        "vllm/model_executor/layers/fused_moe/config.py",
+        "def _get_config_dtype_str(dtype, use_fp8_w8a8=False):\n"
+        '    if use_fp8_w8a8:\n        return "fp8_w8a8"\n    return None\n',
+    )
     b.commit("lookup")
     rules = read_lookup_rules(GitRepo(b.path), "vllm")
     assert rules.moe_dtypes == frozenset({"fp8_w8a8"})
     ok = is_loaded(rules, "moe", "E=8,N=1,device_name=X,dtype=fp8_w8a8.json", "X", "fp8_w8a8")
     assert ok == (True, None)
-    no, why = is_loaded(rules, "moe", "E=8,N=1,device_name=X,dtype=int8_w8a8.json", "X", "int8_w8a8")
+    no, why = is_loaded(
+        rules, "moe", "E=8,N=1,device_name=X,dtype=int8_w8a8.json", "X", "int8_w8a8"
+    )
     assert no is False and "int8_w8a8" in why
     assert is_loaded(rules, "moe", "E=8,N=1,device_name=X.json", "X", None) == (True, None)

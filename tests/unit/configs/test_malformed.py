@@ -29,24 +29,41 @@ GOOD = f"{V_MOE_CFG}/E=8,N=14336,{DEV}.json"
 
 #: name -> (content, expected status, a fragment of the expected reason)
 MALFORMED: dict[str, tuple[bytes, str, str]] = {
-    "superscript_key": (b'{"\xc2\xb2": {"BLOCK_SIZE_M": 16}, "1": {"BLOCK_SIZE_M": 16}}',
-                        "bad_json", "not M -> config"),
+    "superscript_key": (
+        b'{"\xc2\xb2": {"BLOCK_SIZE_M": 16}, "1": {"BLOCK_SIZE_M": 16}}',
+        "bad_json",
+        "not M -> config",
+    ),
     "non_numeric_key": (b'{"one": {"BLOCK_SIZE_M": 16}}', "bad_json", "not M -> config"),
-    "deep_nesting": (b'{"1": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5000 + b"}",
-                     "bad_json", "nesting deeper"),
+    "deep_nesting": (
+        b'{"1": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5000 + b"}",
+        "bad_json",
+        "nesting deeper",
+    ),
     "shallow_extra_nesting": (b'{"1": {"a": {"b": {"c": [1]}}}}', "bad_json", "nesting deeper"),
-    "m_beyond_int64": (b'{"9223372036854775808": {"BLOCK_SIZE_M": 16}}', "bad_json",
-                       "not M -> config"),
-    "value_beyond_int64": (b'{"1": {"BLOCK_SIZE_M": 99999999999999999999999}}', "bad_json",
-                           "beyond int64"),
+    "m_beyond_int64": (
+        b'{"9223372036854775808": {"BLOCK_SIZE_M": 16}}',
+        "bad_json",
+        "not M -> config",
+    ),
+    "value_beyond_int64": (
+        b'{"1": {"BLOCK_SIZE_M": 99999999999999999999999}}',
+        "bad_json",
+        "beyond int64",
+    ),
     "huge_literal": (b'{"1": {"BLOCK_SIZE_M": ' + b"9" * 5000 + b"}}", "bad_json", "invalid"),
     "nan_value": (b'{"1": {"BLOCK_SIZE_M": NaN}}', "bad_json", "non-finite"),
     "inf_value": (b'{"1": {"BLOCK_SIZE_M": -Infinity}}', "bad_json", "non-finite"),
     "overflow_float": (b'{"1": {"BLOCK_SIZE_M": 1e999}}', "bad_json", "non-finite"),
     "not_utf8": (b'{"1": {"BLOCK_SIZE_M": "\xff"}}', "bad_json", "not UTF-8"),
     "top_level_list": (b"[1, 2]", "bad_json", "top level is a list"),
-    "too_large": (json.dumps({str(m): {"BLOCK_SIZE_M": 16, "pad": "x" * 200}
-                              for m in range(1, 6000)}).encode(), "too_large", "cap"),
+    "too_large": (
+        json.dumps(
+            {str(m): {"BLOCK_SIZE_M": 16, "pad": "x" * 200} for m in range(1, 6000)}
+        ).encode(),
+        "too_large",
+        "cap",
+    ),
 }
 
 
@@ -91,8 +108,13 @@ def test_malformed_files_recorded_and_rest_builds(malformed_repo) -> None:
         assert reason in row["parse_error"], (name, row["parse_error"])
     entries = read_config_entries(repo, files, cache=BlobCache())
     assert set(entries["path"]) == {GOOD} and entries.height == len(GRID_SHORT)
-    rows = build_tuned_configs(files, entries, pl.DataFrame(), pl.DataFrame(
-        schema={"kernel": pl.String(), "repo": pl.String(), "source": pl.String()}),
-        load_model_shapes_snapshot(), {"vllm": repo.head("HEAD")})
+    rows = build_tuned_configs(
+        files,
+        entries,
+        pl.DataFrame(),
+        pl.DataFrame(schema={"kernel": pl.String(), "repo": pl.String(), "source": pl.String()}),
+        load_model_shapes_snapshot(),
+        {"vllm": repo.head("HEAD")},
+    )
     assert rows.height == len(GRID_SHORT)
     assert set(rows["config_path"]) == {GOOD}

@@ -191,5 +191,7 @@ def test_refresh_falls_back_per_model(shapes) -> None:
 
 
 def test_every_shape_is_verified_or_says_where_its_numbers_come_from(shapes) -> None:
-    unsourced = shapes.filter(~pl.col("verified") & (pl.col("source").fill_null("").str.strip_chars() == ""))
+    unsourced = shapes.filter(
+        ~pl.col("verified") & (pl.col("source").fill_null("").str.strip_chars() == "")
+    )
     assert unsourced.is_empty(), unsourced["model"].to_list()

@@ -43,8 +43,11 @@ def test_build_writes_the_recorded_rows(
         EXPECTED.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         pytest.skip(f"recorded {len(got)} tables in {EXPECTED.name}")
     expected = json.loads(EXPECTED.read_text())
-    differ = {t: (expected.get(t), got.get(t)) for t in sorted(set(expected) | set(got))
-              if expected.get(t) != got.get(t)}
+    differ = {
+        t: (expected.get(t), got.get(t))
+        for t in sorted(set(expected) | set(got))
+        if expected.get(t) != got.get(t)
+    }
     assert not differ, (
         "tables whose rows differ from expected_row_hashes.json (recorded, now): "
         f"{differ}; if the change is intended, re-record (see this module's docstring)"

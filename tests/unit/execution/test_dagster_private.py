@@ -33,7 +33,8 @@ def test_private_names_have_the_shape_the_adapter_uses() -> None:
     assert {"MISSING", "STALE", "FRESH"} <= set(StaleStatus.__members__)
     assert LoadingContext.__abstractmethods__ == frozenset({"instance", "loaders"})
     assert list(inspect.signature(iterate_with_context).parameters)[:2] == [
-        "context_fn", "iterator"
+        "context_fn",
+        "iterator",
     ]
     with raise_execution_interrupts():  # a context manager, as iterate_with_context wants
         pass

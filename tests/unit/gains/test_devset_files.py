@@ -237,7 +237,9 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     assert fresh2 and not fresh2 & (dev | fresh)
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
     assert held and not held & (dev | fresh | fresh2)
-    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (dev | fresh | fresh2)
+    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (
+        dev | fresh | fresh2
+    )
 
 
 def test_loader_names_a_missing_text(tmp_path: Path) -> None:

@@ -17,7 +17,12 @@ def k(
     bs: int, speedup: float, hw: str | None = "H100", shape: str | None = "E=8, N=14336"
 ) -> Measurement:
     return Measurement(
-        scope="kernel", metric="latency", batch_size=bs, speedup=speedup, hardware=hw, shape=shape,
+        scope="kernel",
+        metric="latency",
+        batch_size=bs,
+        speedup=speedup,
+        hardware=hw,
+        shape=shape,
         audit_pass=True,
     )
 
@@ -65,7 +70,10 @@ def test_audit_failed_or_unaudited_measurements_never_feed_speedups() -> None:
     failed = k(64, 9.0)
     failed.audit_pass = False
     unaudited = Measurement(scope="e2e", metric="x", stated_speedup=7.0)
-    assert kernel_commit_speedups([failed, unaudited]) == {"kernel_speedup": None, "e2e_speedup": None}
+    assert kernel_commit_speedups([failed, unaudited]) == {
+        "kernel_speedup": None,
+        "e2e_speedup": None,
+    }
     assert kernel_commit_speedups([failed, k(64, 1.2)])["kernel_speedup"] == 1.2
     assert config_speedup_vs_default(ROW, [failed]).speedup_vs_default is None
     out = attribute_config_row(ROW, [failed, k(64, 1.2)])

@@ -56,8 +56,12 @@ def test_flags_and_rate() -> None:
     stated = Measurement(scope="e2e", metric="speedup", stated_speedup=1.3, stated_text="1.3x")
     invented = Measurement(scope="e2e", metric="speedup", stated_speedup=1.7, stated_text="1.7x")
     audit_all([good, bad, stated, invented], text)
-    assert (good.baseline_verbatim, good.optimized_verbatim, good.same_structure, good.audit_pass) == (
-        True, True, True, True)
+    assert (
+        good.baseline_verbatim,
+        good.optimized_verbatim,
+        good.same_structure,
+        good.audit_pass,
+    ) == (True, True, True, True)
     assert (bad.baseline_verbatim, bad.optimized_verbatim, bad.audit_pass) == (False, True, False)
     assert bad.audit_reason == "baseline not in the text"
     # stated ratios are audited too: every extracted value counts in the rate
@@ -70,17 +74,30 @@ def test_flags_and_rate() -> None:
 
 def test_audit_accepts_a_prebuilt_index() -> None:
     idx = structure_index("t\n| bs | main | PR |\n|---|---|---|\n| 1 | 3.5 | 3.1 |")
-    m = audit_measurement(Measurement(scope="kernel", metric="t", baseline=3.5, optimized=3.10), idx)
+    m = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=3.5, optimized=3.10), idx
+    )
     assert m.audit_pass is True and m.same_structure is True
+
 
 def test_pair_from_two_unrelated_places_or_invented_batch_fails() -> None:
     text = "t\n| bs | main (us) | PR (us) |\n|---|---|---|\n| 8 | 12.0 | 10.0 |\n| 16 | 20.0 | 15.0 |\n\nWe ran 100 iterations."
     idx = structure_index(text)
-    ok = audit_measurement(Measurement(scope="kernel", metric="t", baseline=12.0, optimized=10.0, batch_size=8), idx)
-    crossed = audit_measurement(Measurement(scope="kernel", metric="t", baseline=12.0, optimized=15.0), idx)
-    swapped = audit_measurement(Measurement(scope="kernel", metric="t", baseline=10.0, optimized=12.0), idx)
-    counts = audit_measurement(Measurement(scope="kernel", metric="t", baseline=100.0, optimized=10.0), idx)
-    invented = audit_measurement(Measurement(scope="kernel", metric="t", baseline=12.0, optimized=10.0, batch_size=77), idx)
+    ok = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=12.0, optimized=10.0, batch_size=8), idx
+    )
+    crossed = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=12.0, optimized=15.0), idx
+    )
+    swapped = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=10.0, optimized=12.0), idx
+    )
+    counts = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=100.0, optimized=10.0), idx
+    )
+    invented = audit_measurement(
+        Measurement(scope="kernel", metric="t", baseline=12.0, optimized=10.0, batch_size=77), idx
+    )
     assert ok.audit_pass and ok.same_structure
     for m in (crossed, swapped, counts):
         assert m.same_structure is False and m.audit_pass is False, m
@@ -88,7 +105,20 @@ def test_pair_from_two_unrelated_places_or_invented_batch_fails() -> None:
 
 
 def test_stated_ratio_that_disagrees_with_its_pair_is_flagged() -> None:
-    text = "t\n| bs | main (us) | PR (us) | speedup |\n|---|---|---|---|\n| 8 | 12.0 | 10.0 | 3.0x |"
-    m = audit_measurement(Measurement(scope="kernel", metric="t", unit="us", baseline=12.0, optimized=10.0,
-                                      speedup=1.2, stated_speedup=3.0, stated_text="3.0x"), structure_index(text))
+    text = (
+        "t\n| bs | main (us) | PR (us) | speedup |\n|---|---|---|---|\n| 8 | 12.0 | 10.0 | 3.0x |"
+    )
+    m = audit_measurement(
+        Measurement(
+            scope="kernel",
+            metric="t",
+            unit="us",
+            baseline=12.0,
+            optimized=10.0,
+            speedup=1.2,
+            stated_speedup=3.0,
+            stated_text="3.0x",
+        ),
+        structure_index(text),
+    )
     assert (m.stated_verbatim, m.stated_agrees, m.audit_pass) == (True, False, False)

@@ -14,7 +14,10 @@ def pairs(text: str) -> list[tuple[float | None, float | None]]:
 
 def test_roles() -> None:
     assert role_of("main (us)").kind == "baseline" and role_of("this PR").kind == "optimized"
-    assert role_of("TensorRT-LLM").kind == "reference" and role_of("FA3 (for reference)").kind == "reference"
+    assert (
+        role_of("TensorRT-LLM").kind == "reference"
+        and role_of("FA3 (for reference)").kind == "reference"
+    )
     assert role_of("torch").strength < role_of("before").strength
 
 
@@ -29,9 +32,18 @@ Benchmark with T=2048, repeat=200 on H100 (latency in micro-seconds).
 | geomean | 19.0 | 15.0 | 12.6 | 1.5x |
 | 1024 | 80.0 | 70.0 |"""
     ms = extract_text(text)
-    assert [(m.baseline, m.optimized) for m in ms] == [(12.0, 8.0), (30.0, 20.0)]  # summary, truncated row out
+    assert [(m.baseline, m.optimized) for m in ms] == [
+        (12.0, 8.0),
+        (30.0, 20.0),
+    ]  # summary, truncated row out
     m = ms[0]
-    assert (m.stated_speedup, m.speedup, m.batch_size, m.unit, m.scope) == (1.5, 1.5, 64, "us", "kernel")
+    assert (m.stated_speedup, m.speedup, m.batch_size, m.unit, m.scope) == (
+        1.5,
+        1.5,
+        64,
+        "us",
+        "kernel",
+    )
     assert m.audit_pass and m.same_structure and m.stated_agrees
 
 
@@ -54,7 +66,12 @@ def test_config_accuracy_and_row_role_tables() -> None:
 
 
 def test_aligned_pandas_table() -> None:
-    lines = ["moe-align:", "   num_tokens  triton  cuda", "0        16.0    9.81   4.20", "1       256.0   10.07   5.10"]
+    lines = [
+        "moe-align:",
+        "   num_tokens  triton  cuda",
+        "0        16.0    9.81   4.20",
+        "1       256.0   10.07   5.10",
+    ]
     (g,) = aligned_grids(lines)
     assert g.header == ["num_tokens", "triton", "cuda"] and len(g.rows) == 2
     text = "Faster op\nlatency (us):\n```\n   num_tokens   torch   triton\n0        16.0   36.42     9.81\n```"
@@ -95,15 +112,21 @@ Gains range 4-11% depending on the shape; accuracy improves 0.5% on gsm8k."""
     assert [(m.baseline, m.optimized) for m in ms if m.is_pair] == [(58.4, 51.9)]
     # ratio-only claims only where no pair of that scope exists: here the pair is e2e
     assert all(m.is_pair for m in ms)
-    ratio_only = extract_text("t\nThis gives a ~10% gain in throughput, and ~2% perf degrade on the small model. 2-5x in places.")
+    ratio_only = extract_text(
+        "t\nThis gives a ~10% gain in throughput, and ~2% perf degrade on the small model. 2-5x in places."
+    )
     assert [m.stated_speedup for m in ratio_only] == [1.1, round(1 / 1.02, 4)]
     assert all(m.audit_pass for m in ratio_only)
 
 
 def test_html_table_and_comments() -> None:
-    text = "t\n<!-- template: | x | before | after | -->\n<table><tr><th>bs</th><th>before (ms)</th><th>after (ms)</th></tr>" \
-           "<tr><td>1</td><td>0.412</td><td>0.208</td></tr></table>"
-    assert [b.kind for b in split_blocks(text)] == ["text", "table"] or pairs(text) == [(0.412, 0.208)]
+    text = (
+        "t\n<!-- template: | x | before | after | -->\n<table><tr><th>bs</th><th>before (ms)</th><th>after (ms)</th></tr>"
+        "<tr><td>1</td><td>0.412</td><td>0.208</td></tr></table>"
+    )
+    assert [b.kind for b in split_blocks(text)] == ["text", "table"] or pairs(text) == [
+        (0.412, 0.208)
+    ]
     assert pairs(text) == [(0.412, 0.208)]
 
 
@@ -115,16 +138,28 @@ def test_boxed_tables_as_two_labelled_runs() -> None:
 |    {lat}    |  512   |   {acc}    |     {speed}      |
 +-------------+--------+------------+-----------------+
 ```"""
-    text = "t\nBefore:\n" + box.format(lat="2.183", acc="3.303", speed="234.53") + "\n\nAfter\n" + box.format(
-        lat="2.142", acc="3.391", speed="239.06")
+    text = (
+        "t\nBefore:\n"
+        + box.format(lat="2.183", acc="3.303", speed="234.53")
+        + "\n\nAfter\n"
+        + box.format(lat="2.142", acc="3.391", speed="239.06")
+    )
     got = {(m.baseline, m.optimized): m for m in extract_text(text) if m.is_pair}
-    assert set(got) == {(2.183, 2.142), (234.53, 239.06)}  # acceptance length and tokens are not results
+    assert set(got) == {
+        (2.183, 2.142),
+        (234.53, 239.06),
+    }  # acceptance length and tokens are not results
     assert got[(2.183, 2.142)].scope == "e2e" and all(m.audit_pass for m in got.values())
 
 
 def test_slash_cells_in_two_tables_and_project_sides() -> None:
     table = "| tp size | data size | latency(ms) |\n| --- | --- | --- |\n| 2/4 | 512 | {a}/{b} |\n"
-    text = "t\nvllm\n" + table.format(a="0.0095", b="0.0091") + "\ncustom allreduce\n" + table.format(a="0.0037", b="0.0048")
+    text = (
+        "t\nvllm\n"
+        + table.format(a="0.0095", b="0.0091")
+        + "\ncustom allreduce\n"
+        + table.format(a="0.0037", b="0.0048")
+    )
     from dagster_project.gains.extract import extract_pr_gains
 
     ms = extract_pr_gains(text, repo="sglang").measurements
@@ -162,7 +197,9 @@ def test_round_two_layouts() -> None:
     """Layouts the dev-set misses of the second round showed (texts in our own words)."""
     # a transition that ends its sentence: the full stop is not part of the value
     assert pairs("t\nThe decode kernel went from ~41.5us to ~17.2us.\nPrefill: 9.1ms->8.4ms.") == [
-        (41.5, 17.2), (9.1, 8.4)]
+        (41.5, 17.2),
+        (9.1, 8.4),
+    ]
     # a whole command in one ```...``` line is a code span: the table after it is still a table
     text = """t
 ```python3 -m bench --num-prompts 50```
@@ -192,13 +229,25 @@ def test_round_two_traps() -> None:
     # versions in an environment list are not a run of values
     assert pairs("t\n**Environment**\nTorch: 2.9.1\nTriton: 3.5.0\nKernel: 12.5 us\n") == []
     # a geometric-mean summary is not a measurement
-    assert [m.stated_speedup for m in extract_text(
-        "t\n- 1.21x geometric mean speedup over the old backend across 40 shapes")] == []
+    assert [
+        m.stated_speedup
+        for m in extract_text(
+            "t\n- 1.21x geometric mean speedup over the old backend across 40 shapes"
+        )
+    ] == []
     # "Nx slower than" said of what the PR replaces is N for the PR; said of the PR, 1/N
-    assert [m.stated_speedup for m in extract_text(
-        "t\nThe default path is about 3x slower than the fused kernel for long prompts.")] == [3.0]
-    assert [m.stated_speedup for m in extract_text(
-        "t\nWith this PR the kernel is 1.25x slower than before for tiny batches.")] == [0.8]
+    assert [
+        m.stated_speedup
+        for m in extract_text(
+            "t\nThe default path is about 3x slower than the fused kernel for long prompts."
+        )
+    ] == [3.0]
+    assert [
+        m.stated_speedup
+        for m in extract_text(
+            "t\nWith this PR the kernel is 1.25x slower than before for tiny batches."
+        )
+    ] == [0.8]
 
 
 def test_cut_last_row_only_where_rows_close_with_a_pipe() -> None:
@@ -211,12 +260,18 @@ def test_cut_last_row_only_where_rows_close_with_a_pipe() -> None:
 
 
 def test_bounds_and_extremes_are_not_measurements() -> None:
-    """"up to" maxima, lower bounds and min/max over the rows summarise, they do not measure."""
-    for s in ("It brings up to 3x speedup on decode.", "Tiles are over 1.5x faster for small M.",
-              "- smallest model: min speedup 0.71x. max speedup 3.9x."):
+    """ "up to" maxima, lower bounds and min/max over the rows summarise, they do not measure."""
+    for s in (
+        "It brings up to 3x speedup on decode.",
+        "Tiles are over 1.5x faster for small M.",
+        "- smallest model: min speedup 0.71x. max speedup 3.9x.",
+    ):
         assert [m.stated_speedup for m in extract_text(f"t\n{s}")] == [], s
     # a plain claim still counts
-    assert [m.stated_speedup for m in extract_text("t\nThe fused kernel is 2.5x faster than the old one.")] == [2.5]
+    assert [
+        m.stated_speedup
+        for m in extract_text("t\nThe fused kernel is 2.5x faster than the old one.")
+    ] == [2.5]
 
 
 def ratios(text: str) -> list[float | None]:
@@ -233,8 +288,15 @@ steps | cp | req / s | tok / s | req / s | tok / s
 4 | off | 10.5 | 2100.0 | 11.0 | 2200.0
 4 | on | 9.5 | 1900.5 | 10.1 | 2020.2"""
     ms = [m for m in extract_text(sheet) if m.is_pair]
-    assert [(m.baseline, m.optimized) for m in ms] == [(10.5, 11.0), (9.5, 10.1), (2100.0, 2200.0), (1900.5, 2020.2)]
-    assert {m.unit for m in ms} == {"req/s", "tok/s"} and all(m.speedup and m.speedup > 1 for m in ms)
+    assert [(m.baseline, m.optimized) for m in ms] == [
+        (10.5, 11.0),
+        (9.5, 10.1),
+        (2100.0, 2200.0),
+        (1900.5, 2020.2),
+    ]
+    assert {m.unit for m in ms} == {"req/s", "tok/s"} and all(
+        m.speedup and m.speedup > 1 for m in ms
+    )
     # rows are the sides, columns are metrics, a change column beside them: never a pair
     # across two metric columns
     rows = """t
@@ -260,7 +322,11 @@ this PR:
 ```"""
     ms = [m for m in extract_text(js) if m.is_pair]
     assert [(m.baseline, m.optimized, m.batch_size) for m in ms] == [
-        (3.5, 3.25, 8), (120.25, 130.0, 8), (9.0, 8.5, 64), (700.0, 742.5, 64)]
+        (3.5, 3.25, 8),
+        (120.25, 130.0, 8),
+        (9.0, 8.5, 64),
+        (700.0, 742.5, 64),
+    ]
     # two paragraphs under one line that names both sides, in order
     both = """t
 Results before and after:
@@ -290,11 +356,23 @@ def test_round_three_prose() -> None:
     # range of sizes, and arithmetic about a configuration are not measurements
     assert ratios("t\nThe op is more than 4x faster.\n") == []
     assert ratios("t\n3% - 4% higher output throughput at batch size 1.\n") == []
-    assert ratios("t\nThe fallback is ~20% slower than the tuned one for the batch size range we serve.\n") == []
-    assert pairs("t\nWith expert parallelism (128/4=32 local experts) the file is picked up.\n") == []
+    assert (
+        ratios(
+            "t\nThe fallback is ~20% slower than the tuned one for the batch size range we serve.\n"
+        )
+        == []
+    )
+    assert (
+        pairs("t\nWith expert parallelism (128/4=32 local experts) the file is picked up.\n") == []
+    )
     # the scope of a claim is the one its own clause names
-    (m,) = [m for m in extract_text("t\n* Kernel got more than 3x faster. e2e gain is about 2% as it runs once per step\n")
-            if not m.is_pair]
+    (m,) = [
+        m
+        for m in extract_text(
+            "t\n* Kernel got more than 3x faster. e2e gain is about 2% as it runs once per step\n"
+        )
+        if not m.is_pair
+    ]
     assert (m.stated_speedup, m.scope) == (1.02, "e2e")
     # a signed change against a named baseline, on a quantity whose direction is known
     assert ratios("t\n- Total TPM: +7.5% vs the stock default config\n") == [1.075]
@@ -322,7 +400,10 @@ def test_round_four_tables() -> None:
    8        9.300         9.600       6.400          1.50x
 ```"""
     ms = [m for m in extract_text(vs) if m.is_pair]
-    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(9.0, 6.0, 1.5), (9.6, 6.4, 1.5)]
+    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [
+        (9.0, 6.0, 1.5),
+        (9.6, 6.4, 1.5),
+    ]
     assert all(m.audit_pass for m in ms)
     two = """t
 | M | new us | old-path us | lib us | Speedup vs old-path | Speedup vs lib |
@@ -360,8 +441,13 @@ bench-op-performance (unit: us):
 
 
 def test_round_four_prose() -> None:
-    assert sorted(ratios("t\n- :arrow_down: TTFT ~50%\n- :arrow_up: Throughput ~20%\n")) == [1.2, 2.0]
+    assert sorted(ratios("t\n- :arrow_down: TTFT ~50%\n- :arrow_up: Throughput ~20%\n")) == [
+        1.2,
+        2.0,
+    ]
     # one run's median is a measurement, not a summary over rows
     assert ratios("t\nThis cuts median TPOT by 10% for small models.\n") == [1.1111]
     # a count word before the verb does not make the transition a configuration change
-    assert pairs("t\nFor 300 input tokens, latency went down, decreasing from 30 ms to 24 ms.\n") == [(30.0, 24.0)]
+    assert pairs(
+        "t\nFor 300 input tokens, latency went down, decreasing from 30 ms to 24 ms.\n"
+    ) == [(30.0, 24.0)]

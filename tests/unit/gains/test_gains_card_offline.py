@@ -18,8 +18,13 @@ def _card(tmp_path: Path, state: dict | None) -> str:
     if state is not None:
         lake.replace_table("derived", "pr_gains_state", pl.DataFrame([state], schema=STATE_SCHEMA))
     out = tmp_path / "export" / "kernel-opt-rl"
-    export_kernel_opt_rl(lake, out, reward_module=lakes.REWARD_MODULE, licenses=lakes.LICENSES,
-                         snapshot=read_snapshot(lake))
+    export_kernel_opt_rl(
+        lake,
+        out,
+        reward_module=lakes.REWARD_MODULE,
+        licenses=lakes.LICENSES,
+        snapshot=read_snapshot(lake),
+    )
     return (out / "README.md").read_text()
 
 

@@ -291,11 +291,19 @@ def test_one_llm_settings_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     (``settings.load_llm_settings``): the same environment gives the same endpoint."""
     from dagster_project.settings import load_settings
 
-    env = {"KERNELHOUSE_LLM_BASE_URL": " http://x/v1 ", "KERNELHOUSE_LLM_API_KEY": KEY,
-           "HF_TOKEN": "other", "KERNELHOUSE_LLM_MODEL": "m", "KERNELHOUSE_LLM_FALLBACK_MODEL": " "}
+    env = {
+        "KERNELHOUSE_LLM_BASE_URL": " http://x/v1 ",
+        "KERNELHOUSE_LLM_API_KEY": KEY,
+        "HF_TOKEN": "other",
+        "KERNELHOUSE_LLM_MODEL": "m",
+        "KERNELHOUSE_LLM_FALLBACK_MODEL": " ",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     s, cfg = load_settings(), LLMConfig.from_env(env)
     assert cfg is not None and cfg.api_key == KEY and s.llm_api_key is not None
-    assert (cfg.base_url, cfg.api_key, cfg.model, cfg.fallback_model) == (
-        s.llm_base_url, s.llm_api_key.get(), s.llm_model, s.llm_fallback_model) == ("http://x/v1", KEY, "m", FALLBACK)
+    assert (
+        (cfg.base_url, cfg.api_key, cfg.model, cfg.fallback_model)
+        == (s.llm_base_url, s.llm_api_key.get(), s.llm_model, s.llm_fallback_model)
+        == ("http://x/v1", KEY, "m", FALLBACK)
+    )

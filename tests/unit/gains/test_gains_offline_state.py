@@ -26,10 +26,19 @@ NEEDED = pl.DataFrame({"repo": ["vllm"] * 3, "number": [1, 2, 3]})
 def test_state_in_words() -> None:
     missing = pl.DataFrame({"repo": ["vllm"] * 3, "number": [1, 2, 3], "status": ["missing"] * 3})
     s = extraction_state(NEEDED, missing)
-    assert (s["extracted"], s["reason"]) == (False, "gains not extracted: 3 of 3 PR bodies unavailable")
-    assert extraction_state(NEEDED, None)["reason"] == "gains not extracted: 3 of 3 PR bodies unavailable"
+    assert (s["extracted"], s["reason"]) == (
+        False,
+        "gains not extracted: 3 of 3 PR bodies unavailable",
+    )
+    assert (
+        extraction_state(NEEDED, None)["reason"]
+        == "gains not extracted: 3 of 3 PR bodies unavailable"
+    )
     part = missing.with_columns(status=pl.Series(["ok", "missing", "ok"]))
-    assert extraction_state(NEEDED, part)["reason"] == "gains extracted from 2 of 3 PR bodies (1 unavailable)"
+    assert (
+        extraction_state(NEEDED, part)["reason"]
+        == "gains extracted from 2 of 3 PR bodies (1 unavailable)"
+    )
 
 
 def test_gate_not_evaluated_without_bodies(tmp_path: Path) -> None:
@@ -48,7 +57,9 @@ def test_gate_not_evaluated_without_bodies(tmp_path: Path) -> None:
     assert res.outcomes == []
     # with bodies, an empty table is evaluated like any other
     with duckdb.connect(str(db)) as con:
-        con.sql("UPDATE derived.pr_gains_state SET extracted = true, reason = 'gains extracted from all 3 PR bodies'")
+        con.sql(
+            "UPDATE derived.pr_gains_state SET extracted = true, reason = 'gains extracted from all 3 PR bodies'"
+        )
     res = run_suite(suite, db)
     assert res.not_evaluated is None and res.outcomes
 
@@ -65,13 +76,21 @@ def test_bodies_unavailable_from_github_end_to_end(tmp_path: Path, httpserver: H
             {"message": "Resource not accessible by integration", "status": "403"}, status=403
         )
     lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "parquet"))
-    counters = sync_pr_bodies(lake, NEEDED, {"vllm": "vllm-project/vllm"}, token=None,
-                              base_url=httpserver.url_for("/"), offline=False)
+    counters = sync_pr_bodies(
+        lake,
+        NEEDED,
+        {"vllm": "vllm-project/vllm"},
+        token=None,
+        base_url=httpserver.url_for("/"),
+        offline=False,
+    )
     assert counters["still_missing"] == 3 and httpserver.log, counters
     bodies = lake.read_table_or_none("raw", "pr_bodies")
     state = extraction_state(NEEDED, bodies)
     assert state["reason"] == "gains not extracted: 3 of 3 PR bodies unavailable"
-    runs, new = extract_bodies(bodies if bodies is not None else pl.DataFrame(schema={"status": pl.String}), None, None)
+    runs, new = extract_bodies(
+        bodies if bodies is not None else pl.DataFrame(schema={"status": pl.String}), None, None
+    )
     assert new == 0
     gains = gains_frame(runs)
     lake.replace_table("derived", "pr_gains", gains)

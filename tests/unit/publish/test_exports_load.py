@@ -120,7 +120,11 @@ def test_every_config_and_the_merged_file_load(which, real_infer, real_swarm, ow
     assert row == want  # every value as written, nested lists included
     assert isinstance(json.loads(row["shape"]), dict)
     holdout = _load(str(out), hf_cache, "tasks_holdout", split="test")
-    assert holdout.num_rows == lake.query(f"SELECT count(*) AS n FROM sim.{which}_tasks_holdout")["n"][0] > 0
+    assert (
+        holdout.num_rows
+        == lake.query(f"SELECT count(*) AS n FROM sim.{which}_tasks_holdout")["n"][0]
+        > 0
+    )
     assert "prompt" not in holdout.column_names
     # The merged file on its own: inferred, and with the card's features.
     merged = _load("json", hf_cache, data_files=str(out / f"{unit}.jsonl"), split="train")
@@ -167,8 +171,12 @@ def test_features_match_datasets_own_conversion(real_infer, real_swarm) -> None:
                 continue
             with lake.connect(read_only=True) as con:
                 schema = con.sql(f"SELECT * FROM sim.{table} LIMIT 0").to_arrow_table().schema
-            assert features_yaml(schema) == datasets.Features.from_arrow_schema(schema)._to_yaml_list()
-    odd = pa.schema([("t", pa.timestamp("us", tz="UTC")), ("d", pa.date32()), ("f", pa.list_(pa.float32()))])
+            assert (
+                features_yaml(schema) == datasets.Features.from_arrow_schema(schema)._to_yaml_list()
+            )
+    odd = pa.schema(
+        [("t", pa.timestamp("us", tz="UTC")), ("d", pa.date32()), ("f", pa.list_(pa.float32()))]
+    )
     assert features_yaml(odd) == datasets.Features.from_arrow_schema(odd)._to_yaml_list()
 
 
@@ -192,5 +200,7 @@ def test_kernel_opt_rl_card_declares_each_configs_schema(opt_export, own_cache) 
     infos = DatasetInfosDict.from_dataset_card_data(card.data)
     assert set(infos) == {"tuned_configs", "kernel_commits"}
     for subset, info in infos.items():
-        ds = datasets.load_dataset(str(opt_export.out_dir), subset, split="test", cache_dir=str(own_cache))
+        ds = datasets.load_dataset(
+            str(opt_export.out_dir), subset, split="test", cache_dir=str(own_cache)
+        )
         assert ds.features == info.features

@@ -73,7 +73,9 @@ def _as_shipped(session: dict[str, Any]) -> dict[str, Any]:
     return {
         **session,
         "shape": json.dumps(session["shape"]),
-        "trace": [{**t, "params": json.dumps(t["params"], sort_keys=True)} for t in session["trace"]],
+        "trace": [
+            {**t, "params": json.dumps(t["params"], sort_keys=True)} for t in session["trace"]
+        ],
     }
 
 
@@ -132,8 +134,22 @@ def test_kernelinfer_holdout(infer_export: SimExport) -> None:
     rows = _lines(infer_export.report.out_dir / "tasks_holdout.jsonl")
     assert len(rows) == 5
     # The task spec only: the lake's prompt column stays in the lake.
-    assert all(list(r) == ["task_id", "op", "impl", "gpu", "arch", "dtype", "shape",
-                           "signature", "desc", "objective"] for r in rows)
+    assert all(
+        list(r)
+        == [
+            "task_id",
+            "op",
+            "impl",
+            "gpu",
+            "arch",
+            "dtype",
+            "shape",
+            "signature",
+            "desc",
+            "objective",
+        ]
+        for r in rows
+    )
     assert all(isinstance(json.loads(r["shape"]), dict) for r in rows)
     assert [r["task_id"] for r in rows] == sorted(r["task_id"] for r in rows)
 

@@ -116,11 +116,20 @@ def test_malformed_suite_names_file(tmp_path: Path) -> None:
 def test_gate_threshold_read_from_suite_file(tmp_path: Path) -> None:
     from dagster_project.quality.suites import gate_threshold
 
-    suite = {**SUITE, "meta": {"kernelhouse": {**SUITE["meta"]["kernelhouse"],
-                                               "thresholds": {"c": {"share": 0.5, "bad": "x"}}}}}
+    suite = {
+        **SUITE,
+        "meta": {
+            "kernelhouse": {
+                **SUITE["meta"]["kernelhouse"],
+                "thresholds": {"c": {"share": 0.5, "bad": "x"}},
+            }
+        },
+    }
     (tmp_path / "toy.json").write_text(json.dumps(suite))
     assert gate_threshold("toy", "c", "share", tmp_path) == 0.5
-    with pytest.raises(SuiteError, match=r"toy\.json: meta\.kernelhouse\.thresholds\.c\.gone is missing"):
+    with pytest.raises(
+        SuiteError, match=r"toy\.json: meta\.kernelhouse\.thresholds\.c\.gone is missing"
+    ):
         gate_threshold("toy", "c", "gone", tmp_path)
     with pytest.raises(SuiteError, match="toy.json.*must be a number"):
         gate_threshold("toy", "c", "bad", tmp_path)
@@ -130,15 +139,27 @@ def test_python_gates_read_their_thresholds_from_expectations() -> None:
     """The oracle gate's numbers are the suite file's (no literal in the asset)."""
     import assets.kernel_commits as kc
 
-    suite = json.loads((Path(__file__).parents[3] / "expectations" / "kernel_commits.json").read_text())
+    suite = json.loads(
+        (Path(__file__).parents[3] / "expectations" / "kernel_commits.json").read_text()
+    )
     t = suite["meta"]["kernelhouse"]["thresholds"]["oracle_patch_reward"]
-    assert (t["min_share_perfect"], t["low_score"]) == (kc.ORACLE_MIN_SHARE_PERFECT, kc.ORACLE_LOW_SCORE)
+    assert (t["min_share_perfect"], t["low_score"]) == (
+        kc.ORACLE_MIN_SHARE_PERFECT,
+        kc.ORACLE_LOW_SCORE,
+    )
 
 
 def test_value_set_from_names_a_python_sequence(tmp_path: Path) -> None:
     ref = "dagster_project.mining.commits.license:OPEN_SOURCE"
-    suite = {**SUITE, "expectations": [{"type": "expect_column_values_to_be_in_set",
-                                        "kwargs": {"column": "l", "value_set_from": ref, "mostly": 1}}]}
+    suite = {
+        **SUITE,
+        "expectations": [
+            {
+                "type": "expect_column_values_to_be_in_set",
+                "kwargs": {"column": "l", "value_set_from": ref, "mostly": 1},
+            }
+        ],
+    }
     p = tmp_path / "refs.json"
     p.write_text(json.dumps(suite))
     kwargs = load_suite(p)["expectations"][0]["kwargs"]

@@ -80,9 +80,7 @@ def test_structural_edit_mistakes_lie_in_the_rewritten_lines() -> None:
     landed = 0
     for seed in range(30):
         rng = random.Random(seed)
-        sub = env.submit(
-            Candidate.of(v, MMA, slip="undeclared_identifier"), rng, base_code=base
-        )
+        sub = env.submit(Candidate.of(v, MMA, slip="undeclared_identifier"), rng, base_code=base)
         if sub.status == COMPILE_ERROR and sub.error_kind == "slip":
             landed += 1
             assert mistake_lines(clean, sub.code) <= touched
@@ -115,7 +113,9 @@ def test_sessions_are_causal_and_check_session_enforces_it() -> None:
     i = next(
         k
         for k, t in enumerate(trace)
-        if k > 2 and t["kind"] == "tune" and t["status"] in (OK, "unverified")
+        if k > 2
+        and t["kind"] == "tune"
+        and t["status"] in (OK, "unverified")
         and k + 1 < len(trace)
     )
     bad = copy.deepcopy(s)
@@ -190,17 +190,23 @@ def test_policy_has_no_handle_to_the_cost_model() -> None:
             )
         )
     forbidden = (KernelEnv, timing.Prediction, kernels.KernelPlan)
-    model_fns = {
-        f for m in (timing, kernels) for _, f in inspect.getmembers(m, inspect.isfunction)
-    }
+    model_fns = {f for m in (timing, kernels) for _, f in inspect.getmembers(m, inspect.isfunction)}
     for x in _walk(pol, set()):
         assert not isinstance(x, forbidden), type(x)
         assert not (callable(x) and x in model_fns), x
     # observations carry only what the harness printed
     fields = Observation.__dataclass_fields__
     assert set(fields) == {
-        "step", "tag", "params", "kind", "status", "error", "missing", "time_ms",
-        "spread_pct", "smem_bytes",
+        "step",
+        "tag",
+        "params",
+        "kind",
+        "status",
+        "error",
+        "missing",
+        "time_ms",
+        "spread_pct",
+        "smem_bytes",
     }
 
 
@@ -219,8 +225,16 @@ def test_same_observations_same_decisions() -> None:
         assert da is not None
         sub = env.submit(da.cand, rng)
         o = Observation(
-            step, da.cand.variant.tag, da.cand.params, da.kind, sub.status, sub.error_kind,
-            sub.missing, sub.time_ms if sub.status == OK else None, sub.spread_pct, None,
+            step,
+            da.cand.variant.tag,
+            da.cand.params,
+            da.kind,
+            sub.status,
+            sub.error_kind,
+            sub.missing,
+            sub.time_ms if sub.status == OK else None,
+            sub.spread_pct,
+            None,
         )
         a.observe(o)
         b.observe(o)
@@ -237,7 +251,9 @@ def test_overflow_is_resized_from_its_byte_count() -> None:
     assert need > pol.cap
     pol.observe(Observation(0, base.tag, (), "baseline", OK, None, (), 1.0, 1.0, 0))
     pol.observe(
-        Observation(1, v.tag, tuple(p.items()), "variant", COMPILE_ERROR, "smem", (), None, 0.0, need)
+        Observation(
+            1, v.tag, tuple(p.items()), "variant", COMPILE_ERROR, "smem", (), None, 0.0, need
+        )
     )
     d = pol.decide(30)
     assert d is not None and d.kind == "fix" and d.base == 1

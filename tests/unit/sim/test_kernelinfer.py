@@ -279,5 +279,3 @@ def test_frames_and_task_tables(small_build: dict[str, Any]) -> None:
     hf = holdout_frame(small_build["holdout"])
     assert tf.height == 60 and hf.height == 12 and "prompt" in hf.columns
     assert set(tf["session_id"]) == {s["session_id"] for s in small_build["sessions"]}
-
-

@@ -92,7 +92,9 @@ def test_compile_sample_twice_runs_nvcc_once_per_case_with_the_same_verdicts(
     assert nvcc_path() == nvcc  # the asset's own lookup finds the counting wrapper
     first = compile_sample(3, 7, tmp_path / "w1", impls=("cuda",), jobs=2, cache_dir=tmp_path / "c")
     assert runs(log) == 3 and not any(r["cached"] for r in first)
-    second = compile_sample(3, 7, tmp_path / "w2", impls=("cuda",), jobs=2, cache_dir=tmp_path / "c")
+    second = compile_sample(
+        3, 7, tmp_path / "w2", impls=("cuda",), jobs=2, cache_dir=tmp_path / "c"
+    )
     assert runs(log) == 3 and all(r["cached"] for r in second)
     strip = ("seconds", "cached")
     assert [{k: v for k, v in r.items() if k not in strip} for r in first] == [
@@ -100,13 +102,23 @@ def test_compile_sample_twice_runs_nvcc_once_per_case_with_the_same_verdicts(
     ]
     # The key is the rendered source: the stored files are exactly those of today's render.
     cases = {(r["op"], r["variant"], r["arch"], r["inject"]) for r in first}
-    picked = [c for c in stratified_cases(7, impls=("cuda",))
-              if (c.op, c.variant, c.arch, c.inject or "") in cases]
+    picked = [
+        c
+        for c in stratified_cases(7, impls=("cuda",))
+        if (c.op, c.variant, c.arch, c.inject or "") in cases
+    ]
     keys = {
         NvccCache.key(
             render_case(c)[0],
-            ["-O3", "-std=c++17", f"-arch={c.extra['flag']}", "-c", "candidate.cu", "-o",
-             "candidate.o"],
+            [
+                "-O3",
+                "-std=c++17",
+                f"-arch={c.extra['flag']}",
+                "-c",
+                "candidate.cu",
+                "-o",
+                "candidate.o",
+            ],
             toolchain_id(nvcc),
         )
         for c in picked

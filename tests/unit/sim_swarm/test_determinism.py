@@ -29,7 +29,9 @@ def test_episode_order_does_not_matter() -> None:
     specs, _ = ks.build_swarm_tasks(SMALL_SEED, SMALL_EPISODES)
     picked = [specs[i] for i in (5, 17, 40)]
     forward = {s.index: ks.episode_json(ks.simulate_episode(s, SMALL_SEED)) for s in picked}
-    backward = {s.index: ks.episode_json(ks.simulate_episode(s, SMALL_SEED)) for s in reversed(picked)}
+    backward = {
+        s.index: ks.episode_json(ks.simulate_episode(s, SMALL_SEED)) for s in reversed(picked)
+    }
     assert forward == backward
 
 
@@ -46,8 +48,15 @@ def test_other_process_and_hash_seed_agree() -> None:
         "print(hashlib.sha256('\\n'.join(ks.episode_json(e) for e in eps).encode()).hexdigest())\n"
     )
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                         check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     assert out.stdout.strip() == here
 
 

@@ -11,8 +11,22 @@ from dagster_project.sim import kernelswarm as ks
 
 Episode = dict[str, Any]
 CARD_FIELDS = [
-    "episode_id", "scenario", "n_agents", "op", "impl", "gpu", "arch", "dtype", "shape", "baseline_ms", "best_ms",
-    "speedup", "elapsed_s", "agents", "num_messages", "messages",
+    "episode_id",
+    "scenario",
+    "n_agents",
+    "op",
+    "impl",
+    "gpu",
+    "arch",
+    "dtype",
+    "shape",
+    "baseline_ms",
+    "best_ms",
+    "speedup",
+    "elapsed_s",
+    "agents",
+    "num_messages",
+    "messages",
 ]
 
 
@@ -31,8 +45,20 @@ def test_episode_frames(small_build: list[Episode]) -> None:
     assert json.loads(edf["shape"][0]) == eps[0]["shape"]
     assert adf.columns == ["episode_id", "agent_id", "role", "skill", "tries", "kept", "best_ms"]
     assert adf.height == sum(e["n_agents"] for e in eps)
-    assert mdf.columns == ["episode_id", "idx", "kind", "role", "sender", "recipient", "t_elapsed_s", "content",
-                           "params", "status", "time_ms", "reward"]
+    assert mdf.columns == [
+        "episode_id",
+        "idx",
+        "kind",
+        "role",
+        "sender",
+        "recipient",
+        "t_elapsed_s",
+        "content",
+        "params",
+        "status",
+        "time_ms",
+        "reward",
+    ]
     assert mdf.height == sum(e["num_messages"] for e in eps)
     first = mdf.filter(pl.col("episode_id") == eps[0]["episode_id"]).sort("idx")
     assert [json.loads(p) for p in first["params"]] == [m["params"] for m in eps[0]["messages"]]

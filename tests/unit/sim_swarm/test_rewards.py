@@ -69,7 +69,9 @@ def test_rewards_replay_by_hand(small_build: list[Episode]) -> None:
                 if m["status"] == "ok":
                     trusted[i] = m["time_ms"]
                 if m["status"] == "ok" and m["time_ms"] < best:
-                    assert m["reward"] == pytest.approx(min(1.0, math.log2(best / m["time_ms"])), abs=1e-6)
+                    assert m["reward"] == pytest.approx(
+                        min(1.0, math.log2(best / m["time_ms"])), abs=1e-6
+                    )
                     best = m["time_ms"]
                 else:
                     want = {

@@ -30,7 +30,9 @@ def test_episode_team_matches_spec(small_build: list[Episode]) -> None:
     for ep in small_build:
         lo, hi = TEAM_SIZES[ep["scenario"]]
         assert ep["n_agents"] == len(ep["agents"]) and lo <= ep["n_agents"] <= hi
-        assert [a["id"] for a in ep["agents"]] == [f"a{i:02d}" for i in range(1, ep["n_agents"] + 1)]
+        assert [a["id"] for a in ep["agents"]] == [
+            f"a{i:02d}" for i in range(1, ep["n_agents"] + 1)
+        ]
 
 
 def test_message_kinds_and_fields(small_build: list[Episode]) -> None:
@@ -73,9 +75,15 @@ def test_parallel_sweep_protocol(by_scenario: dict[str, list[Episode]]) -> None:
         msgs = ep["messages"]
         rungs = {m["params"]["variant"] for m in msgs if m["kind"] == "candidate"}
         assert len(rungs) == 1  # one rung, sliced by config
-        slices = [m["params"]["slice"] for m in msgs if m["kind"] == "dispatch" and "slice" in m["params"]]
+        slices = [
+            m["params"]["slice"] for m in msgs if m["kind"] == "dispatch" and "slice" in m["params"]
+        ]
         assert len(slices) == ep["n_agents"]
-        refine = [m for m in msgs if m["kind"] == "dispatch" and m["params"]["subtask"].startswith("refine")]
+        refine = [
+            m
+            for m in msgs
+            if m["kind"] == "dispatch" and m["params"]["subtask"].startswith("refine")
+        ]
         board = next(m for m in msgs if m["kind"] == "leaderboard")
         # the top two refine; nobody does when no result of the sweep is verified correct
         assert len(refine) <= 2 and (len(refine) >= 1) == bool(board["params"]["ranking"])
@@ -96,12 +104,22 @@ def test_pipeline_protocol(by_scenario: dict[str, list[Episode]]) -> None:
                 assert m["recipient"] == reviewer
             if m["kind"] == "review":
                 assert m["status"] in ("pass", "fail") and m["sender"] == reviewer
-                asked = [c for c in msgs[:i] if c["kind"] == "candidate" and c["recipient"] == reviewer
-                         and c["sender"] == m["recipient"] and c["params"] == m["params"]]
+                asked = [
+                    c
+                    for c in msgs[:i]
+                    if c["kind"] == "candidate"
+                    and c["recipient"] == reviewer
+                    and c["sender"] == m["recipient"]
+                    and c["params"] == m["params"]
+                ]
                 assert asked, "a review answers a candidate sent to the reviewer"
         assert _kinds(ep)["review"] >= 1
     assert any(_kinds(ep)["verify"] for ep in by_scenario["pipeline"])
-    assert any(m["kind"] == "review" and m["status"] == "fail" for ep in by_scenario["pipeline"] for m in ep["messages"])
+    assert any(
+        m["kind"] == "review" and m["status"] == "fail"
+        for ep in by_scenario["pipeline"]
+        for m in ep["messages"]
+    )
 
 
 def test_campaign_protocol(by_scenario: dict[str, list[Episode]]) -> None:
@@ -110,6 +128,9 @@ def test_campaign_protocol(by_scenario: dict[str, list[Episode]]) -> None:
         assert roles["verifier"] == (1 if ep["n_agents"] < 10 else 2)
         k = _kinds(ep)
         assert k["verify"] >= 1 and k["leaderboard"] == 2
-        cells = {(m["params"]["variant"], str(m["params"]["slice"])) for m in ep["messages"]
-                 if m["kind"] == "dispatch"}
+        cells = {
+            (m["params"]["variant"], str(m["params"]["slice"]))
+            for m in ep["messages"]
+            if m["kind"] == "dispatch"
+        }
         assert len({v for v, _ in cells}) >= 2  # the fleet covers several rungs

@@ -47,7 +47,9 @@ def _smem(ep: Episode, params: dict[str, Any]) -> int:
 
 
 # ------------------------------------------------------------------------------ reviews
-def test_reviews_never_pass_over_limit_and_never_quote_the_harness(small_build: list[Episode]) -> None:
+def test_reviews_never_pass_over_limit_and_never_quote_the_harness(
+    small_build: list[Episode],
+) -> None:
     reviews = _msgs(small_build, "review")
     assert len(reviews) > 30
     for ep, _i, m in reviews:
@@ -69,7 +71,10 @@ def test_failing_reviews_quote_the_candidates_own_line(small_build: list[Episode
         )
         assert cand["params"] == m["params"]
         code = cand["content"].split("\n")
-        hit = re.search(r"line (\d+)(?: ends without[^:]*| uses [^:]*| lost [^:]*| adds [^:]*)?: `([^`]+)`", m["content"])
+        hit = re.search(
+            r"line (\d+)(?: ends without[^:]*| uses [^:]*| lost [^:]*| adds [^:]*)?: `([^`]+)`",
+            m["content"],
+        )
         if hit is None:
             hit = re.search(r"\(line (\d+): `([^`]+)`\)", m["content"])
         if hit:
@@ -210,7 +215,10 @@ def test_checker_catches_a_review_quoting_the_compiler(small_build: list[Episode
 def test_checker_catches_a_quote_of_a_later_result(small_build: list[Episode]) -> None:
     for ep0 in small_build:
         msgs = ep0["messages"]
-        j = next((j for j, m in enumerate(msgs) if m["kind"] == "result" and "error:" in m["content"]), None)
+        j = next(
+            (j for j, m in enumerate(msgs) if m["kind"] == "result" and "error:" in m["content"]),
+            None,
+        )
         if j is None:
             continue
         i = next((i for i in range(j) if msgs[i]["kind"] == "status"), None)
@@ -258,7 +266,10 @@ def test_checker_catches_a_status_quoting_an_unmeasured_time(small_build: list[E
 def test_checker_catches_correctness_claimed_without_evidence(small_build: list[Episode]) -> None:
     for ep0 in small_build:
         for i, m in enumerate(ep0["messages"]):
-            if m["kind"] == "verify" and ep0["messages"][m["params"]["ref"]]["status"] == "unverified":
+            if (
+                m["kind"] == "verify"
+                and ep0["messages"][m["params"]["ref"]]["status"] == "unverified"
+            ):
                 ep = copy.deepcopy(ep0)
                 ep["messages"][i]["content"] += "\ncorrect on the task shape"
                 assert any("without execution evidence" in v for v in ks.check_episode(ep))
@@ -280,7 +291,9 @@ def _load_behaviour() -> Any:
 
 
 def test_behaviour_script_on_parquet(small_build: list[Episode], tmp_path: Path) -> None:
-    for name, frame in zip(("episodes", "agents", "messages"), ks.episode_frames(small_build, 0), strict=True):
+    for name, frame in zip(
+        ("episodes", "agents", "messages"), ks.episode_frames(small_build, 0), strict=True
+    ):
         frame.write_parquet(tmp_path / f"kernelswarm_{name}_000.parquet")
     r = _load_behaviour().measure(tmp_path)
     f = Counter(r["figures"])
@@ -298,7 +311,8 @@ def test_checker_catches_a_latency_measured_only_later(small_build: list[Episode
         i = next((i for i, m in enumerate(msgs) if m["kind"] == "merge"), None)
         later = [
             m["time_ms"]
-            for m in msgs[i + 1 :] if i is not None and m["kind"] == "result" and m["time_ms"] is not None
+            for m in msgs[i + 1 :]
+            if i is not None and m["kind"] == "result" and m["time_ms"] is not None
         ]
         earlier = {m["time_ms"] for m in msgs[: i or 0] if m["time_ms"] is not None}
         fresh = [t for t in later if t not in earlier]

@@ -12,9 +12,23 @@ from dagster_project.sim.hardware import GPU_IDS
 from dagster_project.sim.swarm.spec import CARD_OPS, sim_op
 
 CARD_NAMES = [
-    "flash_decode", "swa_decode", "gemm_fp16", "int8_gemm", "fp8_gemm", "int4_gemv", "rmsnorm", "rope",
-    "swiglu_act", "topk_sample", "nucleus_sample", "mamba_scan", "moe_scatter", "kv_append", "fused_qkv_rope",
-    "triton_flash_decode", "triton_rmsnorm",
+    "flash_decode",
+    "swa_decode",
+    "gemm_fp16",
+    "int8_gemm",
+    "fp8_gemm",
+    "int4_gemv",
+    "rmsnorm",
+    "rope",
+    "swiglu_act",
+    "topk_sample",
+    "nucleus_sample",
+    "mamba_scan",
+    "moe_scatter",
+    "kv_append",
+    "fused_qkv_rope",
+    "triton_flash_decode",
+    "triton_rmsnorm",
 ]
 
 
