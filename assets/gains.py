@@ -14,7 +14,10 @@ from dagster_project.table_metadata import materialize_result
     owners=["team:kernelhouse"],
     deps=[dg.AssetKey("pr_bodies")],
     metadata={"table": "derived.pr_gains"},
-    description="One row per extracted measurement (table extractor; LLM too when configured), audited verbatim.",
+    description=(
+        "One row per extracted measurement (table extractor; LLM too when configured), audited "
+        "verbatim."
+    ),
 )
 def pr_gains(
     context: dg.AssetExecutionContext, lake: LakeResource, llm: LLMResource

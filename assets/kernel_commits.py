@@ -32,7 +32,10 @@ ORACLE_LOW_SCORE = gate_threshold("kernel_commits", "oracle_patch_reward", "low_
     partitions_def=repo_partitions,
     deps=[dg.AssetKey("repo_clone")],
     metadata={"table": "raw.perf_commits"},
-    description="Non-merge commits touching kernel paths whose title carries a perf signal (watermark..head only).",
+    description=(
+        "Non-merge commits touching kernel paths whose title carries a perf signal "
+        "(watermark..head only)."
+    ),
 )
 def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Mine new perf commits since the repo's watermark; no-op when the head is unchanged."""
@@ -64,7 +67,10 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
     partitions_def=repo_partitions,
     deps=[perf_commits],
     metadata={"table": "raw.kernel_commit_files"},
-    description="Modified kernel files of the perf commits (filters, licences, diffs), excluded files with reasons.",
+    description=(
+        "Modified kernel files of the perf commits (filters, licences, diffs), excluded files with "
+        "reasons."
+    ),
 )
 def kernel_commit_files(
     context: dg.AssetExecutionContext, lake: LakeResource
@@ -114,10 +120,16 @@ def kernel_commit_files(
             "oracle_patch_reward",
             asset="kernel_commits",
             blocking=True,
-            description=f"the reference SEARCH/REPLACE edit scores 1.0 on >= {ORACLE_MIN_SHARE_PERFECT:.1%} of rows",
+            description=(
+                f"the reference SEARCH/REPLACE edit scores 1.0 on >= "
+                f"{ORACLE_MIN_SHARE_PERFECT:.1%} of rows"
+            ),
         ),
     ],
-    description="datasets.kernel_commits: optimise before_code the way the PR did (temporal split, gains attached).",
+    description=(
+        "datasets.kernel_commits: optimise before_code the way the PR did (temporal split, gains "
+        "attached)."
+    ),
 )
 def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
     """Union the repos, attach PR bodies and gains, mentions and prompt, temporal split."""

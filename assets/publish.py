@@ -28,7 +28,10 @@ def _gate(lake: LakeResource, assets: list[str]) -> None:
     kinds={"parquet", "huggingface"},
     owners=["team:kernelhouse"],
     deps=[dg.AssetKey("tuned_configs"), dg.AssetKey("kernel_commits")],
-    description="kernel-opt-rl export: Parquet per config and split, dataset card, code/reward.py, licenses/.",
+    description=(
+        "kernel-opt-rl export: Parquet per config and split, dataset card, code/reward.py, "
+        "licenses/."
+    ),
 )
 def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
     """Write exports/kernel-opt-rl (atomically swapped in)."""
@@ -62,7 +65,10 @@ def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
     kinds={"json", "huggingface"},
     owners=["team:kernelhouse"],
     deps=[dg.AssetKey("kernelinfer_sessions"), dg.AssetKey("sim_compile_validation")],
-    description="kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, card.",
+    description=(
+        "kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, "
+        "card."
+    ),
 )
 def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
     """Write exports/kernelinfer in the card's layout."""
@@ -96,7 +102,10 @@ def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
     kinds={"json", "huggingface"},
     owners=["team:kernelhouse"],
     deps=[dg.AssetKey("kernelswarm_episodes")],
-    description="kernelswarm export: batches/batch_*.jsonl, episodes.jsonl, tasks_holdout.jsonl, stats.json, card.",
+    description=(
+        "kernelswarm export: batches/batch_*.jsonl, episodes.jsonl, tasks_holdout.jsonl, "
+        "stats.json, card."
+    ),
 )
 def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
     """Write exports/kernelswarm in the card's layout."""
@@ -126,7 +135,10 @@ def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
     kinds={"huggingface"},
     owners=["team:kernelhouse"],
     deps=[kernel_opt_rl_export, kernelinfer_export, kernelswarm_export],
-    description="Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN).",
+    description=(
+        "Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and "
+        "HF_TOKEN)."
+    ),
 )
 def hub_push(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """One commit per dataset; never pushes while a blocking gate fails."""

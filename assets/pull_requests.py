@@ -17,7 +17,10 @@ from dagster_project.versions import table_version
     owners=["team:kernelhouse"],
     deps=[dg.AssetKey("config_attribution"), dg.AssetKey("kernel_commit_files")],
     metadata={"table": "raw.pr_bodies"},
-    description="Bodies of every PR referenced by kernel_commits and tuned-config attribution (only missing/stale fetched).",
+    description=(
+        "Bodies of every PR referenced by kernel_commits and tuned-config attribution (only "
+        "missing/stale fetched)."
+    ),
 )
 def pr_bodies(
     context: dg.AssetExecutionContext, lake: LakeResource, github: GitHubResource

@@ -13,8 +13,8 @@ from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.swarm.spec import SWARM_VERSION
 from dagster_project.sim.verification import VERIFICATION_VERSION
-from dagster_project.table_metadata import table_schema
-from dagster_project.versions import params_version, table_version
+from dagster_project.table_metadata import check_result, materialize_result, table_schema
+from dagster_project.versions import table_version
 
 
 @dg.asset(
@@ -25,7 +25,9 @@ from dagster_project.versions import params_version, table_version
     owners=["team:kernelhouse"],
     code_version=GENERATOR_VERSION,
     metadata={"tables": "sim.kernelinfer_tasks, sim.kernelinfer_tasks_holdout"},
-    description="kernelinfer task specs (op, gpu, shape, dtype) and the held-out specs no session uses.",
+    description=(
+        "kernelinfer task specs (op, gpu, shape, dtype) and the held-out specs no session uses."
+    ),
 )
 def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Draw the session tasks and the disjoint held-out tasks from the seed."""
@@ -106,62 +108,15 @@ def sim_rung_verification(
 )
 def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
     """Generate one shard, write its session and step partitions, check every session."""
-    from dagster_project.sim.kernelinfer import (
-        check_session,
-        generate_shard,
-        n_shards,
-        session_frames,
-    )
+    from dagster_project.sim.shards import kernelinfer_shard
 
     s = lake.settings()
-    shard = int(context.partition_key)
     handle = lake.lake()
-    # A shard is a pure function of these: an exact data version at no cost.
-    version = dg.DataVersion(
-        params_version(
-            generator=GENERATOR_VERSION, seed=s.sim_seed, sessions=s.sim_sessions, shard=shard
-        )
+    out = kernelinfer_shard(
+        handle, context.partition_key, seed=s.sim_seed, n_sessions=s.sim_sessions
     )
-    if shard >= n_shards(s.sim_sessions):
-        # A smaller build (KERNELHOUSE_SIM_SESSIONS) has no such shard: drop any stale file.
-        for table in ("kernelinfer_sessions", "kernelinfer_steps"):
-            handle.delete_partition(table, context.partition_key)
-        yield dg.MaterializeResult(
-            data_version=version,
-            metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_sessions} sessions"},
-        )
-        yield dg.AssetCheckResult(
-            check_name="session_invariants", passed=True, metadata={"sessions_checked": 0}
-        )
-        return
-    sessions = generate_shard(shard, seed=s.sim_seed, n_sessions=s.sim_sessions)
-    sess_df, steps_df = session_frames(sessions, shard)
-    handle.write_partition("kernelinfer_sessions", context.partition_key, sess_df)
-    handle.write_partition("kernelinfer_steps", context.partition_key, steps_df)
-    handle.refresh_view("sim", "kernelinfer_sessions")
-    handle.refresh_view("sim", "kernelinfer_steps")
-    violations = {x["session_id"]: v for x in sessions if (v := check_session(x))}
-    statuses = steps_df.group_by("status").len().to_dicts() if steps_df.height else []
-    yield dg.MaterializeResult(
-        data_version=version,
-        metadata={
-            "dagster/row_count": sess_df.height,
-            **table_schema(lake.lake(), "sim.kernelinfer_sessions"),
-            "steps": steps_df.height,
-            "mean_speedup": float(sess_df["best"].struct.field("speedup").mean() or 0)
-            if sess_df.height
-            else 0.0,
-            "statuses": dg.MetadataValue.json({r["status"]: r["len"] for r in statuses}),
-        },
-    )
-    yield dg.AssetCheckResult(
-        check_name="session_invariants",
-        passed=not violations,
-        metadata={
-            "sessions_checked": len(sessions),
-            "violations": dg.MetadataValue.json(dict(list(violations.items())[:10])),
-        },
-    )
+    yield materialize_result(handle, out.metadata, data_version=out.data_version)
+    yield check_result(out.check)
 
 
 @dg.asset(
@@ -177,77 +132,27 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
         dg.AssetCheckSpec("episode_invariants", asset="kernelswarm_episodes", blocking=True)
     ],
     metadata={
-        "tables": "sim.kernelswarm_episodes, sim.kernelswarm_agents, sim.kernelswarm_messages, sim.kernelswarm_tasks_holdout"
+        "tables": (
+            "sim.kernelswarm_episodes, sim.kernelswarm_agents, sim.kernelswarm_messages, "
+            "sim.kernelswarm_tasks_holdout"
+        )
     },
-    description="One shard of 100 simulated multi-agent optimisation episodes with per-result rewards (Parquet).",
+    description=(
+        "One shard of 100 simulated multi-agent optimisation episodes with per-result rewards "
+        "(Parquet)."
+    ),
 )
 def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
     """Generate one shard of episodes; write episodes, agents and messages partitions."""
-    from dagster_project.sim.kernelswarm import (
-        build_swarm_tasks,
-        check_episode,
-        episode_frames,
-        generate_swarm_shard,
-        swarm_holdout_frame,
-    )
+    from dagster_project.sim.shards import kernelswarm_shard
 
     s = lake.settings()
-    shard = int(context.partition_key)
-    version = dg.DataVersion(
-        params_version(
-            generator=GENERATOR_VERSION,
-            swarm=SWARM_VERSION,
-            seed=s.sim_seed,
-            episodes=s.sim_episodes,
-            shard=shard,
-        )
-    )
-    episodes = generate_swarm_shard(shard, seed=s.sim_seed, n_episodes=s.sim_episodes)
     handle = lake.lake()
-    if not episodes:
-        # A smaller build (KERNELHOUSE_SIM_EPISODES) has no such shard: drop any stale file.
-        for table in ("kernelswarm_episodes", "kernelswarm_agents", "kernelswarm_messages"):
-            handle.delete_partition(table, context.partition_key)
-        yield dg.MaterializeResult(
-            data_version=version,
-            metadata={"dagster/row_count": 0, "note": f"beyond {s.sim_episodes} episodes"},
-        )
-        yield dg.AssetCheckResult(
-            check_name="episode_invariants", passed=True, metadata={"episodes_checked": 0}
-        )
-        return
-    ep_df, agents_df, msgs_df = episode_frames(episodes, shard)
-    for table, df in (
-        ("kernelswarm_episodes", ep_df),
-        ("kernelswarm_agents", agents_df),
-        ("kernelswarm_messages", msgs_df),
-    ):
-        handle.write_partition(table, context.partition_key, df)
-        handle.refresh_view("sim", table)
-    if shard == 0:  # the holdout is a property of the whole build; shard 0 owns it
-        _, holdout = build_swarm_tasks(s.sim_seed, s.sim_episodes)
-        handle.replace_table("sim", "kernelswarm_tasks_holdout", swarm_holdout_frame(holdout))
-    violations = {e["episode_id"]: v for e in episodes if (v := check_episode(e))}
-    yield dg.MaterializeResult(
-        data_version=version,
-        metadata={
-            "dagster/row_count": ep_df.height,
-            **table_schema(lake.lake(), "sim.kernelswarm_episodes"),
-            "messages": msgs_df.height,
-            "mean_agents": float(ep_df["n_agents"].mean() or 0) if ep_df.height else 0.0,
-            "scenarios": dg.MetadataValue.json(dict(ep_df.group_by("scenario").len().iter_rows()))
-            if ep_df.height
-            else {},
-        },
+    out = kernelswarm_shard(
+        handle, context.partition_key, seed=s.sim_seed, n_episodes=s.sim_episodes
     )
-    yield dg.AssetCheckResult(
-        check_name="episode_invariants",
-        passed=not violations,
-        metadata={
-            "episodes_checked": len(episodes),
-            "violations": dg.MetadataValue.json(dict(list(violations.items())[:10])),
-        },
-    )
+    yield materialize_result(handle, out.metadata, data_version=out.data_version)
+    yield check_result(out.check)
 
 
 @dg.asset(
@@ -258,7 +163,10 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
     owners=["team:kernelhouse"],
     code_version=GENERATOR_VERSION,
     metadata={"table": "sim.compile_validation"},
-    description="Compiles a stratified sample of CUDA/Triton template instantiations with nvcc / ast; records agreement with the simulator.",
+    description=(
+        "Compiles a stratified sample of CUDA/Triton template instantiations with nvcc / ast; "
+        "records agreement with the simulator."
+    ),
 )
 def sim_compile_validation(
     context: dg.AssetExecutionContext, lake: LakeResource

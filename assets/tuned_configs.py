@@ -31,7 +31,10 @@ def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     owners=["team:kernelhouse"],
     deps=[dg.AssetKey("repo_clone")],
     metadata={"table": "raw.config_files"},
-    description="Every tuned-config JSON at the snapshot commit, name parsed (bad files kept with a reason).",
+    description=(
+        "Every tuned-config JSON at the snapshot commit, name parsed (bad files kept with a "
+        "reason)."
+    ),
 )
 def config_files(lake: LakeResource) -> dg.MaterializeResult:
     """Discover config files in every directory the families ever lived in."""
@@ -137,7 +140,10 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
     kinds={"huggingface", "duckdb"},
     owners=["team:kernelhouse"],
     metadata={"table": "raw.moe_model_shapes"},
-    description="MoE model shapes (experts, intermediate, hidden, top_k) from the Hub, or the checked-in snapshot offline.",
+    description=(
+        "MoE model shapes (experts, intermediate, hidden, top_k) from the Hub, or the checked-in "
+        "snapshot offline."
+    ),
 )
 def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     """Refresh each model's shape from its config.json when the Hub answers."""
@@ -175,7 +181,10 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     owners=["team:kernelhouse"],
     deps=[config_files],
     metadata={"table": "derived.config_attribution"},
-    description="The newest PR whose commit changed each config file's content (rename-aware, one pass per repo).",
+    description=(
+        "The newest PR whose commit changed each config file's content (rename-aware, one pass per "
+        "repo)."
+    ),
 )
 def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
     """One rename-aware ``git log --raw`` pass per repo; pure moves never count."""
@@ -218,7 +227,9 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
         dg.AssetKey("pr_gains"),
     ],
     metadata={"table": "datasets.tuned_configs"},
-    description="datasets.tuned_configs: kernel + deployment (shape, GPU, dtype, M) → best launch config.",
+    description=(
+        "datasets.tuned_configs: kernel + deployment (shape, GPU, dtype, M) → best launch config."
+    ),
 )
 def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     """Assemble the rows, then attach documented gains where attribution is unambiguous."""

@@ -26,6 +26,14 @@ def md_table(df: pl.DataFrame, n: int = 5, width: int = 60) -> str:
     return tabulate(rows, headers=head.columns, tablefmt="github", disable_numparse=True)
 
 
+def series_mean(series: pl.Series) -> float:
+    """Mean of a numeric series as a float, 0.0 for an empty or all-null one (what the UI
+    shows for a shard with nothing to average). polars types ``Series.mean`` as any
+    Python literal, so the numeric case is narrowed here once."""
+    value = series.mean() if series.len() else None
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 # Asset metadata values, marked in domain code (which never imports dagster) and turned into
 # Dagster's metadata values by ``table_metadata.asset_metadata``.
 
@@ -47,3 +55,14 @@ class ColumnSchema:
     lake after the asset wrote it; at its place in the metadata, nothing if no such table."""
 
     table: str
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """An asset check's result as domain code states it: the check's ``name``, whether it
+    ``passed`` and its ``metadata`` (plain values and the markers above), turned into a
+    Dagster ``AssetCheckResult`` by ``table_metadata.check_result``."""
+
+    name: str
+    passed: bool
+    metadata: dict[str, Any]

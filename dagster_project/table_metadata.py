@@ -24,7 +24,7 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.frames import ColumnSchema, Json, Markdown
+from dagster_project.frames import CheckOutcome, ColumnSchema, Json, Markdown
 from dagster_project.versions import table_version
 from sql import load_sql
 
@@ -74,18 +74,25 @@ def asset_metadata(lake: Any, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def materialize_result(
-    lake: Any, values: Mapping[str, Any], *, version: Sequence[str]
+    lake: Any,
+    values: Mapping[str, Any],
+    *,
+    version: Sequence[str] = (),
+    data_version: str | None = None,
 ) -> dg.MaterializeResult:
-    """The asset's result: ``asset_metadata(lake, values)`` and, as its data version, the
-    content fingerprint (``versions.table_version``) of the ``version`` tables."""
+    """The asset's result: ``asset_metadata(lake, values)`` and, as its data version,
+    either the content fingerprint (``versions.table_version``) of the ``version`` tables
+    or a ``data_version`` the domain computed (a pure generator's parameters)."""
+    if bool(version) == (data_version is not None):
+        raise ValueError("materialize_result: give exactly one of version= or data_version=")
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(table_version(lake, *version)),
+        data_version=dg.DataVersion(data_version or table_version(lake, *version)),
         metadata=asset_metadata(lake, values),
     )
 
 
-def check_result(outcome: Any) -> dg.AssetCheckResult:
-    """An asset check's result from a domain ``CheckOutcome`` (``name``, ``passed``,
+def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:
+    """An asset check's result from a domain ``frames.CheckOutcome`` (``name``, ``passed``,
     ``metadata`` as for ``asset_metadata``)."""
     return dg.AssetCheckResult(
         check_name=outcome.name,
