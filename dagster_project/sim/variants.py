@@ -15,7 +15,7 @@ error, because that is a mistake engineers really make while tuning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -25,6 +25,21 @@ from .hardware import GPU
 from .ops import OpSpec
 
 Params = dict[str, Any]
+
+
+def knob(params: Params, *names: str, default: int) -> int:
+    """The value of the first of ``names`` that ``params`` sets, else ``default``.
+
+    CUDA and Triton rungs spell one launch knob differently (``BM``/``BLOCK_M``,
+    ``stages``/``num_stages``). This is ``params.get(a, params.get(b, default))`` with an
+    integer result: a ``get`` whose default is another ``get`` of untyped values reads as
+    possibly ``None`` to mypy, which then rejects every arithmetic use of the knob.
+    """
+    for name in names:
+        if name in params:
+            value: int = params[name]
+            return value
+    return default
 
 
 @dataclass(frozen=True)
@@ -1166,41 +1181,63 @@ def missing_features(
     return sorted(f for f in features_used(variant, op, dtype, params) if f not in gpu.features)
 
 
+def _valid_cuda_gemm(tag: str, p: Params) -> bool:
+    """CUDA gemm rungs: thread count of the micro-tiled kernel, warp tiling of the MMA ones."""
+    if tag == "v1_smem_tiled":
+        threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TM"])
+        return 64 <= threads <= 1024 and p["BK"] * 4 <= p["BM"] * p["BN"]
+    if tag in ("v2_mma_sync", "v3_cp_async", "v4_tma_mma", "v4_streamk"):
+        warps = p["warps"]
+        wm = 2 if warps == 4 else (2 if p["BM"] < 128 else 4)
+        wn = warps // wm
+        if p["BM"] % (wm * 16) or p["BN"] % (wn * 8):
+            return False
+        acc = p["BM"] * p["BN"] // (warps * 32)
+        return acc <= 256 and not (p["BM"] == 256 and p["BN"] == 256)
+    if tag == "v4_wgmma_tma":
+        return not (p["BM"] == 256 and p["BN"] > 192)
+    return True
+
+
+def _valid_cuda_decode(tag: str, p: Params) -> bool:
+    """CUDA decode MMA rungs: every warp needs its 16 KV rows of the block."""
+    if tag in ("v4_tma_mma", "v4_cp_async_mma"):
+        return p["BLOCK_N"] >= 16 * p["warps"]
+    return True
+
+
+def _valid_cuda_prefill(tag: str, p: Params) -> bool:
+    """CUDA prefill MMA rungs: the query block splits into 16-row warp slices."""
+    if tag in (
+        "v2_mma_sync",
+        "v3_cp_async",
+        "v4_tma_mma",
+        "v4_persistent_lpt",
+    ):
+        return p["BLOCK_M"] % (16 * p["warps"]) == 0
+    if tag == "v4_wgmma_tma":
+        return not (p["BLOCK_M"] == 192 and p["BLOCK_N"] == 176)
+    return True
+
+
+#: Structural checks of CUDA rungs per family; families not listed have none.
+_CUDA_VALID: dict[str, Callable[[str, Params], bool]] = {
+    "gemm": _valid_cuda_gemm,
+    "attn_decode": _valid_cuda_decode,
+    "attn_prefill": _valid_cuda_prefill,
+}
+
+
 def valid(variant: Variant, op: OpSpec, dtype: str, params: Params) -> bool:
     """Structural validity: thread counts, warp tiling, power-of-two constraints.
 
     Shared-memory capacity is deliberately *not* checked here (see module docstring).
     """
     p = params
-    fam, tag = variant.family, variant.tag
+    fam = variant.family
     if variant.impl == "cuda":
-        if fam == "gemm" and tag == "v1_smem_tiled":
-            threads = (p["BM"] // p["TM"]) * (p["BN"] // p["TM"])
-            return 64 <= threads <= 1024 and p["BK"] * 4 <= p["BM"] * p["BN"]
-        if fam == "gemm" and tag in ("v2_mma_sync", "v3_cp_async", "v4_tma_mma", "v4_streamk"):
-            warps = p["warps"]
-            wm = 2 if warps == 4 else (2 if p["BM"] < 128 else 4)
-            wn = warps // wm
-            if p["BM"] % (wm * 16) or p["BN"] % (wn * 8):
-                return False
-            acc = p["BM"] * p["BN"] // (warps * 32)
-            return acc <= 256 and not (p["BM"] == 256 and p["BN"] == 256)
-        if fam == "gemm" and tag == "v4_wgmma_tma":
-            return not (p["BM"] == 256 and p["BN"] > 192)
-        if fam == "attn_decode" and tag in ("v4_tma_mma", "v4_cp_async_mma"):
-            return p["BLOCK_N"] >= 16 * p["warps"]
-        if fam == "attn_prefill" and tag in (
-            "v2_mma_sync",
-            "v3_cp_async",
-            "v4_tma_mma",
-            "v4_persistent_lpt",
-        ):
-            return p["BLOCK_M"] % (16 * p["warps"]) == 0
-        if fam == "attn_prefill" and tag == "v4_wgmma_tma":
-            return not (p["BLOCK_M"] == 192 and p["BLOCK_N"] == 176)
-        if fam == "rowwise" and tag == "v0_scalar":
-            return True
-        return True
+        check = _CUDA_VALID.get(fam)
+        return check(variant.tag, p) if check is not None else True
     # triton
     if fam == "gemm" and "BLOCK_M" in p and "BLOCK_N" in p:
         acc = p["BLOCK_M"] * p["BLOCK_N"] // (p["num_warps"] * 32)
@@ -1253,6 +1290,102 @@ def _params_cached(
     return tuple(tuple(c.items()) for c in combos if valid(variant, op, dtype, c))
 
 
+def _set_native_mma(p: Params, dims: tuple[Dim, ...], gpu: GPU) -> None:
+    """Native low-precision MMA (e4m3/e2m1) where the GPU has it, else the first choice."""
+    for dim in dims:
+        if dim.name == "mma":
+            native = "e4m3" if "e4m3" in dim.values else "e2m1"
+            need = "fp8_mma" if native == "e4m3" else "fp4_mma"
+            p["mma"] = native if need in gpu.features and native in dim.values else dim.values[0]
+
+
+def _cuda_gemm_defaults(
+    tag: str, p: Params, dims: tuple[Dim, ...], dtype: str, m: int, small_smem: bool
+) -> Params:
+    """CUDA gemm first guesses: fixed tiles for the simple rungs; MMA rungs size BM by M,
+    take the narrow BK for 4-bit operands, fewer stages on 99 KB parts, split-K at small M."""
+    if tag == "v0_naive":
+        return {"TB": 16}
+    if tag == "v1_smem_tiled":
+        return {"BM": 64, "BN": 64, "BK": 16, "TM": 4}
+    if tag == "v4_wgmma_tma":
+        return {"BM": 128, "BN": 128 if m >= 64 else 64, "stages": 4, "cluster_m": 1}
+    bk = next(d for d in dims if d.name == "BK").values
+    narrow = dtype in ("int4", "fp4")
+    p.update(
+        {
+            "BM": 128 if m >= 128 else 64,
+            "BN": 128,
+            "BK": bk[0] if narrow else bk[1],
+            "warps": 4,
+        }
+    )
+    if "stages" in p:
+        p["stages"] = 3 if not small_smem else 2
+    if "split_k" in p:
+        p["split_k"] = 4 if m <= 64 else 1
+    return p
+
+
+def _cuda_decode_defaults(p: Params, shape: dict[str, int]) -> None:
+    """CUDA decode first guesses: more KV splits for long contexts, a two-stage pipeline."""
+    if "splits" in p:
+        p["splits"] = 4 if shape.get("Skv", 0) >= 8192 else 2
+    if "stages" in p:
+        p["stages"] = 2
+
+
+def _cuda_prefill_defaults(tag: str, p: Params) -> None:
+    """CUDA prefill first guesses: a two-stage pipeline and the usual FlashAttention tiles."""
+    if "stages" in p:
+        p["stages"] = 2
+    if "BLOCK_M" in p and tag != "v1_tiled_online":
+        p["BLOCK_M"] = 128 if tag == "v4_wgmma_tma" else 64
+        p["BLOCK_N"] = 64
+
+
+def _cuda_defaults(
+    variant: Variant,
+    p: Params,
+    dims: tuple[Dim, ...],
+    dtype: str,
+    shape: dict[str, int],
+    gpu: GPU,
+    m: int,
+    small_smem: bool,
+) -> Params:
+    """``default_params`` of a CUDA rung, before unknown keys are dropped."""
+    fam, tag = variant.family, variant.tag
+    if fam == "gemm":
+        p = _cuda_gemm_defaults(tag, p, dims, dtype, m, small_smem)
+    elif fam == "gemv":
+        if "split_k" in p and tag != "v3_splitk":
+            p["split_k"] = 1
+    elif fam == "attn_decode":
+        _cuda_decode_defaults(p, shape)
+    elif fam == "attn_prefill":
+        _cuda_prefill_defaults(tag, p)
+    elif fam in ("rowwise", "elementwise", "scan") and "stages" in p:
+        p["stages"] = 2
+    _set_native_mma(p, dims, gpu)
+    return p
+
+
+def _triton_defaults(
+    variant: Variant, p: Params, dims: tuple[Dim, ...], gpu: GPU, m: int, small_smem: bool
+) -> None:
+    """``default_params`` of a Triton rung (in place), before unknown keys are dropped."""
+    if "num_stages" in p:
+        p["num_stages"] = 2 if small_smem else 3
+    if "SPLIT_K" in p:
+        p["SPLIT_K"] = 4 if m <= 64 else 1
+    if variant.family == "gemm" and "BLOCK_M" in p:
+        p["BLOCK_M"] = 64 if m < 128 else 128
+        p["BLOCK_N"] = 64 if variant.level <= 1 else 128
+        p["BLOCK_K"] = 32 if variant.level <= 1 else 64
+    _set_native_mma(p, dims, gpu)
+
+
 def default_params(
     variant: Variant, op: OpSpec, dtype: str, shape: dict[str, int], gpu: GPU
 ) -> Params:
@@ -1263,71 +1396,12 @@ def default_params(
     """
     dims = param_space(variant, op, dtype)
     p: Params = {d.name: d.values[len(d.values) // 2] for d in dims}
-    fam, tag = variant.family, variant.tag
     small_smem = gpu.smem_per_block_optin < 150_000
     m = shape.get("M", shape.get("T", shape.get("B", 1)))
     if variant.impl == "cuda":
-        if fam == "gemm":
-            if tag == "v0_naive":
-                p = {"TB": 16}
-            elif tag == "v1_smem_tiled":
-                p = {"BM": 64, "BN": 64, "BK": 16, "TM": 4}
-            elif tag == "v4_wgmma_tma":
-                p = {"BM": 128, "BN": 128 if m >= 64 else 64, "stages": 4, "cluster_m": 1}
-            else:
-                bk = next(d for d in dims if d.name == "BK").values
-                narrow = dtype in ("int4", "fp4")
-                p.update(
-                    {
-                        "BM": 128 if m >= 128 else 64,
-                        "BN": 128,
-                        "BK": bk[0] if narrow else bk[1],
-                        "warps": 4,
-                    }
-                )
-                if "stages" in p:
-                    p["stages"] = 3 if not small_smem else 2
-                if "split_k" in p:
-                    p["split_k"] = 4 if m <= 64 else 1
-        elif fam == "gemv":
-            if "split_k" in p and tag != "v3_splitk":
-                p["split_k"] = 1
-        elif fam == "attn_decode":
-            if "splits" in p:
-                p["splits"] = 4 if shape.get("Skv", 0) >= 8192 else 2
-            if "stages" in p:
-                p["stages"] = 2
-        elif fam == "attn_prefill":
-            if "stages" in p:
-                p["stages"] = 2
-            if "BLOCK_M" in p and tag != "v1_tiled_online":
-                p["BLOCK_M"] = 128 if tag == "v4_wgmma_tma" else 64
-                p["BLOCK_N"] = 64
-        elif fam in ("rowwise", "elementwise", "scan") and "stages" in p:
-            p["stages"] = 2
-        for dim in dims:
-            if dim.name == "mma":
-                native = "e4m3" if "e4m3" in dim.values else "e2m1"
-                need = "fp8_mma" if native == "e4m3" else "fp4_mma"
-                p["mma"] = (
-                    native if need in gpu.features and native in dim.values else dim.values[0]
-                )
+        p = _cuda_defaults(variant, p, dims, dtype, shape, gpu, m, small_smem)
     else:
-        if "num_stages" in p:
-            p["num_stages"] = 2 if small_smem else 3
-        if "SPLIT_K" in p:
-            p["SPLIT_K"] = 4 if m <= 64 else 1
-        if fam == "gemm" and "BLOCK_M" in p:
-            p["BLOCK_M"] = 64 if m < 128 else 128
-            p["BLOCK_N"] = 64 if variant.level <= 1 else 128
-            p["BLOCK_K"] = 32 if variant.level <= 1 else 64
-        for dim in dims:
-            if dim.name == "mma":
-                native = "e4m3" if "e4m3" in dim.values else "e2m1"
-                need = "fp8_mma" if native == "e4m3" else "fp4_mma"
-                p["mma"] = (
-                    native if need in gpu.features and native in dim.values else dim.values[0]
-                )
+        _triton_defaults(variant, p, dims, gpu, m, small_smem)
     # Only keep keys that exist in the space; fall back to the first valid combo if needed.
     names = {d.name for d in dims}
     p = {k: v for k, v in p.items() if k in names}
