@@ -16,7 +16,7 @@ from typing import Any
 
 from .hardware import GPU
 from .ops import ELEM_BYTES, OpSpec, Shape, experts_hit
-from .variants import Params, Variant, mma_operand_bytes
+from .variants import Params, Variant, knob, mma_operand_bytes
 
 #: Per-CTA shared memory the driver reserves on every SM (1 KB since Ampere).
 RESERVED_SMEM = 1024
@@ -238,148 +238,224 @@ def _dequant_alu(op: OpSpec, dtype: str, p: Params, n: int, k: int, m_tiles: int
     return 0.0
 
 
-def _plan_gemm(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
+@dataclass(frozen=True)
+class _GemmWork:
+    """Shape-derived quantities every gemm rung's plan reads (one computation for all)."""
+
+    op: OpSpec
+    m: int
+    n: int
+    k: int
+    ea: float
+    ew: float
+    ideal: float
+    a_bytes: float
+    w_bytes: float
+    flops: float
+    l2: float
+    #: MoE: distinct experts the tokens hit; 1.0 for every other op
+    hit: float
+    rows_e: float
+
+    def m_tiles(self, bm: int) -> int:
+        """M tiles of height ``bm``; MoE rows are grouped per expert and padded per expert."""
+        if self.op.name == "moe_grouped_gemm":
+            return int(round(self.hit)) * _cdiv(self.rows_e, bm)
+        return _cdiv(self.m, bm)
+
+
+def _gemm_work(op: OpSpec, s: Shape, dt: str, gpu: GPU) -> _GemmWork:
+    """The ``_GemmWork`` of one (op, shape, dtype, gpu)."""
     m, n, k = gemm_mnk(op, s)
     ea, ew = _storage_bytes(op, dt)
-    ideal = op.bytes(s, dt)
-    a_bytes, w_bytes = m * k * ea, n * k * ew
-    flops = op.flops(s, dt)
-    path = _gemm_path(op, dt, v, p)
-    l2 = gpu.l2_mb * 2**20
-    launches = 1
-    extra: dict[str, Any] = {"M": m, "N": n, "K": k}
-    alu = 0.0
     # MoE: rows are grouped per expert; tiles are padded per expert.
     hit = experts_hit(s["T"], s["k"], s["E"]) if op.name == "moe_grouped_gemm" else 1.0
-    rows_e = m / hit
+    return _GemmWork(
+        op,
+        m,
+        n,
+        k,
+        ea,
+        ew,
+        op.bytes(s, dt),
+        m * k * ea,
+        n * k * ew,
+        op.flops(s, dt),
+        gpu.l2_mb * 2**20,
+        hit,
+        m / hit,
+    )
 
-    def m_tiles(bm: int) -> int:
-        if op.name == "moe_grouped_gemm":
-            return int(round(hit)) * _cdiv(rows_e, bm)
-        return _cdiv(m, bm)
 
-    impl, tag = v.impl, v.tag
-    if impl == "cuda" and tag == "v0_naive":
-        tb = p["TB"]
-        threads = tb * tb
-        grid = m_tiles(tb) * _cdiv(n, tb)
-        # Each thread streams a row of A and a row of W; L1/L2 catch part of the reuse.
-        reread = 0.5 if a_bytes + w_bytes > l2 else 0.12
-        byts = ideal + reread * (a_bytes * (_cdiv(n, tb) - 1) + w_bytes * (m_tiles(tb) - 1)) / 8
-        if op.name == "moe_grouped_gemm":
-            launches = int(round(hit))  # a loop over experts, one launch each
-        return KernelPlan(
-            threads,
-            grid,
-            0,
-            40,
-            launches,
-            flops,
-            "fp32",
-            byts,
-            threads * 8.0,
-            tile_eff=0.55,
-            alu_flops=flops * 0.25,
-            extra=extra,
-        )
-    if impl == "triton" and tag == "v0_rowloop":
-        bn, bk = p["BLOCK_N"], p["BLOCK_K"]
-        threads = p["num_warps"] * 32
-        grid = m * _cdiv(n, bn)
-        reread = 0.2 if bn * k * ew > l2 / 16 else 0.04
-        byts = ideal + reread * w_bytes * max(0, m - 1)
-        return KernelPlan(
-            threads, grid, 0, 64, 1, flops, "fp32", byts, bn * bk * ew, tile_eff=0.7, extra=extra
-        )
-    if impl == "cuda" and tag == "v1_smem_tiled":
-        bm, bn, bk, tm = p["BM"], p["BN"], p["BK"], p["TM"]
-        threads = (bm // tm) * (bn // tm)
-        smem = (bm + bn) * bk * 4
-        grid = m_tiles(bm) * _cdiv(n, bn)
-        miss = 0.05 if a_bytes + w_bytes < 0.5 * l2 else 0.2
-        byts = ideal + miss * (a_bytes * (_cdiv(n, bn) - 1) + w_bytes * (m_tiles(bm) - 1))
-        regs = 30 + tm * tm + 2 * tm
-        eff = min(1.0, 0.55 + 0.06 * tm) * _tile_reuse_eff(bm, bn) ** 0.5
-        if op.name == "moe_grouped_gemm":
-            launches = 1
-        return KernelPlan(
-            threads,
-            grid,
-            smem,
-            regs,
-            launches,
-            flops,
-            "fp32",
-            byts,
-            smem * 1.0,
-            tile_eff=eff,
-            extra=extra,
-        )
+def _plan_gemm_naive(w: _GemmWork, p: Params) -> KernelPlan:
+    """CUDA v0: one thread per output straight from global memory."""
+    tb = p["TB"]
+    threads = tb * tb
+    grid = w.m_tiles(tb) * _cdiv(w.n, tb)
+    # Each thread streams a row of A and a row of W; L1/L2 catch part of the reuse.
+    reread = 0.5 if w.a_bytes + w.w_bytes > w.l2 else 0.12
+    byts = (
+        w.ideal + reread * (w.a_bytes * (_cdiv(w.n, tb) - 1) + w.w_bytes * (w.m_tiles(tb) - 1)) / 8
+    )
+    launches = 1
+    if w.op.name == "moe_grouped_gemm":
+        launches = int(round(w.hit))  # a loop over experts, one launch each
+    return KernelPlan(
+        threads,
+        grid,
+        0,
+        40,
+        launches,
+        w.flops,
+        "fp32",
+        byts,
+        threads * 8.0,
+        tile_eff=0.55,
+        alu_flops=w.flops * 0.25,
+        extra={"M": w.m, "N": w.n, "K": w.k},
+    )
 
-    # ---- tensor-core rungs (CUDA v2+/Triton v1+) ------------------------------------
-    bm = p.get("BM", p.get("BLOCK_M", 64))
-    bn = p.get("BN", p.get("BLOCK_N", 64))
-    if tag == "v4_wgmma_tma":
-        bk = int(128 / mma_operand_bytes(op, dt, p))
-    else:
-        bk = p.get("BK", p.get("BLOCK_K", 32))
-    stages = p.get("stages", p.get("num_stages", 1))
-    split = p.get("split_k", p.get("SPLIT_K", 1))
+
+def _plan_gemm_rowloop(w: _GemmWork, p: Params) -> KernelPlan:
+    """Triton v0: one program per output row block, looping over K."""
+    bn, bk = p["BLOCK_N"], p["BLOCK_K"]
+    threads = p["num_warps"] * 32
+    grid = w.m * _cdiv(w.n, bn)
+    reread = 0.2 if bn * w.k * w.ew > w.l2 / 16 else 0.04
+    byts = w.ideal + reread * w.w_bytes * max(0, w.m - 1)
+    extra: dict[str, Any] = {"M": w.m, "N": w.n, "K": w.k}
+    return KernelPlan(
+        threads, grid, 0, 64, 1, w.flops, "fp32", byts, bn * bk * w.ew, tile_eff=0.7, extra=extra
+    )
+
+
+def _plan_gemm_smem_tiled(w: _GemmWork, p: Params) -> KernelPlan:
+    """CUDA v1: shared-memory tiles with a TM×TM register micro-tile per thread."""
+    bm, bn, bk, tm = p["BM"], p["BN"], p["BK"], p["TM"]
+    threads = (bm // tm) * (bn // tm)
+    smem = (bm + bn) * bk * 4
+    grid = w.m_tiles(bm) * _cdiv(w.n, bn)
+    miss = 0.05 if w.a_bytes + w.w_bytes < 0.5 * w.l2 else 0.2
+    byts = w.ideal + miss * (w.a_bytes * (_cdiv(w.n, bn) - 1) + w.w_bytes * (w.m_tiles(bm) - 1))
+    regs = 30 + tm * tm + 2 * tm
+    eff = min(1.0, 0.55 + 0.06 * tm) * _tile_reuse_eff(bm, bn) ** 0.5
+    return KernelPlan(
+        threads,
+        grid,
+        smem,
+        regs,
+        1,
+        w.flops,
+        "fp32",
+        byts,
+        smem * 1.0,
+        tile_eff=eff,
+        extra={"M": w.m, "N": w.n, "K": w.k},
+    )
+
+
+def _gemm_tc_threads_regs(impl: str, tag: str, p: Params, bm: int, bn: int) -> tuple[int, int]:
+    """Threads and registers of a tensor-core rung: the accumulator tile split over threads.
+
+    The wgmma kernel runs one producer and one or two consumer warpgroups; the others run
+    the ``warps``/``num_warps`` knob.
+    """
     if impl == "cuda" and tag == "v4_wgmma_tma":
         consumers = 2 if bm >= 128 else 1
         threads = 128 * (consumers + 1)
         acc_per_thread = (bm // consumers) * bn // 128
-        regs = 40 + acc_per_thread
-    elif impl == "cuda":
+        return threads, 40 + acc_per_thread
+    if impl == "cuda":
         threads = p["warps"] * 32
         acc_per_thread = bm * bn // threads
-        regs = 48 + int(acc_per_thread * 1.15)
-    else:
-        threads = p["num_warps"] * 32
-        acc_per_thread = bm * bn // threads
-        regs = 56 + int(acc_per_thread * 1.1)
-    tile_bytes = bm * bk * ea + bn * bk * ew
-    if impl == "cuda":
+        return threads, 48 + int(acc_per_thread * 1.15)
+    threads = p["num_warps"] * 32
+    acc_per_thread = bm * bn // threads
+    return threads, 56 + int(acc_per_thread * 1.1)
+
+
+def _gemm_tc_smem_inflight(
+    op: OpSpec,
+    dt: str,
+    v: Variant,
+    p: Params,
+    stages: int,
+    tile_bytes: float,
+    extra: dict[str, Any],
+) -> tuple[int, float]:
+    """Shared memory and bytes in flight of a tensor-core rung's operand tiles.
+
+    CUDA rungs take the template's byte layout (recorded in ``extra["layout"]``); Triton
+    rungs hold ``stages`` A/W tiles (one for ``tl.dot`` without a pipeline).
+    """
+    tag = v.tag
+    if v.impl == "cuda":
         lay = gemm_layout(op, dt, v, p)
-        smem = lay["total"]
         inflight = tile_bytes if tag == "v2_mma_sync" else max(1, stages - 1) * tile_bytes
         extra["layout"] = lay
-    elif tag == "v1_tl_dot":
-        smem = int(tile_bytes)
-        inflight = tile_bytes
+        return lay["total"], inflight
+    if tag == "v1_tl_dot":
+        return int(tile_bytes), tile_bytes
+    smem = int(stages * tile_bytes) + (1024 if tag == "v4_tma_desc" else 0)
+    return smem, max(1, stages - 1) * tile_bytes
+
+
+def _persistent_gemm_grid(
+    op: OpSpec, gpu: GPU, v: Variant, p: Params, tiles: int, split: int, grid: int
+) -> int:
+    """What a persistent rung's template launches (generator 1.6.0; the feedback reports it).
+
+    Triton ``grid = (min(num_sms, tiles)[, split])``; the wgmma kernel one CTA per SM
+    rounded up to whole clusters; stream-K a couple per SM (occupancy-sized).
+    """
+    if v.impl == "triton" and op.name != "moe_grouped_gemm":
+        return min(tiles, gpu.sms) * split
+    if v.tag == "v4_wgmma_tma":
+        cluster = max(1, int(p.get("cluster_m", 1)))
+        return _cdiv(min(grid, gpu.sms), cluster) * cluster
+    return min(grid, gpu.sms * 2)
+
+
+def _plan_gemm_tensor_core(w: _GemmWork, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
+    """Tensor-core rungs (CUDA v2+/Triton v1+): padded tiles, pipelines, split-K, persistence."""
+    op = w.op
+    impl, tag = v.impl, v.tag
+    path = _gemm_path(op, dt, v, p)
+    launches = 1
+    extra: dict[str, Any] = {"M": w.m, "N": w.n, "K": w.k}
+    alu = 0.0
+    bm = knob(p, "BM", "BLOCK_M", default=64)
+    bn = knob(p, "BN", "BLOCK_N", default=64)
+    if tag == "v4_wgmma_tma":
+        bk = int(128 / mma_operand_bytes(op, dt, p))
     else:
-        smem = int(stages * tile_bytes) + (1024 if tag == "v4_tma_desc" else 0)
-        inflight = max(1, stages - 1) * tile_bytes
+        bk = knob(p, "BK", "BLOCK_K", default=32)
+    stages = knob(p, "stages", "num_stages", default=1)
+    split = knob(p, "split_k", "SPLIT_K", default=1)
+    threads, regs = _gemm_tc_threads_regs(impl, tag, p, bm, bn)
+    tile_bytes = bm * bk * w.ea + bn * bk * w.ew
+    smem, inflight = _gemm_tc_smem_inflight(op, dt, v, p, stages, tile_bytes, extra)
     if op.name == "fp8_blockwise_gemm":
         if impl == "triton":
             smem += stages * (bm + 4) * 4
-        alu += flops / 128.0
-    mt, nt = m_tiles(bm), _cdiv(n, bn)
+        alu += w.flops / 128.0
+    mt, nt = w.m_tiles(bm), _cdiv(w.n, bn)
     tiles = mt * nt
     grid = tiles * split
     persistent = tag in ("v4_streamk", "v4_wgmma_tma", "v3_persistent", "v4_tma_desc")
     if persistent:
-        # what the templates launch (generator 1.6.0; the feedback reports this grid):
-        # Triton ``grid = (min(num_sms, tiles)[, split])``; the wgmma kernel one CTA per SM
-        # rounded up to whole clusters; stream-K a couple per SM (occupancy-sized)
-        if impl == "triton" and op.name != "moe_grouped_gemm":
-            grid = min(tiles, gpu.sms) * split
-        elif tag == "v4_wgmma_tma":
-            cluster = max(1, int(p.get("cluster_m", 1)))
-            grid = _cdiv(min(grid, gpu.sms), cluster) * cluster
-        else:
-            grid = min(grid, gpu.sms * 2)
+        grid = _persistent_gemm_grid(op, gpu, v, p, tiles, split, grid)
     grouped = p.get("GROUP_M", 8) > 1 or persistent
-    miss = 0.02 if a_bytes + w_bytes < 0.5 * l2 else (0.06 if grouped else 0.14)
-    byts = ideal + miss * (a_bytes * (nt - 1) + w_bytes * (mt - 1))
+    miss = 0.02 if w.a_bytes + w.w_bytes < 0.5 * w.l2 else (0.06 if grouped else 0.14)
+    byts = w.ideal + miss * (w.a_bytes * (nt - 1) + w.w_bytes * (mt - 1))
     if split > 1:
-        byts += split * m * n * 4.0 * 2
+        byts += split * w.m * w.n * 4.0 * 2
         launches += 1
     # Tensor cores execute whole tiles: padding along M (decode!, per expert for MoE) and N
     # is wasted work.
     m_pad = mt * bm
-    exec_flops = 2.0 * m_pad * (nt * bn) * k
-    alu += _dequant_alu(op, dt, p, n, k, mt)
+    exec_flops = 2.0 * m_pad * (nt * bn) * w.k
+    alu += _dequant_alu(op, dt, p, w.n, w.k, mt)
     if regs > gpu.max_regs_per_thread and impl == "cuda":
         extra["spill_bytes"] = (regs - gpu.max_regs_per_thread) * 4 * 2
     extra.update({"BK": bk, "tiles": tiles, "stages": stages, "split": split})
@@ -399,6 +475,18 @@ def _plan_gemm(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -
         persistent=persistent,
         extra=extra,
     )
+
+
+def _plan_gemm(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
+    w = _gemm_work(op, s, dt, gpu)
+    impl, tag = v.impl, v.tag
+    if impl == "cuda" and tag == "v0_naive":
+        return _plan_gemm_naive(w, p)
+    if impl == "triton" and tag == "v0_rowloop":
+        return _plan_gemm_rowloop(w, p)
+    if impl == "cuda" and tag == "v1_smem_tiled":
+        return _plan_gemm_smem_tiled(w, p)
+    return _plan_gemm_tensor_core(w, dt, gpu, v, p)
 
 
 # --------------------------------------------------------------------------------------
@@ -525,6 +613,19 @@ def decode_dims(op: OpSpec, s: Shape) -> dict[str, int]:
     }
 
 
+def _decode_tiled_threads(impl: str, tag: str, p: Params) -> int:
+    """Threads of a KV-tiled decode rung (v2+).
+
+    The wgmma kernel runs three fixed warpgroups; the others run the ``warps``/``num_warps``
+    knob.
+    """
+    if impl == "cuda" and tag == "v4_wgmma_tma":
+        return 384
+    if impl == "cuda":
+        return p["warps"] * 32
+    return p["num_warps"] * 32
+
+
 def _plan_decode(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -> KernelPlan:
     d = decode_dims(op, s)
     b, hkv, g, dk, dv, skv, hq = d["B"], d["Hkv"], d["group"], d["Dk"], d["Dv"], d["Skv"], d["Hq"]
@@ -536,7 +637,7 @@ def _plan_decode(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params)
     extra: dict[str, Any] = {"group": g}
     l2 = gpu.l2_mb * 2**20
     if tag == "v0_naive":
-        threads = p.get("threads", p.get("num_warps", 2) * 32)
+        threads = knob(p, "threads", default=p.get("num_warps", 2) * 32)
         grid = b * hq
         scores = b * hq * skv * 4.0 * (3 if impl == "cuda" else 2)
         byts = ideal + kv_bytes * (g - 1) * (0.5 if kv_bytes > l2 else 0.15) + scores
@@ -556,25 +657,20 @@ def _plan_decode(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params)
             extra=extra,
         )
     if tag in ("v1_online_softmax", "v1_online"):
-        threads = p.get("threads", p.get("num_warps", 2) * 32)
+        threads = knob(p, "threads", default=p.get("num_warps", 2) * 32)
         grid = b * hq
         byts = ideal + kv_bytes * (g - 1) * (0.7 if kv_bytes > l2 else 0.3)
         smem = p["BLOCK_N"] * 4 + dk * 4
         inflight = threads * 4.0 if impl == "cuda" else p["BLOCK_N"] * dk * ekv
         return KernelPlan(threads, grid, smem, 48, 1, flops, "fp32", byts, inflight, extra=extra)
     bn = p["BLOCK_N"]
-    splits = p.get("splits", p.get("NUM_SPLITS", 1))
-    stages = p.get("stages", p.get("num_stages", 1))
+    splits = knob(p, "splits", "NUM_SPLITS", default=1)
+    stages = knob(p, "stages", "num_stages", default=1)
     # Query heads served per CTA: the whole GQA group, but MLA's 128+ heads are split
     # into blocks (16 on CUDA cores, 64 for tensor-core rungs) like FlashMLA does.
     hb = min(g, 64 if v.tensor_cores else 16)
     head_blocks = _cdiv(g, hb)
-    if impl == "cuda" and tag == "v4_wgmma_tma":
-        threads = 384
-    elif impl == "cuda":
-        threads = p["warps"] * 32
-    else:
-        threads = p["num_warps"] * 32
+    threads = _decode_tiled_threads(impl, tag, p)
     grid = b * hkv * splits * head_blocks
     launches = 1 + (1 if splits > 1 else 0)
     byts = ideal + (2.0 * b * hq * splits * (dv + 2) * 4 if splits > 1 else 0.0)
@@ -659,7 +755,7 @@ def _plan_prefill(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
             threads, grid, 0, 40, 3, full, "fp32", byts, threads * 8.0, tile_eff=1.0, extra=extra
         )
     bm, bn = p["BLOCK_M"], p["BLOCK_N"]
-    stages = p.get("stages", p.get("num_stages", 1))
+    stages = knob(p, "stages", "num_stages", default=1)
     q_blocks = _cdiv(sq, bm)
     grid = b * hq * q_blocks
     miss = 0.1 if kv_bytes < 0.5 * l2 else 0.35
@@ -694,7 +790,7 @@ def _plan_prefill(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params
     elif impl == "cuda" and tag == "v4_wgmma_tma":
         threads = 128 * (bm // 64 + 1)
     else:
-        threads = p.get("warps", p.get("num_warps", 4)) * 32
+        threads = knob(p, "warps", "num_warps", default=4) * 32
     if tag in ("v2_mma_sync", "v1_online"):
         smem = (bm + 2 * bn) * dh * e
         inflight = 2 * bn * dh * e
@@ -1188,7 +1284,7 @@ def _plan_sampling_work(
     flops = op.flops(s, dt)
     base = b * vocab
     tag, impl = v.tag, v.impl
-    threads = p.get("threads", p.get("num_warps", 4) * 32)
+    threads = knob(p, "threads", default=p.get("num_warps", 4) * 32)
     if tag == "v0_sort":
         byts = base * (e + 4 + 40 + 8)
         launches = 10 if impl == "cuda" else 8
@@ -1247,9 +1343,9 @@ def _plan_sampling_work(
         return KernelPlan(
             threads, b, 0, 48, 1, flops, "fp32", base * e * 2.0, p["BLOCK"] * e * 1.0, extra={}
         )
-    split = p.get("split", p.get("SPLITS", 1))
+    split = knob(p, "split", "SPLITS", default=1)
     vec = p.get("vec", 16)
-    rounds = p.get("rounds", p.get("ROUNDS", 8))
+    rounds = knob(p, "rounds", "ROUNDS", default=8)
     if tag in ("v3_fused_online", "v3_pivot_search"):
         passes = 2.0 if tag == "v3_fused_online" else 1.6 + 0.03 * rounds
     else:
@@ -1280,8 +1376,10 @@ def _plan_scan(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -
     tag, impl = v.tag, v.impl
     # a Triton launch without num_warps runs Triton's default of 4 warps (the feedback
     # reports this plan's threads, so it must be what the code launches)
-    threads = p.get("threads", p.get("num_warps", 4 if impl == "triton" else 2) * 32)
-    chan_block = p.get("BLOCK_D", None)
+    threads = knob(p, "threads", default=p.get("num_warps", 4 if impl == "triton" else 2) * 32)
+    # Triton rungs tile channels by BLOCK_D (every one of them has the knob); CUDA rungs
+    # never read it
+    chan_block: int = 0 if impl == "cuda" else p["BLOCK_D"]
     if tag == "v0_sequential":
         # h (and the discretised dA, dBu) round-trip through global memory in fp32
         byts = ideal + 3.0 * b * length * din * nst * 4
@@ -1308,8 +1406,8 @@ def _plan_scan(op: OpSpec, s: Shape, dt: str, gpu: GPU, v: Variant, p: Params) -
         regs = 40 + 2 * nst
         infl = threads * e * 3.0 * 2 if impl == "cuda" else chan_block * e * 3.0 * 4
         return KernelPlan(threads, grid, 0, min(regs, 255), 1, flops, "fp32", ideal, infl, extra={})
-    tile = p.get("tile", p.get("CHUNK", 64))
-    st = p.get("stages", p.get("num_stages", 1))
+    tile = knob(p, "tile", "CHUNK", default=64)
+    st = knob(p, "stages", "num_stages", default=1)
     if impl == "cuda":
         chans = max(1, threads // 4)
         grid = b * _cdiv(din, chans)
