@@ -723,9 +723,11 @@ _OPS: list[OpSpec] = [
         "attention",
         ("fp16", "bf16", "fp8"),
         ("B", "Hq", "Hkv", "D", "Skv", "page"),
-        "flash_decode(q[B,Hq,D] {dt}, k_cache[num_blocks,page,Hkv,D] {kv}, v_cache[num_blocks,page,Hkv,D] {kv}, "
+        "flash_decode(q[B,Hq,D] {dt}, k_cache[num_blocks,page,Hkv,D] {kv}, "
+        "v_cache[num_blocks,page,Hkv,D] {kv}, "
         "block_table[B,max_blocks] int32, seq_lens[B] int32) -> out[B,Hq,D] {dt}",
-        "out[b,h] = softmax(q[b,h]·K[b,h/(Hq/Hkv)]ᵀ/√D)·V[b,h/(Hq/Hkv)] over the paged KV cache (GQA, one query token)",
+        "out[b,h] = softmax(q[b,h]·K[b,h/(Hq/Hkv)]ᵀ/√D)·V[b,h/(Hq/Hkv)] over the paged KV cache "
+        "(GQA, one query token)",
         _s_flash_decode,
         _f_decode,
         _b_decode,
@@ -738,8 +740,10 @@ _OPS: list[OpSpec] = [
         "attention",
         _HALF,
         ("B", "S", "Hq", "Hkv", "D"),
-        "flash_prefill(q[B,S,Hq,D] {dt}, k[B,S,Hkv,D] {dt}, v[B,S,Hkv,D] {dt}) -> out[B,S,Hq,D] {dt}",
-        "out[b,i,h] = Σ_{j≤i} softmax_j(q[b,i,h]·k[b,j,h/(Hq/Hkv)]/√D)·v[b,j,h/(Hq/Hkv)] (causal GQA prefill)",
+        "flash_prefill(q[B,S,Hq,D] {dt}, k[B,S,Hkv,D] {dt}, v[B,S,Hkv,D] {dt}) "
+        "-> out[B,S,Hq,D] {dt}",
+        "out[b,i,h] = Σ_{j≤i} softmax_j(q[b,i,h]·k[b,j,h/(Hq/Hkv)]/√D)·v[b,j,h/(Hq/Hkv)] "
+        "(causal GQA prefill)",
         _s_flash_prefill,
         _f_prefill,
         _b_prefill,
@@ -751,9 +755,11 @@ _OPS: list[OpSpec] = [
         "attention",
         _HALF,
         ("B", "Hq", "Hkv", "D", "Skv", "W", "page"),
-        "swa_decode(q[B,Hq,D] {dt}, k_cache[num_blocks,page,Hkv,D] {dt}, v_cache[num_blocks,page,Hkv,D] {dt}, "
+        "swa_decode(q[B,Hq,D] {dt}, k_cache[num_blocks,page,Hkv,D] {dt}, "
+        "v_cache[num_blocks,page,Hkv,D] {dt}, "
         "block_table[B,max_blocks] int32, seq_lens[B] int32) -> out[B,Hq,D] {dt}",
-        "out[b,h] = softmax(q[b,h]·K[b,kv,Skv−W:Skv]ᵀ/√D)·V[b,kv,Skv−W:Skv] (sliding-window decode over the last W keys)",
+        "out[b,h] = softmax(q[b,h]·K[b,kv,Skv−W:Skv]ᵀ/√D)·V[b,kv,Skv−W:Skv] "
+        "(sliding-window decode over the last W keys)",
         _s_swa_decode,
         _f_decode,
         _b_decode,
@@ -765,9 +771,11 @@ _OPS: list[OpSpec] = [
         "attention",
         ("bf16", "fp8"),
         ("B", "Hq", "Sq", "Skv", "page"),
-        "mla_decode(q[B,Sq,Hq,576] bf16, kv_cache[num_blocks,page,576] {kv}, block_table[B,max_blocks] int32, "
+        "mla_decode(q[B,Sq,Hq,576] bf16, kv_cache[num_blocks,page,576] {kv}, "
+        "block_table[B,max_blocks] int32, "
         "seq_lens[B] int32) -> out[B,Sq,Hq,512] bf16",
-        "out[b,s,h] = softmax(q[b,s,h]·C[b]ᵀ/√192)·C[b][:, :512] with one shared 576-wide latent (DeepSeek absorbed MLA)",
+        "out[b,s,h] = softmax(q[b,s,h]·C[b]ᵀ/√192)·C[b][:, :512] with one shared 576-wide latent "
+        "(DeepSeek absorbed MLA)",
         _s_mla_decode,
         _f_mla,
         _b_mla,
@@ -780,9 +788,11 @@ _OPS: list[OpSpec] = [
         "attention",
         _HALF,
         ("B", "Tt", "Skv", "Hq", "Hkv", "D"),
-        "tree_attn(q[B,Tt,Hq,D] {dt}, k[B,Skv+Tt,Hkv,D] {dt}, v[B,Skv+Tt,Hkv,D] {dt}, tree_mask[B,Tt,Tt] bool) "
+        "tree_attn(q[B,Tt,Hq,D] {dt}, k[B,Skv+Tt,Hkv,D] {dt}, v[B,Skv+Tt,Hkv,D] {dt}, "
+        "tree_mask[B,Tt,Tt] bool) "
         "-> out[B,Tt,Hq,D] {dt}",
-        "out[b,t,h] = softmax over prefix keys and tree ancestors of t (mask)·V — speculative-decoding tree verification",
+        "out[b,t,h] = softmax over prefix keys and tree ancestors of t "
+        "(mask)·V — speculative-decoding tree verification",
         _s_tree_attn,
         _f_tree,
         _b_tree,
@@ -794,8 +804,10 @@ _OPS: list[OpSpec] = [
         "attention",
         _HALF,
         ("B", "C", "P", "Hq", "Hkv", "D"),
-        "chunked_prefill(q[B,C,Hq,D] {dt}, k[B,P+C,Hkv,D] {dt}, v[B,P+C,Hkv,D] {dt}) -> out[B,C,Hq,D] {dt}",
-        "out[b,i,h] = softmax_j(q[b,i,h]·k[b,j]/√D)·v[b,j] for j < P+i+1: a C-token chunk attending to a P-token prefix plus itself (causal)",
+        "chunked_prefill(q[B,C,Hq,D] {dt}, k[B,P+C,Hkv,D] {dt}, v[B,P+C,Hkv,D] {dt}) "
+        "-> out[B,C,Hq,D] {dt}",
+        "out[b,i,h] = softmax_j(q[b,i,h]·k[b,j]/√D)·v[b,j] for j < P+i+1: a C-token chunk "
+        "attending to a P-token prefix plus itself (causal)",
         _s_chunked_prefill,
         _f_chunked,
         _b_chunked,
@@ -807,8 +819,10 @@ _OPS: list[OpSpec] = [
         "attention",
         _HALF,
         ("B", "Sq", "Senc", "Hq", "Hkv", "D"),
-        "cross_attn(q[B,Sq,Hq,D] {dt}, k_enc[B,Senc,Hkv,D] {dt}, v_enc[B,Senc,Hkv,D] {dt}) -> out[B,Sq,Hq,D] {dt}",
-        "out[b,i,h] = softmax_j(q[b,i,h]·k_enc[b,j]/√D)·v_enc[b,j] over all encoder positions (non-causal, cached encoder KV)",
+        "cross_attn(q[B,Sq,Hq,D] {dt}, k_enc[B,Senc,Hkv,D] {dt}, v_enc[B,Senc,Hkv,D] {dt}) "
+        "-> out[B,Sq,Hq,D] {dt}",
+        "out[b,i,h] = softmax_j(q[b,i,h]·k_enc[b,j]/√D)·v_enc[b,j] over all encoder positions "
+        "(non-causal, cached encoder KV)",
         _s_cross_attn,
         _f_cross,
         _b_cross,
@@ -820,8 +834,10 @@ _OPS: list[OpSpec] = [
         "attention",
         _HALF,
         ("T", "H", "Hq", "Hkv", "D"),
-        "fused_qkv_rope(x[T,H] {dt}, w_qkv[(Hq+2*Hkv)*D,H] {dt}, cos_sin[T,D] {dt}) -> qkv[T,(Hq+2*Hkv)*D] {dt}",
-        "qkv = x·W_qkvᵀ, then q and k heads rotated pairwise by (cos, sin)[t] (rotary pairs adjacent after weight permutation)",
+        "fused_qkv_rope(x[T,H] {dt}, w_qkv[(Hq+2*Hkv)*D,H] {dt}, cos_sin[T,D] {dt}) "
+        "-> qkv[T,(Hq+2*Hkv)*D] {dt}",
+        "qkv = x·W_qkvᵀ, then q and k heads rotated pairwise by (cos, sin)[t] "
+        "(rotary pairs adjacent after weight permutation)",
         _s_fused_qkv_rope,
         _f_qkv_rope,
         _b_qkv_rope,
@@ -848,7 +864,8 @@ _OPS: list[OpSpec] = [
         _HALF,
         ("M", "N", "K"),
         "gemm_splitk_fp16(a[M,K] {dt}, w[N,K] {dt}) -> c[M,N] {dt}",
-        "c = a·wᵀ for decode-sized M, K split across CTAs with fp32 partial sums reduced at the end",
+        "c = a·wᵀ for decode-sized M, K split across CTAs with fp32 partial sums "
+        "reduced at the end",
         _s_gemm(SMALL_M),
         _f_gemm,
         _b_gemm16,
@@ -861,7 +878,8 @@ _OPS: list[OpSpec] = [
         _HALF,
         ("M", "N", "K"),
         "gemm_persistent_fp16(a[M,K] {dt}, w[N,K] {dt}) -> c[M,N] {dt}",
-        "c = a·wᵀ on prefill shapes whose tile count leaves a ragged last wave (persistent / stream-K target)",
+        "c = a·wᵀ on prefill shapes whose tile count leaves a ragged last wave "
+        "(persistent / stream-K target)",
         _s_gemm_awkward,
         _f_gemm,
         _b_gemm16,
@@ -874,7 +892,8 @@ _OPS: list[OpSpec] = [
         ("int8",),
         ("M", "N", "K"),
         "int8_gemm(a[M,K] int8, w[N,K] int8, a_scale[M] fp32, w_scale[N] fp32) -> c[M,N] fp16",
-        "c[m,n] = a_scale[m]·w_scale[n]·Σ_k a[m,k]·w[n,k] with int32 accumulation (W8A8, per-token × per-channel)",
+        "c[m,n] = a_scale[m]·w_scale[n]·Σ_k a[m,k]·w[n,k] with int32 accumulation (W8A8, "
+        "per-token × per-channel)",
         _s_gemm(SMALL_M[2:] + PREFILL_M),
         _f_gemm,
         _b_w8a8,
@@ -929,8 +948,10 @@ _OPS: list[OpSpec] = [
         "quant_gemm",
         ("fp8",),
         ("M", "N", "K"),
-        "fp8_gemm(a[M,K] fp8_e4m3, w[N,K] fp8_e4m3, a_scale[1] fp32, w_scale[1] fp32) -> c[M,N] fp16",
-        "c = a_scale·w_scale·(a·wᵀ) with e4m3 inputs and fp32 accumulation (per-tensor scaled W8A8-FP8)",
+        "fp8_gemm(a[M,K] fp8_e4m3, w[N,K] fp8_e4m3, a_scale[1] fp32, w_scale[1] fp32) "
+        "-> c[M,N] fp16",
+        "c = a_scale·w_scale·(a·wᵀ) with e4m3 inputs and fp32 accumulation "
+        "(per-tensor scaled W8A8-FP8)",
         _s_gemm(SMALL_M[3:] + PREFILL_M),
         _f_gemm,
         _b_w8a8,
@@ -957,9 +978,11 @@ _OPS: list[OpSpec] = [
         "quant_gemm",
         ("fp8",),
         ("M", "N", "K"),
-        "fp8_blockwise_gemm(a[M,K] fp8_e4m3, a_scale[M,K/128] fp32, w[N,K] fp8_e4m3, w_scale[N/128,K/128] fp32) "
+        "fp8_blockwise_gemm(a[M,K] fp8_e4m3, a_scale[M,K/128] fp32, w[N,K] fp8_e4m3, "
+        "w_scale[N/128,K/128] fp32) "
         "-> c[M,N] bf16",
-        "c[m,n] = Σ_kb a_scale[m,kb]·w_scale[n/128,kb]·Σ_{k∈kb} a[m,k]·w[n,k] (1×128 act / 128×128 weight blocks, DeepGEMM-style)",
+        "c[m,n] = Σ_kb a_scale[m,kb]·w_scale[n/128,kb]·Σ_{k∈kb} a[m,k]·w[n,k] "
+        "(1×128 act / 128×128 weight blocks, DeepGEMM-style)",
         _s_blockwise,
         _f_blockwise,
         _b_blockwise,
@@ -972,8 +995,10 @@ _OPS: list[OpSpec] = [
         "quant_gemm",
         ("fp8",),
         ("M", "N", "K"),
-        "fp8_gemm_persistent(a[M,K] fp8_e4m3, w[N,K] fp8_e4m3, a_scale[1] fp32, w_scale[1] fp32) -> c[M,N] bf16",
-        "c = a_scale·w_scale·(a·wᵀ) on large prefill shapes, persistent tile scheduler over all SMs",
+        "fp8_gemm_persistent(a[M,K] fp8_e4m3, w[N,K] fp8_e4m3, a_scale[1] fp32, w_scale[1] fp32) "
+        "-> c[M,N] bf16",
+        "c = a_scale·w_scale·(a·wᵀ) on large prefill shapes, "
+        "persistent tile scheduler over all SMs",
         _s_gemm_awkward,
         _f_gemm,
         _b_w8a8,
@@ -986,9 +1011,11 @@ _OPS: list[OpSpec] = [
         "quant_gemm",
         ("fp4",),
         ("M", "N", "K"),
-        "fp4_gemm(a[M,K/2] fp4_e2m1x2, a_sf[M,K/16] fp8_e4m3, w[N,K/2] fp4_e2m1x2, w_sf[N,K/16] fp8_e4m3, alpha[1] fp32) "
+        "fp4_gemm(a[M,K/2] fp4_e2m1x2, a_sf[M,K/16] fp8_e4m3, w[N,K/2] fp4_e2m1x2, "
+        "w_sf[N,K/16] fp8_e4m3, alpha[1] fp32) "
         "-> c[M,N] bf16",
-        "c = alpha·Σ_k (a·sa)[m,k]·(w·sw)[n,k] with NVFP4 operands: e2m1 values, one e4m3 scale per 16 elements",
+        "c = alpha·Σ_k (a·sa)[m,k]·(w·sw)[n,k] with NVFP4 operands: e2m1 values, "
+        "one e4m3 scale per 16 elements",
         _s_gemm(SMALL_M[3:] + PREFILL_M),
         _f_gemm,
         _b_fp4,
@@ -1016,7 +1043,8 @@ _OPS: list[OpSpec] = [
         ("int4",),
         ("M", "N", "K"),
         "w4a8_gemm(a[M,K] int8, a_scale[M] fp32, w_q[N,K/8] int32, w_scale[N] fp32) -> c[M,N] fp16",
-        "c[m,n] = a_scale[m]·w_scale[n]·Σ_k a[m,k]·(q[n,k] − 8) with int4 weights widened to int8 for IMMA (QServe-style W4A8)",
+        "c[m,n] = a_scale[m]·w_scale[n]·Σ_k a[m,k]·(q[n,k] − 8) with int4 weights widened to int8 "
+        "for IMMA (QServe-style W4A8)",
         _s_gemm(SMALL_M[3:] + PREFILL_M[:7]),
         _f_gemm,
         _b_w4a8,
@@ -1030,9 +1058,11 @@ _OPS: list[OpSpec] = [
         "kv_cache",
         _HALF + ("fp8",),
         ("n_blocks", "page", "Hkv", "D", "L"),
-        "paged_kv_copy(k_cache[L,num_blocks,page,Hkv,D] {dt}, v_cache[L,num_blocks,page,Hkv,D] {dt}, "
+        "paged_kv_copy(k_cache[L,num_blocks,page,Hkv,D] {dt}, "
+        "v_cache[L,num_blocks,page,Hkv,D] {dt}, "
         "block_mapping[n_blocks,2] int64) -> (k_cache, v_cache) updated in place",
-        "k_cache[l,dst] = k_cache[l,src] and v_cache[l,dst] = v_cache[l,src] for every (src,dst) pair in block_mapping, all layers",
+        "k_cache[l,dst] = k_cache[l,src] and v_cache[l,dst] = v_cache[l,src] for every "
+        "(src,dst) pair in block_mapping, all layers",
         _s_paged_kv_copy,
         _zero,
         _b_paged_copy,
@@ -1044,9 +1074,11 @@ _OPS: list[OpSpec] = [
         "kv_cache",
         _HALF,
         ("T", "Hkv", "D", "page"),
-        "kv_append(k[T,Hkv,D] {dt}, v[T,Hkv,D] {dt}, slot_mapping[T] int64) -> (k_cache[num_blocks,page,Hkv,D], "
+        "kv_append(k[T,Hkv,D] {dt}, v[T,Hkv,D] {dt}, slot_mapping[T] int64) -> "
+        "(k_cache[num_blocks,page,Hkv,D], "
         "v_cache[num_blocks,page,Hkv,D]) {dt} updated in place",
-        "k_cache[slot[t]/page, slot[t]%page] = k[t] and likewise for v (reshape_and_cache of the new tokens)",
+        "k_cache[slot[t]/page, slot[t]%page] = k[t] and likewise for v "
+        "(reshape_and_cache of the new tokens)",
         _s_kv_append,
         _zero,
         _b_kv_append,
@@ -1060,7 +1092,8 @@ _OPS: list[OpSpec] = [
         ("T", "Hkv", "D"),
         "kv_int8_quant(k[T,Hkv,D] {dt}, v[T,Hkv,D] {dt}) -> (k_q[T,Hkv,D] int8, v_q[T,Hkv,D] int8, "
         "scales[T,2,Hkv] fp32)",
-        "scale[t,h] = max|x[t,h,:]|/127, x_q = round(x/scale) clamped to [−127,127], per token and KV head",
+        "scale[t,h] = max|x[t,h,:]|/127, x_q = round(x/scale) clamped to [−127,127], "
+        "per token and KV head",
         _s_kv_quant,
         _f_kv_quant,
         _b_kv_quant,
@@ -1074,7 +1107,8 @@ _OPS: list[OpSpec] = [
         ("fp32", "bf16"),
         ("B", "V", "k"),
         "topk_sample(logits[B,V] {dt}, temperature[B] fp32, uniform[B] fp32) -> token[B] int32",
-        "token[b] ~ softmax(logits[b]/T) restricted to its k largest entries (inverse-CDF draw with uniform[b])",
+        "token[b] ~ softmax(logits[b]/T) restricted to its k largest entries "
+        "(inverse-CDF draw with uniform[b])",
         _s_topk,
         _f_sampler,
         _b_sampler,
@@ -1087,7 +1121,8 @@ _OPS: list[OpSpec] = [
         ("fp32", "bf16"),
         ("B", "V"),
         "nucleus_sample(logits[B,V] {dt}, top_p[B] fp32, uniform[B] fp32) -> token[B] int32",
-        "token[b] ~ p restricted to the smallest set of tokens whose probability mass reaches top_p[b] (top-p)",
+        "token[b] ~ p restricted to the smallest set of tokens whose probability mass reaches "
+        "top_p[b] (top-p)",
         _s_sampler,
         _f_sampler,
         _b_sampler,
@@ -1126,8 +1161,10 @@ _OPS: list[OpSpec] = [
         "moe",
         _HALF,
         ("T", "H", "E", "k"),
-        "moe_scatter(x[T,H] {dt}, topk_ids[T,k] int32, sorted_slot[T*k] int32) -> x_perm[T*k,H] {dt}",
-        "x_perm[sorted_slot[t·k+j]] = x[t] for every token t and chosen expert j (permute tokens into expert-contiguous rows)",
+        "moe_scatter(x[T,H] {dt}, topk_ids[T,k] int32, sorted_slot[T*k] int32) "
+        "-> x_perm[T*k,H] {dt}",
+        "x_perm[sorted_slot[t·k+j]] = x[t] for every token t and chosen expert j "
+        "(permute tokens into expert-contiguous rows)",
         _s_moe_scatter,
         _zero,
         _b_moe_scatter,
@@ -1139,8 +1176,10 @@ _OPS: list[OpSpec] = [
         "moe",
         _HALF,
         ("T", "H", "k"),
-        "moe_combine(y_perm[T*k,H] {dt}, topk_weights[T,k] fp32, sorted_slot[T*k] int32) -> y[T,H] {dt}",
-        "y[t] = Σ_j topk_weights[t,j]·y_perm[sorted_slot[t·k+j]] (weighted un-permute of expert outputs)",
+        "moe_combine(y_perm[T*k,H] {dt}, topk_weights[T,k] fp32, sorted_slot[T*k] int32) "
+        "-> y[T,H] {dt}",
+        "y[t] = Σ_j topk_weights[t,j]·y_perm[sorted_slot[t·k+j]] "
+        "(weighted un-permute of expert outputs)",
         _s_moe_combine,
         _f_moe_combine,
         _b_moe_combine,
@@ -1152,8 +1191,10 @@ _OPS: list[OpSpec] = [
         "moe",
         _HALF + ("fp8",),
         ("T", "k", "E", "N", "K"),
-        "moe_grouped_gemm(x_perm[T*k,K] {dt}, w[E,N,K] {kv}, expert_offsets[E+1] int32) -> y_perm[T*k,N] {dt}",
-        "y_perm[r] = x_perm[r]·w[e(r)]ᵀ for rows grouped by expert (fused-MoE grouped GEMM, one launch for all experts)",
+        "moe_grouped_gemm(x_perm[T*k,K] {dt}, w[E,N,K] {kv}, expert_offsets[E+1] int32) "
+        "-> y_perm[T*k,N] {dt}",
+        "y_perm[r] = x_perm[r]·w[e(r)]ᵀ for rows grouped by expert (fused-MoE grouped GEMM, "
+        "one launch for all experts)",
         _s_moe_grouped,
         _f_moe_grouped,
         _b_moe_grouped,
@@ -1166,9 +1207,11 @@ _OPS: list[OpSpec] = [
         "ssm",
         _HALF,
         ("B", "L", "Din", "N"),
-        "mamba_scan(u[B,L,Din] {dt}, delta[B,L,Din] {dt}, A[Din,N] fp32, Bm[B,L,N] {dt}, Cm[B,L,N] {dt}, "
+        "mamba_scan(u[B,L,Din] {dt}, delta[B,L,Din] {dt}, A[Din,N] fp32, Bm[B,L,N] {dt}, "
+        "Cm[B,L,N] {dt}, "
         "D[Din] fp32, z[B,L,Din] {dt}) -> y[B,L,Din] {dt}",
-        "h_t = exp(Δ_t·A)⊙h_{t−1} + Δ_t·B_t·u_t, y_t = (C_t·h_t + D·u_t)·silu(z_t) (Mamba-1 selective scan, fused)",
+        "h_t = exp(Δ_t·A)⊙h_{t−1} + Δ_t·B_t·u_t, y_t = (C_t·h_t + D·u_t)·silu(z_t) "
+        "(Mamba-1 selective scan, fused)",
         _s_mamba_scan,
         _f_scan,
         _b_scan,
@@ -1180,9 +1223,11 @@ _OPS: list[OpSpec] = [
         "ssm",
         _HALF,
         ("B", "Din", "N"),
-        "mamba_step(state[B,Din,N] fp32, u[B,Din] {dt}, delta[B,Din] {dt}, A[Din,N] fp32, Bm[B,N] {dt}, "
+        "mamba_step(state[B,Din,N] fp32, u[B,Din] {dt}, delta[B,Din] {dt}, A[Din,N] fp32, "
+        "Bm[B,N] {dt}, "
         "Cm[B,N] {dt}, D[Din] fp32, z[B,Din] {dt}) -> y[B,Din] {dt} (state updated in place)",
-        "state = exp(Δ·A)⊙state + Δ·B·u; y = (C·state + D·u)·silu(z) — one decode step of the selective SSM",
+        "state = exp(Δ·A)⊙state + Δ·B·u; y = (C·state + D·u)·silu(z) — one decode step of the "
+        "selective SSM",
         _s_mamba_step,
         _f_step,
         _b_step,
@@ -1208,8 +1253,10 @@ _OPS: list[OpSpec] = [
         "misc",
         _HALF,
         ("T", "Hq", "Hkv", "D"),
-        "rope(q[T,Hq,D] {dt}, k[T,Hkv,D] {dt}, cos_sin_cache[max_pos,D] {dt}, positions[T] int64) -> (q, k) rotated in place",
-        "(x1, x2) ← (x1·cos − x2·sin, x2·cos + x1·sin) on the two halves of every q and k head at positions[t] (NeoX rotary)",
+        "rope(q[T,Hq,D] {dt}, k[T,Hkv,D] {dt}, cos_sin_cache[max_pos,D] {dt}, positions[T] int64) "
+        "-> (q, k) rotated in place",
+        "(x1, x2) ← (x1·cos − x2·sin, x2·cos + x1·sin) on the two halves of every q and k head at "
+        "positions[t] (NeoX rotary)",
         _s_rope,
         _f_rope,
         _b_rope,
@@ -1248,7 +1295,8 @@ _OPS: list[OpSpec] = [
         _HALF,
         ("B", "L", "C", "W"),
         "conv1d_causal(x[B,L,C] {dt}, weight[C,W] {dt}, bias[C] {dt}) -> out[B,L,C] {dt}",
-        "out[b,t,c] = silu(bias[c] + Σ_{j<W} weight[c,j]·x[b,t−W+1+j,c]) (depthwise causal conv, Mamba front-end)",
+        "out[b,t,c] = silu(bias[c] + Σ_{j<W} weight[c,j]·x[b,t−W+1+j,c]) (depthwise causal conv, "
+        "Mamba front-end)",
         _s_conv1d,
         _f_conv1d,
         _b_conv1d,
@@ -1260,8 +1308,10 @@ _OPS: list[OpSpec] = [
         "misc",
         _HALF,
         ("N", "H", "W", "Cin", "Cout", "R", "S"),
-        "conv2d_nhwc(x[N,H,W,Cin] {dt}, w[Cout,R,S,Cin] {dt}, bias[Cout] {dt}) -> y[N,H,W,Cout] {dt}",
-        "y[n,p,q,o] = bias[o] + Σ_{r,s,c} x[n,p+r−1,q+s−1,c]·w[o,r,s,c] (3×3, stride 1, same padding; implicit GEMM)",
+        "conv2d_nhwc(x[N,H,W,Cin] {dt}, w[Cout,R,S,Cin] {dt}, bias[Cout] {dt}) "
+        "-> y[N,H,W,Cout] {dt}",
+        "y[n,p,q,o] = bias[o] + Σ_{r,s,c} x[n,p+r−1,q+s−1,c]·w[o,r,s,c] (3×3, stride 1, "
+        "same padding; implicit GEMM)",
         _s_conv2d,
         _f_conv2d,
         _b_conv2d,
