@@ -10,6 +10,7 @@ the harness reads from ptxas / the Triton compiler.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from .hardware import GPU, min_arch_for
 from .kernels import KernelPlan
@@ -48,6 +49,18 @@ def ptxas_target(flag: str) -> str:
     return flag[:-1] if flag.endswith("a") else flag
 
 
+def _wgmma_errors(err: Callable[[str], None], t: str, target: str, int_mma: bool) -> None:
+    """The wgmma instructions ptxas rejects on a non-Hopper target, in the order it meets them
+    (sm_120 also refuses the fence for its architecture)."""
+    err(f"Instruction 'wgmma.fence' not supported on {t}")
+    if target == "sm_120":
+        err("Instruction 'wgmma.fence' cannot be compiled for architecture 'sm_120'")
+    kind = "integer types" if int_mma else "floating point types"
+    err(f"Instruction 'wgmma.mma_async with {kind}' not supported on {t}")
+    err(f"Instruction 'wgmma.commit_group' not supported on {t}")
+    err(f"Instruction 'wgmma.wait_group' not supported on {t}")
+
+
 def ptxas_feature_lines(
     features: list[str],
     flag: str,
@@ -70,19 +83,14 @@ def ptxas_feature_lines(
     for f in features:
         if f == "tma":
             err(
-                f"Feature '{'cp.async.bulk.tensor' if tensor_maps else 'cp.async.bulk'}' requires .target sm_90 or higher"
+                f"Feature '{'cp.async.bulk.tensor' if tensor_maps else 'cp.async.bulk'}' requires "
+                f".target sm_90 or higher"
             )
             err("Feature '.mbarrier::complete_tx::bytes' requires .target sm_90 or higher")
             err("Feature 'mbarrier.arrive.expect_tx' requires .target sm_90 or higher")
             err("Feature 'mbarrier.try_wait.parity' requires .target sm_90 or higher")
         elif f == "wgmma":
-            err(f"Instruction 'wgmma.fence' not supported on {t}")
-            if target == "sm_120":
-                err("Instruction 'wgmma.fence' cannot be compiled for architecture 'sm_120'")
-            kind = "integer types" if int_mma else "floating point types"
-            err(f"Instruction 'wgmma.mma_async with {kind}' not supported on {t}")
-            err(f"Instruction 'wgmma.commit_group' not supported on {t}")
-            err(f"Instruction 'wgmma.wait_group' not supported on {t}")
+            _wgmma_errors(err, t, target, int_mma)
         elif f == "setmaxnreg":
             err(f"Instruction 'setmaxnreg.dec' not supported on {t}")
             err(f"Instruction 'setmaxnreg.inc' not supported on {t}")
@@ -96,7 +104,8 @@ def ptxas_feature_lines(
             err(f"Feature '.block_scale' not supported on {t}")
         elif f in ("cp_async", "mma_sync"):
             err(
-                f"Feature '{'cp.async' if f == 'cp_async' else 'mma'}' requires .target {min_arch_for(f)} or higher"
+                f"Feature '{'cp.async' if f == 'cp_async' else 'mma'}' requires .target "
+                f"{min_arch_for(f)} or higher"
             )
     out.append("ptxas fatal   : Ptx assembly aborted due to errors")
     return out
@@ -110,7 +119,8 @@ def cluster_error(code: str, flag: str) -> tuple[str, str]:
     col = src.index("__cluster_dims__(")
     diag = (
         f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu\n"
-        f"candidate.cu({idx + 1}): error: __cluster_dims__ is not supported for this GPU architecture\n"
+        f"candidate.cu({idx + 1}): error: __cluster_dims__ is not supported for this GPU "
+        f"architecture\n"
         f"  {src.rstrip()}\n  {' ' * col}^\n\n"
         f'1 error detected in the compilation of "candidate.cu".\n'
     )
@@ -144,16 +154,19 @@ def triton_feature_error(features: list[str], gpu: GPU) -> str:
     if f == "fp4_mma":
         return (
             "triton.compiler.errors.CompilationError: at 1:0:\n"
-            f"NotImplementedError('dot_scaled with e2m1 operands requires block-scaled MMA (compute capability 12.0+), got {cc}')"
+            f"NotImplementedError('dot_scaled with e2m1 operands requires block-scaled MMA "
+            f"(compute capability 12.0+), got {cc}')"
         )
     if f == "wgmma":
         return (
             "triton.compiler.errors.CompilationError: at 1:0:\n"
-            f"NotImplementedError('warp specialization requires wgmma (compute capability 9.0a), got {cc}')"
+            f"NotImplementedError('warp specialization requires wgmma "
+            f"(compute capability 9.0a), got {cc}')"
         )
     return (
         "triton.compiler.errors.CompilationError: at 1:0:\n"
-        f"RuntimeError('tensor descriptors lower to TMA (cp.async.bulk.tensor), which needs compute capability >= 9.0, got {cc}')"
+        f"RuntimeError('tensor descriptors lower to TMA (cp.async.bulk.tensor), "
+        f"which needs compute capability >= 9.0, got {cc}')"
     )
 
 
@@ -184,8 +197,10 @@ def smem_error(impl: str, smem: int, gpu: GPU, flag: str, code: str) -> tuple[st
     """
     if impl == "triton":
         return (
-            f"triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {smem}, "
-            f"Hardware limit: {gpu.smem_per_block_optin}. Reducing block sizes or `num_stages` may help.",
+            f"triton.runtime.errors.OutOfResources: out of resource: shared memory, "
+            f"Required: {smem}, "
+            f"Hardware limit: {gpu.smem_per_block_optin}. Reducing block sizes or "
+            f"`num_stages` may help.",
             "out of resource: shared memory",
         )
     lines = code.split("\n")
@@ -248,9 +263,11 @@ def wrong_result(
         bad = max(1, int(round(rows * rng.uniform(flo, fhi))))
         r = rng.randrange(rows)
         return (
-            f"sampled tokens differ from the reference sampler (same uniforms) in {bad} of {rows} rows; "
+            f"sampled tokens differ from the reference sampler "
+            f"(same uniforms) in {bad} of {rows} rows; "
             f"first at token[{r}]: got {rng.randrange(32000)}, expected {rng.randrange(32000)}\n"
-            f"the selected set's probability mass is off by {rng.uniform(0.02, 0.3):.3f} on mismatching rows"
+            f"the selected set's probability mass is off by {rng.uniform(0.02, 0.3):.3f} on "
+            f"mismatching rows"
         )
     frac = rng.uniform(flo, fhi)
     bad = max(1, min(total, int(round(total * frac))))
@@ -264,8 +281,10 @@ def wrong_result(
     abs_err = abs(got - expected)
     idx_s = ", ".join(str(i) for i in idx)
     return (
-        f"max_abs_err {abs_err:.2e}, max_rel_err {rel:.2e} vs fp32 reference (atol {ATOL:.0e}, rtol {RTOL:.0e})\n"
-        f"{bad} of {total} outputs mismatch; first at {out_name}[{idx_s}]: got {got:.4f}, expected {expected:.4f}"
+        f"max_abs_err {abs_err:.2e}, max_rel_err {rel:.2e} vs fp32 reference (atol {ATOL:.0e}, "
+        f"rtol {RTOL:.0e})\n"
+        f"{bad} of {total} outputs mismatch; first at {out_name}[{idx_s}]: got {got:.4f}, "
+        f"expected {expected:.4f}"
     )
 
 
@@ -286,7 +305,8 @@ def resource_line(impl: str, pred: Prediction, params: dict, kp: KernelPlan) -> 
     if kp.regs > 255:
         spill = f", {(kp.regs - 255) * 8} bytes spill stores"
     return (
-        f"ptxas: {min(kp.regs, 255)} registers{spill}, {kp.smem} B smem, {kp.threads} threads x {kp.grid} CTAs, "
+        f"ptxas: {min(kp.regs, 255)} registers{spill}, {kp.smem} B smem, "
+        f"{kp.threads} threads x {kp.grid} CTAs, "
         f"{pred.ctas_per_sm} CTAs/SM, {pred.waves:.2f} waves"
     )
 
@@ -348,6 +368,8 @@ def rebench_result(
     tag: str,
 ) -> str:
     return (
-        f"re-measured best (step {best_step}, {tag}) over {runs} runs: {fmt_ms(time_ms)} ms (±{spread:.1f}%), "
-        f"recorded {fmt_ms(best_ms)} ms | {baseline_ms / time_ms:.2f}x vs baseline {fmt_ms(baseline_ms)} ms"
+        f"re-measured best (step {best_step}, {tag}) over {runs} runs: {fmt_ms(time_ms)} ms "
+        f"(±{spread:.1f}%), "
+        f"recorded {fmt_ms(best_ms)} ms | {baseline_ms / time_ms:.2f}x vs baseline "
+        f"{fmt_ms(baseline_ms)} ms"
     )
