@@ -108,7 +108,9 @@ def _read(*parts: str) -> list[dict[str, str]]:
     ref = resources.files(__package__).joinpath("data", *parts)
     if not ref.is_file():
         return []
-    with ref.open(newline="") as fh:
+    # Traversable.open hands text options to TextIOWrapper (the documented contract, and
+    # what csv needs); typeshed's protocol lists only encoding and errors
+    with ref.open(newline="") as fh:  # type: ignore[call-overload]  # typeshed omits newline
         return list(csv.DictReader(fh))
 
 
@@ -155,22 +157,25 @@ def _f(x: str) -> float | None:
     return v if v == v else float("inf")  # NaN outputs are as wrong as it gets
 
 
-@lru_cache(maxsize=1)
-def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
-    """Every (op, impl, rung, family) the simulator can emit, with its status."""
+_Key = tuple[str, str, str, str]
+
+
+def _empty_table() -> dict[_Key, RungStatus]:
+    """One unverified ``RungStatus`` per (op, impl, rung, family) the simulator can emit."""
     from .ops import OPS
     from .variants import ladder
 
-    comp, exe = _evidence_rows()
-    table: dict[tuple[str, str, str, str], RungStatus] = {}
-    for name, op in OPS.items():
+    table: dict[_Key, RungStatus] = {}
+    for name, spec in OPS.items():
         for impl in ("cuda", "triton"):
-            for v in ladder(op.family, impl):
+            for v in ladder(spec.family, impl):
                 for fam in FAMILIES:
                     table[(name, impl, v.tag, fam)] = RungStatus(name, impl, v.tag, fam)
-    # compile evidence: clean cases only (injected slips/bugs/caps say nothing of the rung)
-    comp = [r for r in comp if not _styled(r)]
-    exe = [r for r in exe if not _styled(r)]
+    return table
+
+
+def _apply_compile_evidence(table: dict[_Key, RungStatus], comp: list[dict[str, str]]) -> None:
+    """Fold the clean nvcc cases into each rung's compile status, flags and case count."""
     for r in comp:
         if r.get("inject") or r.get("stderr_head") == "timeout":
             continue  # an nvcc that timed out decided nothing
@@ -187,10 +192,43 @@ def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
             st.compile_status = "error"
             st.evidence.append(f"nvcc failed: {r.get('stderr_head', '')[:120]}")
         st.compile_flags = r.get("flags", "")
-    # the ops whose reference passed at least one rung (its failures then mean something)
+
+
+def _mark_triton_jit_failure(table: dict[_Key, RungStatus], r: dict[str, str]) -> None:
+    """Triton JIT-compiled the render on the H200 and rejected it: the rung does not build
+    on any family, whatever the simulator's compile model says (never claimed correct)."""
+    for fam in FAMILIES:
+        other = table.get((r["op"], r["impl"], r["variant"], fam))
+        if other is not None and other.compile_status != "error":
+            other.compile_status = "error"
+            other.evidence.append(f"Triton JIT failed on the H200: {(r.get('error') or '')[:100]}")
+
+
+def _record_wrong(st: RungStatus, r: dict[str, str], status: str) -> None:
+    """Count a wrong or faulting run: its relative error, and the first mismatch report."""
+    st.exec_wrong += 1
+    err = _f(r.get("max_rel_err", ""))
+    if err is not None:
+        st.worst_rel_err = max(st.worst_rel_err or 0.0, err)
+    what = (
+        f"max_rel_err {r['max_rel_err']}"
+        if status == "wrong_result"
+        else (r.get("error") or "fault")
+    )
+    st.mismatch = st.mismatch or (
+        f"{status} at {r['shape']} on the H200 ({r['source']}): {what.splitlines()[0][:160]}"
+    )
+
+
+def _apply_exec_evidence(table: dict[_Key, RungStatus], exe: list[dict[str, str]]) -> None:
+    """Fold the H200 runs into each rung: runs, wrong runs, correct shapes and timings.
+
+    Only runs of ops whose reference passed at least one rung count (its failures then
+    mean something).
+    """
     trusted = {r["op"] for r in exe if r.get("status") == "ok"}
-    shapes_ok: dict[tuple[str, str, str, str], set[str]] = {}
-    ms: dict[tuple[str, str, str, str], list[str]] = {}
+    shapes_ok: dict[_Key, set[str]] = {}
+    ms: dict[_Key, list[str]] = {}
     for r in exe:
         key = (r["op"], r["impl"], r["variant"], r["family"])
         st = table.get(key)
@@ -198,15 +236,7 @@ def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
             continue
         status = r.get("status", "")
         if status == "compile_error" and r["impl"] == "triton":
-            # Triton JIT-compiled the render on the H200 and rejected it: the rung does not
-            # build, whatever the simulator's compile model says (never claimed correct)
-            for fam in FAMILIES:
-                other = table.get((r["op"], r["impl"], r["variant"], fam))
-                if other is not None and other.compile_status != "error":
-                    other.compile_status = "error"
-                    other.evidence.append(
-                        f"Triton JIT failed on the H200: {(r.get('error') or '')[:100]}"
-                    )
+            _mark_triton_jit_failure(table, r)
             continue
         if status not in ("ok", *_BAD):
             continue  # timeouts, harness errors, cases not reached: no evidence either way
@@ -216,55 +246,66 @@ def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
             if r.get("ms"):
                 ms.setdefault(key, []).append(f"{r['shape']}={r['ms']}")
             continue
-        st.exec_wrong += 1
-        err = _f(r.get("max_rel_err", ""))
-        if err is not None:
-            st.worst_rel_err = max(st.worst_rel_err or 0.0, err)
-        what = (
-            f"max_rel_err {r['max_rel_err']}"
-            if status == "wrong_result"
-            else (r.get("error") or "fault")
-        )
-        st.mismatch = st.mismatch or (
-            f"{status} at {r['shape']} on the H200 ({r['source']}): {what.splitlines()[0][:160]}"
-        )
+        _record_wrong(st, r, status)
     for key, st in table.items():
         st.exec_correct_shapes = len(shapes_ok.get(key, ()))
         st.h200_ms = "; ".join(ms.get(key, [])[:3])
-    for (op, impl, tag, fam), st in table.items():
-        hopper = table[(op, impl, tag, "sm_90a")]
-        if st.exec_wrong:
-            st.status = WRONG
-            continue
-        if hopper.exec_wrong:
-            # the same template code: a rung measured wrong on Hopper is not claimed right
-            # elsewhere (its render differs only in tile constants)
-            st.status = WRONG
-            st.mismatch = hopper.mismatch
-            st.evidence.append("measured wrong on sm_90a (same template)")
-            continue
-        if st.compile_status == "error":
-            continue
-        if fam == "sm_90a":
-            if st.exec_correct_shapes >= MIN_SHAPES:
-                st.status = VERIFIED
-                st.evidence.append(f"correct on the H200 at {st.exec_correct_shapes} shapes")
-            continue
-        if hopper.exec_correct_shapes < MIN_SHAPES:
-            continue
-        if impl == "triton":
+
+
+def _verify_off_hopper(st: RungStatus, fam: str, impl: str) -> None:
+    """A non-Hopper family whose Hopper render is verified: verified by its own correct run,
+    by Triton's JIT, or by a clean build with the family's flags (same template code)."""
+    if impl == "triton":
+        st.status = VERIFIED
+        st.evidence.append("Triton: ast + correct on the H200 (JIT for the GPU it runs on)")
+    elif st.exec_correct_shapes >= 1:
+        st.status = VERIFIED
+        st.evidence.append(f"{fam} render executed correct on the H200 (PTX JIT)")
+    elif st.compile_status == "ok":
+        # no GPU of this family here: its build is checked with the family's own flags,
+        # the template's arithmetic on the H200 (renders differ in tile constants only)
+        st.status = VERIFIED
+        st.evidence.append(
+            f"compiled with {st.compile_flags or fam}; same template correct on sm_90a"
+        )
+
+
+def _decide(st: RungStatus, hopper: RungStatus, fam: str, impl: str) -> None:
+    """The status of one rung on one family from its evidence and its Hopper render's."""
+    if st.exec_wrong:
+        st.status = WRONG
+        return
+    if hopper.exec_wrong:
+        # the same template code: a rung measured wrong on Hopper is not claimed right
+        # elsewhere (its render differs only in tile constants)
+        st.status = WRONG
+        st.mismatch = hopper.mismatch
+        st.evidence.append("measured wrong on sm_90a (same template)")
+        return
+    if st.compile_status == "error":
+        return
+    if fam == "sm_90a":
+        if st.exec_correct_shapes >= MIN_SHAPES:
             st.status = VERIFIED
-            st.evidence.append("Triton: ast + correct on the H200 (JIT for the GPU it runs on)")
-        elif st.exec_correct_shapes >= 1:
-            st.status = VERIFIED
-            st.evidence.append(f"{fam} render executed correct on the H200 (PTX JIT)")
-        elif st.compile_status == "ok":
-            # no GPU of this family here: its build is checked with the family's own flags,
-            # the template's arithmetic on the H200 (renders differ in tile constants only)
-            st.status = VERIFIED
-            st.evidence.append(
-                f"compiled with {st.compile_flags or fam}; same template correct on sm_90a"
-            )
+            st.evidence.append(f"correct on the H200 at {st.exec_correct_shapes} shapes")
+        return
+    if hopper.exec_correct_shapes < MIN_SHAPES:
+        return
+    _verify_off_hopper(st, fam, impl)
+
+
+@lru_cache(maxsize=1)
+def verification_table() -> dict[tuple[str, str, str, str], RungStatus]:
+    """Every (op, impl, rung, family) the simulator can emit, with its status."""
+    comp, exe = _evidence_rows()
+    table = _empty_table()
+    # compile evidence: clean cases only (injected slips/bugs/caps say nothing of the rung)
+    comp = [r for r in comp if not _styled(r)]
+    exe = [r for r in exe if not _styled(r)]
+    _apply_compile_evidence(table, comp)
+    _apply_exec_evidence(table, exe)
+    for (op_name, impl, tag, fam), st in table.items():
+        _decide(st, table[(op_name, impl, tag, "sm_90a")], fam, impl)
     return table
 
 
