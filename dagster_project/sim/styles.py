@@ -226,9 +226,9 @@ def notes_line(style: Style, params: dict[str, object], ranges: dict[str, tuple[
         return ""
     items = tuple(sorted((k, v, *ranges.get(k, (0, 0))) for k, v in params.items()))
     try:
-        return _notes(style.notes, items)  # type: ignore[arg-type]
+        return _notes(style.notes, items)
     except TypeError:  # an unhashable parameter value: no memo
-        return _notes.__wrapped__(style.notes, items)  # type: ignore[arg-type]
+        return _notes.__wrapped__(style.notes, items)
 
 
 @lru_cache(maxsize=65536)
@@ -445,7 +445,9 @@ def counted_loops(text: str) -> str:
         ):
             ind, var = m.group(1), m.group(2)
             lo, hi, step = args
-            body_ind = re.match(r"^(\s*)", lines[i + 1]).group(1)
+            indent = re.match(r"^(\s*)", lines[i + 1])
+            assert indent is not None  # ``\s*`` matches every string, the empty one included
+            body_ind = indent.group(1)
             trips = f"tl.cdiv({hi} - {lo}, {step})" if lo != "0" else f"tl.cdiv({hi}, {step})"
             out.append(f"{ind}for _{var}_i in range(0, {trips}):")
             out.append(
