@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 
 import typer
 from rich.console import Console
@@ -20,6 +20,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from dagster_project.settings import SettingsError, ensure_home, load_settings, validate_sources
+
+if TYPE_CHECKING:
+    import contextlib
+
+    import polars as pl
+
+    from dagster_project.execution.planner import BuildOutcome, Launch
 
 app = typer.Typer(
     add_completion=False,
@@ -62,7 +69,7 @@ console = Console(stderr=True)
 out = Console()
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     """Print one error line and exit. The message often quotes user or upstream text (a
     setting's value, a path, DuckDB's error, a failed asset's reason), so it is escaped:
     rich would read ``[/prefix]`` or ``[red]`` in it as markup."""
@@ -125,7 +132,9 @@ def _observes_git(defs, stages) -> bool:  # noqa: ANN001
     return any(observed(graph, k) == policy.GIT for s in stages for k in s.keys)
 
 
-def _offline_sources(settings, defs, stages, partitions: list[str] | None = None) -> dict[str, str]:  # noqa: ANN001
+def _offline_sources(  # noqa: ANN001
+    settings, defs, stages, partitions: list[str] | None = None
+) -> dict[str, str]:
     """Probe every repo source the plan clones or fetches (seconds, in parallel) and say
     once, before anything runs, which cannot be reached and how to fix it; the build then
     skips only what needs those repos."""
@@ -161,7 +170,8 @@ def build(
             "--select",
             "-s",
             metavar="SELECTION",
-            help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+' (repeatable: the selections add up).",
+            help="Dagster asset selection, e.g. 'group:simulated' or 'tuned_configs+' "
+            "(repeatable: the selections add up).",
         ),
     ] = None,
     partition: Annotated[
@@ -172,7 +182,9 @@ def build(
         bool,
         typer.Option(
             "--distributed",
-            help="Run on Dagster's Dask executor, partitions in parallel: on KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. The default when KERNELHOUSE_EXECUTOR=dask.",
+            help="Run on Dagster's Dask executor, partitions in parallel: on "
+            "KERNELHOUSE_DASK_SCHEDULER, else on a local cluster of one worker per core. "
+            "The default when KERNELHOUSE_EXECUTOR=dask.",
         ),
     ] = False,
     workers: Annotated[
@@ -180,16 +192,16 @@ def build(
         typer.Option(
             "--workers",
             "-w",
-            help="Processes that run the partitions of a stage side by side (default: one per core; 1 runs everything in this process).",
+            help="Processes that run the partitions of a stage side by side (default: one "
+            "per core; 1 runs everything in this process).",
         ),
     ] = None,
 ) -> None:
     """Materialise the whole graph (or a selection) with progress and a summary."""
     import contextlib
 
-    from dagster_project.execution.local import LocalRuns, default_workers
-    from dagster_project.execution.planner import QUIET_RUN_CONFIG, Launch, run_build
-    from dagster_project.home import BuildLocked, run_tags
+    from dagster_project.execution.planner import run_build
+    from dagster_project.home import BuildLocked
     from dagster_project.progress import BuildProgress
 
     selection = _selection(select)
@@ -197,54 +209,10 @@ def build(
     offline = _offline_sources(settings, defs, stages, partition)
     started = time.monotonic()
     distributed = distributed or settings.executor == "dask"
-    if workers is None:
-        from dagster_project.lake import FAULT_VAR
-
-        # The fault tier (tests/faults) freezes the process that reaches a fault point
-        # and watches the build's own PID: with a fault point armed, run in this process.
-        workers = 1 if os.environ.get(FAULT_VAR) else default_workers()
-    if workers < 1:
-        _fail(f"--workers {workers}: give 1 or more processes")
+    workers = _resolve_workers(workers)
 
     with contextlib.ExitStack() as stack:
-        launch: Launch | None = None
-        runs_per_stage = [
-            sum(1 for k in s.partition_keys if k is None or not partition or k in partition)
-            for s in stages
-        ]
-        if not distributed and workers > 1 and max(runs_per_stage, default=0) > 1:
-            launch = stack.enter_context(
-                LocalRuns(
-                    workers,
-                    run_config=QUIET_RUN_CONFIG,
-                    tags={"kernelhouse/cli": "build", **run_tags()},
-                )
-            )
-        if distributed:
-            from dagster_project.execution.distributed import (
-                DaskRuns,
-                DistributedError,
-                dask_cluster,
-            )
-
-            try:
-                cluster = stack.enter_context(dask_cluster(settings.dask_scheduler))
-            except DistributedError as exc:
-                _fail(str(exc))
-                return
-            where = "local cluster" if cluster.started_here else "KERNELHOUSE_DASK_SCHEDULER"
-            console.print(
-                f"distributed: Dask scheduler {cluster.address} ({where}, {cluster.threads} worker threads)"
-            )
-            launch = stack.enter_context(
-                DaskRuns(
-                    instance,
-                    cluster.address,
-                    cluster.threads,
-                    run_config=QUIET_RUN_CONFIG,
-                    tags={"kernelhouse/cli": "build", **run_tags()},
-                )
-            )
+        launch = _build_launch(stack, settings, instance, stages, partition, distributed, workers)
         progress = stack.enter_context(BuildProgress(console, stages, partition))
         try:
             outcome = run_build(
@@ -258,8 +226,91 @@ def build(
             )
         except BuildLocked as exc:
             _fail(str(exc))
-            return
     _print_notes(outcome.notes)
+    _print_build_summary(outcome, instance)
+    console.print(f"home: {escape(str(settings.home))}  ({time.monotonic() - started:.1f}s)")
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+def _resolve_workers(workers: int | None) -> int:
+    """The ``--workers`` count: one per core unless given, and 1 while a fault point is
+    armed; fails with one line on a count below 1."""
+    from dagster_project.execution.local import default_workers
+
+    if workers is None:
+        from dagster_project.lake import FAULT_VAR
+
+        # The fault tier (tests/faults) freezes the process that reaches a fault point
+        # and watches the build's own PID: with a fault point armed, run in this process.
+        workers = 1 if os.environ.get(FAULT_VAR) else default_workers()
+    if workers < 1:
+        _fail(f"--workers {workers}: give 1 or more processes")
+    return workers
+
+
+def _build_launch(  # noqa: ANN001
+    stack: contextlib.ExitStack,
+    settings,
+    instance,
+    stages,
+    partition: list[str] | None,
+    distributed: bool,
+    workers: int,
+) -> Launch | None:
+    """How `build` launches its runs: on the Dask cluster when distributed, in a pool of
+    worker processes when some stage has more than one run to share out, else in this
+    process (None). The launcher stays open on ``stack`` for the whole build."""
+    from dagster_project.execution.local import LocalRuns
+    from dagster_project.execution.planner import QUIET_RUN_CONFIG
+    from dagster_project.home import run_tags
+
+    if distributed:
+        return _dask_launch(stack, settings, instance)
+    runs_per_stage = [
+        sum(1 for k in s.partition_keys if k is None or not partition or k in partition)
+        for s in stages
+    ]
+    if workers > 1 and max(runs_per_stage, default=0) > 1:
+        return stack.enter_context(
+            LocalRuns(
+                workers,
+                run_config=QUIET_RUN_CONFIG,
+                tags={"kernelhouse/cli": "build", **run_tags()},
+            )
+        )
+    return None
+
+
+def _dask_launch(stack: contextlib.ExitStack, settings, instance) -> Launch:  # noqa: ANN001
+    """Open the Dask cluster (``KERNELHOUSE_DASK_SCHEDULER`` or a local one), say which,
+    and launch runs on it; fails with one line when no cluster can be had."""
+    from dagster_project.execution.distributed import DaskRuns, DistributedError, dask_cluster
+    from dagster_project.execution.planner import QUIET_RUN_CONFIG
+    from dagster_project.home import run_tags
+
+    try:
+        cluster = stack.enter_context(dask_cluster(settings.dask_scheduler))
+    except DistributedError as exc:
+        _fail(str(exc))
+    where = "local cluster" if cluster.started_here else "KERNELHOUSE_DASK_SCHEDULER"
+    console.print(
+        f"distributed: Dask scheduler {cluster.address} ({where}, {cluster.threads} worker threads)"
+    )
+    return stack.enter_context(
+        DaskRuns(
+            instance,
+            cluster.address,
+            cluster.threads,
+            run_config=QUIET_RUN_CONFIG,
+            tags={"kernelhouse/cli": "build", **run_tags()},
+        )
+    )
+
+
+def _print_build_summary(outcome: BuildOutcome, instance) -> None:  # noqa: ANN001
+    """The table of assets built, failed or skipped, then each failure's reason, the
+    gains note when PR gains were built, and the checks that failed."""
     table = Table(title="kernelhouse build", show_lines=False)
     table.add_column("asset")
     table.add_column("rows", justify="right")
@@ -285,9 +336,6 @@ def build(
             console.print(f"[yellow]gains:[/] {escape(note)}")
     for name in outcome.checks_failed:
         console.print(f"[yellow]check failed[/]: {escape(name)}")
-    console.print(f"home: {escape(str(settings.home))}  ({time.monotonic() - started:.1f}s)")
-    if not outcome.ok:
-        raise typer.Exit(1)
 
 
 @app.command()
@@ -298,15 +346,16 @@ def refresh(
             "--select",
             "-s",
             metavar="SELECTION",
-            help="Limit the refresh to a selection (default: the whole graph; repeatable: the selections add up).",
+            help="Limit the refresh to a selection (default: the whole graph; repeatable: "
+            "the selections add up).",
         ),
     ] = None,
 ) -> None:
     """Bring the lake up to date, doing only the work that changed.
 
-    Fetch the repos, then run only assets that Dagster calls stale or missing (an input's data changed, or the
-    simulator's code version did). A refresh with nothing new upstream runs nothing
-    else. `kernelhouse build` rebuilds unconditionally."""
+    Fetch the repos, then run only assets that Dagster calls stale or missing (an input's
+    data changed, or the simulator's code version did). A refresh with nothing new upstream
+    runs nothing else. `kernelhouse build` rebuilds unconditionally."""
     from dagster_project.execution.planner import run_build
     from dagster_project.home import BuildLocked
 
@@ -325,7 +374,6 @@ def refresh(
         outcome = run_build(defs, instance, selection, on_run=on_run, refresh=True, offline=offline)
     except BuildLocked as exc:
         _fail(str(exc))
-        return
     _print_notes(outcome.notes)
     table = Table(title="kernelhouse refresh")
     for col in ("asset", "rows", "why it ran"):
@@ -341,7 +389,8 @@ def refresh(
     for name in outcome.checks_failed:
         console.print(f"[yellow]check failed[/]: {escape(name)}")
     console.print(
-        f"{len(outcome.reasons)} ran, {len(outcome.fresh)} up to date, home: {escape(str(settings.home))}"
+        f"{len(outcome.reasons)} ran, {len(outcome.fresh)} up to date, "
+        f"home: {escape(str(settings.home))}"
         f"  ({time.monotonic() - started:.1f}s)"
     )
     if not outcome.ok:
@@ -363,11 +412,30 @@ def status() -> None:
         settings, instance = _prepare_instance()
     except SettingsError as exc:
         _fail(str(exc))
-        return
-    from dagster_project.status import asset_statuses, gains_note, pr_body_note, source_notes
+    from dagster_project.status import gains_note, pr_body_note, source_notes
 
     defs = build_definitions()
-    graph = defs.resolve_asset_graph()
+    failing = _print_asset_statuses(settings, instance, defs.resolve_asset_graph())
+    _print_lake_tables(Lake(settings.lake_path, settings.parquet_root))
+    _print_configuration(settings)
+    _ = dg  # imported for its side effect of configuring the instance
+    for note in source_notes(settings):
+        console.print(f"[yellow]offline:[/] {escape(note)}")
+    body_note = pr_body_note(instance)
+    if body_note:
+        console.print(escape(body_note))
+    gains = gains_note(instance)
+    if gains:
+        console.print(f"[yellow]gains:[/] {escape(gains)}")
+    if failing:
+        console.print(f"[red]{failing} check(s) failing[/]")
+
+
+def _print_asset_statuses(settings, instance, graph) -> int:  # noqa: ANN001
+    """The status table, one row per asset with its latest checks; returns how many
+    checks are failing (or errored) now."""
+    from dagster_project.status import asset_statuses
+
     table = Table(title=f"kernelhouse status — {escape(str(settings.home))}")
     for col in (
         "asset",
@@ -388,7 +456,11 @@ def status() -> None:
         rows = "" if st.rows is None else f"{st.rows:,}"
         table.add_row(escape(st.name), st.group, st.when, rows, st.partitions, checks)
     out.print(table)
-    lake = Lake(settings.lake_path, settings.parquet_root)
+    return failing
+
+
+def _print_lake_tables(lake) -> None:  # noqa: ANN001
+    """The lake's tables with their row counts (nothing when the lake has none)."""
     counts = lake.row_counts()
     if counts.height:
         t2 = Table(title="lake tables")
@@ -397,23 +469,16 @@ def status() -> None:
         for r in counts.iter_rows():
             t2.add_row(*[f"{v:,}" if isinstance(v, int) else escape(str(v)) for v in r])
         out.print(t2)
+
+
+def _print_configuration(settings) -> None:  # noqa: ANN001
+    """The resolved settings, secrets shown only as set/unset."""
     conf = Table(title="configuration (secrets shown as set/unset)")
     conf.add_column("setting")
     conf.add_column("value")
     for name, value in settings.public().items():
         conf.add_row(name, escape(str(value)))
     out.print(conf)
-    _ = dg  # imported for its side effect of configuring the instance
-    for note in source_notes(settings):
-        console.print(f"[yellow]offline:[/] {escape(note)}")
-    note = pr_body_note(instance)
-    if note:
-        console.print(escape(note))
-    note = gains_note(instance)
-    if note:
-        console.print(f"[yellow]gains:[/] {escape(note)}")
-    if failing:
-        console.print(f"[red]{failing} check(s) failing[/]")
 
 
 def _looks_like_file(arg: str) -> bool:
@@ -446,67 +511,87 @@ def sql(
     SUMMARIZE included) on a read-only connection that reaches no file outside the lake,
     with DuckDB's configuration locked. Anything that would change a table, view, setting
     or file is refused with the reason, and the lake is left as it was."""
-    import polars as pl
-
-    from dagster_project.lake import Lake, LakeError, QueryRefused
+    from dagster_project.lake import Lake
 
     try:
         settings = load_settings()
     except SettingsError as exc:
         _fail(str(exc))
-        return
-    text = query
-    if _looks_like_file(query):
-        p = Path(query)
-        if not p.is_file():
-            _fail(f"SQL file {query} does not exist")
-        text = p.read_text()
+    text = _sql_text(query)
     lake = Lake(settings.lake_path, settings.parquet_root, object_store=settings.object_store)
     if not settings.lake_path.exists():
         _fail(
-            f"no lake at {settings.lake_path} (KERNELHOUSE_HOME={settings.home}); run `kernelhouse build` first"
+            f"no lake at {settings.lake_path} (KERNELHOUSE_HOME={settings.home}); "
+            "run `kernelhouse build` first"
         )
-    try:
-        df = lake.read_only_query(text)
-    except QueryRefused as exc:
-        _fail(f"refused: {exc}")
-        return
-    except LakeError as exc:
-        _fail(str(exc).splitlines()[0])
-        return
-    except Exception as exc:  # DuckDB's own error for a bad query (binder, catalog, ...)
-        _fail(f"query failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-        return
-    assert isinstance(df, pl.DataFrame)
+    df = _read_only_query(lake, text)
     if fmt == "parquet":
         if output is None:
             _fail("--format parquet needs --output FILE")
-        df.write_parquet(output)  # type: ignore[arg-type]
+        df.write_parquet(output)
         console.print(f"wrote {df.height} rows to {escape(str(output))}")
         return
-    if fmt == "csv":
-        text_out = df.write_csv()
-    elif fmt == "json":
-        text_out = json.dumps(df.to_dicts(), default=str, indent=1)
-    elif fmt == "table":
-        table = Table(show_lines=False)
-        # Column names and values are the user's (or the data's): shown as text, not markup.
-        for c in df.columns:
-            table.add_column(escape(c), overflow="fold")
-        for r in df.head(limit).iter_rows():
-            table.add_row(*["" if v is None else escape(str(v)[:200]) for v in r])
-        out.print(table)
-        if df.height > limit:
-            console.print(f"[dim]{df.height:,} rows ({limit} shown; use --format csv for all)[/]")
+    if fmt == "table":
+        _print_sql_table(df, limit)
         return
-    else:
-        _fail(f"--format {fmt!r}: use table, csv, json or parquet")
-        return
+    text_out = _sql_text_output(df, fmt)
     if output:
         output.write_text(text_out)
         console.print(f"wrote {df.height} rows to {escape(str(output))}")
     else:
         sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
+
+
+def _sql_text(query: str) -> str:
+    """The statement to run: the argument itself, or the contents of the .sql file it
+    names (failing with one line when that file does not exist)."""
+    if not _looks_like_file(query):
+        return query
+    p = Path(query)
+    if not p.is_file():
+        _fail(f"SQL file {query} does not exist")
+    return p.read_text()
+
+
+def _read_only_query(lake, text: str) -> pl.DataFrame:  # noqa: ANN001
+    """Run ``text`` on the lake's read-only connection; a refusal, a lake error or DuckDB's
+    own error for a bad query fails with its first line."""
+    import polars as pl
+
+    from dagster_project.lake import LakeError, QueryRefused
+
+    try:
+        df = lake.read_only_query(text)
+    except QueryRefused as exc:
+        _fail(f"refused: {exc}")
+    except LakeError as exc:
+        _fail(str(exc).splitlines()[0])
+    except Exception as exc:  # DuckDB's own error for a bad query (binder, catalog, ...)
+        _fail(f"query failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    assert isinstance(df, pl.DataFrame)
+    return df
+
+
+def _print_sql_table(df: pl.DataFrame, limit: int) -> None:
+    """The first ``limit`` rows as a table on stdout, and how many were left out."""
+    table = Table(show_lines=False)
+    # Column names and values are the user's (or the data's): shown as text, not markup.
+    for c in df.columns:
+        table.add_column(escape(c), overflow="fold")
+    for r in df.head(limit).iter_rows():
+        table.add_row(*["" if v is None else escape(str(v)[:200]) for v in r])
+    out.print(table)
+    if df.height > limit:
+        console.print(f"[dim]{df.height:,} rows ({limit} shown; use --format csv for all)[/]")
+
+
+def _sql_text_output(df: pl.DataFrame, fmt: str) -> str:
+    """The result as CSV or JSON text; fails with one line on any other format."""
+    if fmt == "csv":
+        return df.write_csv()
+    if fmt == "json":
+        return json.dumps(df.to_dicts(), default=str, indent=1)
+    _fail(f"--format {fmt!r}: use table, csv, json or parquet")
 
 
 @app.command()
@@ -519,8 +604,7 @@ def check(
 
     Exits 1 when a blocking suite fails."""
     from dagster_project.lake import Lake
-    from dagster_project.quality.results import record
-    from dagster_project.quality.suites import load_suite, run_suite, suite_files
+    from dagster_project.quality.suites import load_suite, suite_files
 
     settings = load_settings()
     if not settings.lake_path.exists():
@@ -535,41 +619,50 @@ def check(
     table = Table(title="kernelhouse check")
     for col in ("suite", "expectation", "column", "result", "observed", "expected"):
         table.add_column(col, overflow="fold")
-    blocking_failed = []
+    blocking_failed: list[str] = []
     for suite in suites:
-        table_name = suite["meta"]["kernelhouse"]["table"]
-        schema, _, name = table_name.partition(".")
-        if not lake.table_exists(schema, name):
-            table.add_row(suite["name"], "-", "-", "[yellow]no table[/]", table_name, "")
-            if suite["meta"]["kernelhouse"].get("blocking"):
-                blocking_failed.append(f"{suite['name']}: {table_name} missing")
-            continue
-        res = run_suite(suite, settings.lake_path)
-        record(lake, res)
-        if res.not_evaluated:
-            table.add_row(
-                res.suite, "-", "-", "[yellow]not evaluated[/]", res.not_evaluated[:60], ""
-            )
-            continue
-        for o in res.outcomes:
-            verdict = (
-                "[green]pass[/]"
-                if o.success
-                else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
-            )
-            table.add_row(
-                escape(res.suite),
-                o.type.removeprefix("expect_"),
-                escape(o.column or ""),
-                verdict,
-                escape(str(o.observed)[:60]),
-                escape(str(o.expected)[:60]),
-            )
-            if not o.success and res.blocking:
-                blocking_failed.append(f"{res.suite}: {o.type}({o.column or ''})")
+        blocking_failed += _check_suite(lake, settings, suite, table)
     out.print(table)
     if blocking_failed:
         _fail("blocking check(s) failed: " + "; ".join(blocking_failed))
+
+
+def _check_suite(lake, settings, suite: dict, table: Table) -> list[str]:  # noqa: ANN001
+    """Run one suite (when its table exists), record its result in the lake and add its
+    rows to ``table``; returns what failed in a blocking suite."""
+    from dagster_project.quality.results import record
+    from dagster_project.quality.suites import run_suite
+
+    blocking_failed = []
+    table_name = suite["meta"]["kernelhouse"]["table"]
+    schema, _, name = table_name.partition(".")
+    if not lake.table_exists(schema, name):
+        table.add_row(suite["name"], "-", "-", "[yellow]no table[/]", table_name, "")
+        if suite["meta"]["kernelhouse"].get("blocking"):
+            blocking_failed.append(f"{suite['name']}: {table_name} missing")
+        return blocking_failed
+    res = run_suite(suite, settings.lake_path)
+    record(lake, res)
+    if res.not_evaluated:
+        table.add_row(res.suite, "-", "-", "[yellow]not evaluated[/]", res.not_evaluated[:60], "")
+        return blocking_failed
+    for o in res.outcomes:
+        verdict = (
+            "[green]pass[/]"
+            if o.success
+            else ("[red]FAIL[/]" if res.blocking else "[yellow]warn[/]")
+        )
+        table.add_row(
+            escape(res.suite),
+            o.type.removeprefix("expect_"),
+            escape(o.column or ""),
+            verdict,
+            escape(str(o.observed)[:60]),
+            escape(str(o.expected)[:60]),
+        )
+        if not o.success and res.blocking:
+            blocking_failed.append(f"{res.suite}: {o.type}({o.column or ''})")
+    return blocking_failed
 
 
 gains_app = typer.Typer(no_args_is_help=True, help="Benchmark gains extracted from PR text.")
@@ -612,7 +705,8 @@ def gains_extract(
         if cfg is None:
             _fail("--extractor llm needs KERNELHOUSE_LLM_BASE_URL (an OpenAI-compatible endpoint)")
         llm = LLMExtractor(cfg)
-    res = extract_pr_gains(text, extractor=extractor, llm=llm)  # type: ignore[arg-type]
+    # extractor is "table" or "llm" here: anything else failed above.
+    res = extract_pr_gains(text, extractor=cast(Literal["table", "llm"], extractor), llm=llm)
     rows = [m.to_row() for m in res.measurements]
     if fmt == "json":
         sys.stdout.write(
@@ -745,7 +839,10 @@ def report(
     settings = load_settings()
     if not settings.lake_path.exists():
         _fail(f"no lake at {settings.lake_path}; run `kernelhouse build` first")
-    path = build_report(Lake(settings.lake_path, settings.parquet_root), fmt, output)  # type: ignore[arg-type]
+    # fmt is "html" or "md" here: anything else failed above.
+    path = build_report(
+        Lake(settings.lake_path, settings.parquet_root), cast(Literal["html", "md"], fmt), output
+    )
     console.print(f"wrote {escape(str(path))}")
 
 
@@ -765,7 +862,8 @@ def ui(
     exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
     args = [exe, "dev", "-m", "dagster_project.definitions", "-h", "127.0.0.1", "-p", str(port)]
     console.print(
-        f"Dagster UI on http://127.0.0.1:{port}  (DAGSTER_HOME={escape(str(settings.dagster_home))})"
+        f"Dagster UI on http://127.0.0.1:{port}  "
+        f"(DAGSTER_HOME={escape(str(settings.dagster_home))})"
     )
     os.execv(exe, args)
 
@@ -796,9 +894,8 @@ def main() -> None:
     except Exception as exc:  # one-line reason unless --debug
         if debug:
             raise
-        console.print(
-            f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc).splitlines()[0] if str(exc) else '')}"
-        )
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(first_line)}")
         sys.exit(1)
 
 

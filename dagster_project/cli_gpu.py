@@ -13,7 +13,7 @@ Registered in ``cli.py`` as ``app.add_typer(gpu_app, name="gpu")``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -29,7 +29,7 @@ console = Console(stderr=True)
 out = Console()
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     # Messages quote paths and file contents: shown as text, not rich markup (issue 22).
     console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
@@ -68,7 +68,8 @@ def plan(
     order: Annotated[
         str,
         typer.Option(
-            help="'reuse': strata of (kernel, quant, repo, M bucket), rows sharing compiled kernels first; 'files': whole config files, --m-per-file each."
+            help="'reuse': strata of (kernel, quant, repo, M bucket), rows sharing compiled "
+            "kernels first; 'files': whole config files, --m-per-file each."
         ),
     ] = "reuse",
 ) -> None:
