@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from types import ModuleType
+from typing import cast
 
 import dagster as dg
 
@@ -45,9 +46,10 @@ def build_definitions(executor: str | dg.ExecutorDefinition | None = None) -> dg
 
     modules = asset_modules()
     settings = load_settings()
-    assets = dg.map_asset_specs(
-        lambda spec: policy.resolve(spec, settings), dg.load_assets_from_modules(modules)
-    )
+    # load_assets_from_modules is typed to return source assets, cacheable assets and specs
+    # too; assets/ declares none (and include_specs is off), so each is an AssetsDefinition.
+    loaded = cast(list[dg.AssetsDefinition], dg.load_assets_from_modules(modules))
+    assets = dg.map_asset_specs(lambda spec: policy.resolve(spec, settings), loaded)
     keys = [k for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys]
     return dg.Definitions(
         assets=assets,

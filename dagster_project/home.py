@@ -142,7 +142,8 @@ def build_lock(home: Path) -> Iterator[str | None]:
                 holder = _read_holder(path)
                 raise BuildLocked(
                     f"another build is running on KERNELHOUSE_HOME={home} "
-                    f"({_describe(holder)}; lock {path}); wait for it to finish or stop that process"
+                    f"({_describe(holder)}; lock {path}); "
+                    "wait for it to finish or stop that process"
                 ) from None
         previous = _read_holder(path)
         stale = _describe(previous) if previous else None

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import TracebackType
 from typing import Any
 
 Listener = Callable[[str, int, int | None], None]
@@ -98,8 +99,13 @@ class BuildProgress:
         self._listen.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._listen.__exit__(*exc)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._listen.__exit__(exc_type, exc, tb)
         if self._progress is not None:
             self._progress.stop()
 

@@ -23,7 +23,8 @@ def all_schedules() -> list[dg.ScheduleDefinition]:
         job_name="sources_job",
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        description="Fetch vLLM, SGLang and FlashInfer daily; downstream assets refresh incrementally.",
+        description="Fetch vLLM, SGLang and FlashInfer daily; "
+        "downstream assets refresh incrementally.",
     )
     def daily_refresh(context: dg.ScheduleEvaluationContext):  # noqa: ANN202
         day = (

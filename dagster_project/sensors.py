@@ -30,7 +30,8 @@ def all_sensors() -> list[dg.SensorDefinition]:
         job_name="sources_job",
         minimum_interval_seconds=900,
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Requests repo_clone[repo] when `git ls-remote` shows a head the lake has not seen.",
+        description="Requests repo_clone[repo] when `git ls-remote` shows a head "
+        "the lake has not seen.",
     )
     def upstream_heads(context: dg.SensorEvaluationContext):  # noqa: ANN202
         seen = json.loads(context.cursor) if context.cursor else {}

@@ -167,11 +167,13 @@ def source_notes(settings: Settings) -> list[str]:
     ]
     if down["pr_bodies"]:
         notes.append(
-            f"{_sentence(down['pr_bodies'])}: PR bodies come from the cache only; PRs not cached stay without gains."
+            f"{_sentence(down['pr_bodies'])}: PR bodies come from the cache only; "
+            "PRs not cached stay without gains."
         )
     if down["moe_model_shapes"]:
         notes.append(
-            f"{_sentence(down['moe_model_shapes'])}: MoE model shapes come from the checked-in snapshot."
+            f"{_sentence(down['moe_model_shapes'])}: "
+            "MoE model shapes come from the checked-in snapshot."
         )
     return notes
 
@@ -181,7 +183,9 @@ def pr_body_note(instance: dg.DagsterInstance) -> str | None:
     event = instance.get_latest_materialization_event(dg.AssetKey("pr_bodies"))
     if event is None or event.asset_materialization is None:
         return None
-    md = {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+    md: dict[str, Any] = {
+        k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()
+    }
     needed, missing = md.get("needed"), md.get("still_missing")
     if needed is None or missing is None:
         return None
@@ -190,7 +194,8 @@ def pr_body_note(instance: dg.DagsterInstance) -> str | None:
     why = " (GitHub was unreachable at that run)" if md.get("offline") else ""
     return (
         f"PR bodies: {int(missing):,} of {int(needed):,} referenced PRs have no cached body{why}; "
-        "their rows carry no extracted gains. Set GITHUB_TOKEN and run `kernelhouse refresh` online."
+        "their rows carry no extracted gains. "
+        "Set GITHUB_TOKEN and run `kernelhouse refresh` online."
     )
 
 

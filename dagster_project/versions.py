@@ -36,7 +36,8 @@ def table_version(
         for name in tables:
             schema, table = name.split(".", 1)
             exists = con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+                "SELECT count(*) FROM information_schema.tables "
+                "WHERE table_schema = ? AND table_name = ?",
                 [schema, table],
             ).fetchone()
             if not exists or not exists[0]:
@@ -47,7 +48,8 @@ def table_version(
             # duplicates (an XOR would cancel them) and makes the result order-independent.
             what = "hash(" + ", ".join(f't."{c}"' for c in columns) + ")" if columns else "hash(t)"
             row = con.execute(
-                f"SELECT count(*), coalesce(sum({what}::HUGEINT), 0) FROM {qualified(schema, table)} AS t{clause}",
+                f"SELECT count(*), coalesce(sum({what}::HUGEINT), 0) "
+                f"FROM {qualified(schema, table)} AS t{clause}",
                 list(params),
             ).fetchone()
             parts.append(f"{name}:{row[0]}:{row[1]}" if row else f"{name}:none")
