@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -338,120 +339,191 @@ def _kernel_body_range(lines: list[str]) -> tuple[int, int]:
     return 0, len(lines)
 
 
+#: A slip injector: (code, its lines, first/end line of the span it may edit, rng, lines the
+#: step rewrote) -> the mutated code and its slip, or None when the span has no place for it.
+_SlipFn = Callable[
+    [str, list[str], int, int, random.Random, set[int] | None], tuple[str, Slip] | None
+]
+
+_NVCC_TAIL = f'1 error detected in the compilation of "{CUDA_FILE}".\n'
+
+
+def _typo_of(name: str, code: str) -> str:
+    """The misspelling of ``name`` a slip types: underscores dropped (else an ``s`` added),
+    or ``name_v`` when that spelling already exists in the source."""
+    typo = name.replace("_", "") if "_" in name else name + "s"
+    if re.search(rf"\b{typo}\b", code):
+        typo = name + "_v"
+    return typo
+
+
+def _cuda_missing_semicolon(
+    code: str, lines: list[str], lo: int, hi: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Drop the ``;`` of a declaration followed by code (nvcc blames the next line)."""
+    ok = _allowed(allowed)
+    cands = []
+    for i in range(lo, hi - 1):
+        if (
+            ok(i)
+            and _DECL.match(lines[i])
+            and lines[i + 1].strip()
+            and not lines[i + 1].lstrip().startswith(("//", "#", "}"))
+        ):
+            cands.append(i)
+    if not cands:
+        return None
+    i = rng.choice(cands)
+    lines[i] = lines[i].rstrip()[:-1]
+    nxt = lines[i + 1]
+    col = len(nxt) - len(nxt.lstrip())
+    diag = _nvcc_error(i + 2, 'expected a ";"', nxt, col)
+    diag += _NVCC_TAIL
+    return "\n".join(lines), Slip("missing_semicolon", i + 2, diag, 'expected a ";"')
+
+
+def _cuda_first_use(lines: list[str], name: str, start: int, stop: int) -> tuple[int, int] | None:
+    """(line, column) of the first use of ``name`` in ``[start, stop)`` outside comments and
+    preprocessor lines; None when a re-declaration is all there is or nothing uses it."""
+    for j in range(start, stop):
+        # ``name in`` first: the regex cannot match a line without the name
+        if name not in lines[j] or lines[j].lstrip().startswith(("//", "#")):
+            continue
+        mm = re.search(rf"\b{name}\b", lines[j])
+        if mm and not re.match(r"^\s*(?:const\s+)?\w+\s+" + name + r"\b", lines[j]):
+            return j, mm.start()
+    return None
+
+
+def _cuda_undeclared_candidates(
+    lines: list[str], lo: int, hi: int, allowed: set[int] | None
+) -> list[tuple[int, str, int]]:
+    """(line, name, column) of each declared name's first use that a slip may misspell."""
+    ok = _allowed(allowed)
+    srt = None if allowed is None else sorted(allowed)
+    cands = []
+    for i in range(lo, hi):
+        # a use is looked for in the next 24 lines only: none of them may be edited
+        if not _any_allowed(srt, i + 1, min(hi, i + 25)):
+            continue
+        m = _DECL.match(lines[i])
+        if not m:
+            continue
+        name = m.group(2)
+        if len(name) < 3:
+            continue
+        use = _cuda_first_use(lines, name, i + 1, min(hi, i + 25))
+        if use is not None and ok(use[0]):
+            cands.append((use[0], name, use[1]))
+    return cands
+
+
+def _cuda_undeclared_identifier(
+    code: str, lines: list[str], lo: int, hi: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Misspell the use of a local variable (nvcc: identifier is undefined)."""
+    cands = _cuda_undeclared_candidates(lines, lo, hi, allowed)
+    if not cands:
+        return None
+    j, name, col = rng.choice(cands)
+    typo = _typo_of(name, code)
+    lines[j] = lines[j][:col] + typo + lines[j][col + len(name) :]
+    diag = _nvcc_error(j + 1, f'identifier "{typo}" is undefined', lines[j], col)
+    diag += _NVCC_TAIL
+    return "\n".join(lines), Slip(
+        "undeclared_identifier", j + 1, diag, f'identifier "{typo}" is undefined'
+    )
+
+
+def _cuda_vector_ptr_cast(
+    code: str, lines: list[str], lo: int, hi: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Drop the ``reinterpret_cast`` of a vector pointer taken from a scalar pointer."""
+    ok = _allowed(allowed)
+    casts = [
+        (i, m)
+        for i in range(lo, hi)
+        # a cast line holds "reinterpret_cast<": the substring test skips the regex
+        if ok(i) and "reinterpret_cast<" in lines[i] and (m := _USE_CAST.match(lines[i]))
+    ]
+    # pointer declarations give the source type nvcc prints (scanned only when needed)
+    ptr_types: dict[str, str] = {}
+    if casts:
+        for ln in lines:
+            for pm in _PTR_DECL.finditer(ln):
+                ptr_types.setdefault(pm.group(2), pm.group(1))
+    cands = []
+    for i, m in casts:
+        expr = m.group(5).strip()
+        base = re.match(r"([a-z_][a-z0-9_]*)", expr)
+        if (
+            base
+            and base.group(1) in ptr_types
+            and ptr_types[base.group(1)]
+            not in ("uint4", "uint2", "uint32_t", "float4", "float2", "int4", "void")
+        ):
+            cands.append((i, m, base.group(1)))
+    if not cands:
+        return None
+    i, m, base_name = rng.choice(cands)
+    indent, const, vt, name, expr = (
+        m.group(1),
+        m.group(2) or "",
+        m.group(3),
+        m.group(4),
+        m.group(5).strip(),
+    )
+    lines[i] = f"{indent}{const}{vt}* {name} = {expr};"
+    col = len(f"{indent}{const}{vt}* {name} = ")
+    src_t = ptr_types[base_name]
+    # pointer arithmetic keeps the pointee type; nvcc prints the declared spelling
+    decl_const = _is_const_ptr(code, base_name)
+    shown = f"{'const ' if decl_const else ''}{src_t} *"
+    msg = (
+        f'a value of type "{shown}" cannot be used to initialize an entity of type "{const}{vt} *"'
+    )
+    diag = _nvcc_error(i + 1, msg, lines[i], col)
+    diag += _NVCC_TAIL
+    return "\n".join(lines), Slip(
+        "vector_ptr_cast", i + 1, diag, "cannot be used to initialize an entity of type"
+    )
+
+
+def _cuda_legacy_shfl(
+    code: str, lines: list[str], lo: int, hi: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Write the pre-CUDA-9 ``__shfl_xor`` (no mask) that current nvcc no longer declares."""
+    ok = _allowed(allowed)
+    cands = [i for i in range(lo, hi) if ok(i) and "__shfl_xor_sync(0xffffffffu, " in lines[i]]
+    if not cands:
+        return None
+    i = rng.choice(cands)
+    col = lines[i].index("__shfl_xor_sync(0xffffffffu, ")
+    lines[i] = lines[i].replace("__shfl_xor_sync(0xffffffffu, ", "__shfl_xor(", 1)
+    diag = _nvcc_error(i + 1, 'identifier "__shfl_xor" is undefined', lines[i], col)
+    diag += _NVCC_TAIL
+    return "\n".join(lines), Slip(
+        "legacy_shfl", i + 1, diag, 'identifier "__shfl_xor" is undefined'
+    )
+
+
+_CUDA_SLIP_FNS: dict[str, _SlipFn] = {
+    "missing_semicolon": _cuda_missing_semicolon,
+    "undeclared_identifier": _cuda_undeclared_identifier,
+    "vector_ptr_cast": _cuda_vector_ptr_cast,
+    "legacy_shfl": _cuda_legacy_shfl,
+}
+
+
 def _cuda_slip(
     code: str, kind: str, rng: random.Random, allowed: set[int] | None = None
 ) -> tuple[str, Slip] | None:
     lines = code.split("\n")
     lo, hi = _kernel_body_range(lines)
-    ok = _allowed(allowed)
-    if kind == "missing_semicolon":
-        cands = []
-        for i in range(lo, hi - 1):
-            if (
-                ok(i)
-                and _DECL.match(lines[i])
-                and lines[i + 1].strip()
-                and not lines[i + 1].lstrip().startswith(("//", "#", "}"))
-            ):
-                cands.append(i)
-        if not cands:
-            return None
-        i = rng.choice(cands)
-        lines[i] = lines[i].rstrip()[:-1]
-        nxt = lines[i + 1]
-        col = len(nxt) - len(nxt.lstrip())
-        diag = _nvcc_error(i + 2, 'expected a ";"', nxt, col)
-        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
-        return "\n".join(lines), Slip(kind, i + 2, diag, 'expected a ";"')
-    if kind == "undeclared_identifier":
-        srt = None if allowed is None else sorted(allowed)
-        cands = []
-        for i in range(lo, hi):
-            # a use is looked for in the next 24 lines only: none of them may be edited
-            if not _any_allowed(srt, i + 1, min(hi, i + 25)):
-                continue
-            m = _DECL.match(lines[i])
-            if not m:
-                continue
-            name = m.group(2)
-            if len(name) < 3:
-                continue
-            for j in range(i + 1, min(hi, i + 25)):
-                # ``name in`` first: the regex cannot match a line without the name
-                if name not in lines[j] or lines[j].lstrip().startswith(("//", "#")):
-                    continue
-                mm = re.search(rf"\b{name}\b", lines[j])
-                if mm and not re.match(r"^\s*(?:const\s+)?\w+\s+" + name + r"\b", lines[j]):
-                    if ok(j):
-                        cands.append((j, name, mm.start()))
-                    break
-        if not cands:
-            return None
-        j, name, col = rng.choice(cands)
-        typo = name.replace("_", "") if "_" in name else name + "s"
-        if re.search(rf"\b{typo}\b", code):
-            typo = name + "_v"
-        lines[j] = lines[j][:col] + typo + lines[j][col + len(name) :]
-        diag = _nvcc_error(j + 1, f'identifier "{typo}" is undefined', lines[j], col)
-        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
-        return "\n".join(lines), Slip(kind, j + 1, diag, f'identifier "{typo}" is undefined')
-    if kind == "vector_ptr_cast":
-        casts = [
-            (i, m)
-            for i in range(lo, hi)
-            # a cast line holds "reinterpret_cast<": the substring test skips the regex
-            if ok(i) and "reinterpret_cast<" in lines[i] and (m := _USE_CAST.match(lines[i]))
-        ]
-        # pointer declarations give the source type nvcc prints (scanned only when needed)
-        ptr_types: dict[str, str] = {}
-        if casts:
-            for ln in lines:
-                for pm in _PTR_DECL.finditer(ln):
-                    ptr_types.setdefault(pm.group(2), pm.group(1))
-        cands = []
-        for i, m in casts:
-            expr = m.group(5).strip()
-            base = re.match(r"([a-z_][a-z0-9_]*)", expr)
-            if (
-                base
-                and base.group(1) in ptr_types
-                and ptr_types[base.group(1)]
-                not in ("uint4", "uint2", "uint32_t", "float4", "float2", "int4", "void")
-            ):
-                cands.append((i, m, base.group(1)))
-        if not cands:
-            return None
-        i, m, base = rng.choice(cands)
-        indent, const, vt, name, expr = (
-            m.group(1),
-            m.group(2) or "",
-            m.group(3),
-            m.group(4),
-            m.group(5).strip(),
-        )
-        lines[i] = f"{indent}{const}{vt}* {name} = {expr};"
-        col = len(f"{indent}{const}{vt}* {name} = ")
-        src_t = ptr_types[base]
-        # pointer arithmetic keeps the pointee type; nvcc prints the declared spelling
-        decl_const = _is_const_ptr(code, base)
-        shown = f"{'const ' if decl_const else ''}{src_t} *"
-        msg = f'a value of type "{shown}" cannot be used to initialize an entity of type "{const}{vt} *"'
-        diag = _nvcc_error(i + 1, msg, lines[i], col)
-        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
-        return "\n".join(lines), Slip(
-            kind, i + 1, diag, "cannot be used to initialize an entity of type"
-        )
-    if kind == "legacy_shfl":
-        cands = [i for i in range(lo, hi) if ok(i) and "__shfl_xor_sync(0xffffffffu, " in lines[i]]
-        if not cands:
-            return None
-        i = rng.choice(cands)
-        col = lines[i].index("__shfl_xor_sync(0xffffffffu, ")
-        lines[i] = lines[i].replace("__shfl_xor_sync(0xffffffffu, ", "__shfl_xor(", 1)
-        diag = _nvcc_error(i + 1, 'identifier "__shfl_xor" is undefined', lines[i], col)
-        diag += f'1 error detected in the compilation of "{CUDA_FILE}".\n'
-        return "\n".join(lines), Slip(kind, i + 1, diag, 'identifier "__shfl_xor" is undefined')
-    raise ValueError(f"unknown CUDA slip {kind!r}")
+    slip = _CUDA_SLIP_FNS.get(kind)
+    if slip is None:
+        raise ValueError(f"unknown CUDA slip {kind!r}")
+    return slip(code, lines, lo, hi, rng, allowed)
 
 
 def _is_const_ptr(code: str, name: str) -> bool:
@@ -474,109 +546,155 @@ def _jit_start(lines: list[str]) -> int:
     return 0
 
 
+def _triton_first_use(lines: list[str], name: str, start: int, stop: int) -> tuple[int, int] | None:
+    """(line, column) of the first read of ``name`` in ``[start, stop)``; None when a
+    re-assignment comes first or nothing reads it."""
+    for j in range(start, stop):
+        if name not in lines[j]:
+            continue  # the regex cannot match a line without the name
+        mm = re.search(rf"(?<![\.\w]){name}\b", lines[j])
+        if mm and not re.match(rf"^\s*{name}\s*=", lines[j]):
+            return j, mm.start()
+    return None
+
+
+def _triton_undefined_candidates(
+    lines: list[str], start: int, end: int, allowed: set[int] | None
+) -> list[tuple[int, str, int]]:
+    """(line, name, column) of each assigned local's first read that a slip may misspell."""
+    ok = _allowed(allowed)
+    srt = None if allowed is None else sorted(allowed)
+    cands = []
+    for i in range(start + 1, end):
+        if not _any_allowed(srt, i + 1, min(end, i + 20)):
+            continue  # its use is looked for in the next 19 lines only
+        m = re.match(r"^\s+([a-z_][a-z0-9_]*)\s*=\s*", lines[i])
+        if not m or len(m.group(1)) < 3:
+            continue
+        name = m.group(1)
+        use = _triton_first_use(lines, name, i + 1, min(end, i + 20))
+        if use is not None and ok(use[0]):
+            cands.append((use[0], name, use[1]))
+    return cands
+
+
+def _triton_undefined_name(
+    code: str, lines: list[str], start: int, end: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Misspell the read of a local in the kernel (Triton: NameError at compile time)."""
+    cands = _triton_undefined_candidates(lines, start, end, allowed)
+    if not cands:
+        return None
+    j, name, col = rng.choice(cands)
+    typo = _typo_of(name, code)
+    lines[j] = lines[j][:col] + typo + lines[j][col + len(name) :]
+    kl = _kernel_def_line(lines, j)
+    diag = _triton_error(j + 1, col, lines[j], f"NameError('{typo} is not defined')", kl)
+    return "\n".join(lines), Slip("undefined_name", j + 1, diag, "is not defined")
+
+
+def _triton_bad_kwarg(
+    code: str, lines: list[str], start: int, end: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Spell ``tl.load``'s ``other=`` as ``default=`` (a TypeError while compiling)."""
+    ok = _allowed(allowed)
+    cands = [
+        i
+        for i in range(start + 1, end)
+        if ok(i) and "other=" in lines[i] and "tl.load(" in lines[i]
+    ]
+    if not cands:
+        return None
+    i = rng.choice(cands)
+    col = lines[i].index("tl.load(")
+    lines[i] = lines[i].replace("other=", "default=", 1)
+    kl = _kernel_def_line(lines, i)
+    diag = _triton_error(
+        i + 1,
+        col,
+        lines[i],
+        "TypeError(\"load() got an unexpected keyword argument 'default'\")",
+        kl,
+    )
+    return "\n".join(lines), Slip("bad_kwarg", i + 1, diag, "unexpected keyword argument")
+
+
+def _triton_missing_constexpr(
+    code: str, lines: list[str], start: int, end: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Drop the ``tl.constexpr`` of a block-size argument that ``tl.arange`` uses."""
+    ok = _allowed(allowed)
+    cands = []
+    for i in range(start, end):
+        for m in re.finditer(r"\b(BLOCK[_A-Z]*)\s*:\s*tl\.constexpr", lines[i]):
+            name = m.group(1)
+            use = next((j for j in range(i + 1, end) if f"tl.arange(0, {name})" in lines[j]), None)
+            if use is not None and ok(i):
+                cands.append((i, m, name, use))
+    if not cands:
+        return None
+    i, m, name, use = rng.choice(cands)
+    lines[i] = lines[i][: m.start()] + name + lines[i][m.end() :]
+    col = lines[use].index(f"tl.arange(0, {name})")
+    kl = _kernel_def_line(lines, use)
+    diag = _triton_error(
+        use + 1,
+        col,
+        lines[use],
+        'ValueError("arange\'s arguments must be of type tl.constexpr")',
+        kl,
+    )
+    return "\n".join(lines), Slip(
+        "missing_constexpr", use + 1, diag, "must be of type tl.constexpr"
+    )
+
+
+def _triton_non_pow2_block(
+    code: str, lines: list[str], start: int, end: int, rng: random.Random, allowed: set[int] | None
+) -> tuple[str, Slip] | None:
+    """Have the launch wrapper pass a block size that is not a power of two."""
+    ok = _allowed(allowed)
+    cands = []
+    for i in range(end, len(lines)):
+        m = re.search(r"\b(BLOCK(?:_[A-Z]+)?)=(\d+)", lines[i])
+        if m and int(m.group(2)) >= 32 and ok(i):
+            cands.append((i, m))
+    if not cands:
+        return None
+    i, m = rng.choice(cands)
+    val = int(m.group(2))
+    bad = val * 3 // 4
+    lines[i] = lines[i][: m.start(2)] + str(bad) + lines[i][m.end(2) :]
+    name = m.group(1)
+    use = next((j for j in range(start, end) if f"tl.arange(0, {name})" in lines[j]), None)
+    if use is None:
+        return None
+    col = lines[use].index(f"tl.arange(0, {name})")
+    kl = _kernel_def_line(lines, use)
+    diag = _triton_error(
+        use + 1, col, lines[use], 'ValueError("arange\'s range must be a power of 2")', kl
+    )
+    return "\n".join(lines), Slip("non_pow2_block", use + 1, diag, "must be a power of 2")
+
+
+_TRITON_SLIP_FNS: dict[str, _SlipFn] = {
+    "undefined_name": _triton_undefined_name,
+    "bad_kwarg": _triton_bad_kwarg,
+    "missing_constexpr": _triton_missing_constexpr,
+    "non_pow2_block": _triton_non_pow2_block,
+}
+
+
 def _triton_slip(
     code: str, kind: str, rng: random.Random, allowed: set[int] | None = None
 ) -> tuple[str, Slip] | None:
     lines = code.split("\n")
-    ok = _allowed(allowed)
     start = _jit_start(lines)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("def ")), len(lines))
-    if kind == "undefined_name":
-        srt = None if allowed is None else sorted(allowed)
-        cands = []
-        for i in range(start + 1, end):
-            if not _any_allowed(srt, i + 1, min(end, i + 20)):
-                continue  # its use is looked for in the next 19 lines only
-            m = re.match(r"^\s+([a-z_][a-z0-9_]*)\s*=\s*", lines[i])
-            if not m or len(m.group(1)) < 3:
-                continue
-            name = m.group(1)
-            for j in range(i + 1, min(end, i + 20)):
-                if name not in lines[j]:
-                    continue  # the regex cannot match a line without the name
-                mm = re.search(rf"(?<![\.\w]){name}\b", lines[j])
-                if mm and not re.match(rf"^\s*{name}\s*=", lines[j]):
-                    if ok(j):
-                        cands.append((j, name, mm.start()))
-                    break
-        if not cands:
-            return None
-        j, name, col = rng.choice(cands)
-        typo = name.replace("_", "") if "_" in name else name + "s"
-        if re.search(rf"\b{typo}\b", code):
-            typo = name + "_v"
-        lines[j] = lines[j][:col] + typo + lines[j][col + len(name) :]
-        kl = _kernel_def_line(lines, j)
-        diag = _triton_error(j + 1, col, lines[j], f"NameError('{typo} is not defined')", kl)
-        return "\n".join(lines), Slip(kind, j + 1, diag, "is not defined")
-    if kind == "bad_kwarg":
-        cands = [
-            i
-            for i in range(start + 1, end)
-            if ok(i) and "other=" in lines[i] and "tl.load(" in lines[i]
-        ]
-        if not cands:
-            return None
-        i = rng.choice(cands)
-        col = lines[i].index("tl.load(")
-        lines[i] = lines[i].replace("other=", "default=", 1)
-        kl = _kernel_def_line(lines, i)
-        diag = _triton_error(
-            i + 1,
-            col,
-            lines[i],
-            "TypeError(\"load() got an unexpected keyword argument 'default'\")",
-            kl,
-        )
-        return "\n".join(lines), Slip(kind, i + 1, diag, "unexpected keyword argument")
-    if kind == "missing_constexpr":
-        cands = []
-        for i in range(start, end):
-            for m in re.finditer(r"\b(BLOCK[_A-Z]*)\s*:\s*tl\.constexpr", lines[i]):
-                name = m.group(1)
-                use = next(
-                    (j for j in range(i + 1, end) if f"tl.arange(0, {name})" in lines[j]), None
-                )
-                if use is not None and ok(i):
-                    cands.append((i, m, name, use))
-        if not cands:
-            return None
-        i, m, name, use = rng.choice(cands)
-        lines[i] = lines[i][: m.start()] + name + lines[i][m.end() :]
-        col = lines[use].index(f"tl.arange(0, {name})")
-        kl = _kernel_def_line(lines, use)
-        diag = _triton_error(
-            use + 1,
-            col,
-            lines[use],
-            'ValueError("arange\'s arguments must be of type tl.constexpr")',
-            kl,
-        )
-        return "\n".join(lines), Slip(kind, use + 1, diag, "must be of type tl.constexpr")
-    if kind == "non_pow2_block":
-        # the launch wrapper passes a block size that is not a power of two
-        cands = []
-        for i in range(end, len(lines)):
-            m = re.search(r"\b(BLOCK(?:_[A-Z]+)?)=(\d+)", lines[i])
-            if m and int(m.group(2)) >= 32 and ok(i):
-                cands.append((i, m))
-        if not cands:
-            return None
-        i, m = rng.choice(cands)
-        val = int(m.group(2))
-        bad = val * 3 // 4
-        lines[i] = lines[i][: m.start(2)] + str(bad) + lines[i][m.end(2) :]
-        name = m.group(1)
-        use = next((j for j in range(start, end) if f"tl.arange(0, {name})" in lines[j]), None)
-        if use is None:
-            return None
-        col = lines[use].index(f"tl.arange(0, {name})")
-        kl = _kernel_def_line(lines, use)
-        diag = _triton_error(
-            use + 1, col, lines[use], 'ValueError("arange\'s range must be a power of 2")', kl
-        )
-        return "\n".join(lines), Slip(kind, use + 1, diag, "must be a power of 2")
-    raise ValueError(f"unknown Triton slip {kind!r}")
+    slip = _TRITON_SLIP_FNS.get(kind)
+    if slip is None:
+        raise ValueError(f"unknown Triton slip {kind!r}")
+    return slip(code, lines, start, end, rng, allowed)
 
 
 def _kernel_def_line(lines: list[str], at: int) -> int:
@@ -594,7 +712,7 @@ def _any_allowed(lines: list[int] | None, lo: int, hi: int) -> bool:
     return k < len(lines) and lines[k] < hi
 
 
-def _allowed(lines: set[int] | None) -> Any:
+def _allowed(lines: set[int] | None) -> Callable[[int], bool]:
     """Predicate over 0-based line numbers: may a slip be typed there?"""
     if lines is None:
         return lambda _i: True
