@@ -34,7 +34,7 @@ from .kernels import KernelPlan, plan
 from .ops import OpSpec, get_op
 from .tasks import TaskSpec
 from .timing import Prediction, benchmark, predict
-from .variants import Params, Variant, features_used, get_variant
+from .variants import Params, Variant, features_used, get_variant, knob
 from .verification import mismatch_report, rung_status
 
 OK = "ok"
@@ -259,9 +259,7 @@ class KernelEnv:
         output (a missing tail mask is invisible when the tile divides the extent)."""
         out = []
         kp = self.plan(variant, params)
-        split = params.get(
-            "split_k", params.get("SPLIT_K", params.get("splits", params.get("NUM_SPLITS", 1)))
-        )
+        split = knob(params, "split_k", "SPLIT_K", "splits", "NUM_SPLITS", default=1)
         for b in FAMILY_BUGS[self.op.family]:
             if b == "missing_sync" and kp.smem < 256:
                 continue
@@ -288,11 +286,11 @@ class KernelEnv:
         p, s, fam = params, self.shape, self.op.family
         if fam == "gemm":
             m, n, _ = gemm_mnk(self.op, s)
-            bm = p.get("BM", p.get("BLOCK_M", p.get("TB", 1)))
-            bn = p.get("BN", p.get("BLOCK_N", p.get("TB", 1)))
+            bm = knob(p, "BM", "BLOCK_M", "TB", default=1)
+            bn = knob(p, "BN", "BLOCK_N", "TB", default=1)
             return m % bm != 0 or n % bn != 0
         if fam == "gemv":
-            rows = p.get("BLOCK_N", p.get("warps", 1) * p.get("rows", 1))
+            rows = knob(p, "BLOCK_N", default=p.get("warps", 1) * p.get("rows", 1))
             return s["N"] % max(1, rows) != 0
         if fam == "attn_decode":
             return decode_dims(self.op, s)["Skv"] % p.get("BLOCK_N", 32) != 0
@@ -300,12 +298,12 @@ class KernelEnv:
             return prefill_dims(self.op, s)["Skv"] % p.get("BLOCK_N", 16) != 0
         if fam == "rowwise":
             _, n = row_dims(self.op, s)
-            return n % (p.get("threads", p.get("num_warps", 4) * 32) * 4) != 0
+            return n % (knob(p, "threads", default=p.get("num_warps", 4) * 32) * 4) != 0
         if fam == "elementwise":
-            return ew_elems(self.op, s) % p.get("threads", p.get("BLOCK", 128)) != 0
+            return ew_elems(self.op, s) % knob(p, "threads", "BLOCK", default=128) != 0
         if fam == "sampling":
-            return s["V"] % p.get("BLOCK", p.get("threads", 256)) != 0
-        return s["Din"] % p.get("BLOCK_D", p.get("threads", 64)) != 0
+            return s["V"] % knob(p, "BLOCK", "threads", default=256) != 0
+        return s["Din"] % knob(p, "BLOCK_D", "threads", default=64) != 0
 
     # -- the harness --------------------------------------------------------------------
     def place_bug(
@@ -333,6 +331,66 @@ class KernelEnv:
             return None
         return bugs[0] if len(bugs) == 1 else bugs[_pick(len(bugs), variant.tag, params)]
 
+    def _placed(
+        self, cand: Candidate, params: Params, base_code: str | None
+    ) -> tuple[Candidate, set[int] | None]:
+        """The candidate with the bug it really carries, and the lines its edit rewrote.
+
+        Only a candidate carrying a mistake needs to know where it may go: the lines are
+        None (anywhere) unless ``base_code`` is given and the candidate has a slip or a bug.
+        """
+        v = cand.variant
+        touched = None
+        if base_code is not None and (cand.slip or cand.bug):
+            touched = touched_lines(base_code, self.code(v, params))
+        bug = cand.bug
+        if bug is not None and (bug == ANY_BUG or touched is not None):
+            bug = self.place_bug(v, params, bug, touched)
+            if bug != cand.bug:
+                cand = Candidate(cand.variant, cand.params, cand.slip, bug)
+        return cand, touched
+
+    def _slip_error(
+        self,
+        cand: Candidate,
+        code: str,
+        touched: set[int] | None,
+        base_code: str | None,
+        rng: random.Random,
+        flag: str,
+        missing: list[str],
+    ) -> Submission | None:
+        """The compile error of a candidate typed with a slip; None when it has none, its
+        edit rewrote no line, or the source has room for no slip at all."""
+        if not cand.slip:
+            return None
+        if touched is not None:
+            if cand.bug:  # the slip goes into the source as written, bug included
+                touched = touched_lines(base_code, code)
+            if not touched:
+                return None  # nothing rewritten: no slip
+        # fall back to another slip the source has room for (the engineer slipped somewhere)
+        kinds = [cand.slip] + [k for k in slip_kinds(self.task.impl) if k != cand.slip]
+        res = None
+        for kind in kinds:
+            res = inject_slip(code, self.task.impl, kind, rng, touched)
+            if res is not None:
+                break
+        if res is None:
+            return None
+        bad_code, slip = res
+        cuda = self.task.impl == "cuda"
+        head = f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu\n" if cuda else ""
+        return Submission(
+            COMPILE_ERROR,
+            bad_code,
+            head + slip.diagnostic,
+            "slip",
+            tuple(missing),
+            slip=slip,
+            extra={"bug": cand.bug} if cand.bug else {},
+        )
+
     def submit(
         self,
         cand: Candidate,
@@ -344,14 +402,7 @@ class KernelEnv:
         ``base_code`` is the source the candidate was edited from (see the module doc)."""
         params = cand.param_dict
         v = cand.variant
-        touched = None  # only a candidate carrying a mistake needs to know where it may go
-        if base_code is not None and (cand.slip or cand.bug):
-            touched = touched_lines(base_code, self.code(v, params))
-        bug = cand.bug
-        if bug is not None and (bug == ANY_BUG or touched is not None):
-            bug = self.place_bug(v, params, bug, touched)
-            if bug != cand.bug:
-                cand = Candidate(cand.variant, cand.params, cand.slip, bug)
+        cand, touched = self._placed(cand, params, base_code)
         code = self.code(v, params, cand.bug)
         feats = features_used(v, self.op, self.task.dtype, params)
         flag = nvcc_arch_flag(self.gpu.arch, feats)
@@ -365,31 +416,9 @@ class KernelEnv:
         if missing and not cuda:
             detail = feature_error(missing, self.gpu, "triton", flag, rng)
             return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
-        if cand.slip and touched is not None:
-            if cand.bug:  # the slip goes into the source as written, bug included
-                touched = touched_lines(base_code, code)
-            if not touched:
-                cand = Candidate(cand.variant, cand.params, None, cand.bug)  # nothing rewritten
-        if cand.slip:
-            # fall back to another slip the source has room for (the engineer slipped somewhere)
-            kinds = [cand.slip] + [k for k in slip_kinds(self.task.impl) if k != cand.slip]
-            res = None
-            for kind in kinds:
-                res = inject_slip(code, self.task.impl, kind, rng, touched)
-                if res is not None:
-                    break
-            if res is not None:
-                bad_code, slip = res
-                head = f"nvcc -O3 -std=c++17 -arch={flag} -c candidate.cu\n" if cuda else ""
-                return Submission(
-                    COMPILE_ERROR,
-                    bad_code,
-                    head + slip.diagnostic,
-                    "slip",
-                    tuple(missing),
-                    slip=slip,
-                    extra={"bug": cand.bug} if cand.bug else {},
-                )
+        slipped = self._slip_error(cand, code, touched, base_code, rng, flag, missing)
+        if slipped is not None:
+            return slipped
         # nvcc's front end (the shared-memory static_assert) runs before ptxas sees any PTX
         if over:
             detail, _key = smem_error(self.task.impl, kp.smem, self.gpu, flag, code)
