@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import requests
 import urllib3
@@ -232,7 +232,8 @@ class _Retry(GithubRetry):
         kw.setdefault("rate_limit_waits", self.rate_limit_waits)
         return super().new(**kw)
 
-    def increment(  # type: ignore[override]
+    # GithubRetry.increment returns Retry (urllib3's says Self), with its own ignore.
+    def increment(  # type: ignore[override]  # see above
         self,
         method: str | None = None,
         url: str | None = None,
@@ -334,49 +335,29 @@ def fetch_pull_requests(
     if "/" not in repo_slug:
         raise ValueError(f"repo_slug must be 'owner/name', got {repo_slug!r}")
     secrets = [token] if token else []
-    repo_name = repo or repo_slug.rsplit("/", 1)[-1]
     now = datetime.fromtimestamp(clock(), tz=UTC)
     wanted = list(dict.fromkeys(int(n) for n in numbers))
     pending = select_pending(wanted, cached, stale_after=stale_after, now=now)
-    total = len(pending)
-
-    def report(
-        event: ProgressEvent, number: int | None, done: int, wait_s: float = 0.0, detail: str = ""
-    ) -> None:
-        if on_progress is not None:
-            on_progress(FetchProgress(event, number, done, total, wait_s, redact(detail, secrets)))
-
+    run = _FetchRun(
+        repo_slug,
+        repo or repo_slug.rsplit("/", 1)[-1],
+        cached,
+        secrets,
+        clock,
+        on_progress,
+        total=len(pending),
+        max_rate_limit_waits=max_rate_limit_waits,
+        max_rate_limit_wait_s=max_rate_limit_wait_s,
+    )
     if include_cached:
         pending_set = set(pending)
-        for n in wanted:
-            if n not in pending_set and n in cached:
-                yield dict(cached[n])
+        yield from (dict(cached[n]) for n in wanted if n not in pending_set and n in cached)
     if not pending:
         return
     if offline:
-        report("offline", None, 0, detail=f"{total} PR(s) not fetched (offline)")
-        log.info("offline: %d PR(s) of %s left unfetched", total, repo_slug)
+        run.report("offline", None, 0, detail=f"{run.total} PR(s) not fetched (offline)")
+        log.info("offline: %d PR(s) of %s left unfetched", run.total, repo_slug)
         return
-
-    # Where the request loop is, for the retry's progress reports.
-    at: dict[str, int] = {"number": 0, "done": 0, "limit_exhausted": 0}
-
-    def on_rate_limit_exhausted() -> None:
-        at["limit_exhausted"] = at["number"]
-
-    def on_wait(wait_s: float, detail: str, limited: bool) -> None:
-        if limited:
-            log.warning(
-                "GitHub rate limit on %s#%d (%s): waiting %.0fs",
-                repo_slug,
-                at["number"],
-                detail,
-                wait_s,
-            )
-            report("rate_limited", at["number"], at["done"], wait_s, f"rate limit ({detail})")
-        else:
-            report("retrying", at["number"], at["done"], wait_s, detail)
-
     retry = _Retry(
         total=None,
         connect=max_retries,
@@ -390,8 +371,8 @@ def fetch_pull_requests(
         max_rate_limit_wait=max_rate_limit_wait_s,
         raise_on_status=False,  # the last answer comes back, and is worded below
         sleep_fn=sleep,
-        on_wait=on_wait,
-        on_rate_limit_exhausted=on_rate_limit_exhausted,
+        on_wait=run.on_wait,
+        on_rate_limit_exhausted=run.on_rate_limit_exhausted,
         clock=clock,
         rate_limit_waits=max_rate_limit_waits,
     )
@@ -409,79 +390,10 @@ def fetch_pull_requests(
         with _redacting_logs(secrets):
             gh_repo = gh.get_repo(repo_slug)
             for done, number in enumerate(pending, start=1):
-                at["number"], at["done"] = number, done
+                run.number, run.done = number, done
                 if done > 1 and min_interval_s > 0:
                     sleep(min_interval_s)
-                prev = cached.get(number)
-                etag = None
-                if prev is not None and prev.get("status") == "ok" and prev.get("body") is not None:
-                    etag = prev.get("etag") or None
-                # Decide what to do *outside* the except blocks below, so that a raised
-                # GitHubFetchError carries no __context__ holding the server's answer.
-                failure: tuple[int, dict[str, Any], Any] | None = None
-                transport: str | None = None
-                waited_too_long: float | None = None
-                try:
-                    pr = gh_repo.get_pull(number)
-                    changed = pr.update(
-                        additional_headers={"If-None-Match": etag} if etag else None
-                    )
-                    fetched_at = datetime.fromtimestamp(clock(), tz=UTC)
-                    if not changed and prev is not None:
-                        row = dict(prev) | {"fetched_at": fetched_at, "status": "ok", "error": None}
-                        event: ProgressEvent = "not_modified"
-                    else:
-                        row = _row_from_pr(pr, repo_name, number, fetched_at)
-                        event = "fetched"
-                except RateLimitExceededExceedsMaxWait as exc:
-                    waited_too_long = float(exc.wait)
-                except GithubException as exc:
-                    failure = (int(exc.status or 0), dict(exc.headers or {}), exc.data)
-                except (
-                    requests.exceptions.RequestException,
-                    urllib3.exceptions.HTTPError,
-                    OSError,
-                ) as exc:
-                    transport = type(exc).__name__
-                if waited_too_long is not None:
-                    raise GitHubFetchError(
-                        f"GitHub rate limit on {repo_slug}#{number} would need a {waited_too_long:.0f}s "
-                        f"wait (more than {max_rate_limit_wait_s:.0f}s); rows fetched so far were yielded"
-                    )
-                if failure is None and transport is None:
-                    report(event, number, done)
-                    yield _redact_row(row, secrets)
-                    continue
-                if transport is not None:
-                    err = f"connection error: {transport}"
-                    yield _redact_row(_failed_row(prev, repo_name, number, err, secrets), secrets)
-                    report("error", number, done, detail=err)
-                    continue
-                assert failure is not None
-                status, headers, data = failure
-                if status in (404, 410, 451):
-                    row = (dict(prev) if prev else _empty_row(repo_name, number)) | {
-                        "status": "missing",
-                        "error": f"HTTP {status}",
-                        "fetched_at": datetime.fromtimestamp(clock(), tz=UTC),
-                    }
-                    report("missing", number, done, detail=f"HTTP {status}")
-                    yield _redact_row(row, secrets)
-                    continue
-                if status == 401:
-                    raise GitHubFetchError(
-                        f"GitHub answered 401 for {repo_slug}#{number}: the token is invalid or "
-                        "lacks access (check GITHUB_TOKEN)"
-                    )
-                if at["limit_exhausted"] == number or _is_rate_limited(status, headers, data):
-                    raise GitHubFetchError(
-                        f"GitHub rate limit did not lift after {max_rate_limit_waits} waits "
-                        f"({repo_slug}#{number}); rows fetched so far were yielded"
-                    )
-                message = data.get("message") if isinstance(data, dict) else None
-                err = f"HTTP {status}" + (f": {message}" if message else "")
-                yield _redact_row(_failed_row(prev, repo_name, number, err, secrets), secrets)
-                report("error", number, done, detail=err)
+                yield from run.settle(gh_repo, number, done)
     except GitHubFetchError:
         raise
     except Exception as exc:  # anything unexpected: never let the token out in a message
@@ -490,6 +402,186 @@ def fetch_pull_requests(
         gh.close()
     if unexpected is not None:
         raise GitHubFetchError(unexpected)
+
+
+@dataclass
+class _Attempt:
+    """What one request for a PR came to, decided inside the except blocks but acted on
+    outside them, so that a raised ``GitHubFetchError`` carries no ``__context__`` holding
+    the server's answer: a row, or an HTTP failure, a transport error, or a rate-limit
+    wait too long to make."""
+
+    row: dict[str, Any] | None = None
+    event: ProgressEvent = "fetched"
+    failure: tuple[int, dict[str, Any], Any] | None = None
+    transport: str | None = None
+    waited_too_long: float | None = None
+
+
+def _etag(prev: Mapping[str, Any] | None) -> str | None:
+    """The ETag to send as ``If-None-Match``: only for a cached row that has a body."""
+    if prev is not None and prev.get("status") == "ok" and prev.get("body") is not None:
+        return prev.get("etag") or None
+    return None
+
+
+def _request_pr(
+    gh_repo: Any,
+    number: int,
+    prev: Mapping[str, Any] | None,
+    clock: Callable[[], float],
+    repo_name: str,
+) -> _Attempt:
+    """One conditional request for PR ``number`` (PyGithub retries and waits inside it)."""
+    etag = _etag(prev)
+    try:
+        pr = gh_repo.get_pull(number)
+        changed = pr.update(additional_headers={"If-None-Match": etag} if etag else None)
+        fetched_at = datetime.fromtimestamp(clock(), tz=UTC)
+        if not changed and prev is not None:
+            row = dict(prev) | {"fetched_at": fetched_at, "status": "ok", "error": None}
+            return _Attempt(row=row, event="not_modified")
+        return _Attempt(row=_row_from_pr(pr, repo_name, number, fetched_at), event="fetched")
+    except RateLimitExceededExceedsMaxWait as exc:
+        # GithubRetry raises it with the wait it would have needed, never without one.
+        return _Attempt(waited_too_long=float(cast(float, exc.wait)))
+    except GithubException as exc:
+        return _Attempt(failure=(int(exc.status or 0), dict(exc.headers or {}), exc.data))
+    except (
+        requests.exceptions.RequestException,
+        urllib3.exceptions.HTTPError,
+        OSError,
+    ) as exc:
+        return _Attempt(transport=type(exc).__name__)
+
+
+class _FetchRun:
+    """One ``fetch_pull_requests`` call's state: where the request loop is (for the
+    retry's progress reports and its rate-limit budget), and how each PR is settled."""
+
+    def __init__(
+        self,
+        repo_slug: str,
+        repo_name: str,
+        cached: Mapping[int, Mapping[str, Any]],
+        secrets: list[str],
+        clock: Callable[[], float],
+        on_progress: Callable[[FetchProgress], None] | None,
+        *,
+        total: int,
+        max_rate_limit_waits: int,
+        max_rate_limit_wait_s: float,
+    ) -> None:
+        self.repo_slug = repo_slug
+        self.repo_name = repo_name
+        self.cached = cached
+        self.secrets = secrets
+        self.clock = clock
+        self.on_progress = on_progress
+        self.total = total
+        self.max_rate_limit_waits = max_rate_limit_waits
+        self.max_rate_limit_wait_s = max_rate_limit_wait_s
+        self.number = 0
+        self.done = 0
+        self.limit_exhausted = 0
+
+    def report(
+        self,
+        event: ProgressEvent,
+        number: int | None,
+        done: int,
+        wait_s: float = 0.0,
+        detail: str = "",
+    ) -> None:
+        """One progress report to ``on_progress``, its detail redacted."""
+        if self.on_progress is not None:
+            self.on_progress(
+                FetchProgress(event, number, done, self.total, wait_s, redact(detail, self.secrets))
+            )
+
+    def on_rate_limit_exhausted(self) -> None:
+        """The retry's rate-limit budget ran out on the PR being requested now."""
+        self.limit_exhausted = self.number
+
+    def on_wait(self, wait_s: float, detail: str, limited: bool) -> None:
+        """The retry is about to wait: log a rate limit, and report either kind of wait."""
+        if limited:
+            log.warning(
+                "GitHub rate limit on %s#%d (%s): waiting %.0fs",
+                self.repo_slug,
+                self.number,
+                detail,
+                wait_s,
+            )
+            self.report("rate_limited", self.number, self.done, wait_s, f"rate limit ({detail})")
+        else:
+            self.report("retrying", self.number, self.done, wait_s, detail)
+
+    def settle(self, gh_repo: Any, number: int, done: int) -> Iterator[dict[str, Any]]:
+        """Request PR ``number`` and yield its row (fetched, not modified, or failed), or
+        raise ``GitHubFetchError`` when a rate-limit wait would be too long."""
+        prev = self.cached.get(number)
+        attempt = _request_pr(gh_repo, number, prev, self.clock, self.repo_name)
+        if attempt.waited_too_long is not None:
+            raise GitHubFetchError(
+                f"GitHub rate limit on {self.repo_slug}#{number} would need a "
+                f"{attempt.waited_too_long:.0f}s "
+                f"wait (more than {self.max_rate_limit_wait_s:.0f}s); "
+                "rows fetched so far were yielded"
+            )
+        if attempt.failure is None and attempt.transport is None:
+            assert attempt.row is not None  # a request that neither failed nor raised
+            self.report(attempt.event, number, done)
+            yield _redact_row(attempt.row, self.secrets)
+            return
+        if attempt.transport is not None:
+            err = f"connection error: {attempt.transport}"
+            yield self._failed(prev, number, err)
+            self.report("error", number, done, detail=err)
+            return
+        assert attempt.failure is not None
+        yield from self._http_failure(prev, number, done, *attempt.failure)
+
+    def _http_failure(
+        self,
+        prev: Mapping[str, Any] | None,
+        number: int,
+        done: int,
+        status: int,
+        headers: dict[str, Any],
+        data: Any,
+    ) -> Iterator[dict[str, Any]]:
+        """An HTTP error left after the retries: a missing PR's row, a failed attempt's
+        row, or ``GitHubFetchError`` for a bad token or a rate limit that never lifted."""
+        if status in (404, 410, 451):
+            row = (dict(prev) if prev else _empty_row(self.repo_name, number)) | {
+                "status": "missing",
+                "error": f"HTTP {status}",
+                "fetched_at": datetime.fromtimestamp(self.clock(), tz=UTC),
+            }
+            self.report("missing", number, done, detail=f"HTTP {status}")
+            yield _redact_row(row, self.secrets)
+            return
+        if status == 401:
+            raise GitHubFetchError(
+                f"GitHub answered 401 for {self.repo_slug}#{number}: the token is invalid or "
+                "lacks access (check GITHUB_TOKEN)"
+            )
+        if self.limit_exhausted == number or _is_rate_limited(status, headers, data):
+            raise GitHubFetchError(
+                f"GitHub rate limit did not lift after {self.max_rate_limit_waits} waits "
+                f"({self.repo_slug}#{number}); rows fetched so far were yielded"
+            )
+        message = data.get("message") if isinstance(data, dict) else None
+        err = f"HTTP {status}" + (f": {message}" if message else "")
+        yield self._failed(prev, number, err)
+        self.report("error", number, done, detail=err)
+
+    def _failed(self, prev: Mapping[str, Any] | None, number: int, err: str) -> dict[str, Any]:
+        """A failed attempt's row, redacted (``_failed_row`` logs it)."""
+        return _redact_row(
+            _failed_row(prev, self.repo_name, number, err, self.secrets), self.secrets
+        )
 
 
 def _failed_row(
