@@ -115,7 +115,9 @@ def dask_cluster(address: str | None, n_workers: int | None = None) -> Iterator[
             ) from exc
         with client:
             try:
-                client.wait_for_workers(1, timeout="30s")
+                # distributed's hint says float, but it parses a duration string (its
+                # parse_timedelta); kept as one so the timeout error still reads "after 30s".
+                client.wait_for_workers(1, timeout="30s")  # type: ignore[arg-type]  # see above
             except (TimeoutError, OSError) as exc:
                 raise DistributedError(f"the Dask scheduler at {address} has no workers") from exc
             threads = sum(client.nthreads().values())
@@ -170,7 +172,10 @@ def _run_on_dask(
         _RUN_INSTANCE.append(dg.DagsterInstance.get())
     selection = ",".join(dg.AssetKey(p).to_user_string() for p in key_paths)
     job = dg.build_reconstructable_job(
-        __name__, "dask_asset_job", reconstructable_args=(address, selection)
+        __name__,
+        "dask_asset_job",
+        # Dagster hints a 1-tuple (tuple[object]) but takes any tuple of arguments.
+        reconstructable_args=(address, selection),  # type: ignore[arg-type]  # see above
     )
     if partition_key is not None:
         tags = {**tags, "dagster/partition": partition_key}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
 
 import dagster as dg
 
@@ -113,11 +113,15 @@ def run_scoped_dask_executor() -> dg.ExecutorDefinition:
 
     @dg.executor(
         name="dask",
-        config_schema=upstream.dask_executor.config_schema,
+        # Upstream's schema as the Field it wraps: what the decorator's types accept
+        # (it wraps a Field in the same kind of definition schema again).
+        config_schema=upstream.dask_executor.config_schema.as_field(),
         requirements=dg.multiple_process_executor_requirements(),
     )
     def kernelhouse_dask_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
-        ((cluster_type, cluster_config),) = init_context.executor_config["cluster"].items()
+        # A selector: validated by the schema to one {cluster type: its config} entry.
+        cluster = cast(Mapping[str, Any], init_context.executor_config["cluster"])
+        ((cluster_type, cluster_config),) = cluster.items()
         return RunScopedDaskExecutor(cluster_type, cluster_config)
 
     return kernelhouse_dask_executor

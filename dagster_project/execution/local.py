@@ -11,7 +11,7 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.execution.planner import Result
+from dagster_project.execution.planner import Result, materializable
 
 
 def default_workers() -> int:
@@ -51,7 +51,7 @@ def _run_in_worker(
 
     defs = base_definitions()  # built once per worker process
     result = dg.materialize(
-        list(defs.assets or []) + list(defs.asset_checks or []),
+        materializable(defs),
         instance=dg.DagsterInstance.get(),
         resources=defs.resources or {},
         partition_key=partition_key,
@@ -108,7 +108,7 @@ class LocalRuns:
             summary = _run_in_worker(
                 [list(k.path) for k in keys], None, self._run_config, self._tags
             )
-            return lambda: summary  # type: ignore[return-value]
+            return lambda: summary
         future = self._start().submit(
             _run_in_worker,
             [list(k.path) for k in keys],
@@ -116,7 +116,7 @@ class LocalRuns:
             self._run_config,
             self._tags,
         )
-        return future.result  # type: ignore[return-value]
+        return future.result
 
     def close(self) -> None:
         if self._pool is not None:

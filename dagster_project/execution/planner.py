@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union, cast
 
 import dagster as dg
 
@@ -20,8 +20,12 @@ from dagster_project.execution import policy
 from dagster_project.execution.dagster_private import stale_status_resolver
 from dagster_project.home import damaged_now, exclusive_build, run_tags
 
-# A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``).
-Result = dg.ExecuteInProcessResult | dg.JobExecutionResult  # or a RunSummary (LocalRuns)
+if TYPE_CHECKING:
+    from dagster_project.execution.local import RunSummary
+
+# A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``): a
+# Dask run's result, or the summary of a run in a ``LocalRuns`` worker process.
+Result = Union[dg.ExecuteInProcessResult, dg.JobExecutionResult, "RunSummary"]
 # Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
 Launch = Callable[[list[dg.AssetKey], str | None], Callable[[], Result]]
 
@@ -189,100 +193,148 @@ def run_build(
     ``offline`` maps repos whose source cannot be reached (``probe_sources``) to the
     reason: their partition of the git-source observer (``repo_clone``) is not run,
     everything that needs it is skipped, and everything else builds."""
-    graph = defs.resolve_asset_graph()
-    all_assets = list(defs.assets or []) + list(defs.asset_checks or [])
-    resources = defs.resources or {}
-    outcome = BuildOutcome()
-    failed: set[tuple[dg.AssetKey, str | None]] = set()
-    # One stale-status resolver (it caches event-log reads) until something runs.
-    resolver: list[Any] = []
-    probes: dict[str, str | None] = {}
-    pending: list[tuple[Stage, str | None, list[dg.AssetKey], Callable[[], Result]]] = []
-    offline = dict(offline or {})
-
-    def materialize(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey]) -> None:
-        resolver.clear()
-        if on_run:
-            on_run(stage, pkey, "start")
-        if launch is not None:
-            wait = launch(run_keys, pkey)
-            if refresh:  # the next wave's staleness depends on this run
-                finish(stage, pkey, run_keys, wait())
-            else:
-                pending.append((stage, pkey, run_keys, wait))
-            return
-        result = dg.materialize(
-            all_assets,
-            instance=instance,
-            resources=resources,
-            partition_key=pkey,
-            selection=run_keys,
-            raise_on_error=False,
-            run_config=QUIET_RUN_CONFIG if quiet else None,
-            tags={"kernelhouse/cli": "refresh" if refresh else "build", **run_tags()},
-        )
-        finish(stage, pkey, run_keys, result)
-
-    def finish(stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey], result: Result) -> None:
-        _collect(result, outcome, pkey)
-        if not result.success:
-            message = _failure_message(result)
-            for k in _failed_keys(result, run_keys):
-                failed.add((k, pkey))
-                outcome.failed[_label(k, pkey)] = message
-        if on_run:
-            on_run(stage, pkey, "ok" if result.success else "failed")
-
+    build = _Build(defs, instance, on_run, quiet, refresh, launch, offline)
     for stage in plan_stages(defs, selection, instance):
         for pkey in stage.partition_keys:
             if partitions and pkey is not None and pkey not in partitions:
                 continue
-            for k in stage.keys:
-                if observed(graph, k) == policy.GIT and pkey in offline:
-                    failed.add((k, pkey))
-                    outcome.skipped[_label(k, pkey)] = f"source offline: {offline[pkey]}"
-            blocked = {
-                k
-                for k in stage.keys
-                if (k, pkey) not in failed and _is_blocked(graph, k, pkey, failed)
-            }
-            run_keys = [k for k in stage.keys if k not in blocked and (k, pkey) not in failed]
-            for k in blocked:
-                outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, offline)
-            if not run_keys:
-                continue
-            if not refresh:
-                materialize(stage, pkey, run_keys)
-                continue
-            # Waves: run what is stale now, then look again (a child is stale only once
-            # its parent has written different data), until nothing in the stage is.
-            remaining = set(run_keys)
-            while remaining:
-                now_blocked = {k for k in remaining if _is_blocked(graph, k, pkey, failed)}
-                for k in now_blocked:
-                    outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, offline)
-                remaining -= now_blocked
-                if not resolver:
-                    resolver.append(stale_status_resolver(instance, graph))
-                reasons = stale_reasons(graph, resolver[0], remaining, pkey, probes)
-                # Hold back anything downstream of a stale asset: once that one ran,
-                # the child may or may not be stale, and only then can Dagster tell.
-                ready = sorted(
-                    (k for k in reasons if not (_upstream(graph, k) & set(reasons))),
-                    key=lambda k: k.to_user_string(),
-                )
-                if not ready:
-                    break
-                for k in ready:
-                    outcome.reasons[_label(k, pkey)] = reasons[k]
-                materialize(stage, pkey, ready)
-                remaining -= set(ready)
-            for k in remaining:
-                outcome.fresh.append(_label(k, pkey))
-        for stage_, pkey, run_keys, wait in pending:  # this stage's launched runs
-            finish(stage_, pkey, run_keys, wait())
-        pending.clear()
-    return outcome
+            build.run_partition(stage, pkey)
+        build.collect_launched()
+    return build.outcome
+
+
+def materializable(defs: dg.Definitions) -> list[dg.AssetsDefinition | dg.AssetSpec]:
+    """Every asset and asset check of ``defs``: what a run materialises from.
+
+    ``Definitions.assets`` is typed to hold source and cacheable assets too; ours come
+    from ``build_definitions`` (``map_asset_specs`` over assets definitions only)."""
+    assets = cast(list[dg.AssetsDefinition | dg.AssetSpec], list(defs.assets or []))
+    return assets + list(defs.asset_checks or [])
+
+
+class _Build:
+    """One ``run_build``'s state: the outcome so far, the (asset, partition) pairs that
+    failed or were skipped, the refresh's stale-status resolver and service probes, and
+    the launched runs of the current stage that are still to be collected."""
+
+    def __init__(
+        self,
+        defs: dg.Definitions,
+        instance: dg.DagsterInstance,
+        on_run: Callable[[Stage, str | None, str], None] | None,
+        quiet: bool,
+        refresh: bool,
+        launch: Launch | None,
+        offline: Mapping[str, str] | None,
+    ) -> None:
+        self.instance = instance
+        self.on_run = on_run
+        self.quiet = quiet
+        self.refresh = refresh
+        self.launch = launch
+        self.graph = defs.resolve_asset_graph()
+        self.all_assets = materializable(defs)
+        self.resources = defs.resources or {}
+        self.outcome = BuildOutcome()
+        self.failed: set[tuple[dg.AssetKey, str | None]] = set()
+        # One stale-status resolver (it caches event-log reads) until something runs.
+        self.resolver: Any = None
+        self.probes: dict[str, str | None] = {}
+        self.pending: list[tuple[Stage, str | None, list[dg.AssetKey], Callable[[], Result]]] = []
+        self.offline = dict(offline or {})
+
+    def run_partition(self, stage: Stage, pkey: str | None) -> None:
+        """Run one partition of a stage: skip what needs an offline source or a failed
+        upstream asset, then run the rest (on a refresh, only what is stale, in waves)."""
+        graph, failed, outcome = self.graph, self.failed, self.outcome
+        for k in stage.keys:
+            if observed(graph, k) == policy.GIT and pkey in self.offline:
+                failed.add((k, pkey))
+                outcome.skipped[_label(k, pkey)] = f"source offline: {self.offline[pkey]}"
+        blocked = {
+            k for k in stage.keys if (k, pkey) not in failed and _is_blocked(graph, k, pkey, failed)
+        }
+        run_keys = [k for k in stage.keys if k not in blocked and (k, pkey) not in failed]
+        for k in blocked:
+            outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, self.offline)
+        if not run_keys:
+            return
+        if not self.refresh:
+            self.materialize(stage, pkey, run_keys)
+            return
+        self._refresh_waves(stage, pkey, run_keys)
+
+    def _refresh_waves(self, stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey]) -> None:
+        """Waves: run what is stale now, then look again (a child is stale only once
+        its parent has written different data), until nothing in the stage is."""
+        graph, outcome = self.graph, self.outcome
+        remaining = set(run_keys)
+        while remaining:
+            now_blocked = {k for k in remaining if _is_blocked(graph, k, pkey, self.failed)}
+            for k in now_blocked:
+                outcome.skipped[k.to_user_string()] = _blocked_reason(graph, k, self.offline)
+            remaining -= now_blocked
+            if self.resolver is None:
+                self.resolver = stale_status_resolver(self.instance, graph)
+            reasons = stale_reasons(graph, self.resolver, remaining, pkey, self.probes)
+            # Hold back anything downstream of a stale asset: once that one ran,
+            # the child may or may not be stale, and only then can Dagster tell.
+            ready = sorted(
+                (k for k in reasons if not (_upstream(graph, k) & set(reasons))),
+                key=lambda k: k.to_user_string(),
+            )
+            if not ready:
+                break
+            for k in ready:
+                outcome.reasons[_label(k, pkey)] = reasons[k]
+            self.materialize(stage, pkey, ready)
+            remaining -= set(ready)
+        for k in remaining:
+            outcome.fresh.append(_label(k, pkey))
+
+    def materialize(self, stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey]) -> None:
+        """Run ``run_keys`` for one partition: in this process, or through ``launch``
+        (collected with the stage, or at once on a refresh)."""
+        self.resolver = None
+        if self.on_run:
+            self.on_run(stage, pkey, "start")
+        if self.launch is not None:
+            wait = self.launch(run_keys, pkey)
+            if self.refresh:  # the next wave's staleness depends on this run
+                self.finish(stage, pkey, run_keys, wait())
+            else:
+                self.pending.append((stage, pkey, run_keys, wait))
+            return
+        result = dg.materialize(
+            self.all_assets,
+            instance=self.instance,
+            resources=self.resources,
+            partition_key=pkey,
+            selection=run_keys,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG if self.quiet else None,
+            tags={"kernelhouse/cli": "refresh" if self.refresh else "build", **run_tags()},
+        )
+        self.finish(stage, pkey, run_keys, result)
+
+    def finish(
+        self, stage: Stage, pkey: str | None, run_keys: list[dg.AssetKey], result: Result
+    ) -> None:
+        """Record one run's rows, checks and failures, and report it to ``on_run``."""
+        _collect(result, self.outcome, pkey)
+        if not result.success:
+            message = _failure_message(result)
+            for k in _failed_keys(result, run_keys):
+                self.failed.add((k, pkey))
+                self.outcome.failed[_label(k, pkey)] = message
+        if self.on_run:
+            self.on_run(stage, pkey, "ok" if result.success else "failed")
+
+    def collect_launched(self) -> None:
+        """Wait for this stage's launched runs and record them, in launch order."""
+        for stage_, pkey, run_keys, wait in self.pending:
+            self.finish(stage_, pkey, run_keys, wait())
+        self.pending.clear()
 
 
 def _blocked_reason(graph: dg.AssetGraph, key: dg.AssetKey, offline: Mapping[str, str]) -> str:
@@ -384,8 +436,9 @@ def _collect(result: Result, outcome: BuildOutcome, pkey: str | None) -> None:
         md = mat.metadata
         rows = md.get("dagster/row_count") or md.get("rows")
         if rows is not None:
-            outcome.rows[name] = outcome.rows.get(name, 0) + int(rows.value)  # type: ignore[union-attr]
-            outcome.rows_by_run[name + (f"[{pkey}]" if pkey else "")] = int(rows.value)  # type: ignore[union-attr]
+            count = int(cast(int, rows.value))  # a row count is an int metadata value
+            outcome.rows[name] = outcome.rows.get(name, 0) + count
+            outcome.rows_by_run[name + (f"[{pkey}]" if pkey else "")] = count
         else:
             outcome.rows.setdefault(name, 0)
     for ev in result.get_asset_check_evaluations():
