@@ -109,7 +109,8 @@ def _stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 def _gains_state(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     """The pr_gains asset's own account of what it read (None before it ran)."""
     have = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'derived' AND table_name = 'pr_gains_state'"
+        "SELECT count(*) FROM information_schema.tables "
+        "WHERE table_schema = 'derived' AND table_name = 'pr_gains_state'"
     ).fetchall()[0][0]
     if not have:
         return None
@@ -277,11 +278,13 @@ def _check_counts(rows: Mapping[str, int], stats: Mapping[str, Any]) -> None:
         for split in SPLITS:
             if rows[data_file(subset, split)] != s[split]:
                 raise ExportError(
-                    f"{subset}/{split}: wrote {rows[data_file(subset, split)]} rows, lake has {s[split]}"
+                    f"{subset}/{split}: wrote {rows[data_file(subset, split)]} rows, "
+                    f"lake has {s[split]}"
                 )
         if s["train"] + s["test"] != s["rows"]:
             raise ExportError(
-                f"{subset}: {s['rows'] - s['train'] - s['test']} rows have a split other than train/test"
+                f"{subset}: {s['rows'] - s['train'] - s['test']} rows "
+                "have a split other than train/test"
             )
 
 
@@ -344,7 +347,6 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
     counts against the card's.
     """
     card = dict(card or {})
-    lines: list[str] = []
     with lake.connect(read_only=True) as con:
         kernels = records(con, "card_gaps_kernels", {"kernels": list(CARD_KERNELS)})
         files = records(con, "card_gaps_config_files")
@@ -356,6 +358,22 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
         repos = records(con, "card_gaps_commits", {"cutoff": cutoff})
         excluded = records(con, "card_gaps_exclusions")
         licenses = records(con, "licenses")
+    return [
+        *_kernel_gaps(kernels),
+        *_tuned_config_gaps(files, repos, card),
+        *_commit_gaps(repos, excluded, card),
+        *_cutoff_gaps(cutoff, repos),
+        *_licence_gaps(licenses, excluded, card),
+    ]
+
+
+Rows = list[dict[str, Any]]
+
+
+def _kernel_gaps(kernels: Rows) -> list[str]:
+    """Each card kernel with no rows, and why: no file, only malformed files, or files
+    that gave nothing; and whether its source was found."""
+    lines = []
     for k in kernels:
         if k["rows"]:
             continue
@@ -367,6 +385,13 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
             why = "its files are present but gave no rows"
         src = "" if k["sources"] else "; its source was not found at the snapshot"
         lines.append(f"missing kernel {k['kernel']}: {why}{src}")
+    return lines
+
+
+def _tuned_config_gaps(files: Rows, repos: Rows, card: Mapping[str, float]) -> list[str]:
+    """Config files skipped as malformed, rows the engine never loads, and the rows the
+    card has beyond our snapshot."""
+    lines = []
     bad = [f for f in files if f["parse_status"] != "ok"]
     if bad:
         shown = ", ".join(f"{f['repo']} {f['files']} {f['parse_status']}" for f in bad)
@@ -383,34 +408,53 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
     ours_tc = sum(f["entries"] for f in files if f["parse_status"] == "ok")
     if card.get("tuned_configs rows") and ours_tc < card["tuned_configs rows"]:
         lines.append(
-            f"tuned_configs: {card['tuned_configs rows'] - ours_tc:,.0f} rows fewer than the card: "
+            f"tuned_configs: {card['tuned_configs rows'] - ours_tc:,.0f} rows fewer than "
+            "the card: "
             f"the card's clones run to {CARD_SNAPSHOT_END}, ours to "
             + ", ".join(f"{r['repo']} {str(r['head_date'])[:10]}" for r in repos)
             + " (files added upstream since are not in our snapshot)"
         )
+    return lines
+
+
+def _commit_gaps(repos: Rows, excluded: Rows, card: Mapping[str, float]) -> list[str]:
+    """kernel_commits rows against the card's count, with each repo's rows and perf
+    commits and the kernel files the row rules dropped."""
     ours_kc = sum(r["rows"] for r in repos)
-    if card.get("kernel_commits rows") and ours_kc != card["kernel_commits rows"]:
-        diff = card["kernel_commits rows"] - ours_kc
-        what = "fewer" if diff > 0 else "more"
-        drops = ", ".join(f"{e['reason']} {e['files']:,}" for e in excluded[:6])
-        lines.append(
-            f"kernel_commits: {abs(diff):,.0f} rows {what} than the card; per repo rows / perf commits: "
-            + ", ".join(f"{r['repo']} {r['rows']:,} / {r['perf_commits']:,}" for r in repos)
-            + f"; kernel files dropped by the row rules: {drops or 'none'}"
-            + f"; snapshot ends before the card's {CARD_SNAPSHOT_END} where older"
-        )
-    if cutoff:
-        lines.append(
-            f"kernel_commits: temporal cut-off {str(cutoff)[:10]} (newest ~10% of rows are test)"
-        )
-        for r in repos:
-            if r["rows"] and not r["test_rows"]:
-                newest = str(r["newest_row"])[:10]
-                lines.append(
-                    f"kernel_commits: {r['repo']} has an empty test split: its newest row "
-                    f"({newest}) is before the cut-off (its snapshot ends {str(r['head_date'])[:10]})"
-                )
-    ours_lic = {}
+    if not (card.get("kernel_commits rows") and ours_kc != card["kernel_commits rows"]):
+        return []
+    diff = card["kernel_commits rows"] - ours_kc
+    what = "fewer" if diff > 0 else "more"
+    drops = ", ".join(f"{e['reason']} {e['files']:,}" for e in excluded[:6])
+    return [
+        f"kernel_commits: {abs(diff):,.0f} rows {what} than the card; "
+        "per repo rows / perf commits: "
+        + ", ".join(f"{r['repo']} {r['rows']:,} / {r['perf_commits']:,}" for r in repos)
+        + f"; kernel files dropped by the row rules: {drops or 'none'}"
+        + f"; snapshot ends before the card's {CARD_SNAPSHOT_END} where older"
+    ]
+
+
+def _cutoff_gaps(cutoff: Any, repos: Rows) -> list[str]:
+    """The temporal cut-off of the test split, and each repo whose test split is empty."""
+    if not cutoff:
+        return []
+    lines = [f"kernel_commits: temporal cut-off {str(cutoff)[:10]} (newest ~10% of rows are test)"]
+    for r in repos:
+        if r["rows"] and not r["test_rows"]:
+            newest = str(r["newest_row"])[:10]
+            lines.append(
+                f"kernel_commits: {r['repo']} has an empty test split: its newest row "
+                f"({newest}) is before the cut-off "
+                f"(its snapshot ends {str(r['head_date'])[:10]})"
+            )
+    return lines
+
+
+def _licence_gaps(licenses: Rows, excluded: Rows, card: Mapping[str, float]) -> list[str]:
+    """kernel_commits rows per licence against the card's, licences the card does not
+    list, and the files excluded as not open source."""
+    ours_lic: dict[str, Any] = {}
     for row in licenses:
         if row["subset"] == "kernel_commits":
             ours_lic[row["license"]] = ours_lic.get(row["license"], 0) + row["rows"]
@@ -430,21 +474,19 @@ def card_gap_lines(lake: Lake, card: Mapping[str, float] | None = None) -> list[
     other = {
         k: v for k, v in ours_lic.items() if k not in ("Apache-2.0", "BSD-3-Clause", "BSD", "MIT")
     }
-    if parts or other:
-        non_oss = (
-            ", ".join(
-                f"{e['reason']} {e['files']}"
-                for e in excluded
-                if e["reason"].startswith("license_")
-            )
-            or "none"
+    if not (parts or other):
+        return []
+    non_oss = (
+        ", ".join(
+            f"{e['reason']} {e['files']}" for e in excluded if e["reason"].startswith("license_")
         )
-        extra = (
-            ""
-            if not other
-            else "; not on the card: " + ", ".join(f"{k} {v:,}" for k, v in sorted(other.items()))
-        )
-        lines.append(
-            f"kernel_commits licences: {', '.join(parts)}{extra}; non-OSS files excluded: {non_oss}"
-        )
-    return lines
+        or "none"
+    )
+    extra = (
+        ""
+        if not other
+        else "; not on the card: " + ", ".join(f"{k} {v:,}" for k, v in sorted(other.items()))
+    )
+    return [
+        f"kernel_commits licences: {', '.join(parts)}{extra}; non-OSS files excluded: {non_oss}"
+    ]

@@ -312,7 +312,8 @@ def _write_batches(
         reader = relation(con, layout.rows_query, {"ids": ids}).to_arrow_reader(_READ_ROWS)
         if tuple(reader.schema.names) != layout.fields:
             raise ExportError(
-                f"{layout.dataset}: row query yields {reader.schema.names}, card wants {list(layout.fields)}"
+                f"{layout.dataset}: row query yields {reader.schema.names}, "
+                f"card wants {list(layout.fields)}"
             )
         if schema is None:
             schema = reader.schema
@@ -411,7 +412,8 @@ def _export(
             rows[layout.merged] = sum(rows.values())
             if rows[layout.merged] != stats[layout.unit]:
                 raise ExportError(
-                    f"{layout.dataset}: wrote {rows[layout.merged]} {layout.unit}, lake has {stats[layout.unit]}"
+                    f"{layout.dataset}: wrote {rows[layout.merged]} {layout.unit}, "
+                    f"lake has {stats[layout.unit]}"
                 )
             holdout = _write_holdout(con, layout, tmp / HOLDOUT_FILE)
             rows[HOLDOUT_FILE] = holdout[0]
