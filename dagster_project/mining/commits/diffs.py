@@ -175,6 +175,50 @@ def changed_lines(diff: str) -> ChangedLines:
     return ChangedLines(old, new)
 
 
+def _first_hunk(lines: list[str]) -> int:
+    """Index of the first hunk header, past the file headers; a binary patch has none."""
+    i = 0
+    while i < len(lines) and not lines[i].startswith("@@"):
+        if lines[i].startswith("Binary files "):
+            raise PatchError("binary patch")
+        i += 1
+    return i
+
+
+def _hunk_body(lines: list[str], i: int) -> tuple[list[tuple[str, str]], int]:
+    """The (tag, line text) pairs of the hunk whose body starts at diff line ``i``, and the
+    index of the line after it; a no-newline marker cuts the ``\\n`` of the line before."""
+    body: list[tuple[str, str]] = []
+    while i < len(lines) and not lines[i].startswith("@@"):
+        line = lines[i]
+        if line == NO_NEWLINE:
+            if not body:
+                raise PatchError("no-newline marker before any line")
+            tag, text = body[-1]
+            body[-1] = (tag, text[:-1])
+        elif line and line[0] in " -+":
+            body.append((line[0], line[1:] + "\n"))
+        elif line == "" and i == len(lines) - 1:
+            pass
+        else:
+            raise PatchError(f"unexpected diff line {i + 1}: {line[:80]!r}")
+        i += 1
+    return body, i
+
+
+def _apply_body(src: list[str], pos: int, body: list[tuple[str, str]], out: list[str]) -> int:
+    """Apply one hunk's body at ``src[pos]`` (context and removed lines must match), adding
+    the new side to ``out``; the position in ``src`` after the hunk."""
+    for tag, text in body:
+        if tag in " -":
+            if pos >= len(src) or src[pos] != text:
+                raise PatchError(f"context mismatch at old line {pos + 1}")
+            pos += 1
+        if tag in " +":
+            out.append(text)
+    return pos
+
+
 def apply_patch(before: str, diff: str) -> str:
     """Apply a single-file unified diff strictly (context checked at the stated lines).
 
@@ -185,11 +229,7 @@ def apply_patch(before: str, diff: str) -> str:
     out: list[str] = []
     pos = 0  # index in src of the next line to copy
     lines = diff.split("\n")
-    i = 0
-    while i < len(lines) and not lines[i].startswith("@@"):
-        if lines[i].startswith("Binary files "):
-            raise PatchError("binary patch")
-        i += 1
+    i = _first_hunk(lines)
     while i < len(lines):
         m = _HUNK_RE.match(lines[i])
         if not m:
@@ -203,29 +243,8 @@ def apply_patch(before: str, diff: str) -> str:
             raise PatchError(f"hunk at old line {old_start} is out of order or past the end")
         out.extend(src[pos:start])
         pos = start
-        i += 1
-        body: list[tuple[str, str]] = []
-        while i < len(lines) and not lines[i].startswith("@@"):
-            line = lines[i]
-            if line == NO_NEWLINE:
-                if not body:
-                    raise PatchError("no-newline marker before any line")
-                tag, text = body[-1]
-                body[-1] = (tag, text[:-1])
-            elif line and line[0] in " -+":
-                body.append((line[0], line[1:] + "\n"))
-            elif line == "" and i == len(lines) - 1:
-                pass
-            else:
-                raise PatchError(f"unexpected diff line {i + 1}: {line[:80]!r}")
-            i += 1
-        for tag, text in body:
-            if tag in " -":
-                if pos >= len(src) or src[pos] != text:
-                    raise PatchError(f"context mismatch at old line {pos + 1}")
-                pos += 1
-            if tag in " +":
-                out.append(text)
+        body, i = _hunk_body(lines, i + 1)
+        pos = _apply_body(src, pos, body, out)
     out.extend(src[pos:])
     return "".join(out)
 

@@ -167,6 +167,57 @@ def _balanced(region: str) -> bool:
     )
 
 
+def _change_ahead(
+    decs: list[tuple[int, str]],
+    i: int,
+    first: int,
+    clean: str,
+    changed: Sequence[int],
+) -> str:
+    """Whether the kernel decorated at ``decs[i]`` (first line ``first``) may hold a change:
+    ``"stop"`` when every change lies above it (no later kernel can hold one either),
+    ``"skip"`` when the next statement at its indent starts before the next change, else
+    ``"scan"``."""
+    start, indent = decs[i]
+    k = bisect_left(changed, first)
+    if k == len(changed):
+        return "stop"
+    # A later decorator at the same or a shallower indent starts a new statement,
+    # so this function ends before it: skip it when no change lies in between.
+    nxt = next((d for d, ind in decs[i + 1 :] if len(ind) <= len(indent)), None)
+    if nxt is not None and first + clean.count("\n", start, nxt) <= changed[k]:
+        return "skip"
+    return "scan"
+
+
+def _function_stop(clean: str, start: int, body_at: int, indent: str) -> int:
+    """Offset just past the function whose decorators start at ``start`` and whose ``def``
+    line ends at ``body_at``: the first later line indented no deeper than ``indent`` that
+    starts a statement outside open brackets (the end of the text when none)."""
+    end_re = re.compile(rf"\n[ \t]{{0,{len(indent)}}}[^\s)\]}}]")
+    nl = clean.find("\n", body_at)
+    stop = len(clean)
+    pos = nl if nl != -1 else len(clean)
+    while pos < len(clean):
+        e = end_re.search(clean, pos)
+        if e is None:
+            break
+        if _balanced(clean[start : e.start()]):
+            stop = e.start() + 1
+            break
+        pos = e.end() - 1
+    return stop
+
+
+def _trim_trailing(orig_lines: list[str], first: int, last: int) -> int:
+    """The last line of a function without its trailing blank and comment lines (as ast)."""
+    while last > first and (
+        not orig_lines[last - 1].strip() or orig_lines[last - 1].lstrip().startswith("#")
+    ):
+        last -= 1
+    return last
+
+
 def python_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> list[Range]:
     """Kernel function ranges of Python source, equal to what ``ast`` reports.
 
@@ -195,13 +246,10 @@ def python_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> lis
     for i, (start, indent) in enumerate(decs):
         first = lines.line_of(start)
         if changed is not None:
-            k = bisect_left(changed, first)
-            if k == len(changed):
+            ahead = _change_ahead(decs, i, first, clean, changed)
+            if ahead == "stop":
                 break
-            # A later decorator at the same or a shallower indent starts a new statement,
-            # so this function ends before it: skip it when no change lies in between.
-            nxt = next((d for d, ind in decs[i + 1 :] if len(ind) <= len(indent)), None)
-            if nxt is not None and first + clean.count("\n", start, nxt) <= changed[k]:
+            if ahead == "skip":
                 continue
         d = re.compile(rf"\n{re.escape(indent)}(?:(?:async[ \t]+)?def|(class))[ \t]").search(
             clean, start
@@ -209,24 +257,9 @@ def python_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> lis
         if d is None or d.group(1) or d.start() in seen_defs:
             continue  # nothing decorated, or a decorated class (``@cute.struct``)
         seen_defs.add(d.start())
-        end_re = re.compile(rf"\n[ \t]{{0,{len(indent)}}}[^\s)\]}}]")
-        nl = clean.find("\n", d.end())
-        stop = len(clean)
-        pos = nl if nl != -1 else len(clean)
-        while pos < len(clean):
-            e = end_re.search(clean, pos)
-            if e is None:
-                break
-            if _balanced(clean[start : e.start()]):
-                stop = e.start() + 1
-                break
-            pos = e.end() - 1
+        stop = _function_stop(clean, start, d.end(), indent)
         last = first + clean.count("\n", start, max(stop - 1, start))
-        while last > first and (
-            not orig_lines[last - 1].strip() or orig_lines[last - 1].lstrip().startswith("#")
-        ):
-            last -= 1
-        ranges.append((first, last))
+        ranges.append((first, _trim_trailing(orig_lines, first, last)))
     return sorted(ranges)
 
 
@@ -303,6 +336,28 @@ def _in_comment(code: str, pos: int) -> bool:
     return code.rfind("/*", 0, pos) > code.rfind("*/", 0, pos)
 
 
+def _first_code_qualifier_line(code: str) -> int:
+    """Offset of the start of the line of the first device qualifier that is real code (not
+    in a comment or directive); -1 when there is none."""
+    for a, _ in _qualifiers(code):
+        if not _in_comment(code, a):
+            return code.rfind("\n", 0, a) + 1
+    return -1
+
+
+def _definition_close(clean: str, qb: int) -> int | None:
+    """Offset of the closing brace of the function defined after the qualifier ending at
+    ``qb``; ``None`` for a declaration (``;``), a stray ``}`` or a ``__device__`` variable
+    with a brace initialiser (no parameter list before the brace)."""
+    b = _BRACE_RE.search(clean, qb)
+    if b is None or b.group(0) != "{":
+        return None  # a declaration (";"), a stray "}" or nothing follows
+    if "(" not in clean[qb : b.start()]:
+        return None  # a __device__ variable with a brace initialiser
+    block = _BLOCK_RE.match(clean, b.start())
+    return block.end() - 1 if block else _closing_brace(clean, b.start())
+
+
 def cuda_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> list[Range]:
     """Ranges of ``__global__``/``__device__`` function definitions (declarations and
     ``__device__`` variables are skipped: no parameter list before the brace).
@@ -313,11 +368,7 @@ def cuda_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> list[
     """
     if changed is not None and not changed:
         return []
-    start = -1
-    for a, _ in _qualifiers(code):
-        if not _in_comment(code, a):
-            start = code.rfind("\n", 0, a) + 1
-            break
+    start = _first_code_qualifier_line(code)
     if start < 0:
         return []
     first_line = code.count("\n", 0, start) + 1
@@ -333,13 +384,9 @@ def cuda_kernel_ranges(code: str, changed: Sequence[int] | None = None) -> list[
         line = lines.line_of(qa)
         if changed is not None and line > changed[-1]:
             break
-        b = _BRACE_RE.search(clean, qb)
-        if b is None or b.group(0) != "{":
-            continue  # a declaration (";"), a stray "}" or nothing follows
-        if "(" not in clean[qb : b.start()]:
-            continue  # a __device__ variable with a brace initialiser
-        block = _BLOCK_RE.match(clean, b.start())
-        close = block.end() - 1 if block else _closing_brace(clean, b.start())
+        close = _definition_close(clean, qb)
+        if close is None:
+            continue
         ranges.append((line, lines.line_of(close)))
         covered = close
     return ranges

@@ -41,8 +41,9 @@ from dagster_project.mining.commits.specs import RepoSpec
 from dagster_project.mining.commits.split import assign_temporal_split
 from dagster_project.mining.git import GitRepo
 
-#: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it whenever mined output changes:
-#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+#: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it
+#: whenever mined output changes: it is part of the miner version (``mining/versions.py``);
+#: a bump re-mines.
 RULES_VERSION = "2"
 
 MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String(), "rules_version": pl.String()}

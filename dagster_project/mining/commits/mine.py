@@ -52,8 +52,9 @@ from dagster_project.mining.configs.names import ConfigNameError, normalise_gpu,
 from dagster_project.mining.configs.specs import CONFIG_DIRS
 from dagster_project.mining.git import GitRepo
 
-#: Version of file limits, row rules (Limits, modified-only, exclusion reasons) and reverts. Bump it whenever mined output changes:
-#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+#: Version of file limits, row rules (Limits, modified-only, exclusion reasons) and reverts.
+#: Bump it whenever mined output changes: it is part of the miner version
+#: (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "2"
 
 # -- limits ---------------------------------------------------------------------------------
@@ -455,6 +456,185 @@ def config_hardware(repo: GitRepo, repo_name: str, shas: Sequence[str]) -> dict[
     return found
 
 
+class _CommitFiles:
+    """One run of :func:`mine_commit_files`: the commits' metadata and files, the blobs
+    read for them, and the rows and exclusions made so far (each step below adds to them
+    in the order the module doc gives the rules)."""
+
+    def __init__(self, repo: GitRepo, spec: RepoSpec, commits: pl.DataFrame, limits: Limits):
+        self.repo = repo
+        self.spec = spec
+        self.limits = limits
+        self.rows: list[dict[str, object]] = []
+        self.excluded: list[dict[str, object]] = []
+        self.meta = {c["sha"]: c for c in commits.select(pl.exclude("files")).iter_rows(named=True)}
+        self.files: list[_File] = [
+            _File(sha, f["path"], f["status"], f["kind"], f["before_oid"], f["after_oid"])
+            for sha, fl in zip(commits["sha"].to_list(), commits["files"].to_list(), strict=True)
+            for f in fl
+        ]
+        self.mentions_cache: dict[str, tuple[list[str], list[str], list[str]]] = {}
+
+    def exclude(self, f: _File, reason: str, detail: str = "") -> None:
+        """Record one file as excluded, with the reason and its detail."""
+        self.excluded.append(
+            {
+                "repo": self.spec.name,
+                "sha": f.sha,
+                "pr_number": self.meta[f.sha]["pr_number"],
+                "path": f.path,
+                "language": f.language,
+                "reason": reason,
+                "detail": detail,
+            }
+        )
+
+    def read_blobs(self) -> None:
+        """The GPUs named by config files of each commit, then every blob's size and the
+        contents of those under the size limit (native files are classified by extension,
+        so blobs over the limit are never read)."""
+        repo, files, limits = self.repo, self.files, self.limits
+        self.config_gpus = config_hardware(repo, self.spec.name, list(self.meta))
+        all_oids = [o for f in files for o in (f.before_oid, f.after_oid) if o]
+        repo.prefetch_blobs(all_oids)  # one batched fetch, and only in a blobless clone
+        self.sizes = repo.batch_check(all_oids)
+        # Native files are classified by extension: blobs over the size limit are never read.
+        want = [
+            o
+            for f in files
+            for o in (f.before_oid, f.after_oid)
+            if o and (f.kind == "python" or (self.sizes.get(o) or 0) <= limits.max_bytes)
+        ]
+        self.blobs = repo.read_blobs(want)
+
+    def modified_by_commit(self) -> dict[str, list[_File]]:
+        """Kernel files by commit, once classified: added and deleted files are excluded,
+        host Python next to the kernels is not a kernel file at all."""
+        blobs = self.blobs
+        by_commit: dict[str, list[_File]] = {}
+        for f in self.files:
+            f.language = classify_language(
+                f.kind, f.path, blobs.get(f.before_oid or ""), blobs.get(f.after_oid or "")
+            )
+            if f.language is None:
+                continue  # host Python next to the kernels: not a kernel file at all
+            if f.status == "A":
+                self.exclude(f, "added_file", "no before version")
+            elif f.status == "D":
+                self.exclude(f, "deleted_file", "no after version")
+            else:
+                by_commit.setdefault(f.sha, []).append(f)
+        return by_commit
+
+    def within_limits(self, by_commit: dict[str, list[_File]]) -> list[_File]:
+        """The files of commits with few enough kernel files, and of a size under the limit."""
+        limits, sizes = self.limits, self.sizes
+        survivors: list[_File] = []
+        for group in by_commit.values():
+            if len(group) > limits.max_files:
+                for f in group:
+                    self.exclude(f, "too_many_files", f"{len(group)} modified kernel files")
+                continue
+            for f in group:
+                big = max(sizes.get(f.before_oid or "") or 0, sizes.get(f.after_oid or "") or 0)
+                if big > limits.max_bytes:
+                    self.exclude(f, "too_large", f"{big} bytes")
+                else:
+                    survivors.append(f)
+        return survivors
+
+    def mentions(self, sha: str) -> tuple[list[str], list[str], list[str]]:
+        """(models, hardware, speedup claims) the commit message names, once per commit."""
+        if sha not in self.mentions_cache:
+            c = self.meta[sha]
+            m = extract_mentions(c["message"] or c["subject"])
+            self.mentions_cache[sha] = (m.models, m.hardware, m.speedup_claims)
+        return self.mentions_cache[sha]
+
+    def add_file(self, f: _File, patch: bytes | None) -> None:
+        """One surviving file's row, or its exclusion (no patch, binary, too many changed
+        lines, or a licence that rules it out)."""
+        if patch is None:
+            self.exclude(f, "no_diff", "diff-tree produced no patch")
+            return
+        if diffs.is_binary_patch(patch):
+            self.exclude(f, "binary")
+            return
+        diff = patch.decode("utf-8", "replace")
+        changed = diffs.changed_lines(diff)
+        if changed.count > self.limits.max_lines:
+            self.exclude(f, "too_many_lines", f"{changed.count} lines changed")
+            return
+        before_b = self.blobs[f.before_oid or ""]
+        after_b = self.blobs[f.after_oid or ""]
+        lic_before, lic_after = detect_license(before_b), detect_license(after_b)
+        reason = exclusion_reason(
+            lic_before, lic_after, row_license(lic_before, lic_after, self.spec.default_license)
+        )
+        if reason:
+            self.exclude(f, reason, f"before={lic_before} after={lic_after}")
+            return
+        self.rows.append(self.row(f, diff, changed, before_b, after_b, (lic_before, lic_after)))
+
+    def row(
+        self,
+        f: _File,
+        diff: str,
+        changed: diffs.ChangedLines,
+        before_b: bytes,
+        after_b: bytes,
+        licenses: tuple[str | None, str | None],
+    ) -> dict[str, object]:
+        """The kernel_commits row of one file that passed every rule."""
+        spec = self.spec
+        lic_before, lic_after = licenses
+        c = self.meta[f.sha]
+        models, hardware, claims = self.mentions(f.sha)
+        before_code = before_b.decode("utf-8", "replace")
+        after_code = after_b.decode("utf-8", "replace")
+        assert f.language is not None
+        code_hw, code_models = code_mentions(f.path, after_code, diff)
+        code_hw = list(dict.fromkeys([*code_hw, *self.config_gpus.get(f.sha, [])]))
+        hardware = list(dict.fromkeys([*hardware, *code_hw]))
+        models = list(dict.fromkeys([*models, *code_models]))
+        return {
+            "id": row_id(spec.name, f.sha, f.path),
+            "repo": spec.name,
+            "sha": f.sha,
+            "pr_number": c["pr_number"],
+            "pr_url": spec.pr_url(c["pr_number"]),
+            "title": c["title"],
+            "rule": c["rule"],
+            "authored_at": c["authored_at"],
+            "path": f.path,
+            "language": f.language,
+            "before_code": before_code,
+            "after_code": after_code,
+            "diff": diff,
+            "prompt": build_prompt(c["title"], hardware, models, f.path, f.language, before_code),
+            "models_mentioned": models,
+            "hardware_mentioned": hardware,
+            "speedup_claims": claims,
+            "hardware_from_code": code_hw,
+            "models_from_code": code_models,
+            "pr_body": None,
+            "gains": None,
+            "kernel_speedup": None,
+            "e2e_speedup": None,
+            "license": row_license(lic_before, lic_after, spec.default_license),
+            "license_before": lic_before,
+            "license_after": lic_after,
+            "touches_kernel_body": touches_kernel_body(
+                f.language, before_code, after_code, diff, changed
+            ),
+            "touches_cpu_kernel": touches_cpu_kernel(
+                f.language, f.path, before_code, after_code, diff, changed
+            ),
+            "is_binding_file": is_binding_file(f.path),
+            "lines_changed": changed.count,
+        }
+
+
 def mine_commit_files(
     repo: GitRepo,
     spec: RepoSpec,
@@ -463,70 +643,11 @@ def mine_commit_files(
     limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Turn perf commits into (rows, excluded) frames; see the module doc for the rules."""
-    rows: list[dict[str, object]] = []
-    excluded: list[dict[str, object]] = []
     if commits.height == 0:
         return pl.DataFrame(schema=ROWS_SCHEMA), pl.DataFrame(schema=EXCLUDED_SCHEMA)
-    meta = {c["sha"]: c for c in commits.select(pl.exclude("files")).iter_rows(named=True)}
-    files: list[_File] = [
-        _File(sha, f["path"], f["status"], f["kind"], f["before_oid"], f["after_oid"])
-        for sha, fl in zip(commits["sha"].to_list(), commits["files"].to_list(), strict=True)
-        for f in fl
-    ]
-
-    def exclude(f: _File, reason: str, detail: str = "") -> None:
-        excluded.append(
-            {
-                "repo": spec.name,
-                "sha": f.sha,
-                "pr_number": meta[f.sha]["pr_number"],
-                "path": f.path,
-                "language": f.language,
-                "reason": reason,
-                "detail": detail,
-            }
-        )
-
-    config_gpus = config_hardware(repo, spec.name, list(meta))
-    all_oids = [o for f in files for o in (f.before_oid, f.after_oid) if o]
-    repo.prefetch_blobs(all_oids)  # one batched fetch, and only in a blobless clone
-    sizes = repo.batch_check(all_oids)
-    # Native files are classified by extension: blobs over the size limit are never read.
-    want = [
-        o
-        for f in files
-        for o in (f.before_oid, f.after_oid)
-        if o and (f.kind == "python" or (sizes.get(o) or 0) <= limits.max_bytes)
-    ]
-    blobs = repo.read_blobs(want)
-
-    by_commit: dict[str, list[_File]] = {}
-    for f in files:
-        f.language = classify_language(
-            f.kind, f.path, blobs.get(f.before_oid or ""), blobs.get(f.after_oid or "")
-        )
-        if f.language is None:
-            continue  # host Python next to the kernels: not a kernel file at all
-        if f.status == "A":
-            exclude(f, "added_file", "no before version")
-        elif f.status == "D":
-            exclude(f, "deleted_file", "no after version")
-        else:
-            by_commit.setdefault(f.sha, []).append(f)
-
-    survivors: list[_File] = []
-    for group in by_commit.values():
-        if len(group) > limits.max_files:
-            for f in group:
-                exclude(f, "too_many_files", f"{len(group)} modified kernel files")
-            continue
-        for f in group:
-            big = max(sizes.get(f.before_oid or "") or 0, sizes.get(f.after_oid or "") or 0)
-            if big > limits.max_bytes:
-                exclude(f, "too_large", f"{big} bytes")
-            else:
-                survivors.append(f)
-
+    run = _CommitFiles(repo, spec, commits, limits)
+    run.read_blobs()
+    survivors = run.within_limits(run.modified_by_commit())
     patches = (
         diffs.split_diff_tree(
             _diff_tree(repo, [f.sha for f in survivors], [f.path for f in survivors])
@@ -534,83 +655,10 @@ def mine_commit_files(
         if survivors
         else {}
     )
-    mentions_cache: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for f in survivors:
-        patch = patches.get((f.sha, f.path))
-        if patch is None:
-            exclude(f, "no_diff", "diff-tree produced no patch")
-            continue
-        if diffs.is_binary_patch(patch):
-            exclude(f, "binary")
-            continue
-        diff = patch.decode("utf-8", "replace")
-        changed = diffs.changed_lines(diff)
-        if changed.count > limits.max_lines:
-            exclude(f, "too_many_lines", f"{changed.count} lines changed")
-            continue
-        before_b = blobs[f.before_oid or ""]
-        after_b = blobs[f.after_oid or ""]
-        lic_before, lic_after = detect_license(before_b), detect_license(after_b)
-        reason = exclusion_reason(
-            lic_before, lic_after, row_license(lic_before, lic_after, spec.default_license)
-        )
-        if reason:
-            exclude(f, reason, f"before={lic_before} after={lic_after}")
-            continue
-        c = meta[f.sha]
-        if f.sha not in mentions_cache:
-            m = extract_mentions(c["message"] or c["subject"])
-            mentions_cache[f.sha] = (m.models, m.hardware, m.speedup_claims)
-        models, hardware, claims = mentions_cache[f.sha]
-        before_code = before_b.decode("utf-8", "replace")
-        after_code = after_b.decode("utf-8", "replace")
-        assert f.language is not None
-        code_hw, code_models = code_mentions(f.path, after_code, diff)
-        code_hw = list(dict.fromkeys([*code_hw, *config_gpus.get(f.sha, [])]))
-        hardware = list(dict.fromkeys([*hardware, *code_hw]))
-        models = list(dict.fromkeys([*models, *code_models]))
-        rows.append(
-            {
-                "id": row_id(spec.name, f.sha, f.path),
-                "repo": spec.name,
-                "sha": f.sha,
-                "pr_number": c["pr_number"],
-                "pr_url": spec.pr_url(c["pr_number"]),
-                "title": c["title"],
-                "rule": c["rule"],
-                "authored_at": c["authored_at"],
-                "path": f.path,
-                "language": f.language,
-                "before_code": before_code,
-                "after_code": after_code,
-                "diff": diff,
-                "prompt": build_prompt(
-                    c["title"], hardware, models, f.path, f.language, before_code
-                ),
-                "models_mentioned": models,
-                "hardware_mentioned": hardware,
-                "speedup_claims": claims,
-                "hardware_from_code": code_hw,
-                "models_from_code": code_models,
-                "pr_body": None,
-                "gains": None,
-                "kernel_speedup": None,
-                "e2e_speedup": None,
-                "license": row_license(lic_before, lic_after, spec.default_license),
-                "license_before": lic_before,
-                "license_after": lic_after,
-                "touches_kernel_body": touches_kernel_body(
-                    f.language, before_code, after_code, diff, changed
-                ),
-                "touches_cpu_kernel": touches_cpu_kernel(
-                    f.language, f.path, before_code, after_code, diff, changed
-                ),
-                "is_binding_file": is_binding_file(f.path),
-                "lines_changed": changed.count,
-            }
-        )
-    out_rows = pl.DataFrame(rows, schema=ROWS_SCHEMA).sort(["authored_at", "sha", "path"])
-    out_excl = pl.DataFrame(excluded, schema=EXCLUDED_SCHEMA).sort(["sha", "path"])
+        run.add_file(f, patches.get((f.sha, f.path)))
+    out_rows = pl.DataFrame(run.rows, schema=ROWS_SCHEMA).sort(["authored_at", "sha", "path"])
+    out_excl = pl.DataFrame(run.excluded, schema=EXCLUDED_SCHEMA).sort(["sha", "path"])
     return out_rows, out_excl
 
 

@@ -53,8 +53,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever mined output changes:
-#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+#: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever
+#: mined output changes: it is part of the miner version (``mining/versions.py``); a bump
+#: re-mines.
 RULES_VERSION = "5"
 
 CORE_RE = re.compile(
@@ -207,7 +208,8 @@ PERF_WORD_RE = re.compile(
     FIX_PERF_WORD_RE.pattern + r"|\bfuses?\b|fusion|fusing|\btun(e|ed|ing)\b|\bsync\b"
     r"|memory|boost|^opt\b"
     # v5: "fused <op> + <op>" / "fused <op> quantization|norm" names a new fusion of two
-    # ops; a bare "fused GEMM/w8a8 kernel/MoE" names an existing kernel (measured: those are features).
+    # ops; a bare "fused GEMM/w8a8 kernel/MoE" names an existing kernel (measured: those are
+    # features).
     r"|\bfused\b(?![\s_-]*moe)[^;]{0,30}(\+|quanti[sz]\w*|\bnorm\b)"
     r"|\bpersistent\b|\bsplit[\s-]?k\b|\bvectori[sz]",
     re.IGNORECASE,

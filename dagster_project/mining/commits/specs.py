@@ -21,8 +21,9 @@ from functools import cached_property
 
 from dagster_project.mining.commits.license import APACHE_2
 
-#: Version of kernel path globs and binding-file rules per repo. Bump it whenever mined output changes:
-#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+#: Version of kernel path globs and binding-file rules per repo. Bump it whenever mined
+#: output changes: it is part of the miner version (``mining/versions.py``); a bump
+#: re-mines.
 RULES_VERSION = "1"
 
 # Directories whose files are never kernels, at any depth (reference §1), plus test and
