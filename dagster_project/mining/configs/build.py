@@ -20,8 +20,8 @@ from dagster_project.mining.configs.names import has_low_shared_memory, is_black
 from dagster_project.mining.configs.prompt import M_SLOT, prompt_template
 from dagster_project.mining.configs.split import split_for
 
-#: Version of the tuned_configs row assembly (columns, joins). Bump it whenever mined output changes:
-#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+#: Version of the tuned_configs row assembly (columns, joins). Bump it whenever mined output
+#: changes: it is part of the miner version (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "1"
 
 LICENSE = "Apache-2.0"

@@ -72,6 +72,40 @@ def shape_rows(shapes: pl.DataFrame) -> list[ShapeRow]:
     return shapes.select(SHAPE_COLUMNS).rows()
 
 
+def _tp_readings(row: ShapeRow, E: int, n: int, note: str) -> list[ModelMatch]:
+    """Tensor-parallel readings of one model's shape: ``N`` is its intermediate size split
+    ``tp`` ways, and ``E`` its experts (plus shared experts fused in, or replicated per
+    rank)."""
+    model, experts, inter, hidden, top_k, shared = row
+    out: list[ModelMatch] = []
+    for tp in TP_SIZES:
+        if inter % tp or inter // tp != n:
+            continue
+        if experts == E:
+            out.append(ModelMatch(model, f"TP{tp}{note}", hidden, top_k))
+        elif shared and experts + shared == E:
+            out.append(ModelMatch(model, f"TP{tp} + fused shared{note}", hidden, top_k))
+        elif shared and tp > 1 and experts + tp * shared == E:
+            out.append(ModelMatch(model, f"TP{tp} + replicated shared{note}", hidden, top_k))
+    return out
+
+
+def _ep_readings(row: ShapeRow, E: int, n: int, note: str) -> list[ModelMatch]:
+    """Expert-parallel readings: the whole intermediate size, ``E`` the experts per rank
+    (plus shared experts fused in); only for enough local experts."""
+    model, experts, inter, hidden, top_k, shared = row
+    out: list[ModelMatch] = []
+    if n == inter and E >= MIN_LOCAL_EXPERTS:
+        for ep in EP_SIZES:
+            if experts % ep:
+                continue
+            if experts // ep == E:
+                out.append(ModelMatch(model, f"EP{ep}{note}", hidden, top_k))
+            elif shared and experts // ep + shared == E:
+                out.append(ModelMatch(model, f"EP{ep} + fused shared{note}", hidden, top_k))
+    return out
+
+
 def match_models(
     E: int | None,
     N: int | None,
@@ -87,27 +121,10 @@ def match_models(
     for model, experts, inter, hidden, top_k, shared in rows:
         if not experts or not inter:
             continue
-        shared = shared or 0
+        row = (model, experts, inter, hidden, top_k, shared or 0)
         for n, note in _logical_ns(N, dtype, repo):
-            for tp in TP_SIZES:
-                if inter % tp or inter // tp != n:
-                    continue
-                if experts == E:
-                    out.append(ModelMatch(model, f"TP{tp}{note}", hidden, top_k))
-                elif shared and experts + shared == E:
-                    out.append(ModelMatch(model, f"TP{tp} + fused shared{note}", hidden, top_k))
-                elif shared and tp > 1 and experts + tp * shared == E:
-                    out.append(
-                        ModelMatch(model, f"TP{tp} + replicated shared{note}", hidden, top_k)
-                    )
-            if n == inter and E >= MIN_LOCAL_EXPERTS:
-                for ep in EP_SIZES:
-                    if experts % ep:
-                        continue
-                    if experts // ep == E:
-                        out.append(ModelMatch(model, f"EP{ep}{note}", hidden, top_k))
-                    elif shared and experts // ep + shared == E:
-                        out.append(ModelMatch(model, f"EP{ep} + fused shared{note}", hidden, top_k))
+            out += _tp_readings(row, E, n, note)
+            out += _ep_readings(row, E, n, note)
     return out
 
 

@@ -11,6 +11,7 @@ files become entries and rows, so one bad upstream file never stops the rest.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import polars as pl
 
@@ -25,8 +26,9 @@ from dagster_project.mining.configs.names import (
 from dagster_project.mining.configs.specs import CONFIG_DIR_SPECS, ConfigDir, kernel_for
 from dagster_project.mining.git import GitRepo
 
-#: Version of config directory layout (which files are configs). Bump it whenever mined output changes:
-#: it is part of the miner version (``mining/versions.py``); a bump re-mines.
+#: Version of config directory layout (which files are configs). Bump it whenever mined
+#: output changes: it is part of the miner version (``mining/versions.py``); a bump
+#: re-mines.
 RULES_VERSION = "1"
 
 FILES_SCHEMA: dict[str, pl.DataType] = {
@@ -175,9 +177,9 @@ def discover_config_files(
                 row.update(parse_status=blob.status, parse_error=blob.error)
             else:
                 row.update(triton_version=blob.triton_version, n_entries=len(blob.entries))
-            loaded, why = is_loaded(
-                rules, name.family, row["basename"], name.device_name, name.dtype
-            )
+            # _row set "basename" to the path's last part, a str
+            basename = cast(str, row["basename"])
+            loaded, why = is_loaded(rules, name.family, basename, name.device_name, name.dtype)
             row.update(loaded_at_runtime=loaded, not_loaded_reason=why)
         out.append(row)
     return pl.DataFrame(out, schema=FILES_SCHEMA).sort("path")

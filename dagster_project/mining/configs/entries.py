@@ -145,6 +145,12 @@ def _parse(data: bytes) -> ParsedBlob:
         return ParsedBlob(error=f"nesting deeper than {MAX_NESTING} levels", status="bad_json")
     except ValueError as exc:  # e.g. an integer literal over Python's 4,300-digit limit
         return ParsedBlob(error=f"invalid JSON value: {str(exc)[:120]}", status="bad_json")
+    return _blob_of(doc)
+
+
+def _blob_of(doc: object) -> ParsedBlob:
+    """A parsed document as a config map: an object of M -> config objects (plus an optional
+    ``triton_version``) with plausible values, else why not."""
     if not isinstance(doc, dict):
         return ParsedBlob(
             error=f"top level is a {type(doc).__name__}, not an object", status="bad_json"

@@ -168,6 +168,46 @@ def _called_names(fn: ast.FunctionDef) -> set[str]:
     }
 
 
+def _note_import(
+    stmt: ast.Import | ast.ImportFrom,
+    name: str,
+    called: set[str],
+    imported: dict[str, tuple[str, str]],
+) -> None:
+    """Record where ``name`` is imported from when the kernel calls it: only functions the
+    kernel calls can be imported @triton.jit helpers (``tl`` and ``triton`` are used as
+    modules), so only those are followed."""
+    if isinstance(stmt, ast.ImportFrom) and stmt.module and name in called:
+        for a in stmt.names:
+            if (a.asname or a.name) == name:
+                imported[name] = ("." * stmt.level + stmt.module, a.name)
+
+
+def _is_kernel_part(stmt: ast.stmt, name: str) -> bool:
+    """Whether the statement binding ``name`` belongs in the extracted kernel: not a class,
+    and for a function (or an ``if``/``try`` defining one) only a @triton.jit one; plain
+    Python callers/launchers are not part of the kernel."""
+    if isinstance(stmt, (ast.FunctionDef, ast.If, ast.Try)):
+        return any(f.name == name for f in _jit_defs(stmt))
+    return not isinstance(stmt, ast.ClassDef)
+
+
+def _names_needed(stmt: ast.stmt, called: set[str]) -> set[str]:
+    """The names a kept statement uses (its jit functions' free names, or the names of an
+    assignment / an ``if`` test); the functions its jit functions call join ``called``."""
+    used = set()
+    for fn in _jit_defs(stmt):
+        used |= _free_names(fn)
+        called |= _called_names(fn)
+    if not isinstance(stmt, ast.FunctionDef):
+        used |= (
+            _names_used(stmt)
+            if not isinstance(stmt, (ast.If, ast.Try))
+            else (_names_used(stmt.test) if isinstance(stmt, ast.If) else set())
+        )
+    return used
+
+
 def _closure(mod: _Module, target: ast.FunctionDef) -> Extracted:
     keep: dict[int, ast.stmt] = {id(target): target}
     called = _called_names(target)
@@ -185,32 +225,14 @@ def _closure(mod: _Module, target: ast.FunctionDef) -> Extracted:
             continue
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             keep[id(stmt)] = stmt
-            # Only functions the kernel calls can be imported @triton.jit helpers (``tl``
-            # and ``triton`` are used as modules), so only those are followed.
-            if isinstance(stmt, ast.ImportFrom) and stmt.module and name in called:
-                for a in stmt.names:
-                    if (a.asname or a.name) == name:
-                        imported[name] = ("." * stmt.level + stmt.module, a.name)
+            _note_import(stmt, name, called, imported)
+            continue
+        if not _is_kernel_part(stmt, name):
             continue
         if isinstance(stmt, (ast.FunctionDef, ast.If, ast.Try)):
-            jits = [f for f in _jit_defs(stmt) if f.name == name]
-            if not jits:
-                continue  # plain Python callers/launchers are not part of the kernel
             helpers.append(name)
-        elif isinstance(stmt, ast.ClassDef):
-            continue
         keep[id(stmt)] = stmt
-        used = set()
-        for fn in _jit_defs(stmt):
-            used |= _free_names(fn)
-            called |= _called_names(fn)
-        if not isinstance(stmt, ast.FunctionDef):
-            used |= (
-                _names_used(stmt)
-                if not isinstance(stmt, (ast.If, ast.Try))
-                else (_names_used(stmt.test) if isinstance(stmt, ast.If) else set())
-            )
-        work.extend(used - seen)
+        work.extend(_names_needed(stmt, called) - seen)
     ordered = sorted(keep.values(), key=lambda s: s.lineno)
     imports = [s for s in ordered if isinstance(s, (ast.Import, ast.ImportFrom))]
     body = [s for s in ordered if not isinstance(s, (ast.Import, ast.ImportFrom))]

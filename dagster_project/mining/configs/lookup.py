@@ -127,6 +127,50 @@ def read_lookup_rules(repo: GitRepo, repo_name: str, ref: str = "HEAD") -> Looku
     )
 
 
+def _block_loaded(
+    rules: LookupRules, basename: str, dtype: str | None
+) -> tuple[bool | None, str | None]:
+    """Block-scaled matmul families: the name must match one of the lookup's templates."""
+    if not rules.block_templates:
+        return None, "the engine's block-config lookup was not found at the snapshot"
+    regexes = [template_regex(t) for t in rules.block_templates]
+    if any(r.fullmatch(basename) for r in regexes):
+        return True, None
+    same_dtype = [t for t in rules.block_templates if dtype and f"dtype={dtype}" in t]
+    asked = (same_dtype or list(rules.block_templates))[0]
+    return False, f"the lookup asks for names like {asked!r}"
+
+
+def _moe_loaded(
+    rules: LookupRules, basename: str, device_name: str | None, dtype: str | None
+) -> tuple[bool | None, str | None]:
+    """MoE: the block_shape spelling, the dtype strings and the H200 folding of
+    ``get_config_file_name`` decide."""
+    if not rules.moe_found:
+        return None, "the engine's get_config_file_name was not found at the snapshot"
+    m = _BLOCK_SHAPE_RE.search(basename)
+    if m and "," in m.group(1):
+        spaced = ", " in m.group(1)
+        if rules.moe_strips_spaces and spaced:
+            return False, "the lookup strips spaces: it asks for block_shape=[n,k]"
+        if not rules.moe_strips_spaces and not spaced:
+            return False, "the lookup asks for block_shape=[n, k] (a Python list's str)"
+    if dtype and rules.moe_dtypes is not None and dtype not in rules.moe_dtypes:
+        asked = ", ".join(sorted(rules.moe_dtypes)) or "none"
+        return (
+            False,
+            f"the lookup never asks for dtype={dtype} (it asks for: {asked}, or no dtype)",
+        )
+    if (
+        rules.moe_folds_h200
+        and device_name
+        and device_name != "NVIDIA_H200"
+        and "H200" in device_name.split("_")
+    ):
+        return False, "the lookup folds every H200 variant into device_name=NVIDIA_H200"
+    return True, None
+
+
 def is_loaded(
     rules: LookupRules,
     family: str | None,
@@ -136,36 +180,7 @@ def is_loaded(
 ) -> tuple[bool | None, str | None]:
     """(loaded_at_runtime, reason): reason explains False, or why it is unknown (None)."""
     if family in ("block_fp8", "block_int8"):
-        if not rules.block_templates:
-            return None, "the engine's block-config lookup was not found at the snapshot"
-        regexes = [template_regex(t) for t in rules.block_templates]
-        if any(r.fullmatch(basename) for r in regexes):
-            return True, None
-        same_dtype = [t for t in rules.block_templates if dtype and f"dtype={dtype}" in t]
-        asked = (same_dtype or list(rules.block_templates))[0]
-        return False, f"the lookup asks for names like {asked!r}"
+        return _block_loaded(rules, basename, dtype)
     if family == "moe":
-        if not rules.moe_found:
-            return None, "the engine's get_config_file_name was not found at the snapshot"
-        m = _BLOCK_SHAPE_RE.search(basename)
-        if m and "," in m.group(1):
-            spaced = ", " in m.group(1)
-            if rules.moe_strips_spaces and spaced:
-                return False, "the lookup strips spaces: it asks for block_shape=[n,k]"
-            if not rules.moe_strips_spaces and not spaced:
-                return False, "the lookup asks for block_shape=[n, k] (a Python list's str)"
-        if dtype and rules.moe_dtypes is not None and dtype not in rules.moe_dtypes:
-            asked = ", ".join(sorted(rules.moe_dtypes)) or "none"
-            return (
-                False,
-                f"the lookup never asks for dtype={dtype} (it asks for: {asked}, or no dtype)",
-            )
-        if (
-            rules.moe_folds_h200
-            and device_name
-            and device_name != "NVIDIA_H200"
-            and "H200" in device_name.split("_")
-        ):
-            return False, "the lookup folds every H200 variant into device_name=NVIDIA_H200"
-        return True, None
+        return _moe_loaded(rules, basename, device_name, dtype)
     return None, f"lookup not modelled for the {family} family"

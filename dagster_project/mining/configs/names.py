@@ -220,18 +220,9 @@ class Gpu:
         return f"{self.vendor} {self.model}" if self.vendor else self.model
 
 
-def normalise_gpu(device_name: str) -> Gpu:
-    """Vendor and model from a runtime device name (spaces already turned into ``_``).
-
-    The runtimes write whatever the driver reports, so one chip has several spellings
-    (``AMD_Instinct_MI325X`` vs ``AMD_Instinct_MI325_OAM``, ``NVIDIA_H100`` vs
-    ``NVIDIA_H100_80GB_HBM3``); this folds the spellings of one chip together.
-    """
-    dev = device_name.strip().strip("_")
-    if not dev:
-        return Gpu(None, None)
-    dev = dev.replace("(R)", "").replace("(TM)", "").replace("(tm)", "")
-    tokens = [t for t in re.split(r"[_ ]+", dev) if t]
+def _vendor_and_tokens(tokens: list[str]) -> tuple[str | None, list[str]]:
+    """The vendor a device name starts with (a vendor word, dropped from the tokens, or a
+    model family that names one), and the tokens left."""
     vendor: str | None = None
     head = tokens[0].upper()
     if head == "NVIDIA":
@@ -244,26 +235,61 @@ def normalise_gpu(device_name: str) -> Gpu:
         vendor = "AMD"
     elif _NVIDIA_HEAD.match(head):
         vendor = "NVIDIA"
+    return vendor, tokens
 
-    if vendor == "AMD":
-        if tokens and tokens[0].lower() == "instinct":
-            tokens = tokens[1:]
-        joined = "_".join(tokens)
-        m = _AMD_OAM.match(joined)
-        if m:  # MI325_OAM is the OAM module of MI325X (same chip, amdsmi's spelling)
-            return Gpu("AMD", m.group(1) + "X")
-        if joined.endswith("_OAM"):
-            tokens = joined[: -len("_OAM")].split("_")
+
+def _amd_tokens(tokens: list[str]) -> tuple[list[str], Gpu | None]:
+    """An AMD name's tokens without "Instinct" and an ``_OAM`` suffix; the OAM module of an
+    MI chip comes back as that chip's :class:`Gpu` instead."""
+    if tokens and tokens[0].lower() == "instinct":
+        tokens = tokens[1:]
+    joined = "_".join(tokens)
+    m = _AMD_OAM.match(joined)
+    if m:  # MI325_OAM is the OAM module of MI325X (same chip, amdsmi's spelling)
+        return tokens, Gpu("AMD", m.group(1) + "X")
+    if joined.endswith("_OAM"):
+        tokens = joined[: -len("_OAM")].split("_")
+    return tokens, None
+
+
+def _without_graphics(vendor: str | None, tokens: list[str]) -> list[str]:
+    """A trailing "Graphics" dropped where it is only a suffix of a model name."""
     if vendor == "Intel" and tokens and tokens[-1].lower() == "graphics" and len(tokens) > 1:
         tokens = tokens[:-1]
     if vendor == "AMD" and len(tokens) > 2 and tokens[-1].lower() == "graphics":
         tokens = tokens[:-1]  # Radeon_8060S_Graphics -> Radeon 8060S; keep "Radeon Graphics"
+    return tokens
 
+
+def _model_words(tokens: list[str]) -> list[str]:
+    """The tokens without their packaging parts (``80GB``, ``HBM3``, ``SXM5``...)."""
     kept: list[str] = []
     for tok in tokens:
         parts = [p for p in tok.split("-") if p and not _PACKAGING.match(p)]
         if parts:
             kept.append("-".join(parts))
+    return kept
+
+
+def normalise_gpu(device_name: str) -> Gpu:
+    """Vendor and model from a runtime device name (spaces already turned into ``_``).
+
+    The runtimes write whatever the driver reports, so one chip has several spellings
+    (``AMD_Instinct_MI325X`` vs ``AMD_Instinct_MI325_OAM``, ``NVIDIA_H100`` vs
+    ``NVIDIA_H100_80GB_HBM3``); this folds the spellings of one chip together.
+    """
+    dev = device_name.strip().strip("_")
+    if not dev:
+        return Gpu(None, None)
+    dev = dev.replace("(R)", "").replace("(TM)", "").replace("(tm)", "")
+    tokens = [t for t in re.split(r"[_ ]+", dev) if t]
+    vendor, tokens = _vendor_and_tokens(tokens)
+    if vendor == "AMD":
+        tokens, oam = _amd_tokens(tokens)
+        if oam is not None:
+            return oam
+    tokens = _without_graphics(vendor, tokens)
+    kept = _model_words(tokens)
     model = " ".join(kept) if kept else dev
     return Gpu(vendor, model)
 
