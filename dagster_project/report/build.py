@@ -296,8 +296,9 @@ def _cards(views: _Views, max_rows: int) -> Section:
 def _speedups(views: _Views, max_rows: int) -> Section:
     sec = _section("speedups")
     sec.intro = (
-        "The card's documented-speedup statistics (median, p10, p90), then the distribution of every "
-        "documented speedup per source and scope, on a log2 axis (0.5× and 2× are equally far from 1×)."
+        "The card's documented-speedup statistics (median, p10, p90), then the distribution of "
+        "every documented speedup per source and scope, on a log2 axis (0.5× and 2× are equally "
+        "far from 1×)."
     )
     dist = views.read("speedup_distribution")
     sec.blocks.append(
@@ -342,8 +343,9 @@ def _speedups(views: _Views, max_rows: int) -> Section:
 def _gains(views: _Views, max_rows: int) -> Section:
     sec = _section("gains")
     sec.intro = (
-        "Medians of documented speedups per GPU (stated hardware for PR gains, the config's GPU for "
-        "tuned configs) and per Triton kernel; bars are labelled with the number of values behind them."
+        "Medians of documented speedups per GPU (stated hardware for PR gains, the config's GPU "
+        "for tuned configs) and per Triton kernel; bars are labelled with the number of values "
+        "behind them."
     )
     values = views.read("speedup_values")
     if values is not None:
@@ -390,7 +392,10 @@ def _gains(views: _Views, max_rows: int) -> Section:
 
 def _months(views: _Views, max_rows: int) -> Section:
     sec = _section("months")
-    sec.intro = "kernel_commits rows (one per kernel file of a performance commit) and PRs, per repo and month."
+    sec.intro = (
+        "kernel_commits rows (one per kernel file of a performance commit) and PRs, "
+        "per repo and month."
+    )
     df = views.read("rows_per_month")
     if df is None:
         sec.blocks.append(views.missing("rows_per_month"))
@@ -413,7 +418,10 @@ def _months(views: _Views, max_rows: int) -> Section:
 
 def _coverage(views: _Views, max_rows: int) -> Section:
     sec = _section("coverage")
-    sec.intro = "Which (GPU, dtype, kernel) combinations have tuned configs, and how many files and batch sizes."
+    sec.intro = (
+        "Which (GPU, dtype, kernel) combinations have tuned configs, "
+        "and how many files and batch sizes."
+    )
     df = views.read("config_coverage")
     if df is None:
         sec.blocks.append(views.missing("config_coverage"))
@@ -461,7 +469,8 @@ def _coverage(views: _Views, max_rows: int) -> Section:
 def _tuned_vs_default(views: _Views, max_rows: int) -> Section:
     sec = _section("tuned-vs-default")
     sec.intro = (
-        "How often the tuned value of each launch parameter differs from the repo's default heuristic, "
+        "How often the tuned value of each launch parameter differs from the repo's default "
+        "heuristic, "
         "and by how much (mean |log2(tuned / default)|: 1 = a factor of two)."
     )
     df = views.read("tuned_vs_default")
@@ -486,7 +495,8 @@ def _tuned_vs_default(views: _Views, max_rows: int) -> Section:
                     title="Share of rows where tuned ≠ default",
                     x_label="share of rows",
                 ),
-                "Share of rows whose tuned value differs from the default, per parameter (row-weighted)",
+                "Share of rows whose tuned value differs from the default, "
+                "per parameter (row-weighted)",
             )
         )
     sec.blocks.append(_table(df, "analysis.tuned_vs_default", max_rows))
@@ -496,7 +506,8 @@ def _tuned_vs_default(views: _Views, max_rows: int) -> Section:
 def _audit(views: _Views, max_rows: int) -> Section:
     sec = _section("audit")
     sec.intro = (
-        "Share of extracted baseline/optimized pairs whose numbers appear verbatim in the PR text, per "
+        "Share of extracted baseline/optimized pairs whose numbers appear verbatim in the PR "
+        "text, per "
         "extractor and model: the guard against fabricated numbers."
     )
     df = views.read("audit_rate")
@@ -649,7 +660,8 @@ def _md_target(url: str) -> str:
 
 # -- rendering ------------------------------------------------------------------------------------
 _CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1100px;
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; \
+max-width: 1100px;
        padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }

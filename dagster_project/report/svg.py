@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 __all__ = [
@@ -44,6 +45,8 @@ _CHAR_W = (
     7.0  # generous glyph width (capitals included) at font-size 11, used to size label gutters
 )
 _FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11"'
+#: A chart's map from a data value to a pixel coordinate.
+Scale = Callable[[float], float]
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -141,6 +144,53 @@ def svg_data_uri(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
 
+# -- shared pieces -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Area:
+    """The plot area inside a chart's margins: its left and top edges, width and height."""
+
+    left: int
+    top: int
+    pw: int
+    ph: int
+
+    @property
+    def base(self) -> int:
+        """The y of the x axis (the plot area's bottom edge)."""
+        return self.top + self.ph
+
+
+def _y_grid(parts: list[str], ticks: Sequence[float], sy: Scale, area: _Area) -> None:
+    """A horizontal gridline and its value label at each y tick."""
+    left, pw = area.left, area.pw
+    for t in ticks:
+        y = sy(t)
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>'
+        )
+        parts.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>'
+        )
+
+
+def _x_axis_label(parts: list[str], area: _Area, height: int, x_label: str) -> None:
+    """The x axis's label, centred under the plot area."""
+    parts.append(
+        f'<text x="{area.left + area.pw / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+        f"{_esc(x_label)}</text>"
+    )
+
+
+def _axis_labels(parts: list[str], area: _Area, height: int, x_label: str, y_label: str) -> None:
+    """The x axis's label under the plot area and the y axis's, rotated, beside it."""
+    _x_axis_label(parts, area, height, x_label)
+    mid = area.top + area.ph / 2
+    parts.append(
+        f'<text x="14" y="{mid:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {mid:.1f})">{_esc(y_label)}</text>'
+    )
+
+
 # -- histogram -------------------------------------------------------------------------
 def histogram(
     values: Iterable[float | int | None],
@@ -150,7 +200,7 @@ def histogram(
     x_label: str = "",
     y_label: str = "count",
     log_x: bool = False,
-    markers: Mapping[str, float] | None = None,
+    markers: Mapping[str, float | None] | None = None,
     width: int = 640,
     height: int = 300,
     color: str = PALETTE[0],
@@ -159,15 +209,11 @@ def histogram(
 
     ``log_x`` bins in log2 space (the natural scale of speedups: 0.5× and 2× sit the same
     distance from 1×) and labels ticks with the real values. ``markers`` draws labelled
-    dashed verticals, e.g. ``{"median": 1.3, "p90": 1.98}``. Non-positive values cannot
-    be placed on a log axis and are left out (the subtitle says how many).
+    dashed verticals, e.g. ``{"median": 1.3, "p90": 1.98}`` (a None marker is left out).
+    Non-positive values cannot be placed on a log axis and are left out (the subtitle says
+    how many).
     """
-    data = _finite(values)
-    dropped = 0
-    if log_x:
-        positive = [v for v in data if v > 0]
-        dropped = len(data) - len(positive)
-        data = [math.log2(v) for v in positive]
+    data, dropped = _log2_positive(_finite(values)) if log_x else (_finite(values), 0)
     if not data:
         return _empty(width, height, title)
     bins = max(1, int(bins))
@@ -181,7 +227,8 @@ def histogram(
         counts[idx] += 1
 
     left, right, top, bottom = 56, 16, 34, 44
-    pw, ph = width - left - right, height - top - bottom
+    area = _Area(left, top, width - left - right, height - top - bottom)
+    pw, ph = area.pw, area.ph
     yt = nice_ticks(0, max(counts), 4, integer=True)
     ymax = yt[-1] or 1
 
@@ -194,50 +241,86 @@ def histogram(
     parts = _open(width, height, title)
     subtitle = f"n = {len(data):,}" + (f" ({dropped:,} ≤ 0 left out)" if dropped else "")
     parts.append(
-        f'<text x="{width - right:.1f}" y="18" text-anchor="end" fill="#666666">{_esc(subtitle)}</text>'
+        f'<text x="{width - right:.1f}" y="18" text-anchor="end" fill="#666666">'
+        f"{_esc(subtitle)}</text>"
     )
-    for t in yt:
-        y = sy(t)
-        parts.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>'
-        )
-        parts.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>'
-        )
-    bw = pw / bins
-    for i, c in enumerate(counts):
-        if not c:
-            continue
-        x0 = left + i * bw
-        b_lo, b_hi = lo + i * span / bins, lo + (i + 1) * span / bins
-        rng = (2**b_lo, 2**b_hi) if log_x else (b_lo, b_hi)
-        parts.append(
-            f'<rect x="{x0 + 0.5:.1f}" y="{sy(c):.1f}" width="{max(bw - 1, 0.5):.1f}" '
-            f'height="{ph + top - sy(c):.1f}" fill="{color}">'
-            f"<title>{_esc(f'[{_fmt(rng[0])}, {_fmt(rng[1])}): {c:,}')}</title></rect>"
-        )
-    # x ticks: real values at round positions (powers of two on a log axis)
-    if log_x and math.floor(hi) - math.ceil(lo) >= 1:
-        k_lo, k_hi = math.ceil(lo), math.floor(hi)
-        step = max(1, math.ceil((k_hi - k_lo) / 8))
-        xticks = [(float(k), _fmt(2.0**k) + "×") for k in range(k_lo, k_hi + 1, step)]
-    elif log_x:  # less than two powers of two in range: round real values instead
-        xticks = [
-            (math.log2(t), _fmt(t) + "×")
-            for t in nice_ticks(2.0**lo, 2.0**hi, 5)
-            if t > 0 and lo <= math.log2(t) <= hi
-        ]
-    else:
-        xticks = [(t, _fmt(t)) for t in nice_ticks(lo, hi, 6) if lo <= t <= hi]
-    base = top + ph
+    _y_grid(parts, yt, sy, area)
+    _hist_bars(parts, counts, lo, span, log_x, sy, area, color)
+    base = area.base
     parts.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="{_AXIS}"/>')
-    for t, label in xticks:
+    for t, label in _hist_x_ticks(lo, hi, log_x):
         x = sx(t)
         parts.append(
             f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="{_AXIS}"/>'
         )
         parts.append(f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle">{_esc(label)}</text>')
-    for i, (name, value) in enumerate((markers or {}).items()):
+    _hist_markers(parts, markers or {}, log_x, lo, hi, sx, area)
+    _axis_labels(parts, area, height, x_label, y_label)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _log2_positive(data: list[float]) -> tuple[list[float], int]:
+    """The log2 of the positive values, and how many were not positive (a log axis has
+    no place for them)."""
+    positive = [v for v in data if v > 0]
+    return [math.log2(v) for v in positive], len(data) - len(positive)
+
+
+def _hist_bars(
+    parts: list[str],
+    counts: list[int],
+    lo: float,
+    span: float,
+    log_x: bool,
+    sy: Scale,
+    area: _Area,
+    color: str,
+) -> None:
+    """One bar per non-empty bin, its tooltip the bin's range in real values."""
+    bins = len(counts)
+    bw = area.pw / bins
+    for i, c in enumerate(counts):
+        if not c:
+            continue
+        x0 = area.left + i * bw
+        b_lo, b_hi = lo + i * span / bins, lo + (i + 1) * span / bins
+        rng = (2**b_lo, 2**b_hi) if log_x else (b_lo, b_hi)
+        parts.append(
+            f'<rect x="{x0 + 0.5:.1f}" y="{sy(c):.1f}" width="{max(bw - 1, 0.5):.1f}" '
+            f'height="{area.ph + area.top - sy(c):.1f}" fill="{color}">'
+            f"<title>{_esc(f'[{_fmt(rng[0])}, {_fmt(rng[1])}): {c:,}')}</title></rect>"
+        )
+
+
+def _hist_x_ticks(lo: float, hi: float, log_x: bool) -> list[tuple[float, str]]:
+    """x ticks: real values at round positions (powers of two on a log axis)."""
+    if log_x and math.floor(hi) - math.ceil(lo) >= 1:
+        k_lo, k_hi = math.ceil(lo), math.floor(hi)
+        step = max(1, math.ceil((k_hi - k_lo) / 8))
+        return [(float(k), _fmt(2.0**k) + "×") for k in range(k_lo, k_hi + 1, step)]
+    if log_x:  # less than two powers of two in range: round real values instead
+        return [
+            (math.log2(t), _fmt(t) + "×")
+            for t in nice_ticks(2.0**lo, 2.0**hi, 5)
+            if t > 0 and lo <= math.log2(t) <= hi
+        ]
+    return [(t, _fmt(t)) for t in nice_ticks(lo, hi, 6) if lo <= t <= hi]
+
+
+def _hist_markers(
+    parts: list[str],
+    markers: Mapping[str, float | None],
+    log_x: bool,
+    lo: float,
+    hi: float,
+    sx: Scale,
+    area: _Area,
+) -> None:
+    """A labelled dashed vertical per marker inside the x range (None, non-finite and,
+    on a log axis, non-positive markers are left out)."""
+    top, base = area.top, area.base
+    for i, (name, value) in enumerate(markers.items()):
         if value is None or not math.isfinite(value) or (log_x and value <= 0):
             continue
         v = math.log2(value) if log_x else value
@@ -250,20 +333,11 @@ def histogram(
             f'stroke-dasharray="4 3" stroke-width="1.5"/>'
         )
         # labels near the right edge grow leftwards so they are not clipped
-        anchor, tx = ("end", x - 3) if x > left + 0.7 * pw else ("start", x + 3)
+        anchor, tx = ("end", x - 3) if x > area.left + 0.7 * area.pw else ("start", x + 3)
         parts.append(
             f'<text x="{tx:.1f}" y="{top + 10 + 12 * i}" text-anchor="{anchor}" fill="{col}">'
             f"{_esc(f'{name} {_fmt(value)}')}</text>"
         )
-    parts.append(
-        f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{_esc(x_label)}</text>'
-    )
-    parts.append(
-        f'<text x="14" y="{top + ph / 2:.1f}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {top + ph / 2:.1f})">{_esc(y_label)}</text>'
-    )
-    parts.append("</svg>")
-    return "\n".join(parts)
 
 
 # -- bar chart -------------------------------------------------------------------------
@@ -334,7 +408,8 @@ def bar_chart(
         x0, x1 = sorted((zero, sx(v)))
         parts.append(
             f'<rect x="{x0:.1f}" y="{y + 2:.1f}" width="{max(x1 - x0, 0.5):.1f}" '
-            f'height="{bar_height - 4}" fill="{color}"><title>{_esc(f"{label}: {_fmt(v)}")}</title></rect>'
+            f'height="{bar_height - 4}" fill="{color}">'
+            f"<title>{_esc(f'{label}: {_fmt(v)}')}</title></rect>"
         )
         parts.append(
             f'<text x="{x1 + 4:.1f}" y="{y + bar_height * 0.7:.1f}">{_esc(_fmt(v))}</text>'
@@ -346,9 +421,7 @@ def bar_chart(
             f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{base}" stroke="{PALETTE[3]}" '
             f'stroke-dasharray="4 3" stroke-width="1.5"/>'
         )
-    parts.append(
-        f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{_esc(x_label)}</text>'
-    )
+    _x_axis_label(parts, _Area(left, top, pw, base - top), height, x_label)
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -382,7 +455,8 @@ def line_chart(
         return _empty(width, height, title)
     legend_h = 16 * math.ceil(len(series) / 4) if len(series) > 1 else 0
     left, right, top, bottom = 56, 30, 34 + legend_h, 48
-    pw, ph = width - left - right, height - top - bottom
+    area = _Area(left, top, width - left - right, height - top - bottom)
+    pw, ph = area.pw, area.ph
     ticks = nice_ticks(min(0.0, min(nums)), max(nums), 4, integer=all(v.is_integer() for v in nums))
     lo, hi = ticks[0], ticks[-1]
 
@@ -393,44 +467,13 @@ def line_chart(
         return top + ph - (v - lo) / (hi - lo) * ph
 
     parts = _open(width, height, title)
-    for t in ticks:
-        y = sy(t)
-        parts.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="{_GRID}"/>'
-        )
-        parts.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(_fmt(t))}</text>'
-        )
-    base = top + ph
+    _y_grid(parts, ticks, sy, area)
+    base = area.base
     parts.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="{_AXIS}"/>')
-    every = max(1, math.ceil(len(xs) / 12))
-    last = len(xs) - 1
-    for i, x in enumerate(xs):
-        # every k-th label, plus the last one unless it would overlap its neighbour
-        if (i % every or 0 < last - i < every) and i != last:
-            continue
-        parts.append(
-            f'<text x="{sx(i):.1f}" y="{base + 16}" text-anchor="middle">{_esc(_clip_label(x, 12))}</text>'
-        )
+    _x_category_labels(parts, xs, sx, base)
     for s_idx, (name, ys) in enumerate(series.items()):
         col = PALETTE[s_idx % len(PALETTE)]
-        d: list[str] = []
-        pen_up = True
-        for i, v in enumerate(ys):
-            if v is None or not math.isfinite(float(v)):
-                pen_up = True
-                continue
-            d.append(f"{'M' if pen_up else 'L'}{sx(i):.1f},{sy(float(v)):.1f}")
-            pen_up = False
-        if d:
-            parts.append(f'<path d="{" ".join(d)}" fill="none" stroke="{col}" stroke-width="2"/>')
-        for i, v in enumerate(ys):
-            if v is None or not math.isfinite(float(v)):
-                continue
-            parts.append(
-                f'<circle cx="{sx(i):.1f}" cy="{sy(float(v)):.1f}" r="2.5" fill="{col}">'
-                f"<title>{_esc(f'{name} · {xs[i]}: {_fmt(float(v))}')}</title></circle>"
-            )
+        _series_marks(parts, name, ys, xs, col, sx, sy)
         if legend_h:
             lx = left + (s_idx % 4) * (pw / 4)
             ly = 30 + 16 * (s_idx // 4)
@@ -438,12 +481,52 @@ def line_chart(
             parts.append(
                 f'<text x="{lx + 14:.1f}" y="{ly + 9:.1f}">{_esc(_clip_label(name, 22))}</text>'
             )
-    parts.append(
-        f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{_esc(x_label)}</text>'
-    )
-    parts.append(
-        f'<text x="14" y="{top + ph / 2:.1f}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {top + ph / 2:.1f})">{_esc(y_label)}</text>'
-    )
+    _axis_labels(parts, area, height, x_label, y_label)
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _x_category_labels(
+    parts: list[str], xs: list[str], sx: Callable[[int], float], base: int
+) -> None:
+    """About a dozen of the x labels: every k-th, plus the last one unless it would
+    overlap its neighbour."""
+    every = max(1, math.ceil(len(xs) / 12))
+    last = len(xs) - 1
+    for i, x in enumerate(xs):
+        if (i % every or 0 < last - i < every) and i != last:
+            continue
+        parts.append(
+            f'<text x="{sx(i):.1f}" y="{base + 16}" text-anchor="middle">'
+            f"{_esc(_clip_label(x, 12))}</text>"
+        )
+
+
+def _series_marks(
+    parts: list[str],
+    name: str,
+    ys: Sequence[float | int | None],
+    xs: list[str],
+    col: str,
+    sx: Callable[[int], float],
+    sy: Scale,
+) -> None:
+    """One series: its line (broken at each missing value), then a dot per value with
+    the exact value in a tooltip."""
+    d: list[str] = []
+    pen_up = True
+    for i, v in enumerate(ys):
+        if v is None or not math.isfinite(float(v)):
+            pen_up = True
+            continue
+        d.append(f"{'M' if pen_up else 'L'}{sx(i):.1f},{sy(float(v)):.1f}")
+        pen_up = False
+    if d:
+        parts.append(f'<path d="{" ".join(d)}" fill="none" stroke="{col}" stroke-width="2"/>')
+    for i, v in enumerate(ys):
+        if v is None or not math.isfinite(float(v)):
+            continue
+        parts.append(
+            f'<circle cx="{sx(i):.1f}" cy="{sy(float(v)):.1f}" r="2.5" fill="{col}">'
+            f"<title>{_esc(f'{name} · {xs[i]}: {_fmt(float(v))}')}</title></circle>"
+        )
