@@ -89,7 +89,8 @@ def extract_pr_gains(
     elif extractor == "llm":
         if llm is None:
             raise ValueError(
-                "the llm extractor needs an OpenAI-compatible endpoint: set KERNELHOUSE_LLM_BASE_URL"
+                "the llm extractor needs an OpenAI-compatible endpoint: "
+                "set KERNELHOUSE_LLM_BASE_URL"
             )
         res: LLMResult = llm.extract(text, repo=repo, pr_number=pr_number)
         ms = _post(res.measurements, text, repo)

@@ -77,6 +77,59 @@ def box_grids(lines: list[str]) -> list[Grid]:
     return grids
 
 
+def _header_cells(head: str, wide: bool) -> list[str] | None:
+    """The cells of a header line split as ``wide`` says, or ``None`` when the line is not a
+    header (fewer than two cells, mostly numbers, or ``key:   value`` records)."""
+    hcells = _cells(head, wide)
+    if (
+        len(hcells) < 2
+        or _numericish(hcells) >= 0.5
+        or hcells[0].endswith(":")
+        or any(
+            c.endswith(":") and k + 1 < len(hcells) and value_of(hcells[k + 1]) is not None
+            for k, c in enumerate(hcells)
+        )
+    ):
+        # "Successful requests:   800" / "Backend:   sglang" are records, not a header
+        # ("N  M  cute-dsl (us):  cuda (us)" is one: its colon is not a key's)
+        return None
+    return hcells
+
+
+def _aligned_rows(
+    lines: list[str], i: int, hcells: list[str], wide: bool
+) -> tuple[list[list[str]], list[str], int, bool]:
+    """The data rows under the header at line ``i``: (rows, their raw lines, the index of
+    the line that ended the table, whether an unnamed index column was dropped). Rules and
+    repeated headers are skipped; a blank line, or a row of another width or mostly words,
+    ends the table."""
+    n = len(lines)
+    rows: list[list[str]] = []
+    raw: list[str] = []
+    j = i + 1
+    index_col = False
+    while j < n:
+        ln = lines[j]
+        if not ln.strip():
+            break
+        if re.fullmatch(r"\s*[-=+|: ]{3,}\s*", ln):
+            j += 1  # a rule under the header
+            continue
+        cells = _cells(ln, wide)
+        if cells == hcells:
+            j += 1
+            continue
+        if len(cells) == len(hcells) + 1 and re.fullmatch(r"\d+", cells[0]):
+            index_col = True
+            cells = cells[1:]
+        if len(cells) != len(hcells) or _numericish(cells) < 0.5:
+            break
+        rows.append(cells)
+        raw.append(ln)
+        j += 1
+    return rows, raw, j, index_col
+
+
 def aligned_grids(lines: list[str]) -> list[Grid]:
     """Every aligned or boxed table in ``lines`` (usually a code block's lines)."""
     boxed = box_grids(lines)
@@ -95,42 +148,10 @@ def aligned_grids(lines: list[str]) -> list[Grid]:
             i += 1
             continue
         for wide in (True, False):
-            hcells = _cells(head, wide)
-            if (
-                len(hcells) < 2
-                or _numericish(hcells) >= 0.5
-                or hcells[0].endswith(":")
-                or any(
-                    c.endswith(":") and k + 1 < len(hcells) and value_of(hcells[k + 1]) is not None
-                    for k, c in enumerate(hcells)
-                )
-            ):
-                # "Successful requests:   800" / "Backend:   sglang" are records, not a header
-                # ("N  M  cute-dsl (us):  cuda (us)" is one: its colon is not a key's)
+            hcells = _header_cells(head, wide)
+            if hcells is None:
                 continue
-            rows: list[list[str]] = []
-            raw: list[str] = []
-            j = i + 1
-            index_col = False
-            while j < n:
-                ln = lines[j]
-                if not ln.strip():
-                    break
-                if re.fullmatch(r"\s*[-=+|: ]{3,}\s*", ln):
-                    j += 1  # a rule under the header
-                    continue
-                cells = _cells(ln, wide)
-                if cells == hcells:
-                    j += 1
-                    continue
-                if len(cells) == len(hcells) + 1 and re.fullmatch(r"\d+", cells[0]):
-                    index_col = True
-                    cells = cells[1:]
-                if len(cells) != len(hcells) or _numericish(cells) < 0.5:
-                    break
-                rows.append(cells)
-                raw.append(ln)
-                j += 1
+            rows, raw, j, index_col = _aligned_rows(lines, i, hcells, wide)
             if rows and (index_col or len(rows) >= 1):
                 grids.append(Grid(hcells, rows, raw))
                 i = j - 1

@@ -96,8 +96,9 @@ def _scope(c: Candidate, unit: str | None) -> str:
     return "kernel" if re.search(r"\bkernel|\bop\b|\bgemm\b", b.title, re.I) else "e2e"
 
 
-def to_measurement(c: Candidate) -> Measurement:
-    """The measurement a candidate describes, with context-filled fields (not yet audited)."""
+def _unit_of(c: Candidate) -> str | None:
+    """The candidate's unit, else one its metric or the block's context names (the label,
+    the line above, the text after, the heading, a "units are ..." sentence)."""
     b = c.block
     unit = (
         c.unit
@@ -109,57 +110,77 @@ def to_measurement(c: Candidate) -> Measurement:
         unit = unit_in(b.after) or unit_in(b.heading)
     if unit is None:
         said = re.search(
-            r"\bunits? (?:are|is|:)\s*([\w/µ-]+)|\b(?:latenc(?:y|ies)|times?|numbers|results|values)"
+            r"\bunits? (?:are|is|:)\s*([\w/µ-]+)|"
+            r"\b(?:latenc(?:y|ies)|times?|numbers|results|values)"
             r"\s+(?:are\s+|is\s+)?(?:in|measured in)\s+([\w/µ-]+)",
             f"{b.before}\n{b.label}",
             re.I,
         )
         if said:
             unit = unit_in(said.group(1) or said.group(2))
-    batch = c.batch_hint
-    shape_parts: list[str] = []
-    model = hardware = None
+    return unit
+
+
+@dataclass
+class _KeyFields:
+    """What a candidate's key cells say: batch size, shape parts, model and hardware."""
+
+    batch: int | None
+    shape_parts: list[str] = field(default_factory=list)
+    model: str | None = None
+    hardware: str | None = None
+
+
+def _read_keys(c: Candidate) -> _KeyFields:
+    """Batch size, shape, model and hardware from the candidate's key cells (the first
+    batch key or M,N,K shape gives the batch; every other filled key is part of the shape)."""
+    f = _KeyFields(c.batch_hint)
     for name, value in c.keys:
         n = name.strip()
-        if BATCH_KEY.match(n) and batch is None:
-            batch = _int(value)
-            if batch is None:
-                shape_parts.append(f"{n}={value}")
-            else:
-                shape_parts.append(f"{n}={value}")
+        if BATCH_KEY.match(n) and f.batch is None:
+            f.batch = _int(value)
+            f.shape_parts.append(f"{n}={value}")
         elif (
             re.fullmatch(r"\(?m,\s*n,\s*k\)?|mkn|shape", n, re.I)
             and _MKN.match(value)
-            and batch is None
+            and f.batch is None
         ):
             m = _MKN.match(value)
-            batch = int(m.group(1)) if m else None
-            shape_parts.append(f"{n}={value}")
+            f.batch = int(m.group(1)) if m else None
+            f.shape_parts.append(f"{n}={value}")
         elif MODEL_KEY.match(n) and value:
-            model = value
+            f.model = value
         elif HW_KEY.match(n) and value:
-            hardware = value
+            f.hardware = value
         elif value:
-            shape_parts.append(f"{n}={value}" if n else value)
+            f.shape_parts.append(f"{n}={value}" if n else value)
+    return f
+
+
+def _fill_from_context(c: Candidate, f: _KeyFields) -> None:
+    """Hardware, model and batch size the keys left open, from the block's context when it
+    names exactly one."""
+    b = c.block
     ctx = b.context
-    if hardware is None:
+    if f.hardware is None:
         gpus = distinct_gpus(f"{b.label}\n{b.heading}\n{b.before}") or distinct_gpus(ctx)
-        hardware = gpus[0] if len(gpus) == 1 else None
-    if model is None:
+        f.hardware = gpus[0] if len(gpus) == 1 else None
+    if f.model is None:
         models = find_models(f"{b.label}\n{b.heading}\n{b.before}")
-        model = models[0] if models and len(set(models)) == 1 else None
-    if batch is None and c.structure != "sentence":
+        f.model = models[0] if models and len(set(models)) == 1 else None
+    if f.batch is None and c.structure != "sentence":
         found = {
             int(next(g for g in m.groups() if g))
             for m in _PROSE_BATCH.finditer(f"{b.label}\n{b.before}")
         }
         if len(found) == 1:
-            batch = found.pop()
-    ctx_shape = find_shape(f"{b.label}\n{b.before}")
-    shape = ", ".join(shape_parts) if shape_parts else None
-    if ctx_shape:
-        shape = f"{ctx_shape}, {shape}" if shape else ctx_shape
-    metric = (c.metric or "").strip() or metric_from_unit(unit)
+            f.batch = found.pop()
+
+
+def _direction(c: Candidate, metric: str, unit: str | None) -> bool | None:
+    """Whether higher is better: as the candidate says, else from the metric and unit, else
+    from the block's label and the text before it, else from its heading, after and title."""
+    b = c.block
     hib = c.higher_is_better
     if hib is None:
         hib = infer_higher_is_better(metric, unit)
@@ -167,6 +188,22 @@ def to_measurement(c: Candidate) -> Measurement:
         hib = infer_higher_is_better(f"{b.label} {b.before}", None)
     if hib is None:
         hib = infer_higher_is_better(f"{b.heading} {b.after} {b.title}", None)
+    return hib
+
+
+def to_measurement(c: Candidate) -> Measurement:
+    """The measurement a candidate describes, with context-filled fields (not yet audited)."""
+    b = c.block
+    unit = _unit_of(c)
+    f = _read_keys(c)
+    _fill_from_context(c, f)
+    batch, model, hardware = f.batch, f.model, f.hardware
+    ctx_shape = find_shape(f"{b.label}\n{b.before}")
+    shape = ", ".join(f.shape_parts) if f.shape_parts else None
+    if ctx_shape:
+        shape = f"{ctx_shape}, {shape}" if shape else ctx_shape
+    metric = (c.metric or "").strip() or metric_from_unit(unit)
+    hib = _direction(c, metric, unit)
     return Measurement(
         scope=_scope(c, unit),  # type: ignore[arg-type]
         metric=metric,

@@ -113,7 +113,7 @@ def c_scope_hint(m: Measurement) -> str | None:
 def choose(found: list[Candidate]) -> list[Measurement]:
     """Measurements from candidates (rules in the module docstring), finalised."""
     out: list[Measurement] = []
-    seen_pairs: set[tuple[float, float]] = set()
+    seen_pairs: set[tuple[float | None, float | None]] = set()
     seen_keyed: set[tuple[object, ...]] = set()
     stated_only: list[Measurement] = []
     for c in found:
@@ -129,7 +129,7 @@ def choose(found: list[Candidate]) -> list[Measurement]:
                 key in seen_pairs and (m.structure == "sentence" or not (m.batch_size or m.shape))
             ):
                 continue
-            seen_pairs.add(key)  # type: ignore[arg-type]
+            seen_pairs.add(key)
             seen_keyed.add(keyed)
             out.append(m)
         elif m.stated_speedup is not None:
@@ -144,10 +144,10 @@ def choose(found: list[Candidate]) -> list[Measurement]:
             and (c_scope_hint(m) in paired_scopes or c_scope_hint(m) is None)
         ):
             continue  # a summary ("overall 1.8x faster") of pairs already read
-        key = (s, m.evidence or "")
-        if key in seen_stated:
+        skey = (s, m.evidence or "")
+        if skey in seen_stated:
             continue
-        seen_stated.add(key)
+        seen_stated.add(skey)
         out.append(m)
     return out
 

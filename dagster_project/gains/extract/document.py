@@ -112,13 +112,9 @@ def _second_header(header: list[str], first: list[str]) -> bool:
     return len(named) < len(header) or len(set(named)) < len(named)
 
 
-def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
-    rows = [ln for ln in lines if ln.strip()]
-    if len(rows) < 2:
-        return None
-    sep_at = next((i for i, ln in enumerate(rows) if _PIPE_SEP.match(ln)), None)
-    if sep_at is None or sep_at == 0:
-        return None
+def _pipe_header(rows: list[str], sep_at: int) -> list[str]:
+    """The header cells above the separator line, with a header written over two lines
+    above it ("| | main | PR |" above "| bs | us | us |") joined cell by cell."""
     header = split_pipe_row(rows[sep_at - 1])
     if not rows[sep_at].lstrip().startswith("|") and rows[sep_at - 1].lstrip().startswith("|"):
         # a table without outer pipes (a spreadsheet paste: "a | b | c") whose header starts
@@ -129,15 +125,14 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
         up = split_pipe_row(extra)
         if len(up) == len(header):
             header = [f"{a} {b}".strip() for a, b in zip(up, header, strict=True)]
-    data_lines = [ln for ln in rows[sep_at + 1 :] if not _PIPE_SEP.match(ln)]
-    if data_lines and _second_header(header, split_pipe_row(data_lines[0])):
-        # the header's second line below the separator ("main | main | PR | PR" over
-        # "reqs / sec | toks / sec | reqs / sec | toks / sec"): one header, cell by cell
-        second = split_pipe_row(data_lines.pop(0))
-        header = [f"{a} {b}".strip() for a, b in zip(header, second, strict=True)]
-    grid = Grid(header, [], [])
-    # a missing closing pipe marks a cut row only in a table whose rows close with one
-    outer = rows[sep_at - 1].rstrip().endswith("|")
+    return header
+
+
+def _fill_grid(grid: Grid, data_lines: list[str], at_text_end: bool, outer: bool) -> None:
+    """Add the data rows to ``grid``: a last row cut by the end of the text is dropped
+    (flagged), a repeated header skipped, and a row with one filled cell (a section title)
+    kept as the section of the rows below it."""
+    header = grid.header
     for j, ln in enumerate(data_lines):
         cells = split_pipe_row(ln)
         last = j == len(data_lines) - 1
@@ -161,6 +156,26 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
             continue
         grid.rows.append(cells)
         grid.raw.append(ln)
+
+
+def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
+    rows = [ln for ln in lines if ln.strip()]
+    if len(rows) < 2:
+        return None
+    sep_at = next((i for i, ln in enumerate(rows) if _PIPE_SEP.match(ln)), None)
+    if sep_at is None or sep_at == 0:
+        return None
+    header = _pipe_header(rows, sep_at)
+    data_lines = [ln for ln in rows[sep_at + 1 :] if not _PIPE_SEP.match(ln)]
+    if data_lines and _second_header(header, split_pipe_row(data_lines[0])):
+        # the header's second line below the separator ("main | main | PR | PR" over
+        # "reqs / sec | toks / sec | reqs / sec | toks / sec"): one header, cell by cell
+        second = split_pipe_row(data_lines.pop(0))
+        header = [f"{a} {b}".strip() for a, b in zip(header, second, strict=True)]
+    grid = Grid(header, [], [])
+    # a missing closing pipe marks a cut row only in a table whose rows close with one
+    outer = rows[sep_at - 1].rstrip().endswith("|")
+    _fill_grid(grid, data_lines, at_text_end, outer)
     return grid
 
 
@@ -184,94 +199,133 @@ def _is_heading(line: str) -> bool:
     return bool(_HEADING.match(line))
 
 
+class _Splitter:
+    """The state of one pass over a PR body's lines: the blocks so far, the text lines since
+    the last table/code block, the current heading and the prose lines read (the context
+    each new block is given)."""
+
+    def __init__(self, title: str, lines: list[str]) -> None:
+        self.title = title
+        self.lines = lines
+        self.blocks: list[Block] = []
+        self.text_buf: list[str] = []
+        self.heading = ""
+        self.prose_tail: list[str] = []
+
+    def ctx_block(self, kind: str, blines: list[str], grid: Grid | None = None) -> Block:
+        """A table/code block with the context read so far (label: the last text line)."""
+        label = next((ln.strip() for ln in reversed(self.text_buf) if ln.strip()), "")
+        return Block(
+            kind,
+            blines,
+            len(self.blocks),
+            grid,
+            self.heading,
+            "\n".join(self.prose_tail[-5:]),
+            label,
+            "",
+            self.title,
+        )
+
+    def flush_text(self) -> None:
+        """Close the text lines since the last block as a text block (if any is filled)."""
+        if any(ln.strip() for ln in self.text_buf):
+            self.blocks.append(
+                Block(
+                    "text",
+                    list(self.text_buf),
+                    len(self.blocks),
+                    None,
+                    self.heading,
+                    "\n".join(self.prose_tail[-5:]),
+                    "",
+                    "",
+                    self.title,
+                )
+            )
+
+    def emit(self, blk: Block) -> None:
+        """Append a table/code block after the text before it; a new text run starts."""
+        self.flush_text()
+        blk.index = len(self.blocks)
+        self.blocks.append(blk)
+        self.text_buf = []
+
+    def fence(self, i: int, mark: str) -> int:
+        """A fenced code block opening at line ``i``; the index of the line after it."""
+        lines = self.lines
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(mark[0] * len(mark)):
+            j += 1
+        body_lines = lines[i + 1 : j]
+        cut = j >= len(lines)  # unclosed: authors forget the fence; the lines are read
+        blk = self.ctx_block("code", body_lines)
+        blk.truncated = cut
+        self.emit(blk)
+        return j + 1
+
+    def html(self, line: str) -> None:
+        """A placeholder line holding one HTML table (see :func:`split_blocks`)."""
+        grid = html_grid(line[5:])
+        if grid is not None:
+            self.emit(self.ctx_block("table", [line[5:]], grid))
+
+    def pipe_table(self, i: int) -> int | None:
+        """A markdown table whose header is line ``i``; the index of the line after it, or
+        ``None`` when the lines do not make a grid (then line ``i`` is text)."""
+        lines = self.lines
+        j = i + 2
+        while j < len(lines) and "|" in lines[j] and lines[j].strip():
+            j += 1
+        at_end = j >= len(lines) or not any(ln.strip() for ln in lines[j:])
+        grid = _pipe_grid(lines[i:j], at_end)
+        if grid is None:
+            return None
+        # the line before may be the table's upper header row
+        self.emit(self.ctx_block("table", lines[i:j], grid))
+        return j
+
+    def text_line(self, line: str) -> None:
+        """A line of prose: it may set the heading, and it joins the text run."""
+        stripped = _DETAILS.sub(" ", line).strip()
+        if _is_heading(line):
+            self.heading = clean_cell(line.lstrip("#"))
+        elif stripped:
+            self.prose_tail.append(stripped)
+        self.text_buf.append(_DETAILS.sub(" ", line))
+
+    def step(self, i: int) -> int:
+        """Read the block or line starting at line ``i``; the index of the next line."""
+        lines = self.lines
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if fence and _one_line_span(line, fence.group(1)):
+            fence = None  # "```python3 -m sglang.bench_serving ...```": a code span, not a fence
+        if fence:
+            return self.fence(i, fence.group(1))
+        if line.startswith("\x00HTML"):
+            self.html(line)
+            return i + 1
+        if "|" in line and i + 1 < len(lines) and _PIPE_SEP.match(lines[i + 1]):
+            after = self.pipe_table(i)
+            if after is not None:
+                return after
+        self.text_line(line)
+        return i + 1
+
+
 def split_blocks(text: str) -> list[Block]:
     """Split a PR text (first line = title) into blocks with their context."""
     title, _, body = text.partition("\n")
     # HTML comments are not rendered (PR templates, hidden notes): nobody reads them as results
     body = re.sub(r"<!--.*?(?:-->|$)", "", body, flags=re.S)
     body = _HTML_TABLE.sub(lambda m: "\n\x00HTML" + m.group(0).replace("\n", " ") + "\n", body)
-    lines = body.split("\n")
-    blocks: list[Block] = []
+    sp = _Splitter(title, body.split("\n"))
     i = 0
-    text_buf: list[str] = []
-    heading = ""
-    prose_tail: list[str] = []
-
-    def ctx_block(kind: str, blines: list[str], grid: Grid | None = None) -> Block:
-        label = next((ln.strip() for ln in reversed(text_buf) if ln.strip()), "")
-        return Block(
-            kind, blines, len(blocks), grid, heading, "\n".join(prose_tail[-5:]), label, "", title
-        )
-
-    def flush_text() -> None:
-        if any(ln.strip() for ln in text_buf):
-            blocks.append(
-                Block(
-                    "text",
-                    list(text_buf),
-                    len(blocks),
-                    None,
-                    heading,
-                    "\n".join(prose_tail[-5:]),
-                    "",
-                    "",
-                    title,
-                )
-            )
-
-    while i < len(lines):
-        line = lines[i]
-        fence = _FENCE.match(line)
-        if fence and _one_line_span(line, fence.group(1)):
-            fence = None  # "```python3 -m sglang.bench_serving ...```": a code span, not a fence
-        if fence:
-            mark = fence.group(1)
-            j = i + 1
-            while j < len(lines) and not lines[j].strip().startswith(mark[0] * len(mark)):
-                j += 1
-            body_lines = lines[i + 1 : j]
-            cut = j >= len(lines)  # unclosed: authors forget the fence; the lines are read
-            blk = ctx_block("code", body_lines)
-            blk.truncated = cut
-            flush_text()
-            blk.index = len(blocks)
-            blocks.append(blk)
-            text_buf = []
-            i = j + 1
-            continue
-        if line.startswith("\x00HTML"):
-            grid = html_grid(line[5:])
-            if grid is not None:
-                blk = ctx_block("table", [line[5:]], grid)
-                flush_text()
-                blk.index = len(blocks)
-                blocks.append(blk)
-                text_buf = []
-            i += 1
-            continue
-        if "|" in line and i + 1 < len(lines) and _PIPE_SEP.match(lines[i + 1]):
-            j = i + 2
-            while j < len(lines) and "|" in lines[j] and lines[j].strip():
-                j += 1
-            at_end = j >= len(lines) or not any(ln.strip() for ln in lines[j:])
-            grid = _pipe_grid(lines[i:j], at_end)
-            if grid is not None:
-                # the line before may be the table's upper header row
-                blk = ctx_block("table", lines[i:j], grid)
-                flush_text()
-                blk.index = len(blocks)
-                blocks.append(blk)
-                text_buf = []
-                i = j
-                continue
-        stripped = _DETAILS.sub(" ", line).strip()
-        if _is_heading(line):
-            heading = clean_cell(line.lstrip("#"))
-        elif stripped:
-            prose_tail.append(stripped)
-        text_buf.append(_DETAILS.sub(" ", line))
-        i += 1
-    flush_text()
+    while i < len(sp.lines):
+        i = sp.step(i)
+    sp.flush_text()
+    blocks = sp.blocks
     # captions: the first text line after a table/code block
     for k, b in enumerate(blocks):
         if b.kind != "text" and k + 1 < len(blocks) and blocks[k + 1].kind == "text":

@@ -33,22 +33,31 @@ _ARROW = r"(?:→|->|=>|⟶|➡️?|➜|-->|⇒)"
 #: sentence's own period: "from ~26.8us to ~9.8us." and "7.8us->6.5us." are transitions)
 _END = r"(?!\w|\.\d)"
 TRANSITION = re.compile(
-    rf"(?:\bfrom\s+)?[~≈]?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?{_END}\s*(?:{_ARROW}|\bto\b)\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
+    rf"(?:\bfrom\s+)?[~≈]?(?<![\w.])(?P<b>{_V})\s*(?P<ub>{_U})?{_END}\s*"
+    rf"(?:{_ARROW}|\bto\b)\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
     re.I,
 )
 INLINE_ROLES = re.compile(
-    rf"\b(?:before|baseline|main(?:\s+branch)?)\b\s*[:=(]?\s*[~≈]?\s*(?P<b>{_V})\s*(?P<ub>{_U})?\)?[,;]?\s*(?:and|vs\.?|,|;)?\s*"
-    rf"\b(?:after|this pr|with this pr|pr|optimized|new)\b\s*[:=(]?\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?",
+    rf"\b(?:before|baseline|main(?:\s+branch)?)\b\s*[:=(]?\s*[~≈]?\s*(?P<b>{_V})\s*(?P<ub>{_U})?"
+    rf"\)?[,;]?\s*(?:and|vs\.?|,|;)?\s*"
+    rf"\b(?:after|this pr|with this pr|pr|optimized|new)\b\s*[:=(]?\s*[~≈]?\s*"
+    rf"(?P<o>{_V})\s*(?P<uo>{_U})?",
     re.I,
 )
 VALUE_ROLES = re.compile(
-    rf"(?P<b>{_V})\s*(?P<ub>{_U})\s*(?:\(|on\s+|for\s+|with\s+|in\s+)?\b(?:before|baseline|main|originally)\b\)?[,;]?\s*(?:and|vs\.?|,|->|to)?\s*"
-    rf"(?P<o>{_V})\s*(?P<uo>{_U})\s*(?:\(|with\s+|on\s+|for\s+|in\s+)?\b(?:after|this pr|now|the pr|with the pr)\b",
+    rf"(?P<b>{_V})\s*(?P<ub>{_U})\s*(?:\(|on\s+|for\s+|with\s+|in\s+)?"
+    rf"\b(?:before|baseline|main|originally)\b\)?[,;]?\s*(?:and|vs\.?|,|->|to)?\s*"
+    rf"(?P<o>{_V})\s*(?P<uo>{_U})\s*(?:\(|with\s+|on\s+|for\s+|in\s+)?"
+    rf"\b(?:after|this pr|now|the pr|with the pr)\b",
     re.I,
 )
-_HEDGE = r"(?:up\s+to\s+|~\s*|about\s+|around\s+|roughly\s+|approximately\s+|approx\.?\s+|nearly\s+|almost\s+|over\s+|≈\s*|>\s*|an?\s+)?"
+_HEDGE = (
+    r"(?:up\s+to\s+|~\s*|about\s+|around\s+|roughly\s+|approximately\s+|approx\.?\s+|"
+    r"nearly\s+|almost\s+|over\s+|≈\s*|>\s*|an?\s+)?"
+)
 _CUE = (
-    r"(?:faster|slower|speed-?ups?|speed\s+up|improvements?|improved|gains?|uplifts?|boosts?|better|"
+    r"(?:faster|slower|speed-?ups?|speed\s+up|improvements?|improved|gains?|uplifts?|boosts?|"
+    r"better|"
     r"quicker|reductions?|lower|higher|less|more|regressions?|degrad\w*|drop|increase|decrease|"
     r"perf(?:ormance)?|throughput|latency|e2e|end-to-end|kernel|ttft|tpot|itl|time|tok/s|overhead|"
     r"acceleration|win)"
@@ -59,11 +68,13 @@ STATED = re.compile(
 )
 _BEFORE_CUE = re.compile(
     r"(?:speed-?up|improve\w*|gain|uplift|boost|reduc\w*|lower\w*|increas\w*|decreas\w*|faster|"
-    r"regress\w*|degrad\w*|drop\w*|cut\w*|accelerat\w*|higher|better)\s+(?:\w+\s+){0,4}?(?:by|of|is|was|:)?\s*"
+    r"regress\w*|degrad\w*|drop\w*|cut\w*|accelerat\w*|higher|better)\s+(?:\w+\s+){0,4}?"
+    r"(?:by|of|is|was|:)?\s*"
     r"(?:about|around|roughly|approximately|~|up to|nearly|over|≈)?\s*$",
     re.I,
 )
-#: "up to 3x", "over 1.0x faster", "> 2x": a bound, not a measured value (LABELLING: "up to" maxima)
+#: "up to 3x", "over 1.0x faster", "> 2x": a bound, not a measured value (LABELLING: "up to"
+#: maxima)
 _BOUND = re.compile(r"^\s*(?:up\s+to|over|>|more\s+than|at\s+least)\b|^\s*>", re.I)
 #: "more than 5x improvement", "at least 2x": the bound written before the number's hedge
 _BOUND_BEFORE = re.compile(
@@ -128,7 +139,8 @@ def _bad_context(window: str) -> bool:
     return bool(
         ACCURACY.search(window)
         or re.search(
-            r"\bbatch[ _-]?size\b|\bbs\b|\btp\b|\bgpus?\b|\bconcurrency\b|\bnum_prompts\b|\brequests\b|"
+            r"\bbatch[ _-]?size\b|\bbs\b|\btp\b|\bgpus?\b|\bconcurrency\b|\bnum_prompts\b|"
+            r"\brequests\b|"
             r"\biterations?\b|\bwarmup\b|\bmemory\b|\bptx\b|\blines?\b|\bregisters?\b|\bversion\b|"
             r"\bseq(?:uence)?[ _]len|\bcontext length\b|\btokens\b(?!\s*/)|\bblock[ _]size\b",
             window,
@@ -139,7 +151,8 @@ def _bad_context(window: str) -> bool:
 
 #: "from 5.9+5.7+2.6=14.2us to 8.7+3=11.7us": sums written out, labelled by their totals
 SUMMED = re.compile(
-    rf"\bfrom\s+(?:{_V}\s*\+\s*)+{_V}\s*=\s*(?P<b>{_V})\s*(?P<ub>{_U})?{_END}\s*(?:{_ARROW}|\bto\b)\s*"
+    rf"\bfrom\s+(?:{_V}\s*\+\s*)+{_V}\s*=\s*(?P<b>{_V})\s*(?P<ub>{_U})?{_END}\s*"
+    rf"(?:{_ARROW}|\bto\b)\s*"
     rf"(?:{_V}\s*\+\s*)+{_V}\s*=\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
     re.I,
 )
@@ -148,9 +161,9 @@ RATIO_FORMULA = re.compile(
 )
 
 
-def transitions(s: str, b: Block) -> list[Candidate]:
-    """Comparisons written as such in one sentence (from/to, arrows, inline roles, and
-    ``1369.89/1192.91=1.148``: a ratio worked out from the two values)."""
+def _ratio_formulas(s: str, b: Block) -> tuple[list[Candidate], list[tuple[int, int]]]:
+    """``1369.89/1192.91=1.148``: pairs whose ratio is worked out in the sentence, and the
+    spans they take (no other reading of the sentence may start inside one)."""
     out: list[Candidate] = []
     taken: list[tuple[int, int]] = []
     for m in RATIO_FORMULA.finditer(s):
@@ -180,6 +193,52 @@ def transitions(s: str, b: Block) -> list[Candidate]:
                 evidence=[s],
             )
         )
+    return out, taken
+
+
+def _transition_refused(s: str, m: re.Match[str], unit: str | None, metric: str) -> bool:
+    """A bare from/to or arrow transition is a comparison only with a unit or a metric word,
+    outside a configuration context (batch size, GPUs, versions) unless a verb of change
+    precedes it, and not after a range or a version/arch prefix ("v1.2 -> 1.3", "sm_80")."""
+    lead = s[max(0, m.start() - 40) : m.start()]
+    if not unit and not metric:
+        return True
+    verb = re.search(
+        r"(?:decreas|reduc|improv|increas|dropp?|cut|fell|went|goes|going)\w*\s*"
+        r"(?:from\s*)?$",
+        s[: m.start("b")].rstrip(" ~≈"),
+        re.I,
+    )
+    if (_bad_context(lead[-25:]) and not verb) or (not unit and NON_PERF.search(lead)):
+        return True
+    return bool(re.search(r"\d\s*[-–]\s*$|\bv\d*\.?$|\bsm_?$", lead))
+
+
+def _pair_refused(s: str, m: re.Match[str], rx: re.Pattern[str]) -> bool:
+    """A written pair that is not a measurement: units that disagree, one side of a sum
+    being written out (read by :data:`SUMMED`), a summary of the rows, or accuracy."""
+    ub, uo = m.group("ub"), m.group("uo")
+    if ub and uo and normalise_unit(ub) != normalise_unit(uo):
+        return True
+    if rx is not SUMMED and (
+        re.match(r"^\s*[+*/]\s*\d", s[m.end("o") :])
+        or re.search(r"\d\s*[+*/=]\s*$", s[: m.start("b")])
+    ):
+        return True  # one side is a sum being written out: SUMMED reads it by its totals
+    if re.search(
+        r"\bsum of\b|\bin total\b|\btotal of\b|\bgeomean\b|\bon average\b|"
+        r"\baveraged over\b",
+        s[max(0, m.start() - 80) : m.start()],
+        re.I,
+    ):
+        return True  # a summary of the rows, not a measurement of its own
+    return bool(ACCURACY.search(s[max(0, m.start() - 50) : m.end() + 20]))
+
+
+def transitions(s: str, b: Block) -> list[Candidate]:
+    """Comparisons written as such in one sentence (from/to, arrows, inline roles, and
+    ``1369.89/1192.91=1.148``: a ratio worked out from the two values)."""
+    out, taken = _ratio_formulas(s, b)
     for rx, structure in (
         (SUMMED, "sentence"),
         (INLINE_ROLES, "sentence"),
@@ -189,36 +248,11 @@ def transitions(s: str, b: Block) -> list[Candidate]:
         for m in rx.finditer(s):
             if any(a <= m.start() < z for a, z in taken):
                 continue
-            ub, uo = m.group("ub"), m.group("uo")
-            unit = normalise_unit(uo or ub)
+            unit = normalise_unit(m.group("uo") or m.group("ub"))
             metric = _metric_before(s, m.start())
-            lead = s[max(0, m.start() - 40) : m.start()]
-            if rx is TRANSITION:
-                if not unit and not metric:
-                    continue
-                verb = re.search(
-                    r"(?:decreas|reduc|improv|increas|dropp?|cut|fell|went|goes|going)\w*\s*(?:from\s*)?$",
-                    s[: m.start("b")].rstrip(" ~≈"),
-                    re.I,
-                )
-                if (_bad_context(lead[-25:]) and not verb) or (not unit and NON_PERF.search(lead)):
-                    continue
-                if re.search(r"\d\s*[-–]\s*$|\bv\d*\.?$|\bsm_?$", lead):
-                    continue
-            if ub and uo and normalise_unit(ub) != normalise_unit(uo):
+            if rx is TRANSITION and _transition_refused(s, m, unit, metric):
                 continue
-            if rx is not SUMMED and (
-                re.match(r"^\s*[+*/]\s*\d", s[m.end("o") :])
-                or re.search(r"\d\s*[+*/=]\s*$", s[: m.start("b")])
-            ):
-                continue  # one side is a sum being written out: SUMMED reads it by its totals
-            if re.search(
-                r"\bsum of\b|\bin total\b|\btotal of\b|\bgeomean\b|\bon average\b|\baveraged over\b",
-                s[max(0, m.start() - 80) : m.start()],
-                re.I,
-            ):
-                continue  # a summary of the rows, not a measurement of its own
-            if ACCURACY.search(s[max(0, m.start() - 50) : m.end() + 20]):
+            if _pair_refused(s, m, rx):
                 continue
             bv, ov = parse_number(m.group("b")), parse_number(m.group("o"))
             if bv is None or ov is None or bv == ov:
@@ -249,96 +283,138 @@ def ratio_claims(blocks: list[Block], title: str) -> list[float]:
     return out
 
 
+def _not_a_ratio(s: str, m: re.Match[str], tail: str) -> bool:
+    """A ratio-shaped number that is not one: part of a range ("4-11%", "2 to 5x") or a
+    count of hardware or sizes ("8x H100", "2x the number of ...")."""
+    if _RANGE_BEFORE.search(s[max(0, m.start() - 6) : m.start()]) or re.match(
+        r"^\s*(?:[-–~]|to)\s*\d", tail
+    ):
+        return True
+    return bool(
+        m.group("u") in "xX×"
+        and (
+            _GPU_AFTER.match(tail)
+            or re.match(r"^\s*(?:the\s+)?(?:number|size|more memory)", tail, re.I)
+        )
+    )
+
+
+def _has_cue(m: re.Match[str], lead: str, tail: str, b: Block, keyed: re.Match[str] | None) -> bool:
+    """Whether a performance cue goes with the number: a cue word after or before it, a
+    keyed list of ratios under a "speedup"/"gains" context, or a change against a named
+    baseline ("+9.5% vs fallback default config")."""
+    cue_after = re.match(rf"^\s*(?:\w+\s+){{0,3}}?{_CUE}\b", tail, re.I)
+    cue_before = _BEFORE_CUE.search(lead)
+    listed = (
+        bool(keyed)
+        and m.group("u") in "xX×"
+        and not tail.strip()
+        and re.search(r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
+    )
+    # "Total TPM: +9.5% vs fallback default config": a change against a named baseline
+    versus = m.group("u") == "%" and re.match(
+        r"^\s*(?:vs\.?|versus|compared\s+(?:to|with)|relative\s+to)\s+(?:the\s+)?"
+        r"(?:[\w-]+\s+){0,3}?"
+        r"(?:default|main|baseline|fallback|original|stock|upstream|old|before)\b",
+        tail,
+        re.I,
+    )
+    return bool(cue_after or cue_before or listed or versus)
+
+
+def _summary_or_bound(s: str, m: re.Match[str], lead: str, tail: str) -> bool:
+    """A claim about the rows as a whole rather than one measurement: an average, geomean,
+    overall or range-wide figure, a bound ("up to 3x", "over 1.0x") or an extreme ("max
+    speedup 4.8x")."""
+    if re.search(
+        r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|"
+        r"\boverall\b|\bin total\b|"
+        r"\bmedian\b(?!\s+(?:e2e\s+)?(?:ttft|tpot|itl|e2el|latency|throughput|time)\b)",
+        f"{lead[-40:]} {tail[:40]}",
+        re.I,
+    ) or re.search(
+        r"\b(?:for|over|across)\s+(?:the\s+|all\s+|a\s+)?(?:[\w-]+\s+){0,3}?range\b",
+        s[m.end() : m.end() + 90],
+        re.I,
+    ):
+        # a summary over the rows (average / geomean / overall / a range of sizes), not a
+        # measurement
+        return True
+    # a bound or an extreme over the rows ("up to 3x", "over 1.0x", "max speedup 4.8x")
+    return bool(
+        _BOUND.match(m.group("hedge")) or _BOUND_BEFORE.search(lead) or _EXTREME.search(lead[-30:])
+    )
+
+
+def _not_performance(m: re.Match[str], lead: str, tail: str) -> bool:
+    """A ratio restated after its formula (read by :func:`transitions`), or one about
+    accuracy, memory, shares, utilisation or hit rates."""
+    if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
+        return True  # "a/b=1.148 ~= 15%": the ratio restated, read as a pair by transitions()
+    window = f"{lead} {m.group(0)}"
+    return bool(
+        ACCURACY.search(window)
+        or re.search(
+            r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
+            r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+",
+            window + tail[:20],
+            re.I,
+        )
+    )
+
+
+def _stated_value(s: str, m: re.Match[str], lead: str, tail: str) -> float | None:
+    """The ratio the claim states for the PR (its sign and the words around it decide the
+    direction); ``None`` when the phrase states none."""
+    signed = (
+        s[m.start() - 1]
+        if m.start() > 0 and s[m.start() - 1] in "+-\u2212" and not m.group("hedge")
+        else ""
+    )
+    phrase = f"{signed}{m.group('n')}{m.group('u')}{tail}"
+    if m.group("u") == "%":
+        clause = re.split(r",|;|\band\b|\bbut\b", lead)[-1]
+        phrase = f"{phrase} {re.sub(r'[0-9.]+', ' ', clause[-30:])}"
+    v = parse_stated_speedup(phrase)
+    if v is None:
+        return None
+    if (
+        v < 1
+        and re.match(r"^\s*slower\s+than\b", tail, re.I)
+        and not re.search(
+            r"\bthis (?:pr|change|patch)\b|\bour\b|\bnew\b|\boptimi[sz]ed\b|\bproposed\b|"
+            r"\bwith (?:the|this) pr\b",
+            lead,
+            re.I,
+        )
+    ):
+        # "It (the default kernel) is 2x slower than CUTLASS": N for the PR, as written
+        v = float(m.group("n")) if m.group("u") in "xX×" else round(1 / v, 4)
+    return v
+
+
 def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
     out: list[Candidate] = []
     for m in STATED.finditer(s):
         start = m.start("n")
         lead = s[max(0, start - 50) : start]
         tail = re.split(r",|\band\b|\bbut\b|\bwhile\b|\bwhereas\b", m.group("tail"))[0]
-        if _RANGE_BEFORE.search(s[max(0, m.start() - 6) : m.start()]) or re.match(
-            r"^\s*(?:[-–~]|to)\s*\d", tail
-        ):
+        if _not_a_ratio(s, m, tail):
             continue
-        if m.group("u") in "xX×" and (
-            _GPU_AFTER.match(tail)
-            or re.match(r"^\s*(?:the\s+)?(?:number|size|more memory)", tail, re.I)
-        ):
-            continue
-        cue_after = re.match(rf"^\s*(?:\w+\s+){{0,3}}?{_CUE}\b", tail, re.I)
-        cue_before = _BEFORE_CUE.search(lead)
         keyed = re.match(
             r"^\W*(?P<k>bs|batch[ _]?size|m|num[_ ]tokens)\s*=\s*(?P<v>\d+)\s*:", s, re.I
         )
-        listed = (
-            bool(keyed)
-            and m.group("u") in "xX×"
-            and not tail.strip()
-            and re.search(r"speed-?up|gains?|faster|improv", f"{b.before}\n{b.heading}", re.I)
-        )
-        # "Total TPM: +9.5% vs fallback default config": a change against a named baseline
-        versus = m.group("u") == "%" and re.match(
-            r"^\s*(?:vs\.?|versus|compared\s+(?:to|with)|relative\s+to)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?"
-            r"(?:default|main|baseline|fallback|original|stock|upstream|old|before)\b",
-            tail,
-            re.I,
-        )
-        if not (cue_after or cue_before or listed or versus):
+        if not _has_cue(m, lead, tail, b, keyed):
             continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
-        if not summaries and (
-            re.search(
-                r"\baverage\b|\bavg\b|\bgeo-?mean\b|\bgeometric[- ]mean\b|\bon the whole\b|\boverall\b|\bin total\b|"
-                r"\bmedian\b(?!\s+(?:e2e\s+)?(?:ttft|tpot|itl|e2el|latency|throughput|time)\b)",
-                f"{lead[-40:]} {tail[:40]}",
-                re.I,
-            )
-            or re.search(
-                r"\b(?:for|over|across)\s+(?:the\s+|all\s+|a\s+)?(?:[\w-]+\s+){0,3}?range\b",
-                s[m.end() : m.end() + 90],
-                re.I,
-            )
-        ):
-            continue  # a summary over the rows (average / geomean / overall / a range of sizes), not a measurement
-        if not summaries and (
-            _BOUND.match(m.group("hedge"))
-            or _BOUND_BEFORE.search(lead)
-            or _EXTREME.search(lead[-30:])
-        ):
-            continue  # a bound or an extreme over the rows ("up to 3x", "over 1.0x", "max speedup 4.8x")
-        if re.search(r"=\s*[\d.]+\s*~?=?\s*$", lead):
-            continue  # "a/b=1.148 ~= 15%": the ratio restated, read as a pair by transitions()
-        window = f"{lead} {m.group(0)}"
-        if ACCURACY.search(window) or re.search(
-            r"\bmemory\b|\bof (?:the )?(?:total|time)\b|\bshare\b|\butili[sz]ation\b|"
-            r"\bhit rate\b|\bacceptance\b|\bcoverage\b|\bof (?:all|the) \w+",
-            window + tail[:20],
-            re.I,
-        ):
+        if not summaries and _summary_or_bound(s, m, lead, tail):
             continue
-        signed = (
-            s[m.start() - 1]
-            if m.start() > 0 and s[m.start() - 1] in "+-\u2212" and not m.group("hedge")
-            else ""
-        )
-        phrase = f"{signed}{m.group('n')}{m.group('u')}{tail}"
-        if m.group("u") == "%":
-            clause = re.split(r",|;|\band\b|\bbut\b", lead)[-1]
-            phrase = f"{phrase} {re.sub(r'[0-9.]+', ' ', clause[-30:])}"
-        v = parse_stated_speedup(phrase)
+        if _not_performance(m, lead, tail):
+            continue
+        v = _stated_value(s, m, lead, tail)
         if v is None:
             continue
-        if (
-            v < 1
-            and re.match(r"^\s*slower\s+than\b", tail, re.I)
-            and not re.search(
-                r"\bthis (?:pr|change|patch)\b|\bour\b|\bnew\b|\boptimi[sz]ed\b|\bproposed\b|\bwith (?:the|this) pr\b",
-                lead,
-                re.I,
-            )
-        ):
-            # "It (the default kernel) is 2x slower than CUTLASS": N for the PR, as written
-            v = float(m.group("n")) if m.group("u") in "xX×" else round(1 / v, 4)
         metric = _metric_before(s, start) or (
-            METRIC_WORDS.search(tail).group(0) if METRIC_WORDS.search(tail) else ""
+            found.group(0) if (found := METRIC_WORDS.search(tail)) else ""
         )
         # the scope the claim's own clause names ("Kernel 5x. e2e about 1%": e2e for the 1%)
         clause = re.split(r"[.;:]\s", lead)[-1]

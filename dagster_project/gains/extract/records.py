@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from dagster_project.gains.extract.candidate import Candidate
-from dagster_project.gains.extract.document import Block, clean_cell
+from dagster_project.gains.extract.document import Block, Grid, clean_cell
 from dagster_project.gains.extract.vocab import (
     BATCH_KEY,
     CONCURRENCY_KEY,
@@ -38,7 +38,8 @@ from dagster_project.gains.numbers import parse_number
 _VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _UNIT = rf"(?:{UNIT_PATTERN}|%)"
 _PART = re.compile(
-    rf"(?P<key>(?:\d+(?:\.\d+)?%\s*)?[A-Za-z][\w .()/%#@+\-]*?)\s*(?::|=|\bis\b)\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
+    rf"(?P<key>(?:\d+(?:\.\d+)?%\s*)?[A-Za-z][\w .()/%#@+\-]*?)\s*(?::|=|\bis\b)\s*\**\s*"
+    rf"(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
     re.I,
 )
 _EXTRA = re.compile(rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w.])", re.I)
@@ -83,7 +84,8 @@ def _condition_key(key: str) -> bool:
         or SHAPE_KEYS_KERNEL.match(key)
         or CONCURRENCY_KEY.match(key)
         or re.fullmatch(
-            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|num[_ ]\w+|n_\w+|bs",
+            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|"
+            r"num[_ ]\w+|n_\w+|bs",
             key,
             re.I,
         )
@@ -116,46 +118,41 @@ def _json_records(s: str, line: str) -> list[Rec] | None:
     return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
 
 
-def parse_records(line: str) -> list[Rec]:
-    """The records of one line (see module docstring); empty for prose."""
-    js = _json_records(line.strip(), line)
-    if js is not None:
-        return js
-    s = clean_cell(line.strip().lstrip("-*+> ").strip())
-    if not s:
-        return []
+def _tqdm_records(s: str, line: str) -> list[Rec]:
+    """tqdm's ``9.5it/s`` and ``input: 1234.5 toks/s, output: 234.5 toks/s`` readings."""
     out: list[Rec] = []
-    keys: list[tuple[str, str]] = []
-    if "it/s" in s or "toks/s" in s:
-        for m in _TQDM_RATE.finditer(s):
-            if m.group("unit") == "it/s":
-                out.append(Rec("it/s", float(m.group("val")), m.group("val"), "it/s", (), line))
-        for m in _TQDM_SPEED.finditer(s):
-            v = parse_number(m.group("val"))
-            if v is not None:
-                out.append(
-                    Rec(f"{m.group('key').lower()} tok/s", v, m.group("val"), "tok/s", (), line)
-                )
-        if out:
-            return out
-    if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
-        return []
-    # "bs=1: 0.459s" (keys, then the value) and "kernel_name     3.136 us" (aligned pairs)
-    # "Batch size 16: Avg latency: 3.9 seconds": a key written before the record
-    lead = re.match(
-        r"^(?P<k>batch[ _]?size|bs|m|num[_ ]tokens|tp|seq[_ ]len)\s*=?\s*(?P<v>\d+)\b[^:]{0,20}:\s*(?=[A-Za-z])",
-        s,
-        re.I,
-    )
+    for m in _TQDM_RATE.finditer(s):
+        if m.group("unit") == "it/s":
+            out.append(Rec("it/s", float(m.group("val")), m.group("val"), "it/s", (), line))
+    for m in _TQDM_SPEED.finditer(s):
+        v = parse_number(m.group("val"))
+        if v is not None:
+            out.append(Rec(f"{m.group('key').lower()} tok/s", v, m.group("val"), "tok/s", (), line))
+    return out
+
+
+_LEAD_KEY = re.compile(
+    r"^(?P<k>batch[ _]?size|bs|m|num[_ ]tokens|tp|seq[_ ]len)\s*=?\s*(?P<v>\d+)\b[^:]{0,20}:\s*"
+    r"(?=[A-Za-z])",
+    re.I,
+)
+_HEAD_VALUE = re.compile(
+    rf"^(?P<head>(?:[\w.]+\s*=\s*[\w.]+[\s,]*)+):\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?\s*$",
+    re.I,
+)
+_ALIGNED_PAIR = re.compile(rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$")
+
+
+def _keyed_records(s: str, line: str) -> list[Rec] | None:
+    """The line shapes whose keys come first or that are one aligned pair: "Batch size 16:
+    Avg latency: 3.9 seconds" (a key written before the record), "bs=1: 0.459s" (keys, then
+    the value) and "kernel_name     3.136 us"; ``None`` when the line is none of them."""
+    lead = _LEAD_KEY.match(s)
     if lead:
         inner = parse_records(s[lead.end() :])
         kv = (lead.group("k"), lead.group("v"))
         return [Rec(r.metric, r.value, r.text, r.unit, (kv, *r.keys), line) for r in inner]
-    m = re.match(
-        rf"^(?P<head>(?:[\w.]+\s*=\s*[\w.]+[\s,]*)+):\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?\s*$",
-        s,
-        re.I,
-    )
+    m = _HEAD_VALUE.match(s)
     if m:
         v = parse_number(m.group("val"))
         ks = tuple(
@@ -163,9 +160,7 @@ def parse_records(line: str) -> list[Rec]:
             for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head"))
         )
         return [Rec("", v, m.group("val"), m.group("unit"), ks, line)] if v is not None else []
-    m = re.match(
-        rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$", line.strip()
-    )
+    m = _ALIGNED_PAIR.match(line.strip())
     if m and not re.search(r":\s|:$", m.group("name")):
         v = parse_number(m.group("val"))
         return (
@@ -173,6 +168,29 @@ def parse_records(line: str) -> list[Rec]:
             if v is not None
             else []
         )
+    return None
+
+
+def _extra_records(key: str, rest: str, line: str) -> list[Rec]:
+    """Further values of one key written after its first (``latency: 1.2 ms, 1.3 ms``)."""
+    out: list[Rec] = []
+    while True:
+        e = _EXTRA.match(rest)
+        if not e:
+            break
+        ev = parse_number(e.group("val"))
+        if ev is not None:
+            out.append(
+                Rec(f"{key} {e.group('unit')}", ev, e.group("val"), e.group("unit"), (), line)
+            )
+        rest = rest[e.end() :]
+    return out
+
+
+def _part_records(s: str, line: str) -> list[Rec]:
+    """The ``key: value unit`` parts of a line; condition keys become every record's keys."""
+    out: list[Rec] = []
+    keys: list[tuple[str, str]] = []
     for m in _PART.finditer(s):
         key = _key_name(m.group("key"))
         v = parse_number(m.group("val"))
@@ -183,18 +201,28 @@ def parse_records(line: str) -> list[Rec]:
             keys.append((key, m.group("val")))
             continue
         out.append(Rec(key, v, m.group("val"), unit, (), line))
-        rest = s[m.end() :]
-        while True:
-            e = _EXTRA.match(rest)
-            if not e:
-                break
-            ev = parse_number(e.group("val"))
-            if ev is not None:
-                out.append(
-                    Rec(f"{key} {e.group('unit')}", ev, e.group("val"), e.group("unit"), (), line)
-                )
-            rest = rest[e.end() :]
+        out.extend(_extra_records(key, s[m.end() :], line))
     return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
+
+
+def parse_records(line: str) -> list[Rec]:
+    """The records of one line (see module docstring); empty for prose."""
+    js = _json_records(line.strip(), line)
+    if js is not None:
+        return js
+    s = clean_cell(line.strip().lstrip("-*+> ").strip())
+    if not s:
+        return []
+    if "it/s" in s or "toks/s" in s:
+        out = _tqdm_records(s, line)
+        if out:
+            return out
+    if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
+        return []
+    keyed = _keyed_records(s, line)
+    if keyed is not None:
+        return keyed
+    return _part_records(s, line)
 
 
 def role_line(line: str) -> Role | None:
@@ -337,6 +365,53 @@ def _arrow_line(b: Block, ln: str) -> Candidate | None:
     return Candidate(bv, ov, metric, unit, b, "records", evidence=[ln])
 
 
+def _sides_of_line(recs: list[Rec]) -> tuple[Rec, Rec, str] | None:
+    """(baseline, optimized, metric) of two readings whose metric names differ by one word
+    naming a side (``vllm time`` / ``custom time``); ``None`` when they do not."""
+    if len(recs) != 2:
+        return None
+    r1, r2 = recs
+    w1, w2 = r1.metric.lower().split(), r2.metric.lower().split()
+    if len(w1) != len(w2) or len(w1) < 2:
+        return None
+    diff = [i for i, (a, c) in enumerate(zip(w1, w2, strict=True)) if a != c]
+    if len(diff) != 1:
+        return None
+    k1, k2 = role_of(w1[diff[0]]).kind, role_of(w2[diff[0]]).kind
+    if (k1, k2) in (("baseline", "optimized"), ("baseline", None), (None, "optimized")):
+        base, opt = r1, r2
+    elif (k1, k2) in (("optimized", "baseline"), ("optimized", None), (None, "baseline")):
+        base, opt = r2, r1
+    else:
+        return None
+    return base, opt, " ".join(w for i, w in enumerate(w1) if i != diff[0])
+
+
+def _line_pair(b: Block, ln: str) -> Candidate | None:
+    """The pair that two readings of one record line state (see :func:`_sides_of_line`)."""
+    recs = parse_records(ln)
+    sides = _sides_of_line(recs)
+    if sides is None:
+        return None
+    base, opt, metric = sides
+    if is_non_measurement(metric) or (
+        base.unit and opt.unit and normalise_unit(base.unit) != normalise_unit(opt.unit)
+    ):
+        return None
+    return Candidate(
+        base.value,
+        opt.value,
+        metric,
+        opt.unit or base.unit,
+        b,
+        "records",
+        keys=list(recs[0].keys),
+        baseline_label=base.metric,
+        optimized_label=opt.metric,
+        evidence=[ln],
+    )
+
+
 def inline_candidates(blocks: list[Block]) -> list[Candidate]:
     """Two readings of one line that differ by one word naming each side
     (``vllm time = 0.0130ms, custom time = 0.0119ms``), or one key whose value is written
@@ -349,42 +424,9 @@ def inline_candidates(blocks: list[Block]) -> list[Candidate]:
             if b.kind == "code" and (arrow := _arrow_line(b, ln)) is not None:
                 out.append(arrow)
                 continue
-            recs = parse_records(ln)
-            if len(recs) != 2:
-                continue
-            r1, r2 = recs
-            w1, w2 = r1.metric.lower().split(), r2.metric.lower().split()
-            if len(w1) != len(w2) or len(w1) < 2:
-                continue
-            diff = [i for i, (a, c) in enumerate(zip(w1, w2, strict=True)) if a != c]
-            if len(diff) != 1:
-                continue
-            k1, k2 = role_of(w1[diff[0]]).kind, role_of(w2[diff[0]]).kind
-            if (k1, k2) in (("baseline", "optimized"), ("baseline", None), (None, "optimized")):
-                base, opt = r1, r2
-            elif (k1, k2) in (("optimized", "baseline"), ("optimized", None), (None, "baseline")):
-                base, opt = r2, r1
-            else:
-                continue
-            metric = " ".join(w for i, w in enumerate(w1) if i != diff[0])
-            if is_non_measurement(metric) or (
-                base.unit and opt.unit and normalise_unit(base.unit) != normalise_unit(opt.unit)
-            ):
-                continue
-            out.append(
-                Candidate(
-                    base.value,
-                    opt.value,
-                    metric,
-                    opt.unit or base.unit,
-                    b,
-                    "records",
-                    keys=list(r1.keys),
-                    baseline_label=base.metric,
-                    optimized_label=opt.metric,
-                    evidence=[ln],
-                )
-            )
+            cand = _line_pair(b, ln)
+            if cand is not None:
+                out.append(cand)
     return out
 
 
@@ -404,102 +446,148 @@ def block_role(b: Block) -> Role | None:
 _BOTH_ROLES = re.compile(r"^[^\d:]{0,40}?\bbefore\s*(?:and|/|&)\s*after\b[^\d]{0,20}:\s*$", re.I)
 
 
+def _code_block_role(b: Block) -> tuple[Role | None, str]:
+    """(role, label) of a code block's run: its first line when that is a role line, else
+    the label line above it, else its heading; ``(None, "")`` when none names a role."""
+    first = next((ln for ln in b.lines if ln.strip()), "")
+    r0 = role_line(first)
+    if r0 is not None and not parse_records(first):
+        return r0, first.strip()
+    if block_role(b) is not None:
+        return block_role(b), b.label
+    if b.heading and role_line(b.heading):
+        return role_line(b.heading), b.heading
+    return None, ""
+
+
+def _inner_role(ln: str, run: Run) -> Role | None:
+    """A strong role line inside a code block (``=== this PR ===``): it starts a new run,
+    or names the open one while that has no records yet and no strong role of its own."""
+    inner = role_line(ln) if ln.strip() and not parse_records(ln) else None
+    if inner is not None and (inner.strength < 2 or (run.role.strength == 2 and not run.records)):
+        return None
+    return inner
+
+
+def _code_runs(b: Block, runs: list[Run]) -> None:
+    """Append the runs of one code block to ``runs``: one run, split where a strong role
+    line starts another; ``batch size: 32`` lines key the records below them."""
+    role, label = _code_block_role(b)
+    run = Run(role or Role(None), label, b)
+    current: tuple[tuple[str, str], ...] = ()
+    for ln in b.lines:
+        ko = key_only(ln)
+        if ko is not None:
+            current = _merge(current, ko)
+            continue
+        if (
+            not ln.strip()
+            and current
+            and not any(k in ("TP", "EP", "DP", "PP") for k, _ in current)
+        ):
+            current = ()
+        inner = _inner_role(ln, run)
+        if inner is not None and run.records:
+            runs.append(run)
+            run = Run(inner, ln.strip(), b)
+            continue
+        if inner is not None:
+            run.role, run.label = inner, ln.strip()
+            continue
+        recs = parse_records(ln)
+        if current:
+            recs = [
+                Rec(r.metric, r.value, r.text, r.unit, _merge(current, r.keys), r.line)
+                for r in recs
+            ]
+        run.records.extend(recs)
+    runs.append(run)
+
+
+class _TextRuns:
+    """The runs of one text block, read line by line: the open run (records after a role
+    line) and whether a "before and after" line named both roles, so that the paragraph
+    after the next blank line is the PR's run."""
+
+    def __init__(self, b: Block, runs: list[Run]) -> None:
+        self.b = b
+        self.runs = runs
+        self.run: Run | None = None
+        self.both_next = False
+
+    def close(self) -> None:
+        """Keep the open run if it has records."""
+        if self.run is not None and self.run.records:
+            self.runs.append(self.run)
+
+    def blank(self) -> None:
+        """A blank line: after "before and after", the baseline paragraph ends and the
+        optimized one begins."""
+        run = self.run
+        if self.both_next and run is not None and run.records and run.role.kind == "baseline":
+            self.runs.append(run)
+            self.run = Run(Role("optimized", 1), run.label, self.b)
+            self.both_next = False
+
+    def role_value(self, ln: str) -> bool:
+        """``main: 9,812 tok/s``: a run of its own on one line; whether ``ln`` was one."""
+        rv = _role_value(ln)
+        if rv is None:
+            return False
+        recs = _value_records(rv[2], ln)
+        if not recs:
+            return False
+        self.close()
+        self.run = None
+        self.runs.append(Run(rv[0], rv[1], self.b, recs))
+        return True
+
+    def records(self, ln: str) -> None:
+        """A line that names no role: its records join the open run; a line without any
+        ends a run that has some, and a long one (prose) drops an empty run."""
+        recs = parse_records(ln)
+        run = self.run
+        if run is not None and recs:
+            run.records.extend(recs)
+        elif run is not None and not recs and run.records:
+            self.runs.append(run)
+            self.run = None
+        elif run is not None and not recs and len(ln.strip()) > _ROLE_LINE_MAX:
+            self.run = None
+
+    def line(self, ln: str) -> None:
+        """Read one line of the block."""
+        if not ln.strip():
+            self.blank()
+            return
+        if _BOTH_ROLES.match(clean_cell(ln)):
+            # "Accuracy before and after:" over two paragraphs of records: the first
+            # paragraph is the baseline run, the second the PR's (the line names both
+            # roles, in order)
+            self.close()
+            self.run, self.both_next = Run(Role("baseline", 1), ln.strip(), self.b), True
+            return
+        if self.role_value(ln):
+            return
+        r = role_line(ln)
+        if r is not None and not parse_records(ln):
+            self.close()
+            self.run = Run(r, ln.strip(), self.b)
+            return
+        self.records(ln)
+
+
 def collect_runs(blocks: list[Block]) -> list[Run]:
     """Every run in document order (see module docstring)."""
     runs: list[Run] = []
     for b in blocks:
         if b.kind == "code":
-            lines = b.lines
-            role = None
-            label = ""
-            first = next((ln for ln in lines if ln.strip()), "")
-            r0 = role_line(first)
-            if r0 is not None and not parse_records(first):
-                role, label = r0, first.strip()
-            elif block_role(b) is not None:
-                role, label = block_role(b), b.label
-            elif b.heading and role_line(b.heading):
-                role, label = role_line(b.heading), b.heading
-            run = Run(role or Role(None), label, b)
-            current: tuple[tuple[str, str], ...] = ()
-            for ln in lines:
-                ko = key_only(ln)
-                if ko is not None:
-                    current = _merge(current, ko)
-                    continue
-                if (
-                    not ln.strip()
-                    and current
-                    and not any(k in ("TP", "EP", "DP", "PP") for k, _ in current)
-                ):
-                    current = ()
-                inner = role_line(ln) if ln.strip() and not parse_records(ln) else None
-                if inner is not None and (
-                    inner.strength < 2 or (run.role.strength == 2 and not run.records)
-                ):
-                    inner = None
-                if inner is not None and run.records:
-                    runs.append(run)
-                    run = Run(inner, ln.strip(), b)
-                    continue
-                if inner is not None:
-                    run.role, run.label = inner, ln.strip()
-                    continue
-                recs = parse_records(ln)
-                if current:
-                    recs = [
-                        Rec(r.metric, r.value, r.text, r.unit, _merge(current, r.keys), r.line)
-                        for r in recs
-                    ]
-                run.records.extend(recs)
-            runs.append(run)
+            _code_runs(b, runs)
         elif b.kind == "text":
-            run: Run | None = None  # type: ignore[no-redef]
-            # "Accuracy before and after:" over two paragraphs of records: the first paragraph
-            # is the baseline run, the second the PR's (the line names both roles, in order)
-            both_next = False
+            reader = _TextRuns(b, runs)
             for ln in b.lines:
-                if not ln.strip():
-                    if (
-                        both_next
-                        and run is not None
-                        and run.records
-                        and run.role.kind == "baseline"
-                    ):
-                        runs.append(run)
-                        run = Run(Role("optimized", 1), run.label, b)
-                        both_next = False
-                    continue
-                if _BOTH_ROLES.match(clean_cell(ln)):
-                    if run is not None and run.records:
-                        runs.append(run)
-                    run, both_next = Run(Role("baseline", 1), ln.strip(), b), True
-                    continue
-                rv = _role_value(ln)
-                if rv is not None:
-                    recs = _value_records(rv[2], ln)
-                    if recs:
-                        if run is not None and run.records:
-                            runs.append(run)
-                        run = None
-                        runs.append(Run(rv[0], rv[1], b, recs))
-                        continue
-                r = role_line(ln)
-                if r is not None and not parse_records(ln):
-                    if run is not None and run.records:
-                        runs.append(run)
-                    run = Run(r, ln.strip(), b)
-                    continue
-                recs = parse_records(ln)
-                if run is not None and recs:
-                    run.records.extend(recs)
-                elif run is not None and not recs and run.records:
-                    runs.append(run)
-                    run = None
-                elif run is not None and not recs and len(ln.strip()) > _ROLE_LINE_MAX:
-                    run = None
-            if run is not None and run.records:
-                runs.append(run)
+                reader.line(ln)
+            reader.close()
     return [r for r in runs if r.records]
 
 
@@ -541,7 +629,7 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
     """Candidates of paired runs (see :func:`run_candidates`)."""
     out: list[Candidate] = []
     for b, o in pair_runs(runs):
-        index = {}
+        index: dict[tuple[str, tuple[tuple[str, str], ...]], Rec] = {}
         for rec in b.records:
             index.setdefault((_norm_metric(rec.metric), rec.keys), rec)
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
@@ -594,7 +682,7 @@ def _expand_slashes(header: list[str], row: list[str]) -> list[list[str]]:
     return [[(p[i].strip() if p else c) for p, c in zip(parts, row, strict=True)] for i in range(n)]
 
 
-def table_runs(blocks: list[Block], grids: list[tuple[Block, object]]) -> list[Run]:
+def table_runs(blocks: list[Block], grids: list[tuple[Block, Grid]]) -> list[Run]:
     """Tables without an inner comparison whose label line names a role (``vllm`` table,
     then ``custom allreduce`` table): each is a run of records (row keys × value columns)."""
     from dagster_project.gains.extract.candidate import value_of
@@ -605,15 +693,15 @@ def table_runs(blocks: list[Block], grids: list[tuple[Block, object]]) -> list[R
         role = block_role(b)
         if role is None:
             continue
-        cols = classify(grid)  # type: ignore[arg-type]
+        cols = classify(grid)
         keys = [c for c in cols if c.kind == "key"]
         vals = [c for c in cols if c.kind in ("metric", "variant") and c.role.kind is None]
         if not vals:
             continue
         run = Run(role, b.label, b)
-        for raw, row in zip(grid.raw, grid.rows, strict=False):  # type: ignore[attr-defined]
-            for sub in _expand_slashes(grid.header, row):  # type: ignore[attr-defined]
-                kv = tuple((grid.header[k.j], sub[k.j]) for k in keys if k.j < len(sub))  # type: ignore[attr-defined]
+        for raw, row in zip(grid.raw, grid.rows, strict=False):
+            for sub in _expand_slashes(grid.header, row):
+                kv = tuple((grid.header[k.j], sub[k.j]) for k in keys if k.j < len(sub))
                 for c in vals:
                     if c.j >= len(sub):
                         continue

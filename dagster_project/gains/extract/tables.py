@@ -103,6 +103,68 @@ def _is_key_header(h: str) -> bool:
     )
 
 
+def _most(filled: list[str], pattern: re.Pattern[str], *, search: bool = False) -> bool:
+    """Whether at least 60% of the filled cells (and at least one) match ``pattern``."""
+    hits = sum(bool(pattern.search(c) if search else pattern.match(c)) for c in filled)
+    return hits >= max(1, 0.6 * len(filled))
+
+
+def _kind_by_cells(h: str, filled: list[str], role: Role) -> str | None:
+    """The kinds that the cells' shape (arrows, ratios, sizes, percentages) or a
+    share/speedup header decide, before the header's role words are weighed; ``None``
+    when none applies."""
+    if SHARE_HEADER.search(h) and not SPEEDUP_HEADER.search(
+        strip_role_words(SHARE_HEADER.sub(" ", h))
+    ):
+        return "skip"  # profiling shares ("Time (%)") are not timings
+    if filled and sum(bool(CELL_ARROW.match(c)) for c in filled) >= max(1, len(filled) // 2):
+        return "arrow"
+    if SPEEDUP_HEADER.search(h) and role.strength < 2:
+        return "speedup"
+    if filled and _most(filled, _RATIO_CELL):
+        return "ratio"
+    if (
+        filled
+        and _HEADER_ARROW.match(h)
+        and sum(bool(_PCT_CELL.match(c) or _RATIO_CELL.match(c)) for c in filled)
+        >= max(1, 0.6 * len(filled))
+    ):
+        return "speedup"  # "AOT->JIT": the change from one column to another
+    if filled and _most(filled, _SIZE_CELL, search=True):
+        return "skip"  # "64 MiB" cells: sizes, not timings, whatever the header says
+    if (
+        filled
+        and _most(filled, _PCT_CELL)
+        and (role.kind is None or re.search(r"\s/\s|\s-\s*1\b", h))
+    ):
+        return (
+            "speedup"
+            if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I)
+            else "skip"
+        )
+    return None
+
+
+def _kind_by_header(j: int, h: str, role: Role, residual: str, share: float) -> str:
+    """Key, skipped, variant or metric column: what the header and the numeric share say
+    once the cells' shape has decided nothing."""
+    if (
+        share < 0.5
+        or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h)))
+        or (_is_key_header(h) and not role.kind)
+    ):
+        return "key"
+    if (
+        ACCURACY.search(h)
+        or (is_non_measurement(residual) and not METRIC_WORDS.search(h))
+        or re.search(r"[(\[\s](?:[kmgt]i?b|bytes)\s*[)\]]|\bmemory\b|\bmem\b", h, re.I)
+    ):
+        return "skip"
+    if role.kind:
+        return "variant"
+    return "metric"
+
+
 def classify(grid: Grid) -> list[Column]:
     """Kind and role of every column of ``grid``."""
     cols: list[Column] = []
@@ -114,55 +176,7 @@ def classify(grid: Grid) -> list[Column]:
         residual = strip_role_words(h)
         share = _numeric_share(cells)
         filled = [c for c in cells if c.strip()]
-        if SHARE_HEADER.search(h) and not SPEEDUP_HEADER.search(
-            strip_role_words(SHARE_HEADER.sub(" ", h))
-        ):
-            kind = "skip"  # profiling shares ("Time (%)") are not timings
-        elif filled and sum(bool(CELL_ARROW.match(c)) for c in filled) >= max(1, len(filled) // 2):
-            kind = "arrow"
-        elif SPEEDUP_HEADER.search(h) and role.strength < 2:
-            kind = "speedup"
-        elif filled and sum(bool(_RATIO_CELL.match(c)) for c in filled) >= max(
-            1, 0.6 * len(filled)
-        ):
-            kind = "ratio"
-        elif (
-            filled
-            and _HEADER_ARROW.match(h)
-            and sum(bool(_PCT_CELL.match(c) or _RATIO_CELL.match(c)) for c in filled)
-            >= max(1, 0.6 * len(filled))
-        ):
-            kind = "speedup"  # "AOT->JIT": the change from one column to another
-        elif filled and sum(bool(_SIZE_CELL.search(c)) for c in filled) >= max(
-            1, 0.6 * len(filled)
-        ):
-            kind = "skip"  # "64 MiB" cells: sizes, not timings, whatever the header says
-        elif (
-            filled
-            and sum(bool(_PCT_CELL.match(c)) for c in filled) >= max(1, 0.6 * len(filled))
-            and (role.kind is None or re.search(r"\s/\s|\s-\s*1\b", h))
-        ):
-            kind = (
-                "speedup"
-                if re.search(r"improv|gain|change|diff|delta|speed|faster|reduc|%", h, re.I)
-                else "skip"
-            )
-        elif (
-            share < 0.5
-            or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h)))
-            or (_is_key_header(h) and not role.kind)
-        ):
-            kind = "key"
-        elif (
-            ACCURACY.search(h)
-            or (is_non_measurement(residual) and not METRIC_WORDS.search(h))
-            or re.search(r"[(\[\s](?:[kmgt]i?b|bytes)\s*[)\]]|\bmemory\b|\bmem\b", h, re.I)
-        ):
-            kind = "skip"
-        elif role.kind:
-            kind = "variant"
-        else:
-            kind = "metric"
+        kind = _kind_by_cells(h, filled, role) or _kind_by_header(j, h, role, residual, share)
         cols.append(Column(j, h, kind, role, residual))
     return cols
 
@@ -258,18 +272,24 @@ def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Bloc
     return ""
 
 
-def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
-    """Every comparison a table states (see module docstring)."""
+Rows = list[tuple[int, list[str]]]
+
+
+def _accuracy_only(grid: Grid, block: Block) -> bool:
+    """An accuracy table (by its header or the block's context) with no metric-named row:
+    nothing in it is a timing."""
     header_text = " ".join(grid.header)
     ctx = f"{block.label}\n{block.heading}"
     accuracy = (ACCURACY.search(header_text) or ACCURACY.search(ctx)) and not METRIC_WORDS.search(
         header_text
     )
-    if accuracy and not any(METRIC_WORDS.search(r[0]) for r in grid.rows if r):
-        return []
-    cols = classify(grid)
-    keys = [c for c in cols if c.kind == "key"]
-    out: list[Candidate] = []
+    return bool(accuracy) and not any(METRIC_WORDS.search(r[0]) for r in grid.rows if r)
+
+
+def _measured_rows(grid: Grid, keys: list[Column]) -> tuple[Rows, bool]:
+    """The rows that can hold measurements (aggregates only in a table of repeated runs,
+    no config/count/accuracy rows) and whether the table is transposed (its key column
+    names metrics, one metric per row)."""
     runs_table = any(RUN_ROW.match(_row_label(r, keys)) for r in grid.rows)
     rows = list(enumerate(grid.rows))
     if runs_table:
@@ -284,14 +304,92 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     ) >= max(1, len(rows) // 2)
     if transposed:
         rows = [(i, r) for i, r in rows if not is_non_measurement(_row_label(r, keys))]
+    return rows, transposed
 
-    # --- column comparisons, grouped by metric residual
-    variants = [c for c in cols if c.kind == "variant"]
+
+def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
+    """Every comparison a table states (see module docstring)."""
+    if _accuracy_only(grid, block):
+        return []
+    cols = classify(grid)
+    keys = [c for c in cols if c.kind == "key"]
+    rows, transposed = _measured_rows(grid, keys)
+    out = _column_candidates(grid, block, cols, keys, rows, transposed)
+    if out:
+        return out
+    out = _arrow_cell_candidates(grid, block, cols, keys, rows, transposed)
+    if out:
+        return out
+    out = _row_pairs(grid, cols, block, rows)
+    if out:
+        return out
+    return _ratio_only_candidates(grid, block, cols, keys, rows)
+
+
+def _variant_groups(variants: list[Column]) -> dict[str, list[Column]]:
+    """Variant columns grouped by their metric residual (``main TTFT | PR TTFT | main TPOT
+    | PR TPOT``); one group of all when no residual group has both sides."""
     groups: dict[str, list[Column]] = {}
     for c in variants:
         groups.setdefault(_norm_residual(c.residual), []).append(c)
     if len(groups) > 1 and not any(_choose(g)[0] for g in groups.values()):
         groups = {"": variants}
+    return groups
+
+
+def _two_weak_sides(
+    cols: list[Column], rows: Rows, valued: list[Column], speed_cols: list[Column]
+) -> dict[str, list[Column]] | None:
+    """``| batch | F.linear (us) | tinygemm (us) | speedup |``: two sides named weakly or not
+    at all, and a stated ratio or change per row: the numbers say which side is the
+    baseline (a change is relative to it; a speedup is base/PR for a time, PR/base for a
+    rate); without that evidence the weak words decide, else the column order. ``None``
+    when the table is not of that shape or the sides stay undecided."""
+    if not (
+        len(valued) == 2
+        and len(speed_cols) == 1
+        and all(c.role.strength < 2 for c in valued)
+        and not _roles_in_rows(cols, rows)
+    ):
+        return None
+    first, second = valued
+    by_numbers = _sides_by_change(rows, first, second, speed_cols[0])
+    if by_numbers is not None:
+        first, second = by_numbers
+    elif sum(c.role.strength for c in valued) > 1:
+        return None
+    elif second.role.kind == "baseline":
+        first, second = second, first
+    return {
+        "": [
+            Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
+            Column(second.j, second.header, "variant", Role("optimized", 1), second.residual),
+        ]
+    }
+
+
+def _stacked_changes(valued: list[Column]) -> dict[str, list[Column]] | None:
+    """``| Baseline | +vector loads | +unroll |``: changes stacked left to right after one
+    strong baseline, the last column is the PR's state; ``None`` for other tables."""
+    strong_base = [c for c in valued if c.role.kind == "baseline" and c.role.strength == 2]
+    others = [
+        c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)
+    ]
+    if len(strong_base) == 1 and others and not any(c.role.kind == "optimized" for c in valued):
+        b = strong_base[0]
+        last = others[-1]
+        return {
+            "": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]
+        }
+    return None
+
+
+def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
+    """The groups of value columns to pick (baseline, optimized) from, after the table
+    shapes that override the residual grouping (weak names only, two weak sides with a
+    ratio column, a weak column beside a strong baseline, stacked changes)."""
+    variants = [c for c in cols if c.kind == "variant"]
+    groups = _variant_groups(variants)
     speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
     valued = [c for c in cols if c.kind in ("variant", "metric")]
     if (
@@ -302,33 +400,9 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         # three or more implementations named only by weak words: which one is the PR's
         # is not written in the table, so no pair is read from it
         groups = {}
-    if (
-        len(valued) == 2
-        and len(speed_cols) == 1
-        and all(c.role.strength < 2 for c in valued)
-        and not _roles_in_rows(cols, rows)
-    ):
-        # "| batch | F.linear (us) | tinygemm (us) | speedup |": two sides named weakly or not
-        # at all, and a stated ratio or change per row: the numbers say which side is the
-        # baseline (a change is relative to it; a speedup is base/PR for a time, PR/base
-        # for a rate); without that evidence the weak words decide, else the column order
-        first, second = valued
-        by_numbers = _sides_by_change(rows, first, second, speed_cols[0])
-        if by_numbers is not None:
-            first, second = by_numbers
-        elif sum(c.role.strength for c in valued) > 1:
-            first = second = None  # type: ignore[assignment]
-        elif second.role.kind == "baseline":
-            first, second = second, first
-        if first is not None and second is not None:
-            groups = {
-                "": [
-                    Column(first.j, first.header, "variant", Role("baseline", 1), first.residual),
-                    Column(
-                        second.j, second.header, "variant", Role("optimized", 1), second.residual
-                    ),
-                ]
-            }
+    weak_sides = _two_weak_sides(cols, rows, valued, speed_cols)
+    if weak_sides is not None:
+        groups = weak_sides
     if not any(_choose(g)[0] for g in groups.values()) and (
         sw := _weak_beside_strong_baseline(valued)
     ):
@@ -339,20 +413,25 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
                 Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual),
             ]
         }
-    strong_base = [c for c in valued if c.role.kind == "baseline" and c.role.strength == 2]
-    others = [
-        c for c in valued if c.role.kind is None and c.j > (strong_base[0].j if strong_base else 0)
-    ]
-    if len(strong_base) == 1 and others and not any(c.role.kind == "optimized" for c in valued):
-        # "| Baseline | +vector loads | +unroll |": changes stacked left to right, the last
-        # column is the PR's state
-        b = strong_base[0]
-        last = others[-1]
-        groups = {
-            "": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]
-        }
-    pairs = [(name, *_choose(g)) for name, g in groups.items()]
-    pairs = [(n, b, o) for n, b, o in pairs if b is not None and o is not None]
+    stacked = _stacked_changes(valued)
+    if stacked is not None:
+        groups = stacked
+    return groups
+
+
+Pair = tuple[str, Column, Column]
+
+
+def _column_pairs(
+    cols: list[Column], rows: Rows
+) -> tuple[list[Pair], list[tuple[Column, Column, Column]]]:
+    """The (name, baseline, optimized) column pairs of a by-column table, and the
+    "speedup vs X" triples (baseline, optimized, speedup column) when those named them."""
+    groups = _column_groups(cols, rows)
+    speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
+    valued = [c for c in cols if c.kind in ("variant", "metric")]
+    chosen = [(name, *_choose(g)) for name, g in groups.items()]
+    pairs = [(n, b, o) for n, b, o in chosen if b is not None and o is not None]
     named_vs = _speedup_vs_pairs(valued, speed_cols, rows)
     if named_vs and len(named_vs) >= len(pairs):  # one pair per "speedup vs X" column
         pairs = [("", b, o) for b, o, _s in named_vs]
@@ -360,128 +439,201 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
         named_vs = []
     if (arrowed := _arrow_header_pair(cols, valued)) is not None:
         pairs = [("", *arrowed)]  # "A->B" names both sides: it beats every guess above
-    for _name, bcol, ocol in pairs:
-        assert bcol is not None and ocol is not None
-        unit = unit_in(ocol.header) or unit_in(bcol.header)
-        # the stated ratio of this pair: the only speedup column, else the first one right of
-        # the pair's columns (| A before | A after | speedup A | B before | ... |)
-        scol = (
-            None
-            if not speed_cols
-            else speed_cols[0]
-            if len(speed_cols) == 1 or len(pairs) == 1
-            else next((s for s in speed_cols if s.j > max(bcol.j, ocol.j)), None)
-        )
-        if named_vs:
-            scol = next(sc for b, _o, sc in named_vs if b is bcol)
-        for i, row in rows:
-            if max(bcol.j, ocol.j) >= len(row):
-                continue
-            bv, ov = value_of(row[bcol.j]), value_of(row[ocol.j])
-            if bv is None or ov is None:
-                continue
-            label = _row_label(row, keys)
-            rkeys = [
-                (grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()
-            ]
-            if grid.sections:
-                sec = next(
-                    (grid.sections[s] for s in sorted(grid.sections, reverse=True) if s <= i), None
-                )
-                if sec:
-                    rkeys.insert(0, ("section", sec))
-            if transposed:
-                rkeys = [kv for kv in rkeys if kv[1] != label]
-            mcol = next(
-                (
-                    k
-                    for k in keys
-                    if re.fullmatch(
-                        r"metrics?|name|measure(?:ment)?", grid.header[k.j].strip(), re.I
-                    )
-                ),
-                None,
-            )
-            named = row[mcol.j].strip() if mcol is not None and mcol.j < len(row) else ""
-            if named:
-                rkeys = [kv for kv in rkeys if kv[1] != named]
-            cu = (
-                unit
-                or unit_in(row[ocol.j])
-                or unit_in(row[bcol.j])
-                or (unit_in(label) if transposed else None)
-                or unit_in(named)
-            )
-            metric = named or _metric_for(ocol.residual, label, transposed, block)
-            stated = stext = None
-            if scol is not None and scol.j < len(row):
-                stated, stext = _stated_from(row[scol.j], scol.header)
-            out.append(
-                Candidate(
-                    bv,
-                    ov,
-                    metric,
-                    cu,
-                    block,
-                    "table:row",
-                    keys=rkeys,
-                    baseline_label=bcol.header,
-                    optimized_label=ocol.header,
-                    stated=stated,
-                    stated_text=stext,
-                    evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)],
-                )
-            )
-    if out:
-        return out
+    return pairs, named_vs
 
-    # --- arrow cells: "12.4 → 10.9" per cell
+
+def _row_keys(grid: Grid, keys: list[Column], row: list[str]) -> list[tuple[str, str]]:
+    """(header, cell) of every filled key cell of ``row``: what tells its measurement apart."""
+    return [(grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()]
+
+
+def _section_of(grid: Grid, i: int) -> str | None:
+    """The section heading (a spanning row) above row ``i``, if the grid has sections."""
+    return next((grid.sections[s] for s in sorted(grid.sections, reverse=True) if s <= i), None)
+
+
+def _named_metric(grid: Grid, keys: list[Column], row: list[str]) -> str:
+    """The row's cell under a "Metric"/"Name"/"Measurement" key column, else ``""``."""
+    mcol = next(
+        (
+            k
+            for k in keys
+            if re.fullmatch(r"metrics?|name|measure(?:ment)?", grid.header[k.j].strip(), re.I)
+        ),
+        None,
+    )
+    return row[mcol.j].strip() if mcol is not None and mcol.j < len(row) else ""
+
+
+def _pair_stated_column(
+    speed_cols: list[Column],
+    n_pairs: int,
+    bcol: Column,
+    ocol: Column,
+    named_vs: list[tuple[Column, Column, Column]],
+) -> Column | None:
+    """The stated ratio of a pair: the speedup column a "speedup vs X" header ties to it,
+    else the only speedup column, else the first one right of the pair's columns
+    (``| A before | A after | speedup A | B before | ... |``)."""
+    if named_vs:
+        return next(sc for b, _o, sc in named_vs if b is bcol)
+    if not speed_cols:
+        return None
+    if len(speed_cols) == 1 or n_pairs == 1:
+        return speed_cols[0]
+    return next((s for s in speed_cols if s.j > max(bcol.j, ocol.j)), None)
+
+
+@dataclass
+class _Table:
+    """What every row of one table is read against: the grid, its block, its key columns
+    and whether it is transposed."""
+
+    grid: Grid
+    block: Block
+    keys: list[Column]
+    transposed: bool
+
+
+def _pair_row_candidate(
+    t: _Table,
+    bcol: Column,
+    ocol: Column,
+    scol: Column | None,
+    unit: str | None,
+    i: int,
+    row: list[str],
+) -> Candidate | None:
+    """One row's (baseline, optimized) values in a pair's two columns, with its keys, unit,
+    metric and stated ratio; ``None`` when either cell holds no number."""
+    if max(bcol.j, ocol.j) >= len(row):
+        return None
+    bv, ov = value_of(row[bcol.j]), value_of(row[ocol.j])
+    if bv is None or ov is None:
+        return None
+    grid, keys, transposed = t.grid, t.keys, t.transposed
+    label = _row_label(row, keys)
+    rkeys = _row_keys(grid, keys, row)
+    if grid.sections:
+        sec = _section_of(grid, i)
+        if sec:
+            rkeys.insert(0, ("section", sec))
+    if transposed:
+        rkeys = [kv for kv in rkeys if kv[1] != label]
+    named = _named_metric(grid, keys, row)
+    if named:
+        rkeys = [kv for kv in rkeys if kv[1] != named]
+    cu = (
+        unit
+        or unit_in(row[ocol.j])
+        or unit_in(row[bcol.j])
+        or (unit_in(label) if transposed else None)
+        or unit_in(named)
+    )
+    metric = named or _metric_for(ocol.residual, label, transposed, t.block)
+    stated = stext = None
+    if scol is not None and scol.j < len(row):
+        stated, stext = _stated_from(row[scol.j], scol.header)
+    return Candidate(
+        bv,
+        ov,
+        metric,
+        cu,
+        t.block,
+        "table:row",
+        keys=rkeys,
+        baseline_label=bcol.header,
+        optimized_label=ocol.header,
+        stated=stated,
+        stated_text=stext,
+        evidence=[grid.raw[i] if i < len(grid.raw) else " | ".join(row)],
+    )
+
+
+def _column_candidates(
+    grid: Grid,
+    block: Block,
+    cols: list[Column],
+    keys: list[Column],
+    rows: Rows,
+    transposed: bool,
+) -> list[Candidate]:
+    """Column comparisons, grouped by metric residual: one candidate per row and pair of
+    (baseline, optimized) columns."""
+    t = _Table(grid, block, keys, transposed)
+    speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
+    pairs, named_vs = _column_pairs(cols, rows)
+    out: list[Candidate] = []
+    for _name, bcol, ocol in pairs:
+        unit = unit_in(ocol.header) or unit_in(bcol.header)
+        scol = _pair_stated_column(speed_cols, len(pairs), bcol, ocol, named_vs)
+        for i, row in rows:
+            cand = _pair_row_candidate(t, bcol, ocol, scol, unit, i, row)
+            if cand is not None:
+                out.append(cand)
+    return out
+
+
+def _arrow_cell_candidate(t: _Table, c: Column, row: list[str]) -> Candidate | None:
+    """The "12.4 → 10.9" in one arrow cell as a candidate; ``None`` when it holds none."""
+    if c.j >= len(row):
+        return None
+    m = CELL_ARROW.match(row[c.j])
+    if not m:
+        return None
+    bv, ov = value_of(m.group("b")), value_of(m.group("o"))
+    if bv is None or ov is None:
+        return None
+    rest = m.group("rest") or ""
+    stated, stext = (
+        _stated_from(re.sub(r"[()]", " ", rest).strip(), "speedup")
+        if re.search(r"\d\s*[x×]", rest)
+        else (None, None)
+    )
+    label = _row_label(row, t.keys)
+    rkeys = _row_keys(t.grid, t.keys, row)
+    unit = unit_in(c.header) or normalise_unit(m.group("uo") or m.group("ub") or "") or None
+    if unit in ("x", "%"):
+        unit = None
+    return Candidate(
+        bv,
+        ov,
+        strip_role_words(c.header) if not t.transposed else label,
+        unit,
+        t.block,
+        "table:cell",
+        keys=rkeys,
+        stated=stated,
+        stated_text=stext,
+        evidence=[row[c.j]],
+    )
+
+
+def _arrow_cell_candidates(
+    grid: Grid,
+    block: Block,
+    cols: list[Column],
+    keys: list[Column],
+    rows: Rows,
+    transposed: bool,
+) -> list[Candidate]:
+    """Arrow cells: "12.4 → 10.9" per cell, column by column."""
+    t = _Table(grid, block, keys, transposed)
+    out: list[Candidate] = []
     for c in (c for c in cols if c.kind == "arrow"):
         for _i, row in rows:
-            if c.j >= len(row):
-                continue
-            m = CELL_ARROW.match(row[c.j])
-            if not m:
-                continue
-            bv, ov = value_of(m.group("b")), value_of(m.group("o"))
-            if bv is None or ov is None:
-                continue
-            rest = m.group("rest") or ""
-            stated, stext = (
-                _stated_from(re.sub(r"[()]", " ", rest).strip(), "speedup")
-                if re.search(r"\d\s*[x×]", rest)
-                else (None, None)
-            )
-            label = _row_label(row, keys)
-            rkeys = [
-                (grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()
-            ]
-            unit = unit_in(c.header) or normalise_unit(m.group("uo") or m.group("ub") or "") or None
-            if unit in ("x", "%"):
-                unit = None
-            out.append(
-                Candidate(
-                    bv,
-                    ov,
-                    strip_role_words(c.header) if not transposed else label,
-                    unit,
-                    block,
-                    "table:cell",
-                    keys=rkeys,
-                    stated=stated,
-                    stated_text=stext,
-                    evidence=[row[c.j]],
-                )
-            )
-    if out:
-        return out
+            cand = _arrow_cell_candidate(t, c, row)
+            if cand is not None:
+                out.append(cand)
+    return out
 
-    # --- row comparisons: a key column whose cells are roles
-    out = _row_pairs(grid, cols, block, rows)
-    if out:
-        return out
 
-    # --- ratio-only: a speedup column without a pair, or a grid of ratio cells
+def _ratio_only_candidates(
+    grid: Grid, block: Block, cols: list[Column], keys: list[Column], rows: Rows
+) -> list[Candidate]:
+    """Ratio-only claims: a speedup column without a pair, or a grid of ratio cells."""
+    speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
+    out: list[Candidate] = []
     hib = None
     for c in speed_cols:
         for i, row in rows:
@@ -490,9 +642,7 @@ def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
             v, stext = _ratio_only(row[c.j], c.header, hib)
             if v is None:
                 continue
-            rkeys = [
-                (grid.header[k.j], row[k.j]) for k in keys if k.j < len(row) and row[k.j].strip()
-            ]
+            rkeys = _row_keys(grid, keys, row)
             if len([s for s in speed_cols if s.kind == "ratio"]) > 1:
                 rkeys.append(("column", c.header))
             out.append(
@@ -660,9 +810,80 @@ def _agrees(rows: list[tuple[int, list[str]]], base: Column, opt: Column, ratio:
     return total > 0 and hits >= 0.6 * total
 
 
+_Labelled = tuple[int, list[str], Role]
+
+
+def _row_sides(members: Rows, role_col: Column) -> list[tuple[_Labelled, _Labelled]]:
+    """(baseline row, optimized row) pairs among one key group's rows, by the roles their
+    role cells name: each strongest optimized row with its like-named baseline (or, when
+    it is the only one, the strongest baseline)."""
+    labelled = [(i, r, role_of(r[role_col.j])) for i, r in members]
+    base = [x for x in labelled if x[2].kind == "baseline"]
+    opt = [x for x in labelled if x[2].kind == "optimized"]
+    if not base or not opt:
+        return []
+    top = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)]
+    sides = []
+    for o in top:
+        b = _counterpart(o[1][role_col.j], base, lambda x: x[1][role_col.j])
+        if b is None and len(top) == 1:
+            b = max(base, key=lambda x: x[2].strength)
+        if b is not None:
+            sides.append((b, o))
+    return sides
+
+
+def _row_pair_candidate(
+    grid: Grid,
+    block: Block,
+    role_col: Column,
+    sides: tuple[_Labelled, _Labelled],
+    c: Column,
+    speed: list[Column],
+    rkeys: list[tuple[str, str]],
+    n_metrics: int,
+) -> Candidate | None:
+    """One metric column's values in a (baseline row, optimized row) pair; ``None`` when
+    the column is not a measurement or either cell holds no number."""
+    b, o = sides
+    if c.j >= len(b[1]) or c.j >= len(o[1]):
+        return None
+    if is_non_measurement(c.header) or ACCURACY.search(c.header):
+        return None
+    bv, ov = value_of(b[1][c.j]), value_of(o[1][c.j])
+    if bv is None or ov is None:
+        return None
+    stated = stext = None
+    for s in speed:
+        if s.j < len(o[1]):
+            stated, stext = _stated_from(o[1][s.j], s.header)
+    unit = unit_in(c.header) or unit_in(o[1][c.j])
+    ckeys = rkeys + [("batch_size", c.header)] if re.fullmatch(r"\d+", c.header.strip()) else rkeys
+    metric = "" if re.fullmatch(r"\d+", c.header.strip()) else strip_role_words(c.header)
+    return Candidate(
+        bv,
+        ov,
+        metric,
+        unit,
+        block,
+        "table:rows",
+        keys=ckeys,
+        baseline_label=b[1][role_col.j],
+        optimized_label=o[1][role_col.j],
+        stated=stated if n_metrics == 1 else None,
+        stated_text=stext if n_metrics == 1 else None,
+        evidence=[
+            grid.raw[b[0]] if b[0] < len(grid.raw) else "",
+            grid.raw[o[0]] if o[0] < len(grid.raw) else "",
+        ],
+    )
+
+
 def _row_pairs(
     grid: Grid, cols: list[Column], block: Block, rows: list[tuple[int, list[str]]]
 ) -> list[Candidate]:
+    """Row comparisons: a key column whose cells are roles (``| main | ... |`` / ``| this
+    pr | ... |``), the rows grouped by the other key columns."""
     role_col = _roles_in_rows(cols, rows)
     if role_col is None:
         return []
@@ -676,56 +897,12 @@ def _row_pairs(
     # rows without their own key (continuation chunks) inherit nothing: grouped by order
     out: list[Candidate] = []
     for gk, members in groups.items():
-        labelled = [(i, r, role_of(r[role_col.j])) for i, r in members]
-        base = [x for x in labelled if x[2].kind == "baseline"]
-        opt = [x for x in labelled if x[2].kind == "optimized"]
-        if not base or not opt:
+        sides = _row_sides(members, role_col)
+        if not sides:
             continue
-        top = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)]
-        sides = []
-        for o in top:
-            b = _counterpart(o[1][role_col.j], base, lambda x: x[1][role_col.j])
-            if b is None and len(top) == 1:
-                b = max(base, key=lambda x: x[2].strength)
-            if b is not None:
-                sides.append((b, o))
         rkeys = [(grid.header[k.j], v) for k, v in zip(other_keys, gk, strict=True) if v.strip()]
-        for (b, o), c in ((bo, c) for bo in sides for c in metrics):
-            if c.j >= len(b[1]) or c.j >= len(o[1]):
-                continue
-            if is_non_measurement(c.header) or ACCURACY.search(c.header):
-                continue
-            bv, ov = value_of(b[1][c.j]), value_of(o[1][c.j])
-            if bv is None or ov is None:
-                continue
-            stated = stext = None
-            for s in speed:
-                if s.j < len(o[1]):
-                    stated, stext = _stated_from(o[1][s.j], s.header)
-            unit = unit_in(c.header) or unit_in(o[1][c.j])
-            ckeys = (
-                rkeys + [("batch_size", c.header)]
-                if re.fullmatch(r"\d+", c.header.strip())
-                else rkeys
-            )
-            metric = "" if re.fullmatch(r"\d+", c.header.strip()) else strip_role_words(c.header)
-            out.append(
-                Candidate(
-                    bv,
-                    ov,
-                    metric,
-                    unit,
-                    block,
-                    "table:rows",
-                    keys=ckeys,
-                    baseline_label=b[1][role_col.j],
-                    optimized_label=o[1][role_col.j],
-                    stated=stated if len(metrics) == 1 else None,
-                    stated_text=stext if len(metrics) == 1 else None,
-                    evidence=[
-                        grid.raw[b[0]] if b[0] < len(grid.raw) else "",
-                        grid.raw[o[0]] if o[0] < len(grid.raw) else "",
-                    ],
-                )
-            )
+        for bo, c in ((bo, c) for bo in sides for c in metrics):
+            cand = _row_pair_candidate(grid, block, role_col, bo, c, speed, rkeys, len(metrics))
+            if cand is not None:
+                out.append(cand)
     return out

@@ -24,7 +24,8 @@ from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit
 _BASE_STRONG = re.compile(
     r"\bbaselines?\b|\bbase\b|\bmain\b|\bmaster\b|\bbefore\b|\bdefault\b|\boriginal\b|\borig\b|"
     r"\bold\b|\bw/o\b|\bwithout\b|\bprevious\b|\bprev\b|\bupstream\b|\bunpatched\b|\bvanilla\b|"
-    r"\bnightly\b|\bdisabled?\b|\boff\b|\bcurrent\b|\bexisting\b|\buntuned\b|\bprior\b|\bref(?:erence)? impl|"
+    r"\bnightly\b|\bdisabled?\b|\boff\b|\bcurrent\b|\bexisting\b|\buntuned\b|\bprior\b|"
+    r"\bref(?:erence)? impl|"
     r"\bheur(?:istics?)?\b|\bfallback\b|\bstock\b",
     re.I,
 )
@@ -127,7 +128,8 @@ def _role_of(label: str | None) -> Role:
 
 
 def strip_role_words(label: str) -> str:
-    """The label minus role words: the metric/condition part (``main TTFT (ms)`` -> ``TTFT (ms)``)."""
+    """The label minus role words: the metric/condition part (``main TTFT (ms)`` ->
+    ``TTFT (ms)``)."""
     s = label
     for rx in (_OPT_STRONG, _BASE_STRONG):
         s = rx.sub(" ", s)
@@ -154,22 +156,27 @@ ACCURACY = re.compile(
     r"gpqa|aime|\bscores?\b|pass@\d|bleu|rouge|perplexity|\bppl\b|flexible-extract|"
     r"strict-match|stderr|\binvalid\b|correctness|win[ -]rate|mt-?bench|lm[_-]eval|\bmbpp\b|"
     r"hellaswag|arc[_-]challenge|winogrande|\bmmmu\b|chartqa|\bcer\b|\bwer\b|\bmae\b|\bmse\b|"
-    r"\bmax[_ ]?(?:abs[_ ]?)?(?:diff|err(?:or)?)\b|\brel(?:ative)?[_ ]err|\btolerance\b|\batol\b|\brtol\b|"
+    r"\bmax[_ ]?(?:abs[_ ]?)?(?:diff|err(?:or)?)\b|\brel(?:ative)?[_ ]err|\btolerance\b|"
+    r"\batol\b|\brtol\b|"
     r"cosine|similarity|\bkl\b|\bloss\b",
     re.I,
 )
 #: metrics that are never performance results (counts, config, shares, memory, settings)
 NON_PERF = re.compile(
-    r"successful requests|failed requests|total (?:input|generated|output)(?: text| vision)? tokens|"
+    r"successful requests|failed requests|"
+    r"total (?:input|generated|output)(?: text| vision)? tokens|"
     r"retokenized|benchmark duration|request rate|max(?:imum)?\.? (?:request )?concurrency|"
-    r"peak concurrent|^concurrency$|num[_ ]prompts|acc(?:ept(?:ance)?)?[ _.]?(?:length|len|rate)|\bseed\b|"
-    r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|\bstd\b|std[-_ ]?dev|stddev|\bmemory\b|\bmem\b|"
+    r"peak concurrent|^concurrency$|num[_ ]prompts|acc(?:ept(?:ance)?)?[ _.]?(?:length|len|rate)|"
+    r"\bseed\b|"
+    r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|\bstd\b|std[-_ ]?dev|stddev|\bmemory\b|"
+    r"\bmem\b|"
     r"kv[ _]cache|cache hit|\bbackend\b|\bstatus\b|\bcount\b|^#|\bptx\b|\bsass\b|\blines?\b|"
     r"\binstructions?\b|\bregisters?\b|\bregs\b|\bspills?\b|\bshare\b|% of|percent(?:age)?\b|"
     r"\bcalls?\b|\binstances\b|\bnum[_ ]?warps\b|\bnum[_ ]?stages\b|block[_ ]?size|group[_ ]?size|"
     r"\bsplit[_ ]?k\b|\bwaves?\b|occupancy|\bgpu[_ ]?util|\bsize\b|\bbytes\b|\bparams?\b|\bvram\b|"
     r"\bnum[_ ]?ctas\b|\bmaxnreg\b|\btiles?\b|\bversion\b|\bsteps?\b$|\btokens?$|\brequests?$|"
-    r"\binput[_ ]?len|\boutput[_ ]?len|\bisl\b|\bosl\b|\bcompile time\b|\bstartup\b|\bload(?:ing)? time\b",
+    r"\binput[_ ]?len|\boutput[_ ]?len|\bisl\b|\bosl\b|\bcompile time\b|\bstartup\b|"
+    r"\bload(?:ing)? time\b",
     re.I,
 )
 #: row labels of rows that restate other rows
@@ -212,12 +219,14 @@ CONCURRENCY_KEY = re.compile(
 METRIC_WORDS = re.compile(
     r"kernel time|step time|\blatenc(?:y|ies)\b|\bthroughput\b|\bttft\b|\btpot\b|\bitl\b|\be2el\b|"
     r"\b[tgp]?flops\b|\bbandwidth\b|\bduration\b|\bruntime\b|\bexecution time\b|\btime\b|\bmfu\b|"
-    r"tok(?:en)?s?/s|req/s|requests?/s|\bspeed\b|\bqps\b|\bgoodput\b|\belapsed\b|\bperf\b|\bms\b|\bus\b|\btpm\b",
+    r"tok(?:en)?s?/s|req/s|requests?/s|\bspeed\b|\bqps\b|\bgoodput\b|\belapsed\b|\bperf\b|"
+    r"\bms\b|\bus\b|\btpm\b",
     re.I,
 )
 E2E_WORDS = re.compile(
     r"\bttft\b|\btpot\b|\bitl\b|\be2el\b|\be2e\b|end[- ]to[- ]end|request throughput|"
-    r"token throughput|output throughput|input throughput|\bserving\b|bench_serving|bench_one_batch|"
+    r"token throughput|output throughput|input throughput|\bserving\b|bench_serving|"
+    r"bench_one_batch|"
     r"benchmark_serving|bench serve|benchmark_latency|benchmark_throughput|\bgoodput\b|\bqps\b|"
     r"\bserver\b|online|offline|sharegpt|tok(?:en)?s?/s|req/s|requests?/s|\bvllm bench\b|"
     r"\blm_eval\b|\bdecode throughput\b|\bprefill throughput\b|\bgen(?:eration)? throughput\b",
@@ -226,8 +235,10 @@ E2E_WORDS = re.compile(
 KERNEL_WORDS = re.compile(
     r"\bkernels?\b|micro-?bench|benchmark_moe|bench_\w+|benchmarks/kernels|\bop(?:erator)?s?\b|"
     r"\bgemm\b|\bop-level\b|\bunit bench|triton\.testing|do_bench|perf_report|\bnsys\b|\bncu\b|"
-    r"\bcuda graph\b|\bmoe_align|\bfused_moe\b|\bquant(?:ize|ization)? kernel|all-?reduce|all-?gather|"
-    r"\bnccl\b|\bmatmul\b|\bscaled_mm\b|\bgemv\b|\brms_?norm\b|\blayernorm\b|\brope\b|\bsampler\b|\btopk\b",
+    r"\bcuda graph\b|\bmoe_align|\bfused_moe\b|\bquant(?:ize|ization)? kernel|all-?reduce|"
+    r"all-?gather|"
+    r"\bnccl\b|\bmatmul\b|\bscaled_mm\b|\bgemv\b|\brms_?norm\b|\blayernorm\b|\brope\b|"
+    r"\bsampler\b|\btopk\b",
     re.I,
 )
 SHAPE_KEYS_KERNEL = re.compile(
