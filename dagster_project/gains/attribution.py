@@ -129,6 +129,37 @@ def _row_gpu(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _row_m(row: Mapping[str, Any]) -> int | None:
+    """The row's ``M`` (or ``batch_size``) as an int, ``None`` when missing or not a number."""
+    m_value = _row_value(row, "M", "batch_size")
+    try:
+        return int(m_value) if m_value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _matches_row(
+    m: Measurement, row_m: int, gpu: str | None, dims: dict[str, int], implied_by_pr: bool
+) -> bool:
+    """Whether one measurement speaks for the row: a usable kernel speedup at the row's M,
+    on its GPU (or none named, when the PR implies the config) and of no other shape."""
+    # audit-failed measurements never feed speedup_vs_default (see usable_speedup)
+    if m.scope != "kernel" or m.usable_speedup is None:
+        return False
+    if m.batch_size != row_m:
+        return False
+    if m.hardware:
+        if not gpu or not gpu_matches(m.hardware, gpu):
+            return False
+    elif not implied_by_pr:
+        return False
+    mdims = {k: v for k, v in parse_shape(m.shape).items() if k in _DIMS}
+    shared = set(mdims) & set(dims)
+    if any(mdims[d] != dims[d] for d in shared):
+        return False
+    return not (not shared and not (implied_by_pr and not mdims))
+
+
 def config_speedup_vs_default(
     row: Mapping[str, Any],
     gains: Iterable[Measurement | Mapping[str, Any]],
@@ -144,33 +175,14 @@ def config_speedup_vs_default(
     """
     gpu = _row_gpu(row)
     dims = _row_dims(row)
-    m_value = _row_value(row, "M", "batch_size")
-    try:
-        row_m = int(m_value) if m_value is not None else None
-    except (TypeError, ValueError):
-        row_m = None
+    row_m = _row_m(row)
     if row_m is None:
         return ConfigAttribution(None, reason="row has no M")
     matched: list[Measurement] = []
     for raw in gains:
         m = _as_measurement(raw)
-        # audit-failed measurements never feed speedup_vs_default (see usable_speedup)
-        if m.scope != "kernel" or m.usable_speedup is None:
-            continue
-        if m.batch_size != row_m:
-            continue
-        if m.hardware:
-            if not gpu or not gpu_matches(m.hardware, gpu):
-                continue
-        elif not implied_by_pr:
-            continue
-        mdims = {k: v for k, v in parse_shape(m.shape).items() if k in _DIMS}
-        shared = set(mdims) & set(dims)
-        if any(mdims[d] != dims[d] for d in shared):
-            continue
-        if not shared and not (implied_by_pr and not mdims):
-            continue
-        matched.append(m)
+        if _matches_row(m, row_m, gpu, dims, implied_by_pr):
+            matched.append(m)
     if not matched:
         return ConfigAttribution(None, reason="no measurement matches GPU, shape and M")
     values = [m.documented_speedup for m in matched if m.documented_speedup is not None]

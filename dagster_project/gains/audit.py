@@ -47,10 +47,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster_project.gains.numbers import iter_numbers
 from dagster_project.gains.schema import Measurement
+
+if TYPE_CHECKING:
+    # imported for annotations only: the extract package imports this module
+    from dagster_project.gains.extract.candidate import Candidate
+    from dagster_project.gains.extract.document import Block, Grid
 
 _K_SUFFIX = re.compile(r"[kK](?![A-Za-z])")
 #: a stated ratio may differ from its pair by this much before it is flagged
@@ -165,92 +170,105 @@ def structure_index(text: str, repo: str | None = None) -> StructureIndex:
         PROJECT.reset(token)
 
 
-def _structure_index(text: str) -> StructureIndex:
-    # imported here: the extract package imports this module
-    from dagster_project.gains.extract.aligned import aligned_grids
+def _row_role(row: list[str]) -> str | None:
+    """The role a row's first two cells name (``| main | ... |``), if a non-number names one."""
     from dagster_project.gains.extract.candidate import value_of
-    from dagster_project.gains.extract.choose import candidates
-    from dagster_project.gains.extract.document import Block, Grid, clean_cell, split_blocks
-    from dagster_project.gains.extract.prose import ratio_claims, sentences, transitions
+    from dagster_project.gains.extract.vocab import role_of
+
+    for cell in row[:2]:
+        rk = role_of(cell).kind
+        if rk in ("baseline", "optimized", "reference") and value_of(cell) is None:
+            return rk
+    return None
+
+
+def _grid_units(g: Grid, gid: str) -> list[Unit]:
+    """One unit per table row: each cell's numbers with its column's role (as the
+    extractor reads the table, :func:`~dagster_project.gains.extract.tables.side_overrides`
+    included), an arrow cell's two numbers as baseline and optimized."""
+    from dagster_project.gains.extract.tables import CELL_ARROW, classify, side_overrides
+
+    cols = classify(g)
+    col_role = [c.role.kind if c.kind in ("variant", "metric") else None for c in cols]
+    for j, side in side_overrides(cols, list(enumerate(g.rows))).items():
+        col_role[j] = side  # "speedup over cuda", "AOT->JIT", a change column's numbers
+    units: list[Unit] = []
+    for row in g.rows:
+        u = Unit(gid, _row_role(row))
+        for j, cell in enumerate(row):
+            m = CELL_ARROW.match(cell)
+            if m:
+                u.tokens += _tokens(m.group("b"), "baseline", str(j)) + _tokens(
+                    m.group("o"), "optimized", str(j)
+                )
+                continue
+            u.tokens += _tokens(cell, col_role[j] if j < len(col_role) else None, str(j))
+        units.append(u)
+    return units
+
+
+def _pair_unit(gid: str, c: Candidate) -> Unit:
+    """A unit of the two values of a pair written as one (a transition, an inline pair)."""
+    return Unit(
+        gid,
+        None,
+        [
+            (round(abs(c.baseline or 0), 9), "baseline", ""),
+            (round(abs(c.optimized or 0), 9), "optimized", ""),
+        ],
+    )
+
+
+def _sentence_units(sentence: str, block: Block, gid: str) -> list[Unit]:
+    """A sentence or line holds a comparison only where it is written as one ("from X to
+    Y", "X -> Y", "before: X, after: Y"): any two numbers of a sentence are not a pair."""
+    from dagster_project.gains.extract.prose import transitions
+
+    return [_pair_unit(gid, c) for c in transitions(sentence, block)]
+
+
+def _block_units(blocks: list[Block], title: str) -> list[Unit]:
+    """The units of every block in document order (table rows; a code block's aligned
+    tables and lines; a text block's sentences), then the title's sentences."""
+    from dagster_project.gains.extract.aligned import aligned_grids
+    from dagster_project.gains.extract.document import Block
+    from dagster_project.gains.extract.prose import sentences
+
+    units: list[Unit] = []
+    for b in blocks:
+        if b.kind == "table" and b.grid is not None:
+            units += _grid_units(b.grid, f"t{b.index}")
+        elif b.kind == "code":
+            for k, g in enumerate(aligned_grids(b.lines)):
+                units += _grid_units(g, f"t{b.index}.{k}")
+            for i, ln in enumerate(b.lines):
+                units += _sentence_units(ln, b, f"l{b.index}.{i}")
+        else:
+            for i, s in enumerate(sentences(b)):
+                units += _sentence_units(s, b, f"s{b.index}.{i}")
+    for i, s in enumerate(sentences(Block("text", [title], -1))):
+        units += _sentence_units(s, Block("text", [title], -1), f"title.{i}")
+    return units
+
+
+def _record_units(blocks: list[Block]) -> list[Unit]:
+    """Inline pairs of one record line, then one unit per side of every paired run (of
+    record lines, and of tables whose label names a role), each record's slot its metric
+    and keys."""
+    from dagster_project.gains.extract.aligned import aligned_grids
     from dagster_project.gains.extract.records import (
         collect_runs,
         inline_candidates,
         pair_runs,
         table_runs,
     )
-    from dagster_project.gains.extract.tables import CELL_ARROW, classify, side_overrides
-    from dagster_project.gains.extract.vocab import role_of
 
     units: list[Unit] = []
-    blocks = split_blocks(text)
-
-    def add_grid(g: Grid, gid: str) -> None:
-        cols = classify(g)
-        col_role = [c.role.kind if c.kind in ("variant", "metric") else None for c in cols]
-        for j, side in side_overrides(cols, list(enumerate(g.rows))).items():
-            col_role[j] = side  # "speedup over cuda", "AOT->JIT", a change column's numbers
-        for r, row in enumerate(g.rows):
-            row_role = None
-            for cell in row[:2]:
-                rk = role_of(cell).kind
-                if rk in ("baseline", "optimized", "reference") and value_of(cell) is None:
-                    row_role = rk
-                    break
-            u = Unit(gid, row_role)
-            for j, cell in enumerate(row):
-                m = CELL_ARROW.match(cell)
-                if m:
-                    u.tokens += _tokens(m.group("b"), "baseline", str(j)) + _tokens(
-                        m.group("o"), "optimized", str(j)
-                    )
-                    continue
-                u.tokens += _tokens(cell, col_role[j] if j < len(col_role) else None, str(j))
-            units.append(u)
-            _ = r
-
-    def add_sentence(sentence: str, block: Block, gid: str) -> None:
-        # a sentence or line holds a comparison only where it is written as one ("from X
-        # to Y", "X -> Y", "before: X, after: Y"): any two numbers of a sentence are not a pair
-        for c in transitions(sentence, block):
-            units.append(
-                Unit(
-                    gid,
-                    None,
-                    [
-                        (round(abs(c.baseline or 0), 9), "baseline", ""),
-                        (round(abs(c.optimized or 0), 9), "optimized", ""),
-                    ],
-                )
-            )
-
-    for b in blocks:
-        if b.kind == "table" and b.grid is not None:
-            add_grid(b.grid, f"t{b.index}")
-        elif b.kind == "code":
-            for k, g in enumerate(aligned_grids(b.lines)):
-                add_grid(g, f"t{b.index}.{k}")
-            for i, ln in enumerate(b.lines):
-                add_sentence(ln, b, f"l{b.index}.{i}")
-        else:
-            for i, s in enumerate(sentences(b)):
-                add_sentence(s, b, f"s{b.index}.{i}")
-    title = text.partition("\n")[0]
-    for i, s in enumerate(sentences(Block("text", [title], -1))):
-        add_sentence(s, Block("text", [title], -1), f"title.{i}")
     record_blocks = [b for b in blocks if b.kind != "table"]
     grids = [(b, b.grid) for b in blocks if b.kind == "table" and b.grid is not None]
     grids += [(b, g) for b in blocks if b.kind == "code" for g in aligned_grids(b.lines)]
     for c in inline_candidates(record_blocks):  # "vllm time = 0.0130ms, custom time = 0.0119ms"
-        units.append(
-            Unit(
-                f"i{c.block.index}",
-                None,
-                [
-                    (round(abs(c.baseline or 0), 9), "baseline", ""),
-                    (round(abs(c.optimized or 0), 9), "optimized", ""),
-                ],
-            )
-        )
+        units.append(_pair_unit(f"i{c.block.index}", c))
     paired = pair_runs(collect_runs(record_blocks)) + pair_runs(table_runs(blocks, grids))
     for k, (rb, ro) in enumerate(paired):
         for run, role in ((rb, "baseline"), (ro, "optimized")):
@@ -261,6 +279,19 @@ def _structure_index(text: str) -> StructureIndex:
                 )
                 u.tokens.append((round(abs(rec.value), 9), role, slot))
             units.append(u)
+    return units
+
+
+def _structure_index(text: str) -> StructureIndex:
+    # imported here: the extract package imports this module
+    from dagster_project.gains.extract.choose import candidates
+    from dagster_project.gains.extract.document import clean_cell, split_blocks
+    from dagster_project.gains.extract.prose import ratio_claims
+
+    blocks = split_blocks(text)
+    title = text.partition("\n")[0]
+    units = _block_units(blocks, title)
+    units += _record_units(blocks)
     flat = re.sub(r"\s+", "", clean_cell(text)).lower()
     ratios = tuple(c.stated for c in candidates(text) if c.stated is not None)
     ratios += tuple(ratio_claims(blocks, title))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 import polars as pl
 
@@ -122,7 +122,10 @@ def extraction_state(needed: pl.DataFrame, bodies: pl.DataFrame | None) -> dict[
     elif available == 0:
         reason = f"gains not extracted: {unavailable:,} of {len(keys):,} PR bodies unavailable"
     elif unavailable:
-        reason = f"gains extracted from {available:,} of {len(keys):,} PR bodies ({unavailable:,} unavailable)"
+        reason = (
+            f"gains extracted from {available:,} of {len(keys):,} PR bodies "
+            f"({unavailable:,} unavailable)"
+        )
     else:
         reason = f"gains extracted from all {len(keys):,} PR bodies"
     return {
@@ -165,7 +168,9 @@ def extract_bodies(
     for i, row in enumerate(ok_bodies.iter_rows(named=True)):
         text = pr_text(row["title"], row["body"])
         sha = body_sha256(text)
-        plans: list[tuple[str, str, str | None]] = [("table", EXTRACTOR_VERSION, None)]
+        plans: list[tuple[Literal["table", "llm"], str, str | None]] = [
+            ("table", EXTRACTOR_VERSION, None)
+        ]
         if llm_config:
             plans.append(("llm", PROMPT_VERSION, llm_config.model))
         for extractor, version, model in plans:
@@ -175,7 +180,7 @@ def extract_bodies(
                 continue
             res = extract_pr_gains(
                 text, extractor=extractor, llm=llm, repo=row["repo"], pr_number=row["number"]
-            )  # type: ignore[arg-type]
+            )
             new += 1
             out.append(
                 {
@@ -431,7 +436,10 @@ def gains_tables(
         "llm_table_disagreements": int((~checks["agree"]).sum()) if checks.height else 0,
         "audit_pass_rate": float(rate) if rate is not None else -1.0,
         "llm": llm["model"] if llm else "not configured (table extractor only)",
-        "tokens": int(runs["prompt_tokens"].sum() + runs["completion_tokens"].sum())
+        # both token columns are integer columns: their sums are ints
+        "tokens": int(
+            cast(int, runs["prompt_tokens"].sum()) + cast(int, runs["completion_tokens"].sum())
+        )
         if runs.height
         else 0,
     }
