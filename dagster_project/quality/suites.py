@@ -165,7 +165,9 @@ def _patch_gx_for_duckdb() -> None:
         class _DuckDialect(str):
             value = "duckdb"
 
-        see._PERSISTED_CONNECTION_DIALECTS += (_DuckDialect("duckdb"),)
+        duck = _DuckDialect("duckdb")
+        # GX types the tuple as exactly its own four dialects; this adds a fifth.
+        see._PERSISTED_CONNECTION_DIALECTS += (duck,)  # type: ignore[assignment]  # see above
 
 
 def _expectation(spec: dict[str, Any]):  # noqa: ANN202
