@@ -187,34 +187,43 @@ def _normalise(
     for key, raw in config.items():
         if not isinstance(key, str) or key not in allowed:
             raise ConfigParseError(f"unknown key {key!r}")
-        if key not in ALLOWED_KEYS:
-            # A backend knob only the tuned config has (Intel XPU's "grf_mode": "256"):
-            # its values are not ours to validate, so any scalar goes, scored exactly.
-            if isinstance(raw, str | int | float):
-                out[key] = raw
-                continue
-            raise ConfigParseError(f"{key} must be a scalar, got {raw!r}")
-        if key in BOOL_KEYS:
-            if raw in (True, False, 0, 1) and not isinstance(raw, float | str):
-                out[key] = bool(raw)
-                continue
-            raise ConfigParseError(f"{key} must be a bool, got {raw!r}")
-        value: int
-        if isinstance(raw, bool):
-            raise ConfigParseError(f"{key} must be an integer, got {raw!r}")
-        if isinstance(raw, int):
-            value = raw
-        elif isinstance(raw, float) and raw.is_integer():
-            value = int(raw)
-        else:
-            raise ConfigParseError(f"{key} must be an integer, got {raw!r}")
-        if value < 0:
-            raise ConfigParseError(f"{key} must be >= 0, got {value}")
-        tuned = None if best is None else best.get(key)
-        if key in POW2_REQUIRED and not _is_pow2(value) and value != tuned:
-            raise ConfigParseError(f"{key} must be a power of two, got {value}")
-        out[key] = value
+        out[key] = _config_value(key, raw, best)
     return out
+
+
+def _config_value(key: str, raw: Any, best: Mapping[str, ConfigValue] | None) -> ConfigValue:
+    """One allowed key's validated value: any scalar for a backend knob, a bool for a
+    flag, else a non-negative integer (a power of two where required, unless it is the
+    tuned config's own value)."""
+    if key not in ALLOWED_KEYS:
+        # A backend knob only the tuned config has (Intel XPU's "grf_mode": "256"):
+        # its values are not ours to validate, so any scalar goes, scored exactly.
+        if isinstance(raw, str | int | float):
+            return raw
+        raise ConfigParseError(f"{key} must be a scalar, got {raw!r}")
+    if key in BOOL_KEYS:
+        if raw in (True, False, 0, 1) and not isinstance(raw, float | str):
+            return bool(raw)
+        raise ConfigParseError(f"{key} must be a bool, got {raw!r}")
+    value = _config_integer(key, raw)
+    if value < 0:
+        raise ConfigParseError(f"{key} must be >= 0, got {value}")
+    tuned = None if best is None else best.get(key)
+    if key in POW2_REQUIRED and not _is_pow2(value) and value != tuned:
+        raise ConfigParseError(f"{key} must be a power of two, got {value}")
+    return value
+
+
+def _config_integer(key: str, raw: Any) -> int:
+    """``raw`` as an integer: an int, or a float with no fractional part (a bool is not
+    an integer here)."""
+    if isinstance(raw, bool):
+        raise ConfigParseError(f"{key} must be an integer, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    raise ConfigParseError(f"{key} must be an integer, got {raw!r}")
 
 
 def _allowed_keys(best: Mapping[str, Any], row: Mapping[str, Any]) -> frozenset[str]:

@@ -176,51 +176,73 @@ def parse_search_replace(completion: str) -> list[Edit]:
     """
     if not isinstance(completion, str):
         raise MalformedEdit(f"completion is a {type(completion).__name__}, not text")
-    edits: list[Edit] = []
-    state = "prose"
-    pending_path: str | None = None
-    block_path: str | None = None
-    search: list[str] = []
-    replace: list[str] = []
-    block = 0
+    parser = _SearchReplaceParser()
     for number, line in enumerate(strip_reasoning(completion).split("\n"), start=1):
         marker = _marker(line)
-        if state == "prose":
-            if marker == SEARCH_MARKER:
-                block += 1
-                state, block_path, search, replace = "search", pending_path, [], []
-            elif marker is not None:
-                raise MalformedEdit(f"line {number}: {marker!r} outside a SEARCH/REPLACE block")
-            elif line.startswith(PATH_PREFIX):
-                pending_path = line[len(PATH_PREFIX) :].strip() or None
-            elif line.strip() and not line.lstrip().startswith(FENCE):
-                pending_path = None
-        elif state == "search":
-            if marker == DIVIDER_MARKER:
-                state = "replace"
-            elif marker is not None:
-                raise MalformedEdit(f"line {number}: {marker!r} before the ======= divider")
-            else:
-                search.append(line)
+        if parser.state == "prose":
+            parser.prose_line(number, line, marker)
+        elif parser.state == "search":
+            parser.search_line(number, line, marker)
         else:
-            if marker == REPLACE_MARKER:
-                edits.append(
-                    Edit(
-                        _section_text(search, "SEARCH", block),
-                        _section_text(replace, "REPLACE", block),
-                        block_path,
-                    )
-                )
-                state, pending_path = "prose", None
-            elif marker is not None:
-                raise MalformedEdit(f"line {number}: {marker!r} inside the REPLACE section")
-            else:
-                replace.append(line)
-    if state != "prose":
-        raise MalformedEdit(f"block {block} is not terminated by {REPLACE_MARKER!r}")
-    if not edits:
+            parser.replace_line(number, line, marker)
+    if parser.state != "prose":
+        raise MalformedEdit(f"block {parser.block} is not terminated by {REPLACE_MARKER!r}")
+    if not parser.edits:
         raise MalformedEdit("no SEARCH/REPLACE block")
-    return edits
+    return parser.edits
+
+
+class _SearchReplaceParser:
+    """``parse_search_replace``'s state, one method per section a line can be in: prose
+    (where a ``### path`` line names the next block's file), SEARCH or REPLACE."""
+
+    def __init__(self) -> None:
+        self.edits: list[Edit] = []
+        self.state = "prose"
+        self.pending_path: str | None = None
+        self.block_path: str | None = None
+        self.search: list[str] = []
+        self.replace: list[str] = []
+        self.block = 0
+
+    def prose_line(self, number: int, line: str, marker: str | None) -> None:
+        """Outside a block: a SEARCH marker opens one; a path line is remembered until
+        other prose (fences aside) comes between it and the block."""
+        if marker == SEARCH_MARKER:
+            self.block += 1
+            self.state, self.block_path = "search", self.pending_path
+            self.search, self.replace = [], []
+        elif marker is not None:
+            raise MalformedEdit(f"line {number}: {marker!r} outside a SEARCH/REPLACE block")
+        elif line.startswith(PATH_PREFIX):
+            self.pending_path = line[len(PATH_PREFIX) :].strip() or None
+        elif line.strip() and not line.lstrip().startswith(FENCE):
+            self.pending_path = None
+
+    def search_line(self, number: int, line: str, marker: str | None) -> None:
+        """In the SEARCH section, up to the ======= divider."""
+        if marker == DIVIDER_MARKER:
+            self.state = "replace"
+        elif marker is not None:
+            raise MalformedEdit(f"line {number}: {marker!r} before the ======= divider")
+        else:
+            self.search.append(line)
+
+    def replace_line(self, number: int, line: str, marker: str | None) -> None:
+        """In the REPLACE section: the REPLACE marker closes the block into an ``Edit``."""
+        if marker == REPLACE_MARKER:
+            self.edits.append(
+                Edit(
+                    _section_text(self.search, "SEARCH", self.block),
+                    _section_text(self.replace, "REPLACE", self.block),
+                    self.block_path,
+                )
+            )
+            self.state, self.pending_path = "prose", None
+        elif marker is not None:
+            raise MalformedEdit(f"line {number}: {marker!r} inside the REPLACE section")
+        else:
+            self.replace.append(line)
 
 
 def _find_unique(text: str, needle: str) -> int:
