@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,8 +269,8 @@ def select_batch(
     queues = {k: [r for group in v for r in group] for k, v in sorted(strata.items())}
     chosen: list[MeasureRow] = []
     while len(chosen) < n_rows and any(queues.values()):
-        for key in sorted(queues):
-            q = queues[key]
+        for skey in sorted(queues):
+            q = queues[skey]
             take = min(len(q), m_per_file, n_rows - len(chosen))  # a whole file's picks
             chosen.extend(q[:take])
             del q[:take]
@@ -574,13 +574,15 @@ def read_shipped(paths: Sequence[Path]) -> pl.DataFrame:
 def _to_raw(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with exactly RAW_SCHEMA's columns (absent ones null, as older lakes and
     batches lack the 1.1.0 columns)."""
+    # DataFrame.cast keys its mapping by column names or selectors (a str key is one).
+    dtypes: Mapping[Any, pl.DataType] = RAW_SCHEMA
     return (
         df.with_columns(
             [pl.lit(None, dtype=t).alias(c) for c, t in RAW_SCHEMA.items() if c not in df.columns]
         )
         .select(list(RAW_SCHEMA))
-        .cast(RAW_SCHEMA)
-    )  # type: ignore[arg-type]
+        .cast(dtypes)
+    )
 
 
 def ingest_shipped(lake: Lake, root: Path | None = None) -> IngestReport:
@@ -761,8 +763,14 @@ def _gpu_batch(lake: Lake, settings: Any, log: Callable[[str], None]) -> Any:
     )
 
 
+def _float(value: Any) -> float:
+    """``float()`` of a Series aggregate: polars types it as any Python literal, and the
+    columns aggregated here are numeric."""
+    return float(value)
+
+
 def _share(timed: pl.DataFrame, col: str) -> float:
-    return round(float(timed[col].cast(pl.Float64).mean() or 0.0), 4) if timed.height else 0.0
+    return round(_float(timed[col].cast(pl.Float64).mean() or 0.0), 4) if timed.height else 0.0
 
 
 def refresh_measured(lake: Lake, settings: Any, log: Callable[[str], None]) -> dict[str, Any]:
@@ -782,12 +790,12 @@ def refresh_measured(lake: Lake, settings: Any, log: Callable[[str], None]) -> d
         "dagster/column_schema": ColumnSchema("datasets.measured_configs"),
         **run_meta,
         "rows_with_tuned_time": timed.height,
-        "median_measured_speedup_vs_default": float(
+        "median_measured_speedup_vs_default": _float(
             timed["measured_speedup_vs_default"].drop_nulls().median() or 0.0
         )
         if timed.height
         else 0.0,
-        "tuned_still_best_share": round(float(timed["tuned_is_best"].mean() or 0.0), 4)
+        "tuned_still_best_share": round(_float(timed["tuned_is_best"].mean() or 0.0), 4)
         if timed.height
         else 0.0,
         # within each row's own noise (the larger replay spread of the two timings)

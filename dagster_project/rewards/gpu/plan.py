@@ -152,21 +152,27 @@ def problems_for(row: MeasureRow) -> list[GemmProblem]:
     topk = row.routed_top_k
     E = int(row.E or 0)
     pairs = row.M * topk
-    common = dict(
-        kind="moe",
-        quant=row.quant,
-        experts=E,
-        num_pairs=pairs,
-        tokens=row.M,
-        routed_top_k=topk,
-        block_shape=row.block_shape,
-    )
-    up = GemmProblem(
-        "up", rows=row.M, n=2 * row.N, k=row.K, top_k=topk, mul_routed_weight=False, **common
-    )  # type: ignore[arg-type]
-    down = GemmProblem(
-        "down", rows=pairs, n=row.K, k=row.N, top_k=1, mul_routed_weight=True, **common
-    )  # type: ignore[arg-type]
+
+    def moe_gemm(name: str, rows: int, n: int, k: int, top_k: int, weighted: bool) -> GemmProblem:
+        """One of the row's two MoE GEMMs: what they share comes from the row."""
+        return GemmProblem(
+            name,
+            rows=rows,
+            n=n,
+            k=k,
+            top_k=top_k,
+            mul_routed_weight=weighted,
+            kind="moe",
+            quant=row.quant,
+            experts=E,
+            num_pairs=pairs,
+            tokens=row.M,
+            routed_top_k=topk,
+            block_shape=row.block_shape,
+        )
+
+    up = moe_gemm("up", rows=row.M, n=2 * row.N, k=row.K, top_k=topk, weighted=False)
+    down = moe_gemm("down", rows=pairs, n=row.K, k=row.N, top_k=1, weighted=True)
     return {"both": [up, down], "up": [up], "down": [down]}[row.moe_gemms]
 
 

@@ -184,26 +184,12 @@ def run_batch(
     started = time.monotonic()
     deadline = started + budget_s if budget_s else None
     items = read_batch(in_path)
-    done = {(r.get("row_id"), r.get("label")) for r in read_results(out_path)}
+    done: set[tuple[Any, Any]] = {(r.get("row_id"), r.get("label")) for r in read_results(out_path)}
     report = BatchReport()
     attempts_path = _attempts_path(out_path)
-    pending: Counter[tuple[str, str]] = Counter()
-    for a in read_results(attempts_path):
-        key = (a.get("row_id"), a.get("label"))
-        if key not in done:
-            pending[key] += 1  # type: ignore[index]
+    pending = _unfinished_attempts(attempts_path, done)
     if measure is None:
-        import functools
-
-        from .device import TIMING_PRESETS, environment, measure_candidates
-
-        if timing not in TIMING_PRESETS:
-            raise ValueError(f"timing preset {timing!r} is not one of {sorted(TIMING_PRESETS)}")
-        measure = functools.partial(
-            measure_candidates,  # type: ignore[assignment]
-            settings=TIMING_PRESETS[timing],
-        )
-        env = {**environment(), "timing": timing, **(env or {})}
+        measure, env = _device_measure(timing, env)
     env = env or {}
 
     meta = {item.row.id: row_meta(item.row) for item in items}
@@ -222,7 +208,52 @@ def run_batch(
         done.add((m.row_id, m.label))
         report.measured += 1
 
-    # Candidates that took the process down twice are recorded, not retried.
+    _record_crashed(items, pending, write, report)
+    todo = _still_to_measure(items, done, report)
+    pre = Precompiler(todo, workers) if workers > 0 and todo else None
+    try:
+        _time_rows(todo, measure, write, attempts_path, deadline, report, pre)
+    finally:
+        if pre is not None:
+            report.precompile = pre.close()
+    if deadline is not None and time.monotonic() > deadline:
+        report.stopped_by_budget = True
+    return report
+
+
+def _unfinished_attempts(
+    attempts_path: Path, done: set[tuple[Any, Any]]
+) -> Counter[tuple[Any, Any]]:
+    """How often each (row id, label) without a result was attempted: the attempts file
+    names a candidate before it runs, so one that crashed the process is counted."""
+    pending: Counter[tuple[Any, Any]] = Counter()
+    for a in read_results(attempts_path):
+        key = (a.get("row_id"), a.get("label"))
+        if key not in done:
+            pending[key] += 1
+    return pending
+
+
+def _device_measure(timing: str, env: dict[str, Any] | None) -> tuple[Measure, dict[str, Any]]:
+    """The default measurement (``measure_candidates`` with the ``timing`` preset) and the
+    environment stored with each result (the device's, the preset, then ``env``)."""
+    import functools
+
+    from .device import TIMING_PRESETS, environment, measure_candidates
+
+    if timing not in TIMING_PRESETS:
+        raise ValueError(f"timing preset {timing!r} is not one of {sorted(TIMING_PRESETS)}")
+    measure = functools.partial(measure_candidates, settings=TIMING_PRESETS[timing])
+    return measure, {**environment(), "timing": timing, **(env or {})}
+
+
+def _record_crashed(
+    items: Sequence[BatchItem],
+    pending: Counter[tuple[Any, Any]],
+    write: Callable[[Measurement], None],
+    report: BatchReport,
+) -> None:
+    """Candidates that took the process down twice are recorded, not retried."""
     for item in items:
         for i, c in enumerate(item.cands):
             if pending.get((item.row.id, c.label), 0) >= 2:
@@ -238,21 +269,19 @@ def run_batch(
                 )
                 report.crashed += 1
 
+
+def _still_to_measure(
+    items: Sequence[BatchItem], done: set[tuple[Any, Any]], report: BatchReport
+) -> list[tuple[BatchItem, list[int]]]:
+    """Each row with the indices of its candidates that have no result yet (counting
+    those that have one as skipped)."""
     todo: list[tuple[BatchItem, list[int]]] = []
     for item in items:
         left = [i for i, c in enumerate(item.cands) if (item.row.id, c.label) not in done]
         report.skipped_done += len(item.cands) - len(left)
         if left:
             todo.append((item, left))
-    pre = Precompiler(todo, workers) if workers > 0 and todo else None
-    try:
-        _time_rows(todo, measure, write, attempts_path, deadline, report, pre)
-    finally:
-        if pre is not None:
-            report.precompile = pre.close()
-    if deadline is not None and time.monotonic() > deadline:
-        report.stopped_by_budget = True
-    return report
+    return todo
 
 
 def _time_rows(

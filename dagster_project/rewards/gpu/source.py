@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 #: Engine-module names the harness can stand in for, and the module providing each.
 #: vLLM re-exports ``tl``/``triton`` from ``vllm.triton_utils`` (so it can run without
@@ -236,7 +236,7 @@ def _names_read(fn: ast.FunctionDef) -> set[str]:
         elif (isinstance(node, ast.ExceptHandler) and node.name) or (
             isinstance(node, ast.FunctionDef) and node is not fn
         ):
-            bound.add(node.name)
+            bound.add(cast(str, node.name))  # an except handler's name is checked above
     # Names used in the decorators and annotations are read at module level as well,
     # and ``tl``/``triton`` there must resolve too, so they count.
     return loaded - bound
