@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
+from dagster_project.frames import CheckOutcome, ColumnSchema, Json, Markdown, md_table
 
 
 @dataclass(frozen=True)
@@ -34,13 +34,6 @@ class KernelCommits:
 
 #: The build_properties key of the temporal split's cut-off.
 PROPERTY_KEY = "kernel_commits.split_cutoff"
-
-
-@dataclass(frozen=True)
-class CheckOutcome:
-    name: str
-    passed: bool
-    metadata: dict[str, Any]
 
 
 def kernel_commits_dataset(
