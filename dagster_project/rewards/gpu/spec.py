@@ -124,20 +124,50 @@ def normalise_config(config: Mapping[str, Any]) -> tuple[dict[str, int], tuple[s
     notes: list[str] = []
     for key, value in config.items():
         if key in IGNORED_KEYS:
-            if key == "SPLIT_K" and value not in (1, True, None):
-                notes.append(f"SPLIT_K={value} ignored: the launcher runs SPLIT_K=1")
-            elif key == "USE_TMA" and value:
-                notes.append("USE_TMA ignored: measured without TMA descriptors")
+            note = _ignored_note(key, value)
+            if note is not None:
+                notes.append(note)
             continue
         if key not in (*REQUIRED_KEYS, *TRITON_DEFAULT_OPTIONS):
             raise ConfigError(f"unknown key {key!r}")
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        out[key] = _launch_int(key, value)
+    _check_tiles(out)
+    for key, default in TRITON_DEFAULT_OPTIONS.items():
+        out.setdefault(key, default)
+    if out["num_warps"] not in WARPS:
+        raise ConfigError(f"num_warps={out['num_warps']} is not one of {WARPS}")
+    if not STAGES_RANGE[0] <= out["num_stages"] <= STAGES_RANGE[1]:
+        raise ConfigError(
+            f"num_stages={out['num_stages']} outside [{STAGES_RANGE[0]}, {STAGES_RANGE[1]}]"
+        )
+    order = (*REQUIRED_KEYS, *TRITON_DEFAULT_OPTIONS)
+    return {k: out[k] for k in order}, tuple(notes)
+
+
+def _ignored_note(key: str, value: Any) -> str | None:
+    """What a note says about an ignored key whose value the launch does not honour."""
+    if key == "SPLIT_K" and value not in (1, True, None):
+        return f"SPLIT_K={value} ignored: the launcher runs SPLIT_K=1"
+    if key == "USE_TMA" and value:
+        return "USE_TMA ignored: measured without TMA descriptors"
+    return None
+
+
+def _launch_int(key: str, value: Any) -> int:
+    """A launch key's value as an int: an int, or a float with no fractional part (a
+    bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key}={value!r} is not an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
             raise ConfigError(f"{key}={value!r} is not an integer")
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise ConfigError(f"{key}={value!r} is not an integer")
-            value = int(value)
-        out[key] = int(value)
+        value = int(value)
+    return int(value)
+
+
+def _check_tiles(out: Mapping[str, int]) -> None:
+    """Every required key is present, each tile a power of two within ``TILE_RANGE`` and
+    ``GROUP_SIZE_M`` within ``GROUP_RANGE``."""
     missing = [k for k in REQUIRED_KEYS if k not in out]
     if missing:
         raise ConfigError("missing key(s): " + ", ".join(missing))
@@ -151,16 +181,6 @@ def normalise_config(config: Mapping[str, Any]) -> tuple[dict[str, int], tuple[s
         raise ConfigError(
             f"GROUP_SIZE_M={out['GROUP_SIZE_M']} outside [{GROUP_RANGE[0]}, {GROUP_RANGE[1]}]"
         )
-    for key, default in TRITON_DEFAULT_OPTIONS.items():
-        out.setdefault(key, default)
-    if out["num_warps"] not in WARPS:
-        raise ConfigError(f"num_warps={out['num_warps']} is not one of {WARPS}")
-    if not STAGES_RANGE[0] <= out["num_stages"] <= STAGES_RANGE[1]:
-        raise ConfigError(
-            f"num_stages={out['num_stages']} outside [{STAGES_RANGE[0]}, {STAGES_RANGE[1]}]"
-        )
-    order = (*REQUIRED_KEYS, *TRITON_DEFAULT_OPTIONS)
-    return {k: out[k] for k in order}, tuple(notes)
 
 
 def config_key(config: Mapping[str, int]) -> str:
@@ -249,19 +269,26 @@ class MeasureRow:
             return f"dtype {self.dtype!r} not supported for {kind} rows"
         if self.M < 1 or self.N < 1 or self.K is None or self.K < 1:
             return f"shape M={self.M} N={self.N} K={self.K} is incomplete"
-        if kind == "moe":
-            if not self.E or self.E < 1:
-                return "MoE row without E"
-            if not self.top_k or self.top_k < 1:
-                return "MoE row without top_k (no candidate model)"
-            if self.routed_top_k > self.E:
-                return f"top_k {self.routed_top_k} exceeds E={self.E}"
-            if self.moe_gemms not in ("both", "up", "down"):
-                return f"moe_gemms={self.moe_gemms!r}"
+        moe_error = self._moe_error() if kind == "moe" else None
+        if moe_error is not None:
+            return moe_error
         if self.quant == "fp8_block" and self.block_shape is None:
             return "block-quantised row without block_shape"
         if not self.kernel_source or not self.kernel_source.strip():
             return "row has no kernel_source"
+        return None
+
+    def _moe_error(self) -> str | None:
+        """Why a MoE row cannot be measured (no E or top-k, top-k over E, an unknown
+        ``moe_gemms``), or ``None``."""
+        if not self.E or self.E < 1:
+            return "MoE row without E"
+        if not self.top_k or self.top_k < 1:
+            return "MoE row without top_k (no candidate model)"
+        if self.routed_top_k > self.E:
+            return f"top_k {self.routed_top_k} exceeds E={self.E}"
+        if self.moe_gemms not in ("both", "up", "down"):
+            return f"moe_gemms={self.moe_gemms!r}"
         return None
 
     # -- JSON ---------------------------------------------------------------------
