@@ -69,18 +69,19 @@ CARD_STATS: dict[str, float] = {
 
 SYSTEM_PROMPT = {
     "cuda": (
-        "You are a GPU kernel optimization agent for LLM inference. Each turn you write one complete CUDA "
-        'source file (kernels plus the extern "C" launch wrapper) for the task. The harness compiles it with '
-        "nvcc, checks it against an fp32 reference and benchmarks it, then replies with a RESULT line. Use the "
-        "feedback to fix errors and make the kernel faster. Reply with the full kernel source only: no prose, "
-        "no explanations, no markdown."
+        "You are a GPU kernel optimization agent for LLM inference. Each turn you write one "
+        'complete CUDA source file (kernels plus the extern "C" launch wrapper) for the task. The '
+        "harness compiles it with nvcc, checks it against an fp32 reference and benchmarks it, "
+        "then replies with a RESULT line. Use the feedback to fix errors and make the kernel "
+        "faster. Reply with the full kernel source only: no prose, no explanations, no markdown."
     ),
     "triton": (
-        "You are a GPU kernel optimization agent for LLM inference. Each turn you write one complete Python "
-        "module with the @triton.jit kernel(s) and the launch function for the task. The harness compiles it "
-        "with Triton, checks it against an fp32 reference and benchmarks it, then replies with a RESULT line. "
-        "Use the feedback to fix errors and make the kernel faster. Reply with the full kernel source only: no "
-        "prose, no explanations, no markdown."
+        "You are a GPU kernel optimization agent for LLM inference. Each turn you write one "
+        "complete Python module with the @triton.jit kernel(s) and the launch function for the "
+        "task. The harness compiles it with Triton, checks it against an fp32 reference and "
+        "benchmarks it, then replies with a RESULT line. Use the feedback to fix errors and make "
+        "the kernel faster. Reply with the full kernel source only: no prose, no explanations, no "
+        "markdown."
     ),
 }
 
@@ -176,10 +177,16 @@ def task_prompt(task: TaskSpec) -> str:
     op = task.spec
     if task.impl == "cuda":
         toolchain = f"CUDA C++ ({compile_command(gpu.arch).removesuffix(' -c candidate.cu')})"
-        entry = f'extern "C" cudaError_t launch_{task.op}(..., cudaStream_t stream) taking device pointers in signature order'
+        entry = (
+            f'extern "C" cudaError_t launch_{task.op}(..., cudaStream_t stream) taking device '
+            "pointers in signature order"
+        )
     else:
         toolchain = "Triton (Python, torch tensors on the device)"
-        entry = f"def {task.op}(...) taking torch tensors in signature order and returning the output(s)"
+        entry = (
+            f"def {task.op}(...) taking torch tensors in signature order and returning the "
+            "output(s)"
+        )
     shape = ", ".join(f"{k}={v}" for k, v in task.shape.items())
     return "\n".join(
         [
@@ -191,11 +198,11 @@ def task_prompt(task: TaskSpec) -> str:
             f"Math: {op.desc}",
             f"Shape: {shape}",
             f"dtype: {task.dtype}",
-            f"Objective: {OBJECTIVE} (median of timed runs after warm-up); outputs must match the fp32 reference "
-            f"within atol 1e-2, rtol 1e-2.",
+            f"Objective: {OBJECTIVE} (median of timed runs after warm-up); outputs must match the "
+            "fp32 reference within atol 1e-2, rtol 1e-2.",
             f"Entry point: {entry}.",
-            "Start with a straightforward correct kernel; you will get compile, correctness and timing feedback after "
-            "every submission. Reply with the complete source file only.",
+            "Start with a straightforward correct kernel; you will get compile, correctness and "
+            "timing feedback after every submission. Reply with the complete source file only.",
         ]
     )
 
@@ -324,7 +331,7 @@ def simulate_session(
         messages.append({"role": "assistant", "content": rec.sub.code})
         messages.append({"role": "user", "content": feedback})
     elapsed = int(round(records[-1].t_elapsed_s))
-    kept = sum(1 for r in trace[1:] if r["kept"])
+    n_kept = sum(1 for r in trace[1:] if r["kept"])
     rebench = sum(1 for r in trace if r["kind"] == "rebench")
     errors = sum(1 for r in trace if r["status"] not in (OK, UNVERIFIED))
     reverted = sum(1 for r in trace[1:] if not r["kept"] and r["kind"] != "rebench")
@@ -345,7 +352,7 @@ def simulate_session(
             if best_step is not None
             else {"step": None, "time_ms": None, "speedup": None}
         ),
-        "attempts": {"kept": kept, "reverted": reverted, "errors": errors, "rebench": rebench},
+        "attempts": {"kept": n_kept, "reverted": reverted, "errors": errors, "rebench": rebench},
         "elapsed_s": elapsed,
         "elapsed_hms": hms(elapsed),
         "num_steps": len(trace),
@@ -456,7 +463,7 @@ def session_frames(
             steps["t_elapsed_s"].append(_stamp_seconds(fb))
             steps["code"].append(msgs[2 + 2 * i]["content"])
             steps["feedback"].append(fb)
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "session_id": pl.String,
         "op": pl.String,
         "impl": pl.String,
@@ -588,95 +595,189 @@ def check_session(session: dict[str, Any]) -> list[str]:
     if not trace or trace[0]["kind"] != "baseline" or trace[0]["step"] != 0:
         v.append(f"{sid}: step 0 is not the baseline")
     for t in trace:
-        i = t["step"]
-        fb = msgs[3 + 2 * i]["content"]
-        try:
-            variant = get_variant(op.family, impl, t["tag"])
-        except KeyError:
-            v.append(f"{sid}: step {i} unknown variant {t['tag']}")
-            continue
-        params = t["params"] if t["kind"] != "baseline" else _baseline_params(session, variant)
-        missing = sorted(
-            f for f in features_used(variant, op, session["dtype"], params) if f not in gpu.features
+        v.extend(_step_violations(session, op, gpu, impl, t))
+    v.extend(_best_violations(session))
+    v.extend(_timestamp_violations(session))
+    if msgs[0]["role"] != "system" or msgs[1]["role"] != "user":
+        v.append(f"{sid}: conversation does not open with system + user task")
+    v.extend(_causal_violations(session))
+    return v
+
+
+def _step_violations(
+    session: dict[str, Any], op: Any, gpu: Any, impl: str, t: dict[str, Any]
+) -> list[str]:
+    """One trace step's invariants: a known rung, feature gating, what an ok (or an error)
+    must and must not carry, and the step's two conversation turns."""
+    sid = session.get("session_id", "?")
+    msgs = session["messages"]
+    i = t["step"]
+    fb = msgs[3 + 2 * i]["content"]
+    try:
+        variant = get_variant(op.family, impl, t["tag"])
+    except KeyError:
+        return [f"{sid}: step {i} unknown variant {t['tag']}"]
+    params = t["params"] if t["kind"] != "baseline" else _baseline_params(session, variant)
+    v = _feature_violations(session, op, gpu, t, variant, params)
+    rung = rung_status(op.name, impl, t["tag"], gpu.arch)
+    if t["status"] in (OK, UNVERIFIED):
+        v.extend(_ran_step_violations(session, op, gpu, t, variant, params))
+        v.extend(_rung_violations(sid, t, rung, fb))
+    elif t["time_ms"] is not None:
+        v.append(f"{sid}: step {i} {t['status']} carries a time")
+    v.extend(_turn_violations(sid, impl, gpu, t, msgs))
+    return v
+
+
+def _feature_violations(
+    session: dict[str, Any],
+    op: Any,
+    gpu: Any,
+    t: dict[str, Any],
+    variant: Any,
+    params: dict[str, Any],
+) -> list[str]:
+    """A step using a feature its GPU lacks must be a compile error that names the feature
+    (or an nvcc front-end error that stops before it)."""
+    sid = session.get("session_id", "?")
+    impl = session["impl"]
+    i = t["step"]
+    fb = session["messages"][3 + 2 * i]["content"]
+    missing = sorted(
+        f for f in features_used(variant, op, session["dtype"], params) if f not in gpu.features
+    )
+    if not missing:
+        return []
+    if t["status"] != COMPILE_ERROR:
+        return [
+            f"{sid}: step {i} uses {','.join(missing)} on {gpu.arch} but status is {t['status']}"
+        ]
+    if not (any(_mentions(fb, f, impl) for f in missing) or _front_end_error(fb, impl)):
+        return [f"{sid}: step {i} compile error does not name the missing feature {missing}"]
+    return []
+
+
+def _ran_step_violations(
+    session: dict[str, Any],
+    op: Any,
+    gpu: Any,
+    t: dict[str, Any],
+    variant: Any,
+    params: dict[str, Any],
+) -> list[str]:
+    """A step that ran fits the shared-memory cap and has a time no faster than its
+    physical floor."""
+    sid = session.get("session_id", "?")
+    impl = session["impl"]
+    i = t["step"]
+    v: list[str] = []
+    kp = plan(op, session["shape"], session["dtype"], gpu, variant, params)
+    if kp.smem > gpu.smem_per_block_optin:
+        v.append(
+            f"{sid}: step {i} ok with {kp.smem} B smem over the {gpu.smem_per_block_optin} B cap"
         )
-        if missing:
-            if t["status"] != COMPILE_ERROR:
-                v.append(
-                    f"{sid}: step {i} uses {','.join(missing)} on {gpu.arch} but status is {t['status']}"
-                )
-            elif not (any(_mentions(fb, f, impl) for f in missing) or _front_end_error(fb, impl)):
-                v.append(
-                    f"{sid}: step {i} compile error does not name the missing feature {missing}"
-                )
-        rung = rung_status(op.name, impl, t["tag"], gpu.arch)
-        if t["status"] in (OK, UNVERIFIED):
-            kp = plan(op, session["shape"], session["dtype"], gpu, variant, params)
-            if kp.smem > gpu.smem_per_block_optin:
-                v.append(
-                    f"{sid}: step {i} ok with {kp.smem} B smem over the {gpu.smem_per_block_optin} B cap"
-                )
-            if t["time_ms"] is None or t["time_ms"] <= 0:
-                v.append(f"{sid}: step {i} ok without a time")
-            elif t["time_ms"] < physical_floor_ms(kp, gpu, impl) * (1 - 2e-3):
-                # faster than its own bytes and FLOPs allow at the measured caps
-                v.append(
-                    f"{sid}: step {i} {t['time_ms']} ms is under its physical floor "
-                    f"{physical_floor_ms(kp, gpu, impl):.4g} ms"
-                )
-            # a "correct" needs execution evidence on this family; a measured-wrong rung
-            # is never anything but wrong
-            if rung.wrong:
-                v.append(f"{sid}: step {i} {t['tag']} is measured wrong but is {t['status']}")
-            elif (t["status"] == OK) != rung.verified:
-                v.append(f"{sid}: step {i} is {t['status']} but its rung is {rung.status}")
-            if (t["status"] == OK) != ("\ncorrect: " in fb) and not (
-                t["kind"] == "rebench" and "re-measured best" in fb
-            ):
-                v.append(
-                    f"{sid}: step {i} feedback's correctness line disagrees with {t['status']}"
-                )
-        elif t["time_ms"] is not None:
-            v.append(f"{sid}: step {i} {t['status']} carries a time")
-        if impl == "cuda" and t["status"] == COMPILE_ERROR and "nvcc " in fb:
-            flag = nvcc_arch_flag(gpu.arch)
-            if f"-arch={flag} " not in fb:
-                v.append(f"{sid}: step {i} compile command does not use -arch={flag}")
-        if msgs[2 + 2 * i]["role"] != "assistant" or msgs[3 + 2 * i]["role"] != "user":
-            v.append(f"{sid}: step {i} message roles out of order")
-        why = _code_only(msgs[2 + 2 * i]["content"], impl)
-        if why:
-            v.append(f"{sid}: step {i} assistant turn is not code-only ({why})")
+    if t["time_ms"] is None or t["time_ms"] <= 0:
+        v.append(f"{sid}: step {i} ok without a time")
+    elif t["time_ms"] < physical_floor_ms(kp, gpu, impl) * (1 - 2e-3):
+        # faster than its own bytes and FLOPs allow at the measured caps
+        v.append(
+            f"{sid}: step {i} {t['time_ms']} ms is under its physical floor "
+            f"{physical_floor_ms(kp, gpu, impl):.4g} ms"
+        )
+    return v
+
+
+def _rung_violations(sid: str, t: dict[str, Any], rung: Any, fb: str) -> list[str]:
+    """A step that ran is ok exactly when its rung is verified on this family, and its
+    feedback's correctness line agrees."""
+    i = t["step"]
+    v: list[str] = []
+    # a "correct" needs execution evidence on this family; a measured-wrong rung
+    # is never anything but wrong
+    if rung.wrong:
+        v.append(f"{sid}: step {i} {t['tag']} is measured wrong but is {t['status']}")
+    elif (t["status"] == OK) != rung.verified:
+        v.append(f"{sid}: step {i} is {t['status']} but its rung is {rung.status}")
+    if (t["status"] == OK) != ("\ncorrect: " in fb) and not (
+        t["kind"] == "rebench" and "re-measured best" in fb
+    ):
+        v.append(f"{sid}: step {i} feedback's correctness line disagrees with {t['status']}")
+    return v
+
+
+def _turn_violations(
+    sid: str, impl: str, gpu: Any, t: dict[str, Any], msgs: list[dict[str, Any]]
+) -> list[str]:
+    """The step's compile command targets the GPU's arch, its turns alternate assistant /
+    user, and the assistant turn is code only."""
+    i = t["step"]
+    fb = msgs[3 + 2 * i]["content"]
+    v: list[str] = []
+    if impl == "cuda" and t["status"] == COMPILE_ERROR and "nvcc " in fb:
+        flag = nvcc_arch_flag(gpu.arch)
+        if f"-arch={flag} " not in fb:
+            v.append(f"{sid}: step {i} compile command does not use -arch={flag}")
+    if msgs[2 + 2 * i]["role"] != "assistant" or msgs[3 + 2 * i]["role"] != "user":
+        v.append(f"{sid}: step {i} message roles out of order")
+    why = _code_only(msgs[2 + 2 * i]["content"], impl)
+    if why:
+        v.append(f"{sid}: step {i} assistant turn is not code-only ({why})")
+    return v
+
+
+def _best_violations(session: dict[str, Any]) -> list[str]:
+    """The session's best agrees with its trace: a verified step, the fastest one, and a
+    speedup that is baseline / best; the baseline is step 0's time."""
+    sid = session.get("session_id", "?")
+    trace = session["trace"]
     base = session["baseline_ms"]
     best = session["best"]
-    bstep = best["step"]
-    if bstep is None:
+    v: list[str] = []
+    if best["step"] is None:
         if any(t["status"] == OK for t in trace):
             v.append(f"{sid}: verified steps but no best kernel")
         if best["time_ms"] is not None or best["speedup"] is not None:
             v.append(f"{sid}: a best time without a best step")
     else:
-        if best["time_ms"] > base:
-            v.append(f"{sid}: best {best['time_ms']} slower than baseline {base}")
-        if abs(best["speedup"] - round(base / best["time_ms"], 2)) > 0.011:
-            v.append(
-                f"{sid}: speedup {best['speedup']} != baseline/best {base / best['time_ms']:.3f}"
-            )
-        if not (0 <= bstep < len(trace)) or (
-            trace[bstep]["time_ms"] != best["time_ms"] and bstep != 0
-        ):
-            v.append(f"{sid}: best step {bstep} does not hold the best time")
-        elif trace[bstep]["status"] != OK:
-            v.append(f"{sid}: best step {bstep} is {trace[bstep]['status']}, not a verified ok")
-        else:
-            verified_times = [
-                t["time_ms"]
-                for t in trace
-                if t["status"] == OK and t["time_ms"] and t["kind"] != "rebench"
-            ]
-            if verified_times and min(verified_times) < best["time_ms"]:
-                v.append(f"{sid}: a faster verified step than the best {best['time_ms']}")
+        v.extend(_best_step_violations(sid, trace, base, best))
     if trace and trace[0]["time_ms"] != base:
         v.append(f"{sid}: baseline_ms differs from step 0 time")
+    return v
+
+
+def _best_step_violations(
+    sid: str, trace: list[dict[str, Any]], base: float, best: dict[str, Any]
+) -> list[str]:
+    """A session with a best step: not slower than the baseline, a consistent speedup, and
+    the step holds the best time as the fastest verified ok."""
+    bstep = best["step"]
+    v: list[str] = []
+    if best["time_ms"] > base:
+        v.append(f"{sid}: best {best['time_ms']} slower than baseline {base}")
+    if abs(best["speedup"] - round(base / best["time_ms"], 2)) > 0.011:
+        v.append(f"{sid}: speedup {best['speedup']} != baseline/best {base / best['time_ms']:.3f}")
+    if not (0 <= bstep < len(trace)) or (trace[bstep]["time_ms"] != best["time_ms"] and bstep != 0):
+        v.append(f"{sid}: best step {bstep} does not hold the best time")
+    elif trace[bstep]["status"] != OK:
+        v.append(f"{sid}: best step {bstep} is {trace[bstep]['status']}, not a verified ok")
+    else:
+        verified_times = [
+            t["time_ms"]
+            for t in trace
+            if t["status"] == OK and t["time_ms"] and t["kind"] != "rebench"
+        ]
+        if verified_times and min(verified_times) < best["time_ms"]:
+            v.append(f"{sid}: a faster verified step than the best {best['time_ms']}")
+    return v
+
+
+def _timestamp_violations(session: dict[str, Any]) -> list[str]:
+    """Every feedback turn opens with a [t+H:MM:SS] stamp, strictly increasing and not past
+    the session's elapsed time."""
+    sid = session.get("session_id", "?")
+    trace = session["trace"]
+    msgs = session["messages"]
+    v: list[str] = []
     last = -1
     for i in range(len(trace)):
         sec = _stamp_seconds(msgs[3 + 2 * i]["content"])
@@ -688,9 +789,6 @@ def check_session(session: dict[str, Any]) -> list[str]:
         last = sec
     if last > session["elapsed_s"] + 1:
         v.append(f"{sid}: last timestamp after elapsed_s")
-    if msgs[0]["role"] != "system" or msgs[1]["role"] != "user":
-        v.append(f"{sid}: conversation does not open with system + user task")
-    v.extend(_causal_violations(session))
     return v
 
 
