@@ -2,12 +2,13 @@
 
 Every CUDA template instantiation class (op × variant × arch) is rendered with random
 valid params and compiled with ``nvcc -O3 -std=c++17 -arch=<target> -c`` — the flag the
-task prompt states (``sm_80``, ``sm_86``, ``sm_90a``, ``sm_120a``; ``hardware.nvcc_arch_flag``); the simulator's
-expectation (compiles unless a feature is missing, the tile ring is over the opt-in shared
-memory cap, or a slip was injected) must match nvcc's exit status. Injected slips and
-over-cap configs are added as their own strata, and their simulated diagnostic is checked
-for the key phrase real nvcc/ptxas prints. Planted logic bugs must still compile (they
-fail at run time). Triton candidates are checked with ``ast.parse``.
+task prompt states (``sm_80``, ``sm_86``, ``sm_90a``, ``sm_120a``;
+``hardware.nvcc_arch_flag``); the simulator's expectation (compiles unless a feature is
+missing, the tile ring is over the opt-in shared memory cap, or a slip was injected) must
+match nvcc's exit status. Injected slips and over-cap configs are added as their own
+strata, and their simulated diagnostic is checked for the key phrase real nvcc/ptxas
+prints. Planted logic bugs must still compile (they fail at run time). Triton candidates
+are checked with ``ast.parse``.
 
 ``compile_sample`` is what an asset calls; ``stratified_cases`` is the full plan.
 
@@ -190,6 +191,97 @@ def _case_params(
     return None
 
 
+def _dtype_for(rng: Any, op: Any, arch: str) -> str:
+    """A random dtype of the op that the arch can run (no fp8 attention on Ampere)."""
+    return rng.choice(
+        [
+            d
+            for d in op.dtypes
+            if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
+        ]
+    )
+
+
+def _mma_alternatives(v: Any, op: Any, dtype: str, p: Params) -> list[Params]:
+    """``p`` and, where it has an ``mma`` choice, a copy per other ``mma`` value (native and
+    dequant are compiled apart)."""
+    variants_of_p = [p]
+    if "mma" in p:
+        dims = [x for x in (set(q["mma"] for q in iter_params(v, op, dtype))) if x != p["mma"]]
+        for other in sorted(dims):
+            q = dict(p)
+            q["mma"] = other
+            variants_of_p.append(q)
+    return variants_of_p
+
+
+def _class_cases(rng: Any, impl: str, op: Any) -> list[CompileCase]:
+    """Every (variant, arch) class of the op once, with fitting random params (twice or
+    more where an ``mma`` choice exists)."""
+    cases: list[CompileCase] = []
+    for v in ladder(op.family, impl):
+        for arch, gpu_id in ARCH_GPU.items():
+            shape = op.sample(rng)
+            dtype = _dtype_for(rng, op, arch)
+            p = _case_params(rng, v, op, dtype, shape, gpu_id, True)
+            if p is None:
+                p = default_params(v, op, dtype, shape, get_gpu(gpu_id))
+            for q in _mma_alternatives(v, op, dtype, p):
+                cases.append(CompileCase(op.name, impl, v.tag, arch, dtype, shape, q))
+    return cases
+
+
+def _slip_cases(rng: Any, impl: str, op: Any, slips_per_op: int) -> list[CompileCase]:
+    """Injected slips on a random rung/arch."""
+    cases: list[CompileCase] = []
+    slip_kinds = CUDA_SLIPS if impl == "cuda" else TRITON_SLIPS
+    for _ in range(slips_per_op):
+        v = rng.choice(ladder(op.family, impl))
+        arch = rng.choice(list(ARCH_GPU))
+        shape = op.sample(rng)
+        dtype = _dtype_for(rng, op, arch)
+        p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], True) or default_params(
+            v, op, dtype, shape, get_gpu(ARCH_GPU[arch])
+        )
+        kind = rng.choice(slip_kinds)
+        cases.append(
+            CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject=f"slip:{kind}")
+        )
+    return cases
+
+
+def _over_cap_case(rng: Any, impl: str, op: Any) -> CompileCase | None:
+    """An over-cap config of a staged rung on a 99 KB part (the first staged rung that
+    yields one whose features the part has)."""
+    for v in ladder(op.family, impl):
+        if not any(d.name in ("stages", "num_stages") for d in v.dims):
+            continue
+        arch = "sm_86"
+        shape = op.sample(rng)
+        dtype = rng.choice([d for d in op.dtypes if not (op.fp8_attention and d == "fp8")])
+        p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], False)
+        if p is not None and not [
+            f for f in features_used(v, op, dtype, p) if f not in get_gpu(ARCH_GPU[arch]).features
+        ]:
+            return CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject="smem")
+    return None
+
+
+def _bug_cases(rng: Any, impl: str, op: Any) -> list[CompileCase]:
+    """One planted logic bug per family bug, on a random low-level (or Ampere) rung."""
+    cases: list[CompileCase] = []
+    for bug in FAMILY_BUGS[op.family]:
+        v = rng.choice([x for x in ladder(op.family, impl) if x.level < 4 or x.hw == "ampere"])
+        arch = rng.choice(["sm_80", "sm_86", "sm_90a", "sm_120"])
+        shape = op.sample(rng)
+        dtype = _dtype_for(rng, op, arch)
+        p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], True) or default_params(
+            v, op, dtype, shape, get_gpu(ARCH_GPU[arch])
+        )
+        cases.append(CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject=f"bug:{bug}"))
+    return cases
+
+
 def stratified_cases(
     seed: int = 0,
     impls: Iterable[str] = ("cuda",),
@@ -203,94 +295,14 @@ def stratified_cases(
     cases: list[CompileCase] = []
     for impl in impls:
         for op in OPS.values():
-            for v in ladder(op.family, impl):
-                for arch, gpu_id in ARCH_GPU.items():
-                    shape = op.sample(rng)
-                    dtype = rng.choice(
-                        [
-                            d
-                            for d in op.dtypes
-                            if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
-                        ]
-                    )
-                    p = _case_params(rng, v, op, dtype, shape, gpu_id, True)
-                    if p is None:
-                        p = default_params(v, op, dtype, shape, get_gpu(gpu_id))
-                    variants_of_p = [p]
-                    if "mma" in p:
-                        dims = [
-                            x
-                            for x in (set(q["mma"] for q in iter_params(v, op, dtype)))
-                            if x != p["mma"]
-                        ]
-                        for other in sorted(dims):
-                            q = dict(p)
-                            q["mma"] = other
-                            variants_of_p.append(q)
-                    for q in variants_of_p:
-                        cases.append(CompileCase(op.name, impl, v.tag, arch, dtype, shape, q))
-            # injected slips on a random rung/arch
-            slip_kinds = CUDA_SLIPS if impl == "cuda" else TRITON_SLIPS
-            for _ in range(slips_per_op):
-                v = rng.choice(ladder(op.family, impl))
-                arch = rng.choice(list(ARCH_GPU))
-                shape = op.sample(rng)
-                dtype = rng.choice(
-                    [
-                        d
-                        for d in op.dtypes
-                        if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
-                    ]
-                )
-                p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], True) or default_params(
-                    v, op, dtype, shape, get_gpu(ARCH_GPU[arch])
-                )
-                kind = rng.choice(slip_kinds)
-                cases.append(
-                    CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject=f"slip:{kind}")
-                )
+            cases.extend(_class_cases(rng, impl, op))
+            cases.extend(_slip_cases(rng, impl, op, slips_per_op))
             if impl == "cuda" and over_cap:
-                # an over-cap config of a staged rung on a 99 KB part
-                for v in ladder(op.family, impl):
-                    if not any(d.name in ("stages", "num_stages") for d in v.dims):
-                        continue
-                    arch = "sm_86"
-                    shape = op.sample(rng)
-                    dtype = rng.choice(
-                        [d for d in op.dtypes if not (op.fp8_attention and d == "fp8")]
-                    )
-                    p = _case_params(rng, v, op, dtype, shape, ARCH_GPU[arch], False)
-                    if p is not None and not [
-                        f
-                        for f in features_used(v, op, dtype, p)
-                        if f not in get_gpu(ARCH_GPU[arch]).features
-                    ]:
-                        cases.append(
-                            CompileCase(op.name, impl, v.tag, arch, dtype, shape, p, inject="smem")
-                        )
-                        break
+                case = _over_cap_case(rng, impl, op)
+                if case is not None:
+                    cases.append(case)
             if bugs:
-                for bug in FAMILY_BUGS[op.family]:
-                    v = rng.choice(
-                        [x for x in ladder(op.family, impl) if x.level < 4 or x.hw == "ampere"]
-                    )
-                    arch = rng.choice(["sm_80", "sm_86", "sm_90a", "sm_120"])
-                    shape = op.sample(rng)
-                    dtype = rng.choice(
-                        [
-                            d
-                            for d in op.dtypes
-                            if not (op.fp8_attention and d == "fp8" and arch in ("sm_80", "sm_86"))
-                        ]
-                    )
-                    p = _case_params(
-                        rng, v, op, dtype, shape, ARCH_GPU[arch], True
-                    ) or default_params(v, op, dtype, shape, get_gpu(ARCH_GPU[arch]))
-                    cases.append(
-                        CompileCase(
-                            op.name, impl, v.tag, arch, dtype, shape, p, inject=f"bug:{bug}"
-                        )
-                    )
+                cases.extend(_bug_cases(rng, impl, op))
     for case in cases:
         ok, key, flag = _expectation(case)
         case.expected_ok, case.expected_key = ok, key
@@ -404,10 +416,8 @@ def run_case(
         raise RuntimeError("nvcc not found")
     flag = case.extra.get("flag", case.arch)
     cmd = [nvcc, *NVCC_FLAGS, f"-arch={flag}", "-c", "candidate.cu", "-o", "candidate.o"]
-    d = (
-        Path(workdir)
-        / f"{case.op}-{case.variant}-{case.arch}-{derive_seed(case.inject, sorted(case.params.items())) % 10**8}"
-    )
+    tag = derive_seed(case.inject, sorted(case.params.items())) % 10**8
+    d = Path(workdir) / f"{case.op}-{case.variant}-{case.arch}-{tag}"
     actual, stderr, hit = nvcc_compile(code, cmd, d, timeout=timeout, cache=cache)
     match = actual == case.expected_ok and (actual or not key or key in stderr)
     if "slip_line" in case.extra and not actual:
