@@ -32,8 +32,9 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -511,6 +512,80 @@ def _planned(pt: CalibPoint, gpu: str, mem: float, comp: float) -> Prediction:
     return predict_point(pt, gpu, {pt.key: (mem, comp)})
 
 
+def _fit_points(
+    measured: Iterable[Measured], sources: Sequence[str], fallback_sources: Sequence[str]
+) -> dict[EffKey, list[tuple[CalibPoint, float]]]:
+    """The ok points per rung: template points, else (for a rung measured only through a
+    library kernel) the fallback sources' points."""
+    by_key: dict[EffKey, list[tuple[CalibPoint, float]]] = defaultdict(list)
+    fallback: dict[EffKey, list[tuple[CalibPoint, float]]] = defaultdict(list)
+    for m in measured:
+        if not m.ok:
+            continue
+        if m.point.source in sources:
+            by_key[m.point.key].append((m.point, m.measured_ms))
+        elif m.point.source in fallback_sources:
+            fallback[m.point.key].append((m.point, m.measured_ms))
+    for key, pts in fallback.items():
+        by_key.setdefault(key, pts)
+    return by_key
+
+
+def _grid_seed(obj: Callable[[float, float], float]) -> tuple[float, float, float]:
+    """(loss, a, b) at the best point of the coarse joint grid ``_SEED_FACTORS`` (or at
+    (1, 1) when no grid point beats it): where the coordinate descent starts."""
+    best, fa, fb = obj(1.0, 1.0), 1.0, 1.0
+    for a in _SEED_FACTORS:
+        for b in _SEED_FACTORS:
+            val = obj(a, b)
+            if val < best - 1e-12:
+                best, fa, fb = val, a, b
+    return best, fa, fb
+
+
+def _line_search(
+    val_at: Callable[[float], float],
+    best: float,
+    cur: float,
+    factors: Sequence[float],
+    clamp_base: float | None = None,
+) -> tuple[float, float, bool]:
+    """One pass of coordinate descent along one factor: (loss, factor, moved). With
+    ``clamp_base``, factors above the current one that push ``clamp_base`` past the clamp
+    are skipped (the time stops changing there; the prior only grows)."""
+    moved = False
+    for f in factors:
+        if clamp_base is not None and _clamp(clamp_base * f) != clamp_base * f and f > cur:
+            continue
+        val = val_at(f)
+        if val < best - 1e-12:
+            best, cur, moved = val, f, True
+    return best, cur, moved
+
+
+def _fit_rung_factors(
+    preds: Sequence[tuple[Prediction, float]],
+    mem0: float,
+    comp0: float,
+    prior: float,
+    rounds: int,
+) -> tuple[float, float]:
+    """A rung's (mem, comp) factors: grid seed, then up to ``rounds`` of coordinate descent
+    on the mean squared log error plus the prior."""
+
+    def obj(a: float, b: float) -> float:
+        m, c = _clamp(mem0 * a), _clamp(comp0 * b)
+        return _fast_loss(preds, m, c) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
+
+    best, fm, fc = _grid_seed(obj)
+    for _ in range(rounds):
+        best, fm, moved_m = _line_search(partial(obj, b=fc), best, fm, _FACTORS, mem0)
+        best, fc, moved_c = _line_search(partial(obj, fm), best, fc, _FACTORS, comp0)
+        if not (moved_m or moved_c):
+            break
+    return fm, fc
+
+
 def fit_efficiency(
     measured: Iterable[Measured],
     gpu: str = CALIBRATION_GPU,
@@ -538,17 +613,7 @@ def fit_efficiency(
     speedup is its level-0 rung over its best rung).
     """
     base_table = dict(base if base is not None else table_for(gpu))
-    by_key: dict[EffKey, list[tuple[CalibPoint, float]]] = defaultdict(list)
-    fallback: dict[EffKey, list[tuple[CalibPoint, float]]] = defaultdict(list)
-    for m in measured:
-        if not m.ok:
-            continue
-        if m.point.source in sources:
-            by_key[m.point.key].append((m.point, m.measured_ms))
-        elif m.point.source in fallback_sources:
-            fallback[m.point.key].append((m.point, m.measured_ms))
-    for key, pts in fallback.items():
-        by_key.setdefault(key, pts)
+    by_key = _fit_points(measured, sources, fallback_sources)
     new_table = dict(base_table)
     rungs: list[RungFit] = []
     for key in sorted(by_key):
@@ -561,40 +626,7 @@ def fit_efficiency(
             preds = [(_planned(pt, gpu, mem0, comp0), meas) for pt, meas in pts]
         except InfeasibleConfig:
             continue
-        fm, fc = 1.0, 1.0
-
-        def obj(
-            a: float,
-            b: float,
-            _preds: Sequence[tuple[Prediction, float]] = preds,
-            _m0: float = mem0,
-            _c0: float = comp0,
-        ) -> float:
-            m, c = _clamp(_m0 * a), _clamp(_c0 * b)
-            return _fast_loss(_preds, m, c) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
-
-        best = obj(fm, fc)
-        for a in _SEED_FACTORS:
-            for b in _SEED_FACTORS:
-                val = obj(a, b)
-                if val < best - 1e-12:
-                    best, fm, fc = val, a, b
-        for _ in range(rounds):
-            moved = False
-            for f in _FACTORS:
-                if _clamp(mem0 * f) != mem0 * f and f > fm:
-                    continue  # past the clamp the time stops changing; the prior only grows
-                val = obj(f, fc)
-                if val < best - 1e-12:
-                    best, fm, moved = val, f, True
-            for f in _FACTORS:
-                if _clamp(comp0 * f) != comp0 * f and f > fc:
-                    continue
-                val = obj(fm, f)
-                if val < best - 1e-12:
-                    best, fc, moved = val, f, True
-            if not moved:
-                break
+        fm, fc = _fit_rung_factors(preds, mem0, comp0, prior, rounds)
         k = shrink if isinstance(shrink, float | int) else shrink.get(key, 1.0)
         fm, fc = fm**k, fc**k
         mem1, comp1 = round(_clamp(mem0 * fm), 3), round(_clamp(comp0 * fc), 3)
@@ -729,7 +761,8 @@ def metrics_markdown(before: ErrorMetrics, after: ErrorMetrics) -> str:
         f"| median abs log error | {before.median_abs_log_err:.3f} "
         f"(×{math.exp(before.median_abs_log_err):.2f}) | {after.median_abs_log_err:.3f} "
         f"(×{math.exp(after.median_abs_log_err):.2f}) | |",
-        f"| share within {GOAL_RATIO}× | {before.share_within:.0%} | {after.share_within:.0%} | 100% |",
+        f"| share within {GOAL_RATIO}× | {before.share_within:.0%} | {after.share_within:.0%} | "
+        "100% |",
         f"| geo-mean pred/meas | {before.geo_mean_ratio:.2f} | {after.geo_mean_ratio:.2f} | 1.00 |",
     ]
     for op in sorted(set(before.spearman_by_op) | set(after.spearman_by_op)):
@@ -799,15 +832,15 @@ def group_of(point: CalibPoint) -> tuple[str, str]:
     return (point.op, shape_str(point.shape))
 
 
-def _family_factors(
+def _family_points(
     measured: Sequence[Measured],
     gpu: str,
     base: Table,
     sources: Sequence[str],
     freeze: Collection[EffKey],
-    prior: float,
-) -> dict[tuple[str, str], tuple[float, float]]:
-    """One (mem, comp) factor pair per (family, impl), fitted on all its rungs' points."""
+) -> dict[tuple[str, str], list[tuple[Prediction, float, EffKey]]]:
+    """The ok, unfrozen template points per (family, impl), planned once at base values
+    (infeasible ones left out)."""
     groups: dict[tuple[str, str], list[tuple[Prediction, float, EffKey]]] = defaultdict(list)
     for m in measured:
         if not m.ok or m.point.source not in sources or m.point.key in freeze:
@@ -818,37 +851,44 @@ def _family_factors(
         except InfeasibleConfig:
             continue
         groups[(m.point.family, m.point.impl)].append((pred, m.measured_ms, m.point.key))
+    return groups
+
+
+def _fit_family_pair(
+    pts: Sequence[tuple[Prediction, float, EffKey]], base: Table, prior: float
+) -> tuple[float, float]:
+    """One ladder's (mem, comp) factors: grid seed, then up to three rounds of coordinate
+    descent on every fourth fine factor."""
+
+    def obj(a: float, b: float) -> float:
+        tot = 0.0
+        for p, meas, key in pts:
+            mem0, comp0 = base[key]
+            tot += math.log(p.device_ms_at(_clamp(mem0 * a), _clamp(comp0 * b)) / meas) ** 2
+        return tot / len(pts) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
+
+    best, fa, fb = _grid_seed(obj)
+    for _ in range(3):
+        best, fa, moved_a = _line_search(partial(obj, b=fb), best, fa, _FACTORS[::4])
+        best, fb, moved_b = _line_search(partial(obj, fa), best, fb, _FACTORS[::4])
+        if not (moved_a or moved_b):
+            break
+    return fa, fb
+
+
+def _family_factors(
+    measured: Sequence[Measured],
+    gpu: str,
+    base: Table,
+    sources: Sequence[str],
+    freeze: Collection[EffKey],
+    prior: float,
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """One (mem, comp) factor pair per (family, impl), fitted on all its rungs' points."""
+    groups = _family_points(measured, gpu, base, sources, freeze)
     out: dict[tuple[str, str], tuple[float, float]] = {}
     for fam, pts in sorted(groups.items()):
-
-        def obj(
-            a: float, b: float, _pts: Sequence[tuple[Prediction, float, EffKey]] = pts
-        ) -> float:
-            tot = 0.0
-            for p, meas, key in _pts:
-                mem0, comp0 = base[key]
-                tot += math.log(p.device_ms_at(_clamp(mem0 * a), _clamp(comp0 * b)) / meas) ** 2
-            return tot / len(_pts) + prior * (math.log(a) ** 2 + math.log(b) ** 2)
-
-        best, fa, fb = obj(1.0, 1.0), 1.0, 1.0
-        for a in _SEED_FACTORS:
-            for b in _SEED_FACTORS:
-                v = obj(a, b)
-                if v < best - 1e-12:
-                    best, fa, fb = v, a, b
-        for _ in range(3):
-            moved = False
-            for f in _FACTORS[::4]:
-                v = obj(f, fb)
-                if v < best - 1e-12:
-                    best, fa, moved = v, f, True
-            for f in _FACTORS[::4]:
-                v = obj(fa, f)
-                if v < best - 1e-12:
-                    best, fb, moved = v, f, True
-            if not moved:
-                break
-        out[fam] = (fa, fb)
+        out[fam] = _fit_family_pair(pts, base, prior)
     return out
 
 

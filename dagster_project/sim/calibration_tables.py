@@ -8,6 +8,7 @@ with the asset's metadata (plain values and ``frames`` markers; no dagster impor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ class CalibrationTables:
     metadata: dict[str, Any]
 
 
-def _rounded(by_op: dict[str, float]) -> Json:
+def _rounded(by_op: Mapping[str, float]) -> Json:
     return Json({k: round(v, 3) for k, v in by_op.items()})
 
 
