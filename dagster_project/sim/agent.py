@@ -35,6 +35,7 @@ import math
 import operator
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -401,36 +402,46 @@ class Engineer:
             self._submit("fix", self._maybe_mistake(cand.variant, cand.param_dict, "fix"))
             return
         if self.explore:
-            v = self.explore.pop(0)
-            # habit: reach for the fancier rung this GPU cannot run
-            if (
-                v is self.hw_rung
-                and self.wrong_hw is not None
-                and self.rng.random() < self.prof.p_habit
-            ):
-                wv = self.wrong_hw
-                wp = self._defaults(wv)
-                # they do know their GPU's shared memory, just not its instruction set
-                for _ in range(6):
-                    if self.env.fits(wv, wp) or self.rng.random() < 0.25:
-                        break
-                    wp = self._shrink_for_smem(wv, wp) or wp
-                self._submit("variant", self._maybe_mistake(wv, wp, "variant"))
-                return
-            p = self._defaults(v)
-            if "mma" in p and p["mma"] == "f16" and self.rng.random() < self.prof.p_habit * 0.6:
-                dims = {d.name: d.values for d in param_space(v, self.op, self.task.dtype)}
-                native = [x for x in dims["mma"] if x != "f16"]
-                if native:
-                    p = dict(p)
-                    p["mma"] = native[0]
-            if not self.env.fits(v, p):
-                q = self._shrink_for_smem(v, p)
-                if q is not None and self.rng.random() < 0.5 + 0.4 * self.prof.skill:
-                    p = q
-            self._submit("variant", self._maybe_mistake(v, p, "variant"))
+            self._explore_step(self.explore.pop(0))
             return
-        # tuning phase
+        self._tune_step()
+
+    def _explore_step(self, v: Variant) -> None:
+        """Write the next rung of the ladder (or, by habit, the fancier one this GPU
+        cannot run)."""
+        # habit: reach for the fancier rung this GPU cannot run
+        if (
+            v is self.hw_rung
+            and self.wrong_hw is not None
+            and self.rng.random() < self.prof.p_habit
+        ):
+            self._submit_wrong_hw(self.wrong_hw)
+            return
+        p = self._defaults(v)
+        if "mma" in p and p["mma"] == "f16" and self.rng.random() < self.prof.p_habit * 0.6:
+            dims = {d.name: d.values for d in param_space(v, self.op, self.task.dtype)}
+            native = [x for x in dims["mma"] if x != "f16"]
+            if native:
+                p = dict(p)
+                p["mma"] = native[0]
+        if not self.env.fits(v, p):
+            q = self._shrink_for_smem(v, p)
+            if q is not None and self.rng.random() < 0.5 + 0.4 * self.prof.skill:
+                p = q
+        self._submit("variant", self._maybe_mistake(v, p, "variant"))
+
+    def _submit_wrong_hw(self, wv: Variant) -> None:
+        """The habitual wrong rung, sized for the GPU's shared memory."""
+        wp = self._defaults(wv)
+        # they do know their GPU's shared memory, just not its instruction set
+        for _ in range(6):
+            if self.env.fits(wv, wp) or self.rng.random() < 0.25:
+                break
+            wp = self._shrink_for_smem(wv, wp) or wp
+        self._submit("variant", self._maybe_mistake(wv, wp, "variant"))
+
+    def _tune_step(self) -> None:
+        """A tuning move (or a re-benchmark of the incumbent), then what it taught."""
         if self.steps_since_rebench > 10 and self.rng.random() < self.prof.p_rebench * 3:
             self._rebench()
             return
@@ -440,6 +451,12 @@ class Engineer:
             return
         rs_before = self._last_dir
         self._submit("tune", cand)
+        self._learn_direction(rs_before)
+        self._confirm_close_best()
+
+    def _learn_direction(self, rs_before: tuple[str, str, int, float]) -> None:
+        """Remember (or forget) the direction of the last move on its rung, by whether it
+        got faster."""
         last = self.records[-1]
         tag, dim, sign, before = rs_before
         rs = self._rs(last.variant)
@@ -448,6 +465,10 @@ class Engineer:
                 rs.good_dir[dim] = sign
             else:
                 rs.good_dir.pop(dim, None)
+
+    def _confirm_close_best(self) -> None:
+        """Sometimes re-benchmark a new best that is within 3% of the previous one."""
+        last = self.records[-1]
         if last.kept and last.sub.time_ms and self.rng.random() < 0.4:
             prev = min(
                 (r.sub.time_ms for r in self.records[:-1] if r.kept and r.sub.time_ms),
@@ -492,8 +513,11 @@ class Engineer:
     def _notices_overflow(self) -> bool:
         return self.rng.random() < self.prof.p_smem_check * (0.6 + 0.4 * self.prof.skill)
 
-    def _propose_on(self, v: Variant, rs: _RungState) -> Candidate | None:
-        p = rs.best_params or self._defaults(v)
+    def _open_neighbors(
+        self, v: Variant, rs: _RungState, p: Params
+    ) -> list[tuple[Params, str, int]]:
+        """``p``'s one-notch neighbours not tried yet, not using an avoided feature, and not
+        noticed to overflow (those are marked tried without a submission)."""
         neigh = []
         for q, d, s in self._neighbors(v, p):
             if self._key(q) in rs.tried or self._avoided(v, q):
@@ -502,19 +526,27 @@ class Engineer:
                 rs.tried.add(self._key(q))  # worked out the footprint, never submitted
                 continue
             neigh.append((q, d, s))
+        return neigh
+
+    def _plateau_jump(self, v: Variant, rs: _RungState) -> Candidate | None:
+        """Plateau: an untried random config of the rung (a longer jump), or None."""
+        pool = param_pool(v, self.op, self.task.dtype)
+        for _ in range(24):
+            q = dict(pool[self.rng.randrange(len(pool))])
+            if self._key(q) in rs.tried or self._avoided(v, q):
+                continue
+            if not self.env.fits(v, q) and self._notices_overflow():
+                rs.tried.add(self._key(q))
+                continue
+            self._last_dir = (v.tag, "", 0, rs.best_time)
+            return self._maybe_mistake(v, q, "tune")
+        return None
+
+    def _propose_on(self, v: Variant, rs: _RungState) -> Candidate | None:
+        p = rs.best_params or self._defaults(v)
+        neigh = self._open_neighbors(v, rs, p)
         if not neigh:
-            # plateau: an untried random config of the rung (a longer jump)
-            pool = param_pool(v, self.op, self.task.dtype)
-            for _ in range(24):
-                q = dict(pool[self.rng.randrange(len(pool))])
-                if self._key(q) in rs.tried or self._avoided(v, q):
-                    continue
-                if not self.env.fits(v, q) and self._notices_overflow():
-                    rs.tried.add(self._key(q))
-                    continue
-                self._last_dir = (v.tag, "", 0, rs.best_time)
-                return self._maybe_mistake(v, q, "tune")
-            return None
+            return self._plateau_jump(v, rs)
         # skill: weigh a few options "in the head" and keep the most promising
         k = (
             1
@@ -631,6 +663,38 @@ def _volume(qd: tuple[Any, ...]) -> int:
 def _staging(p: Params) -> tuple[Any, ...]:
     """The staging dimensions' values (``_SMEM_DIMS`` order): what moves the footprint."""
     return tuple(map(p.get, _SMEM_DIMS))
+
+
+#: A tuning option: (own estimate of the log time ratio, params, the one-notch dimension
+#: whose measured effect it tests or "", that move's sign or 0).
+_Option = tuple[float, Params, str, int]
+
+
+def _notch_moves(
+    space: dict[str, tuple[Any, ...]], p: Params
+) -> Iterator[tuple[str, int, int, Any]]:
+    """(dim, sign, notches, value) of every in-grid move of one dimension of ``p`` by 1-3
+    notches, in grid order (dimensions ``p`` lacks or with one value are skipped)."""
+    for dim, vals in space.items():
+        if dim not in p or len(vals) < 2:
+            continue
+        i = vals.index(p[dim]) if p[dim] in vals else 0
+        for sgn in (-1, 1):
+            for notch in (1, 2, 3):
+                j = i + sgn * notch
+                if 0 <= j < len(vals):
+                    yield dim, sgn, notch, vals[j]
+
+
+def _notched(
+    space: dict[str, tuple[Any, ...]], p: Params, moves: tuple[tuple[str, int], ...]
+) -> Params:
+    """``p`` with each (dim, sign) of ``moves`` moved one notch along the rung's grid."""
+    q = dict(p)
+    for dd, ss in moves:
+        vals = space[dd]
+        q[dd] = vals[(vals.index(p[dd]) if p[dd] in vals else 0) + ss]
+    return q
 
 
 class Policy:
@@ -864,69 +928,86 @@ class Policy:
                 rs.smem_seen[dims] = o.smem_bytes
                 rs.smem_memo.clear()
         if o.status == OK and o.time_ms is not None:
-            t = o.time_ms
-            if o.kind == "rebench":
-                # a longer run of the same code: trust it over the first measurement
-                rs.times[k] = t
-                if o.step and self.best_step is not None:
-                    self.best_time = min(self.best_time, t) if k == rs.best_key else self.best_time
-                return
-            if self.last_move is not None and self.last_move[2] == k:
-                dim, sign, _, t0 = self.last_move
-                if dim:
-                    self.effects.setdefault((o.tag, dim, sign), []).append(math.log(t / t0))
-            rs.times[k] = t
-            rs.step_of[k] = o.step
-            if t < rs.best_time:
-                gain = rs.best_time / t - 1 if rs.best_time < math.inf else math.inf
-                rs.best_time, rs.best_key = t, k
-                rs.stale = 0 if gain > o.spread_pct / 100 else rs.stale + 1
-            else:
-                rs.stale += 1
-            if t < self.best_time:
-                gain = self.best_time / t - 1
-                noise = 2.0 * max(o.spread_pct, self.best_spread) / 100
-                if self.best_step is not None and gain < noise and o.kind != "baseline":
-                    self.rebench_due = o.step  # within the noise: measure it longer first
-                self.best_time, self.best_step, self.best_spread = t, o.step, o.spread_pct
-            self._abandon_slow()
+            self._observe_time(o, rs, k, o.time_ms)
             return
+        self._observe_error(o, rs, p)
+
+    def _observe_time(
+        self, o: Observation, rs: _Rung, k: tuple[tuple[str, object], ...], t: float
+    ) -> None:
+        """A measured step: the rung's and the session's best, the measured effect of the
+        move, what is due a re-benchmark, and which rungs to abandon."""
+        if o.kind == "rebench":
+            # a longer run of the same code: trust it over the first measurement
+            rs.times[k] = t
+            if o.step and self.best_step is not None:
+                self.best_time = min(self.best_time, t) if k == rs.best_key else self.best_time
+            return
+        if self.last_move is not None and self.last_move[2] == k:
+            dim, sign, _, t0 = self.last_move
+            if dim:
+                self.effects.setdefault((o.tag, dim, sign), []).append(math.log(t / t0))
+        rs.times[k] = t
+        rs.step_of[k] = o.step
+        if t < rs.best_time:
+            gain = rs.best_time / t - 1 if rs.best_time < math.inf else math.inf
+            rs.best_time, rs.best_key = t, k
+            rs.stale = 0 if gain > o.spread_pct / 100 else rs.stale + 1
+        else:
+            rs.stale += 1
+        if t < self.best_time:
+            gain = self.best_time / t - 1
+            noise = 2.0 * max(o.spread_pct, self.best_spread) / 100
+            if self.best_step is not None and gain < noise and o.kind != "baseline":
+                self.rebench_due = o.step  # within the noise: measure it longer first
+            self.best_time, self.best_step, self.best_spread = t, o.step, o.spread_pct
+        self._abandon_slow()
+
+    def _observe_error(self, o: Observation, rs: _Rung, p: Params) -> None:
+        """A failed step: plan the fix its diagnostic calls for (or drop the rung)."""
         v = self.variants.get(o.tag) or self._variant(o.tag)
         if o.kind == "tune":
             rs.stale += 1
         if o.error == "feature":
-            self.avoid |= set(o.missing)
-            q = dequantised_fix(o.tag, p, o.missing)
-            if q is not None:
-                self.pending = Decision(Candidate.of(v, q), "fix", o.step)
-                return
-            target = (
-                self.hw_rung if self.hw_rung is not None and self.hw_rung.tag != o.tag else None
-            )
-            if target is not None and target.tag not in self.rungs:
-                self.explore = [x for x in self.explore if x.tag != target.tag]
-                q = self._sized(target, self._defaults(target))
-                self.pending = Decision(Candidate.of(target, q), "fix", o.step)
+            self._after_missing_feature(o, p, v)
             return
         if o.error == "rung":
             self.bad.add(o.tag)
             self.explore = [x for x in self.explore if x.tag != o.tag]
             return
         if o.error == "smem":
-            need = o.smem_bytes or int(self.cap * 1.5)
-            self.overflowed.add(_staging(p))
-            self.overflow_floor = (
-                need if self.overflow_floor is None else min(self.overflow_floor, need)
-            )
-            rs.overflow_min = need if rs.overflow_min is None else min(rs.overflow_min, need)
-            vol = _volume(_staging(p))
-            rs.overflow_volume = vol if rs.overflow_volume is None else min(rs.overflow_volume, vol)
-            q = self._shrink(v, p, need)
-            if q is not None and _key(q) not in rs.tried:
-                self.pending = Decision(self._dress(v, q, "fix"), "fix", o.step)
+            self._after_overflow(o, rs, p, v)
             return
         # a slip or a bug: the same configuration, corrected
         self.pending = Decision(self._dress(v, p, "fix"), "fix", o.step)
+
+    def _after_missing_feature(self, o: Observation, p: Params, v: Variant) -> None:
+        """Avoid the named features from now on; fix by dequantising, else by moving to
+        the GPU's own hardware rung if it is not measured yet."""
+        self.avoid |= set(o.missing)
+        q = dequantised_fix(o.tag, p, o.missing)
+        if q is not None:
+            self.pending = Decision(Candidate.of(v, q), "fix", o.step)
+            return
+        target = self.hw_rung if self.hw_rung is not None and self.hw_rung.tag != o.tag else None
+        if target is not None and target.tag not in self.rungs:
+            self.explore = [x for x in self.explore if x.tag != target.tag]
+            q = self._sized(target, self._defaults(target))
+            self.pending = Decision(Candidate.of(target, q), "fix", o.step)
+
+    def _after_overflow(self, o: Observation, rs: _Rung, p: Params, v: Variant) -> None:
+        """Learn the overflow's byte count and staging sizes; fix by shrinking to fit."""
+        need = o.smem_bytes or int(self.cap * 1.5)
+        self.overflowed.add(_staging(p))
+        self.overflow_floor = (
+            need if self.overflow_floor is None else min(self.overflow_floor, need)
+        )
+        rs.overflow_min = need if rs.overflow_min is None else min(rs.overflow_min, need)
+        vol = _volume(_staging(p))
+        rs.overflow_volume = vol if rs.overflow_volume is None else min(rs.overflow_volume, vol)
+        q = self._shrink(v, p, need)
+        if q is not None and _key(q) not in rs.tried:
+            self.pending = Decision(self._dress(v, q, "fix"), "fix", o.step)
 
     def _variant(self, tag: str) -> Variant:
         from .variants import get_variant
@@ -951,8 +1032,8 @@ class Policy:
         if remaining <= 1:
             return self._final_rebench(last)
         if self.pending is not None:
-            d, self.pending = self.pending, None
-            return d
+            pending, self.pending = self.pending, None
+            return pending
         if self.rebench_due is not None:
             step, self.rebench_due = self.rebench_due, None
             o = self.hist[step]
@@ -1076,73 +1157,13 @@ class Policy:
             return None
         reach = min(1.0, rs.stale / self.patience)
         bar = 0.03 + 0.37 * reach
-        space = self._space(v)
-        opts: list[tuple[float, Params, str, int]] = []
-        singles: list[tuple[str, int, int]] = []  # (dim, sign, notches) moves worth trying
-        pk = _key(p)
-        at = {name: n for n, (name, _) in enumerate(pk)}
-        for dim, vals in space.items():
-            if dim not in p or len(vals) < 2:
-                continue
-            i = vals.index(p[dim]) if p[dim] in vals else 0
-            for sgn in (-1, 1):
-                for notch in (1, 2, 3):
-                    j = i + sgn * notch
-                    if not 0 <= j < len(vals):
-                        continue
-                    q = dict(p)
-                    q[dim] = vals[j]
-                    est = self._estimate(tag, dim, sgn) * notch
-                    if notch == 1 and est < bar:
-                        singles.append((dim, sgn, 1))
-                    n = at[dim]  # _key(q): p's sorted items with this one replaced
-                    k = (*pk[:n], (dim, vals[j]), *pk[n + 1 :])
-                    if k in rs.tried or not valid(v, self.op, self.dtype, q):
-                        continue
-                    if self._avoided(v, q):
-                        continue
-                    if not self._fits_own(tag, q):
-                        rs.tried.add(k)  # worked out the footprint: over the cap
-                        continue
-                    opts.append((est + 0.01 * (notch - 1), q, dim if notch == 1 else "", sgn))
+        opts, singles = self._single_moves(v, tag, rs, p, bar)
         # two dimensions at once, along moves not measured slower
-        for a in range(len(singles)):
-            for b in range(a + 1, len(singles)):
-                (d1, s1, _), (d2, s2, _) = singles[a], singles[b]
-                if d1 == d2:
-                    continue
-                q = dict(p)
-                for dd, ss in ((d1, s1), (d2, s2)):
-                    vals = space[dd]
-                    q[dd] = vals[(vals.index(p[dd]) if p[dd] in vals else 0) + ss]
-                k = _key(q)
-                if k in rs.tried or not valid(v, self.op, self.dtype, q):
-                    continue
-                if self._avoided(v, q) or not self._fits_own(tag, q):
-                    continue
-                est = self._estimate(tag, d1, s1) + self._estimate(tag, d2, s2) + 0.01
-                opts.append((est, q, "", 0))
+        opts += self._pair_moves(v, tag, rs, p, singles)
         # a longer jump: untried configurations whose every changed dimension moves in a
         # direction not measured slower (its own estimate is the sum of those effects)
         if not any(o[0] < bar for o in opts):
-            pool = param_pool(v, self.op, self.dtype)
-            keys = param_pool_keys(v, self.op, self.dtype)  # _key of each, in pool order
-            terms = self._jump_terms(v, tag, p)
-            for _ in range(min(len(pool), 60)):
-                r = self.rng.randrange(len(pool))
-                if keys[r] in rs.tried or (self.avoid and self._avoided(v, dict(pool[r]))):
-                    continue
-                est = 0.02
-                for dim, val in pool[r]:
-                    tv = terms.get((dim, val))
-                    if tv is not None:
-                        est += tv
-                if est < bar:
-                    q = dict(pool[r])
-                    if self._fits_own(tag, q):
-                        opts.append(
-                            (est + self.rng.gauss(0.0, 0.1 * (1.25 - self.prof.skill)), q, "", 0)
-                        )
+            opts += self._jump_moves(v, tag, rs, p, bar)
         # a move its own measurements call slower by more than the noise is not tried
         opts = [o for o in opts if o[0] < bar]
         if not opts:
@@ -1150,3 +1171,75 @@ class Policy:
         est, q, dim, sgn = min(opts, key=lambda o: o[0])
         self.last_move = (dim, sgn, _key(q), rs.best_time)
         return Decision(self._dress(v, q, "tune"), "tune", base_step)
+
+    def _single_moves(
+        self, v: Variant, tag: str, rs: _Rung, p: Params, bar: float
+    ) -> tuple[list[_Option], list[tuple[str, int, int]]]:
+        """(options, singles): every submittable 1-3 notch move of one dimension with its
+        own estimate, and the one-notch moves estimated under ``bar`` (worth combining)."""
+        opts: list[_Option] = []
+        singles: list[tuple[str, int, int]] = []  # (dim, sign, notches) moves worth trying
+        pk = _key(p)
+        at = {name: n for n, (name, _) in enumerate(pk)}
+        for dim, sgn, notch, val in _notch_moves(self._space(v), p):
+            q = dict(p)
+            q[dim] = val
+            est = self._estimate(tag, dim, sgn) * notch
+            if notch == 1 and est < bar:
+                singles.append((dim, sgn, 1))
+            n = at[dim]  # _key(q): p's sorted items with this one replaced
+            k = (*pk[:n], (dim, val), *pk[n + 1 :])
+            if k in rs.tried or not valid(v, self.op, self.dtype, q):
+                continue
+            if self._avoided(v, q):
+                continue
+            if not self._fits_own(tag, q):
+                rs.tried.add(k)  # worked out the footprint: over the cap
+                continue
+            opts.append((est + 0.01 * (notch - 1), q, dim if notch == 1 else "", sgn))
+        return opts, singles
+
+    def _pair_moves(
+        self, v: Variant, tag: str, rs: _Rung, p: Params, singles: list[tuple[str, int, int]]
+    ) -> list[_Option]:
+        """Two promising one-notch moves of different dimensions at once."""
+        space = self._space(v)
+        opts: list[_Option] = []
+        for a in range(len(singles)):
+            for b in range(a + 1, len(singles)):
+                (d1, s1, _), (d2, s2, _) = singles[a], singles[b]
+                if d1 == d2:
+                    continue
+                q = _notched(space, p, ((d1, s1), (d2, s2)))
+                k = _key(q)
+                if k in rs.tried or not valid(v, self.op, self.dtype, q):
+                    continue
+                if self._avoided(v, q) or not self._fits_own(tag, q):
+                    continue
+                est = self._estimate(tag, d1, s1) + self._estimate(tag, d2, s2) + 0.01
+                opts.append((est, q, "", 0))
+        return opts
+
+    def _jump_moves(self, v: Variant, tag: str, rs: _Rung, p: Params, bar: float) -> list[_Option]:
+        """Up to 60 random untried configurations of the rung whose summed measured
+        one-notch effects (plus a noisy hunch) are under ``bar``."""
+        pool = param_pool(v, self.op, self.dtype)
+        keys = param_pool_keys(v, self.op, self.dtype)  # _key of each, in pool order
+        terms = self._jump_terms(v, tag, p)
+        opts: list[_Option] = []
+        for _ in range(min(len(pool), 60)):
+            r = self.rng.randrange(len(pool))
+            if keys[r] in rs.tried or (self.avoid and self._avoided(v, dict(pool[r]))):
+                continue
+            est = 0.02
+            for dim, val in pool[r]:
+                tv = terms.get((dim, val))
+                if tv is not None:
+                    est += tv
+            if est < bar:
+                q = dict(pool[r])
+                if self._fits_own(tag, q):
+                    opts.append(
+                        (est + self.rng.gauss(0.0, 0.1 * (1.25 - self.prof.skill)), q, "", 0)
+                    )
+        return opts
