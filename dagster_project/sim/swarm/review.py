@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..env import KernelEnv
 from ..hardware import min_arch_for
@@ -95,44 +97,48 @@ def _code_const(lines: list[str], name: str) -> int | None:
     return None
 
 
+def _gemm_extents(op: Any, s: dict[str, int]) -> list[tuple[str, str, int]]:
+    """A GEMM's tile parameters (CUDA and Triton names) against M, N and K."""
+    m, n, k = gemm_mnk(op, s)
+    return [
+        ("BM", "M", m),
+        ("BLOCK_M", "M", m),
+        ("BN", "N", n),
+        ("BLOCK_N", "N", n),
+        ("BK", "K", k),
+        ("BLOCK_K", "K", k),
+        ("TB", "M", m),
+    ]
+
+
+def _prefill_extents(op: Any, s: dict[str, int]) -> list[tuple[str, str, int]]:
+    """Prefill attention's query and key/value tiles against Sq and Skv."""
+    d = prefill_dims(op, s)
+    return [("BLOCK_M", "Sq", d["Sq"]), ("BLOCK_N", "Skv", d["Skv"])]
+
+
+#: Per family: (tile parameter, the extent's name, the extent) for the task's shape.
+_TILE_EXTENTS: dict[str, Callable[[Any, dict[str, int]], list[tuple[str, str, int]]]] = {
+    "gemm": _gemm_extents,
+    "attn_decode": lambda op, s: [("BLOCK_N", "Skv", decode_dims(op, s)["Skv"])],
+    "attn_prefill": _prefill_extents,
+    "rowwise": lambda op, s: [("BLOCK", "row", row_dims(op, s)[1])],
+    "elementwise": lambda op, s: [("BLOCK", "elements", ew_elems(op, s))],
+    "sampling": lambda op, s: [("BLOCK", "V", s["V"])],
+    "gemv": lambda op, s: [("BLOCK_N", "N", s["N"]), ("BLOCK_K", "K", s.get("K", 0))],
+}
+
+
 def _tiles(env: KernelEnv, p: Params) -> list[Tile]:
     """Tile parameters of the candidate and the extents they divide (or do not)."""
-    op, s, fam = env.op, env.shape, env.op.family
+    extents = _TILE_EXTENTS.get(env.op.family)
+    if extents is None:
+        return []
     out: list[Tile] = []
-
-    def add(name: str, dim: str, extent: int) -> None:
+    for name, dim, extent in extents(env.op, env.shape):
         size = p.get(name)
         if isinstance(size, int) and size > 1 and extent > 0:
             out.append(Tile(name, size, dim, extent))
-
-    if fam == "gemm":
-        m, n, k = gemm_mnk(op, s)
-        for name, dim, ext in (
-            ("BM", "M", m),
-            ("BLOCK_M", "M", m),
-            ("BN", "N", n),
-            ("BLOCK_N", "N", n),
-            ("BK", "K", k),
-            ("BLOCK_K", "K", k),
-            ("TB", "M", m),
-        ):
-            add(name, dim, ext)
-    elif fam == "attn_decode":
-        add("BLOCK_N", "Skv", decode_dims(op, s)["Skv"])
-    elif fam == "attn_prefill":
-        d = prefill_dims(op, s)
-        add("BLOCK_M", "Sq", d["Sq"])
-        add("BLOCK_N", "Skv", d["Skv"])
-    elif fam == "rowwise":
-        _, n = row_dims(op, s)
-        add("BLOCK", "row", n)
-    elif fam == "elementwise":
-        add("BLOCK", "elements", ew_elems(op, s))
-    elif fam == "sampling":
-        add("BLOCK", "V", s["V"])
-    elif fam == "gemv":
-        add("BLOCK_N", "N", s["N"])
-        add("BLOCK_K", "K", s.get("K", 0))
     return out
 
 
@@ -158,7 +164,12 @@ def _defect(clean: str, code: str, bug: str | None) -> tuple[str, int, str] | No
         return "bug", line, f"{note} (line {line}: `{where[:70]}`)"
     if tag == "delete":
         return "slip", line, f"`{a[i1].strip()[:70]}` is missing before line {line}"
-    old, new = a[i1] if i1 < i2 else "", b[j1]
+    return _slip_words(a[i1] if i1 < i2 else "", b[j1], line)
+
+
+def _slip_words(old: str, new: str, line: int) -> tuple[str, int, str]:
+    """A slip on a changed line, named by the tokens it lost and gained (a dropped `;`, a
+    misspelt identifier, ...)."""
     gone = [t for t in _TOKEN.findall(old) if t not in _TOKEN.findall(new)]
     added = [t for t in _TOKEN.findall(new) if t not in _TOKEN.findall(old)]
     if gone == [";"] and not added:

@@ -109,11 +109,13 @@ def _lead_pause(rt: Runtime, lo: float = 3.0, hi: float = 12.0) -> float:
 
 
 # ---------------------------------------------------------------------------------- dispatch
-def run_dispatch(rt: Runtime) -> None:
-    n = rt.spec.n_agents
-    workers = rt.add_agents([WORKER] * n)
-    menu = rt.menu()
-    jobs: list[list[tuple[Variant, Params | None]]] = [[] for _ in workers]
+def _dispatch_jobs(
+    rt: Runtime, menu: list[Variant], n: int
+) -> list[list[tuple[Variant, Params | None]]]:
+    """Each worker's rungs: the ladder dealt round-robin, or with more workers than rungs
+    one rung each and the spare workers doubling up on the most promising rungs from a
+    random config."""
+    jobs: list[list[tuple[Variant, Params | None]]] = [[] for _ in range(n)]
     if n >= len(menu):
         extra = list(reversed(menu))  # spare workers double up on the most promising rungs
         for i in range(n):
@@ -125,11 +127,20 @@ def run_dispatch(rt: Runtime) -> None:
     else:
         for j, v in enumerate(menu):
             jobs[j % n].append((v, None))
+    return jobs
+
+
+def run_dispatch(rt: Runtime) -> None:
+    n = rt.spec.n_agents
+    workers = rt.add_agents([WORKER] * n)
+    menu = rt.menu()
+    jobs = _dispatch_jobs(rt, menu, n)
     split = {a.id: [v.tag for v, _ in js] for a, js in zip(workers, jobs, strict=True)}
     rt.plan(
         "split the ladder by rung: "
         + "; ".join(f"{aid} -> {', '.join(tags)}" for aid, tags in split.items())
-        + ". Everyone tunes what they build; losers move to the winner's rung after the first merge.",
+        + ". Everyone tunes what they build; losers move to the winner's rung after the first "
+        "merge.",
         split,
     )
     for a, js in zip(workers, jobs, strict=True):
@@ -153,6 +164,28 @@ def run_dispatch(rt: Runtime) -> None:
     rt.merge(_lead_pause(rt, 10, 40), "round 1")
     win = rt.winner()
     r2 = _per_agent(DISPATCH_ROUND2, n, floor=1)
+    focus, wv = _dispatch_redirects(rt, workers, win)
+    rt.sync()
+    for a in workers:
+        if a.id in focus and wv is not None:
+            rt.tune(a, wv, r2, focus=focus[a.id])
+        else:
+            b = a.best()
+            if b is None:
+                continue
+            rt.tune(a, rt.env.variant(b[1]), r2)
+        rt.status(a)
+    t = rt.barrier()
+    rt.leaderboard(t, "final")
+    rt.merge(_lead_pause(rt, 10, 40), "final")
+
+
+def _dispatch_redirects(
+    rt: Runtime, workers: list[SwarmAgent], win: Event | None
+) -> tuple[dict[str, str | None], Variant | None]:
+    """After round 1: the losing half moves to the winner's rung, each to explore a
+    different parameter, and the winner hands its kernel over. Returns (each redirected
+    worker's parameter, the winner's rung), empty when there is no winner."""
     focus: dict[str, str | None] = {}
     wv: Variant | None = None
     if win is not None and win.variant is not None and win.recipient is not None:
@@ -169,26 +202,15 @@ def run_dispatch(rt: Runtime) -> None:
                 t,
                 a,
                 wv,
-                f"{holder.id}'s kernel leads at {fmt_ms(win.time_ms or 0)} ms; explore {f or 'its neighbourhood'}",
+                f"{holder.id}'s kernel leads at {fmt_ms(win.time_ms or 0)} ms; explore "
+                f"{f or 'its neighbourhood'}",
                 {"region": f},
             )
             holder.clock = max(holder.clock, t)
             rt.handoff(
                 t + rt.rng.uniform(5, 30), holder, a, wv, wp, win.time_ms, "start from my kernel"
             )
-    rt.sync()
-    for a in workers:
-        if a.id in focus and wv is not None:
-            rt.tune(a, wv, r2, focus=focus[a.id])
-        else:
-            b = a.best()
-            if b is None:
-                continue
-            rt.tune(a, rt.env.variant(b[1]), r2)
-        rt.status(a)
-    t = rt.barrier()
-    rt.leaderboard(t, "final")
-    rt.merge(_lead_pause(rt, 10, 40), "final")
+    return focus, wv
 
 
 # ---------------------------------------------------------------------------------- parallel sweep
@@ -346,8 +368,8 @@ def run_campaign(rt: Runtime) -> None:
         for a, (v, names, cs) in zip(workers, assign, strict=True)
     }
     rt.plan(
-        f"fleet over {len(menu)} rungs x {CAMPAIGN_REGIONS} config regions ({len(cells)} cells) for "
-        f"{len(workers)} workers; wave 2 moves the weaker half to the two best rungs; "
+        f"fleet over {len(menu)} rungs x {CAMPAIGN_REGIONS} config regions ({len(cells)} cells) "
+        f"for {len(workers)} workers; wave 2 moves the weaker half to the two best rungs; "
         f"{', '.join(a.id for a in verifiers)} re-bench the top results before the final merge.",
         split,
     )
@@ -370,45 +392,65 @@ def run_campaign(rt: Runtime) -> None:
     rt.leaderboard(t, "wave 1")
     rt.merge(_lead_pause(rt, 10, 40), "wave 1")
     rt.sync()
+    top = _rung_leaders(rt)[:2]
+    t2 = 2 if len(workers) <= 5 else 1
+    if top:
+        _campaign_redirects(rt, workers, top, t2)
+    t = rt.barrier()
+    rt.leaderboard(t, "wave 2")
+    for j, e in enumerate(_top_distinct(rt, 3)):
+        rt.verify(verifiers[j % len(verifiers)], e, t, LEAD_ID)
+    rt.lead_clock = max([rt.lead_clock] + [a.clock for a in verifiers])
+    rt.merge(_lead_pause(rt, 10, 40), "final")
+
+
+def _rung_leaders(rt: Runtime) -> list[Event]:
+    """The fastest result that ran on each rung (earliest on a tie), fastest first."""
     leaders: dict[str, Event] = {}
     for e in rt.results:
         if e.status in RAN and e.time_ms is not None and e.variant is not None:
             cur = leaders.get(e.variant.tag)
             if cur is None or (e.time_ms, e.t) < (cur.time_ms or 0.0, cur.t):
                 leaders[e.variant.tag] = e
-    top = sorted(leaders.values(), key=lambda e: (e.time_ms, e.t))[:2]
-    t2 = 2 if len(workers) <= 5 else 1
-    if top:
-        for j, a in enumerate(_losers(rt, workers, CAMPAIGN_REDIRECT_SHARE)):
-            lead_ev = top[j % len(top)]
-            assert lead_ev.variant is not None and lead_ev.recipient is not None
-            v = lead_ev.variant
-            holder = rt.by_id[lead_ev.recipient]
-            dims = _dims(rt, v)
-            f = dims[(j // len(top)) % len(dims)] if dims else None
-            t = _lead_pause(rt)
-            rt.redirect(
-                t,
+    return sorted(leaders.values(), key=lambda e: (e.time_ms, e.t))
+
+
+def _campaign_redirects(rt: Runtime, workers: list[SwarmAgent], top: list[Event], t2: int) -> None:
+    """Wave 2: the weakest workers move to the top rungs (each to explore one parameter),
+    get the rung's best kernel from its holder, and tune it."""
+    for j, a in enumerate(_losers(rt, workers, CAMPAIGN_REDIRECT_SHARE)):
+        lead_ev = top[j % len(top)]
+        assert lead_ev.variant is not None and lead_ev.recipient is not None
+        v = lead_ev.variant
+        holder = rt.by_id[lead_ev.recipient]
+        dims = _dims(rt, v)
+        f = dims[(j // len(top)) % len(dims)] if dims else None
+        t = _lead_pause(rt)
+        rt.redirect(
+            t,
+            a,
+            v,
+            f"{v.tag} is a top rung ({fmt_ms(lead_ev.time_ms or 0)} ms); explore "
+            f"{f or 'around it'}",
+            {"region": f},
+        )
+        if holder is not a:
+            holder.clock = max(holder.clock, t)
+            rt.handoff(
+                t + rt.rng.uniform(5, 30),
+                holder,
                 a,
                 v,
-                f"{v.tag} is a top rung ({fmt_ms(lead_ev.time_ms or 0)} ms); explore {f or 'around it'}",
-                {"region": f},
+                launch_params(lead_ev.params),
+                lead_ev.time_ms,
+                "here is the current best of this rung",
             )
-            if holder is not a:
-                holder.clock = max(holder.clock, t)
-                rt.handoff(
-                    t + rt.rng.uniform(5, 30),
-                    holder,
-                    a,
-                    v,
-                    launch_params(lead_ev.params),
-                    lead_ev.time_ms,
-                    "here is the current best of this rung",
-                )
-            rt.tune(a, v, t2, focus=f)
-            rt.status(a)
-    t = rt.barrier()
-    rt.leaderboard(t, "wave 2")
+        rt.tune(a, v, t2, focus=f)
+        rt.status(a)
+
+
+def _top_distinct(rt: Runtime, k: int) -> list[Event]:
+    """The ``k`` fastest results that ran, one per distinct kernel (rung + launch params)."""
     ranked = sorted(
         (e for e in rt.results if e.status in RAN and e.time_ms is not None),
         key=lambda e: (e.time_ms, e.t),
@@ -420,12 +462,9 @@ def run_campaign(rt: Runtime) -> None:
         if key not in seen:
             seen.add(key)
             picked.append(e)
-        if len(picked) == 3:
+        if len(picked) == k:
             break
-    for j, e in enumerate(picked):
-        rt.verify(verifiers[j % len(verifiers)], e, t, LEAD_ID)
-    rt.lead_clock = max([rt.lead_clock] + [a.clock for a in verifiers])
-    rt.merge(_lead_pause(rt, 10, 40), "final")
+    return picked
 
 
 PROTOCOLS: dict[str, Callable[[Runtime], None]] = {
