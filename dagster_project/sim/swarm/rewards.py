@@ -14,10 +14,10 @@ A reward is attached to every environment ``result`` and to the closing ``verdic
   (``withdrawal_reward``); the shared best falls back to the fastest result still trusted;
 * verdict: ``log2(speedup) / 4``.
 
-"Shared best" is the lowest verified (``ok``) time so far in message order, not withdrawn, starting from
-the baseline the lead measured before planning. Because the rule only looks at the
-episode's own history, anyone can recompute every reward from the published messages;
-``checks.check_episode`` does exactly that. Rewards are rounded to ``REWARD_DIGITS``
+"Shared best" is the lowest verified (``ok``) time so far in message order, not withdrawn,
+starting from the baseline the lead measured before planning. Because the rule only looks
+at the episode's own history, anyone can recompute every reward from the published
+messages; ``checks.check_episode`` does exactly that. Rewards are rounded to ``REWARD_DIGITS``
 decimals on both sides so the comparison is exact rather than tolerance-based.
 """
 

@@ -288,9 +288,9 @@ class Runtime:
     def plan(self, content: str, split: Any) -> Event:
         params = {"baseline": {"variant": self.base_rung.tag, **self.base_params}, "split": split}
         head = (
-            f"plan ({self.spec.scenario}, {len(self.agents)} agents): {self.spec.card_op} on {self.gpu.name} "
-            f"({self.gpu.arch}), {self.dtype}; baseline {self.base_rung.tag} measured at "
-            f"{fmt_ms(self.baseline_ms)} ms.\n"
+            f"plan ({self.spec.scenario}, {len(self.agents)} agents): {self.spec.card_op} on "
+            f"{self.gpu.name} ({self.gpu.arch}), {self.dtype}; baseline {self.base_rung.tag} "
+            f"measured at {fmt_ms(self.baseline_ms)} ms.\n"
         )
         return self.emit(
             self.lead_clock,
@@ -379,7 +379,10 @@ class Runtime:
             trouble.append(f"{rejected} rejected in review")
         last = agent.reported
         if b is None:
-            text = f"{agent.id}: no verified kernel yet after {tries} candidate{'s' if tries != 1 else ''}"
+            text = (
+                f"{agent.id}: no verified kernel yet after {tries} "
+                f"candidate{'s' if tries != 1 else ''}"
+            )
             if trouble:
                 text += f" ({', '.join(trouble)})"
             elif not mine:
@@ -395,20 +398,25 @@ class Runtime:
             )
             if last is None:
                 text = (
-                    f"{agent.id}: first verified kernel, {tag} ({fmt_params(p)}) at {fmt_ms(t)} ms, "
-                    f"{vs}, after {tries} candidate{'s' if tries != 1 else ''}"
+                    f"{agent.id}: first verified kernel, {tag} ({fmt_params(p)}) at {fmt_ms(t)} "
+                    f"ms, {vs}, after {tries} candidate{'s' if tries != 1 else ''}"
                 )
             elif t < last:
                 text = (
-                    f"{agent.id}: {tag} ({fmt_params(p)}) down to {fmt_ms(t)} ms from {fmt_ms(last)} ms "
-                    f"({100 * (1 - t / last):.1f}% faster), {vs} after {tries} candidates"
+                    f"{agent.id}: {tag} ({fmt_params(p)}) down to {fmt_ms(t)} ms from "
+                    f"{fmt_ms(last)} ms ({100 * (1 - t / last):.1f}% faster), {vs} after {tries} "
+                    "candidates"
                 )
             else:
                 since = tries - agent.reported_tries
+                news = (
+                    "none of the last " + str(since) + " beat it"
+                    if since
+                    else "nothing new since the last report"
+                )
                 text = (
                     f"{agent.id}: still {fmt_ms(t)} ms with {tag} ({fmt_params(p)}), {vs} after "
-                    f"{tries} candidates; "
-                    f"{'none of the last ' + str(since) + ' beat it' if since else 'nothing new since the last report'}"
+                    f"{tries} candidates; {news}"
                 )
             if trouble:
                 text += f"; {', '.join(trouble)} so far"
@@ -819,7 +827,10 @@ class Runtime:
             if abs(drift) < 0.005:
                 decision = f"{drift:+.1%} from the recorded time: it stands"
             else:
-                decision = f"{drift:+.1%} from the recorded time, inside the ±{band:.1%} noise band: it stands"
+                decision = (
+                    f"{drift:+.1%} from the recorded time, inside the ±{band:.1%} noise band: it "
+                    "stands"
+                )
             if ref.idx == st.best_idx:
                 decision += f"; {ref.recipient}'s kernel remains the shared best"
         else:
@@ -850,7 +861,10 @@ class Runtime:
                 decision += (
                     f"; it was not the shared best ({fmt_ms(st.best_ms)} ms), nothing else changes"
                 )
-        e.content = f"verify {tag} by {ref.recipient} (message {ref.idx}): {e.status}\n{check}\n{rerun}\n{decision}"
+        e.content = (
+            f"verify {tag} by {ref.recipient} (message {ref.idx}): "
+            f"{e.status}\n{check}\n{rerun}\n{decision}"
+        )
 
     def _render_verdict(self, e: Event, st: _Pass) -> None:
         best = st.best_ms
@@ -971,8 +985,9 @@ def _render_merge(e: Event, st: _Pass) -> None:
             )
         else:
             e.content = (
-                f"merge ({label}): none of the {since} result{'s' if since != 1 else ''} {scope} is a "
-                f"verified kernel faster than the baseline; shared best stays {fmt_ms(st.best_ms)} ms{tail}"
+                f"merge ({label}): none of the {since} result{'s' if since != 1 else ''} {scope} "
+                "is a verified kernel faster than the baseline; shared best stays "
+                f"{fmt_ms(st.best_ms)} ms{tail}"
             )
         return
     e.params = {
@@ -984,10 +999,14 @@ def _render_merge(e: Event, st: _Pass) -> None:
     kernel = f"{st.holder}'s {st.holder_variant} ({fmt_params(st.holder_params)})"
     ratio = st.baseline_ms / st.best_ms
     if prev is not None and prev[3] == st.best_idx:
+        news = (
+            "none of the " + str(since) + " results since the last merge is faster"
+            if since
+            else "no new results"
+        )
         e.content = (
-            f"merge ({label}): keep {kernel} at {fmt_ms(st.best_ms)} ms ({ratio:.2f}x vs baseline); "
-            f"{'none of the ' + str(since) + ' results since the last merge is faster' if since else 'no new results'}"
-            f"{tail}"
+            f"merge ({label}): keep {kernel} at {fmt_ms(st.best_ms)} ms ({ratio:.2f}x vs "
+            f"baseline); {news}{tail}"
         )
     elif prev is not None and prev[3] >= 0 and st.best_ms > prev[4]:
         e.content = (
@@ -998,12 +1017,13 @@ def _render_merge(e: Event, st: _Pass) -> None:
     elif prev is not None and prev[3] >= 0:
         e.content = (
             f"merge ({label}): adopt {kernel} at {fmt_ms(st.best_ms)} ms, "
-            f"{100 * (1 - st.best_ms / prev[4]):.1f}% under the previous shared best {fmt_ms(prev[4])} ms; "
-            f"{ratio:.2f}x vs baseline, {gains} improvement{'s' if gains != 1 else ''} in {since} results{tail}"
+            f"{100 * (1 - st.best_ms / prev[4]):.1f}% under the previous shared best "
+            f"{fmt_ms(prev[4])} ms; {ratio:.2f}x vs baseline, {gains} "
+            f"improvement{'s' if gains != 1 else ''} in {since} results{tail}"
         )
     else:
         e.content = (
             f"merge ({label}): adopt {kernel} as the first shared best below the baseline, "
-            f"{fmt_ms(st.best_ms)} ms = {ratio:.2f}x; {gains} improvement{'s' if gains != 1 else ''} "
-            f"in {since} results {scope}{tail}"
+            f"{fmt_ms(st.best_ms)} ms = {ratio:.2f}x; {gains} "
+            f"improvement{'s' if gains != 1 else ''} in {since} results {scope}{tail}"
         )

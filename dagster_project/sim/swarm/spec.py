@@ -71,4 +71,5 @@ class SwarmSpec:
 
     @property
     def episode_id(self) -> str:
-        return f"{self.card_op}_{self.task.gpu}_{shape_str(self.task.shape)}_{self.scenario}_{self.index}"
+        shape = shape_str(self.task.shape)
+        return f"{self.card_op}_{self.task.gpu}_{shape}_{self.scenario}_{self.index}"
