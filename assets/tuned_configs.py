@@ -235,7 +235,6 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     """Assemble the rows, then attach documented gains where attribution is unambiguous."""
     from dagster_project.gains.pipeline import attach_config_gains
     from dagster_project.mining.configs import build_tuned_configs
-    from dagster_project.mining.configs.split import apply_deployment_split
     from dagster_project.report import plots_markdown
 
     handle = lake.lake()
@@ -250,9 +249,6 @@ def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
         snapshot,
     )
     rows = attach_config_gains(rows, handle.read_table_or_none("derived", "pr_gains"))
-    # Split by normalised deployment (see split.deployment_group); the key is kept so
-    # the disjointness gate can be checked in SQL.
-    rows = apply_deployment_split(rows)
     handle.replace_table("datasets", "tuned_configs", rows)
     split = dict(rows.group_by("split").len().iter_rows())
     per_gpu = (

@@ -30,7 +30,6 @@ from dagster_project.mining.commits import prompt as commit_prompt
 from dagster_project.mining.commits import split as commit_split
 from dagster_project.mining.configs import (
     attribution,
-    build,
     candidates,
     defaults,
     discover,
@@ -40,6 +39,7 @@ from dagster_project.mining.configs import (
     names,
     shapes,
 )
+from dagster_project.mining.configs import dataset as config_dataset
 from dagster_project.mining.configs import prompt as config_prompt
 from dagster_project.mining.configs import split as config_split
 
@@ -66,7 +66,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "config_split": config_split,
     "config_prompt": config_prompt,
     "config_lookup": lookup,
-    "config_rows": build,
+    "config_rows": config_dataset,
 }
 
 #: asset -> the rules it applies itself (inputs' changes reach it through data versions).

@@ -17,8 +17,8 @@ from dagster_project.mining.configs.attribution import (
     pr_number_of,
     verify_attribution,
 )
-from dagster_project.mining.configs.build import TUNED_CONFIGS_SCHEMA, build_tuned_configs
 from dagster_project.mining.configs.candidates import candidate_models, match_models
+from dagster_project.mining.configs.dataset import TUNED_CONFIGS_SCHEMA, build_tuned_configs
 from dagster_project.mining.configs.defaults import default_config, nearest_key
 from dagster_project.mining.configs.discover import FILES_SCHEMA, discover_config_files
 from dagster_project.mining.configs.entries import (
@@ -40,7 +40,7 @@ from dagster_project.mining.configs.shapes import (
     refresh_model_shapes,
 )
 from dagster_project.mining.configs.specs import CONFIG_DIRS, KERNEL_FILES, kernel_for
-from dagster_project.mining.configs.split import split_for, split_group
+from dagster_project.mining.configs.split import apply_deployment_split, deployment_group
 
 __all__ = [
     "ATTRIBUTION_SCHEMA",
@@ -55,11 +55,13 @@ __all__ = [
     "ConfigNameError",
     "ParsedName",
     "allowed_keys",
+    "apply_deployment_split",
     "attribute_config_prs",
     "build_prompt",
     "build_tuned_configs",
     "candidate_models",
     "default_config",
+    "deployment_group",
     "discover_config_files",
     "extract_kernel_sources",
     "kernel_for",
@@ -71,7 +73,5 @@ __all__ = [
     "pr_number_of",
     "read_config_entries",
     "refresh_model_shapes",
-    "split_for",
-    "split_group",
     "verify_attribution",
 ]

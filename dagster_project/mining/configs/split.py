@@ -1,27 +1,33 @@
-"""Train/test split grouped by config identity, so no deployment leaks across the split.
+"""The tuned_configs train/test split: one rule, keyed by the deployment a file tunes.
 
-The group key is the file's basename with spaces removed and the ``_down`` suffix
-stripped:
+A row's group (``split_group``) is its parsed, normalised deployment: kernel family, the
+shape numbers (E, N, K), the card's normalised ``gpu``, ``dtype`` and ``block_shape``.
+Everything that names one deployment in different ways lands in one group, because the
+key is built from parsed values, not from the file name:
 
-- spaces: SGLang writes ``block_shape=[128, 128]`` where vLLM writes ``[128,128]``; 200
-  of the 291 basenames the two repos share have identical content, so without this the
-  same answer would sit on both sides.
-- directory: the Triton-version folder and the repo are not part of the key, so one
-  (shape, GPU, dtype) re-tuned for another Triton version stays on one side.
-- ``_down``: a down-projection (TMA) config goes with its up-projection twin. It is a
-  different GEMM, but the same deployment, tuned in the same run, and SGLang falls back
-  to the up config when the down file is missing; splitting the pair would let the model
-  see one half of the answer in training.
+- spelling: SGLang writes ``block_shape=[128, 128]`` where vLLM writes ``[128,128]`` (200
+  of the 291 basenames the two repos share have identical content), and GPU names that
+  the ``gpu`` column normalises to one model (``A100-SXM4-40GB`` / ``A100-SXM4-80GB``,
+  ``NVIDIA_H100`` / ``NVIDIA_H100_80GB_HBM3``) are one deployment; a file-name key left 5
+  (shape, GPU, dtype) tuples on both sides on the real clones;
+- folder: the Triton-version folder and the repo are not part of the key, so one
+  deployment re-tuned for another Triton version stays on one side;
+- ``_down`` and ``per_channel_quant`` variants share their deployment's group: a
+  down-projection (TMA) config is a different GEMM but the same deployment, tuned in the
+  same run, and SGLang falls back to the up config when the down file is missing, so
+  splitting the pair would show the model one half of the answer in training.
 
-The hash is SHA-256 of a salted key, so the assignment is stable across runs, machines
-and refreshes, and independent of which other files exist.
+A group is ``test`` when SHA-256 of the salted key falls in the lowest ``TEST_FRACTION``
+of the hash space: stable across runs, machines and refreshes, and independent of which
+other files exist. ``dataset.build_tuned_configs`` applies it; the blocking gate checks
+that no ``split_group`` has rows on both sides.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from dagster_project.mining.configs.names import normalised_basename
+import polars as pl
 
 #: Version of the deployment split. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
@@ -30,20 +36,8 @@ RULES_VERSION = "1"
 TEST_FRACTION = 0.09
 SALT = "kernelhouse/tuned_configs/split/v1"
 
-
-def split_group(basename: str) -> str:
-    """The grouping key of a config file (see the module docstring)."""
-    key = normalised_basename(basename)
-    if key.endswith("_down.json"):
-        key = key[: -len("_down.json")] + ".json"
-    return key
-
-
-def split_for(basename: str, test_fraction: float = TEST_FRACTION) -> str:
-    """``"test"`` for about ``test_fraction`` of config groups, ``"train"`` otherwise."""
-    digest = hashlib.sha256(f"{SALT}:{split_group(basename)}".encode()).digest()
-    bucket = int.from_bytes(digest[:8], "big") / 2**64
-    return "test" if bucket < test_fraction else "train"
+#: The columns of a tuned_configs row the group key is built from, in key order.
+KEY_COLUMNS = ("family", "E", "N", "K", "gpu", "dtype", "block_shape")
 
 
 def deployment_group(
@@ -55,35 +49,25 @@ def deployment_group(
     dtype: str | None,
     block_shape: list[int] | None,
 ) -> str:
-    """The group key actually used by ``apply_deployment_split``.
-
-    Measured on the real clones, the file-name key alone leaks: GPU names that the card's
-    ``gpu`` column normalises to one model (``A100-SXM4-40GB`` / ``A100-SXM4-80GB``,
-    ``NVIDIA_H100`` / ``NVIDIA_H100_80GB_HBM3``) land in different groups, so the same
-    (shape, GPU, dtype) appeared in both splits (5 tuples). Keying on the parsed,
-    normalised deployment — which every spelling of one file name maps to identically —
-    keeps the file-name guarantees above and closes that gap. ``per_channel_quant`` and
-    ``_down`` variants share their deployment's group.
-    """
+    """The group key of one row (see the module docstring)."""
     block = "x".join(str(b) for b in block_shape) if block_shape else "-"
     return f"{family}|E={E}|N={N}|K={K}|gpu={gpu}|dtype={dtype}|block={block}"
 
 
-def apply_deployment_split(rows, test_fraction: float = TEST_FRACTION):  # noqa: ANN001, ANN201 - polars frames
-    """Set ``split_group`` and ``split`` on tuned_configs rows by deployment group."""
-    import polars as pl
+def split_of(group: str, test_fraction: float = TEST_FRACTION) -> str:
+    """``"test"`` for about ``test_fraction`` of groups, ``"train"`` otherwise."""
+    digest = hashlib.sha256(f"{SALT}:{group}".encode()).digest()
+    return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
 
-    keys = [
-        deployment_group(*r)
-        for r in rows.select("family", "E", "N", "K", "gpu", "dtype", "block_shape").iter_rows()
-    ]
 
-    def bucket(key: str) -> str:
-        digest = hashlib.sha256(f"{SALT}:{key}".encode()).digest()
-        return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
-
+def apply_deployment_split(
+    rows: pl.DataFrame, test_fraction: float = TEST_FRACTION
+) -> pl.DataFrame:
+    """Set ``split_group`` and ``split`` on tuned_configs rows (columns replaced in place
+    when present, appended otherwise)."""
+    keys = [deployment_group(*r) for r in rows.select(*KEY_COLUMNS).iter_rows()]
     cache: dict[str, str] = {}
-    splits = [cache.setdefault(k, bucket(k)) for k in keys]
+    splits = [cache.setdefault(k, split_of(k, test_fraction)) for k in keys]
     return rows.with_columns(
         split_group=pl.Series(keys, dtype=pl.String), split=pl.Series(splits, dtype=pl.String)
     )

@@ -18,7 +18,7 @@ from dagster_project.mining.configs.candidates import match_models, shape_rows
 from dagster_project.mining.configs.defaults import default_config
 from dagster_project.mining.configs.names import has_low_shared_memory, is_blackwell_datacenter
 from dagster_project.mining.configs.prompt import M_SLOT, prompt_template
-from dagster_project.mining.configs.split import split_for
+from dagster_project.mining.configs.split import apply_deployment_split
 
 #: Version of the tuned_configs row assembly (columns, joins). Bump it whenever mined output
 #: changes: it is part of the miner version (``mining/versions.py``); a bump re-mines.
@@ -58,6 +58,9 @@ TUNED_CONFIGS_SCHEMA: dict[str, pl.DataType] = {
     # Does the engine's own lookup at the snapshot open this file (null: not modelled)?
     "loaded_at_runtime": pl.Boolean(),
     "not_loaded_reason": pl.String(),
+    # The deployment the split groups by (``split.deployment_group``), kept so the
+    # disjointness gate can be checked in SQL.
+    "split_group": pl.String(),
 }
 
 
@@ -132,7 +135,7 @@ def build_tuned_configs(
     Only ``parse_status == 'ok'`` files contribute. ``config_pr_gains`` and
     ``speedup_vs_default`` are left null for the gains stage to fill.
 
-    Everything but M is a property of the file, so per-file values (candidates, split,
+    Everything but M is a property of the file, so per-file values (candidates,
     prompt template, kernel source) are computed once per file in Python and joined onto
     the entries; per-row work is a vectorised M substitution plus the default heuristic
     (each distinct result serialised once). That keeps the build a small fraction
@@ -175,7 +178,6 @@ def build_tuned_configs(
             "dtype_label",
             "triton_version_out",
             "candidate_models",
-            "split",
             "snapshot_commit",
             "platform",
             "low_smem",
@@ -201,7 +203,6 @@ def build_tuned_configs(
         per_file["dtype_label"].append(dtype_label(f["family"], f["dtype"], f["cache_dtype"]))
         per_file["triton_version_out"].append(tv)
         per_file["candidate_models"].append(names)
-        per_file["split"].append(split_for(f["basename"]))
         per_file["snapshot_commit"].append(snapshot.get(repo))
         # What the default heuristics branch on, known only through the GPU's name.
         per_file["platform"].append("rocm" if f["gpu_vendor"] == "AMD" else "cuda")
@@ -232,5 +233,8 @@ def build_tuned_configs(
         config_pr_gains=pl.lit(None, dtype=pl.String()),
         speedup_vs_default=pl.lit(None, dtype=pl.Float64()),
         license=pl.lit(LICENSE),
+        split=pl.lit(None, dtype=pl.String()),
+        split_group=pl.lit(None, dtype=pl.String()),
     )
-    return out.select([pl.col(c).cast(t) for c, t in TUNED_CONFIGS_SCHEMA.items()])
+    out = out.select([pl.col(c).cast(t) for c, t in TUNED_CONFIGS_SCHEMA.items()])
+    return apply_deployment_split(out)
