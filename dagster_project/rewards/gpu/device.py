@@ -438,6 +438,27 @@ class _RowRunner:
 
     def measure(self, cand: Candidate, index: int) -> Measurement:
         """Check and time one candidate; every failure comes back as a status."""
+        planned = self._plan(cand, index)
+        if isinstance(planned, Measurement):
+            return planned
+        launches, notes = planned
+        per_set = [
+            [self._args(lch, self.sets[s][i]) for i, lch in enumerate(launches)]
+            for s in range(self.n_sets)
+        ]
+        compile_failure = self._compile(cand, index, launches, per_set[0], notes)
+        if compile_failure is not None:
+            return compile_failure
+        checked = self._check(cand, index, launches, per_set[0], notes)
+        if isinstance(checked, Measurement):
+            return checked
+        return self._time(cand, index, launches, per_set, notes, checked)
+
+    def _plan(
+        self, cand: Candidate, index: int
+    ) -> tuple[list[Launch], tuple[str, ...]] | Measurement:
+        """The candidate's launches and notes, or the failure of a config the harness
+        refuses or cannot bind to the kernel's signature."""
         row, label = self.row, cand.label
         try:
             cfg, notes = normalise_config(cand.config)
@@ -448,30 +469,49 @@ class _RowRunner:
         except BindError as exc:
             return failed(row.id, label, cand.config, HARNESS_ERROR, exc.reason, index)
         notes = tuple(dict.fromkeys((*notes, *(n for lch in launches for n in lch.notes))))
+        return launches, notes
+
+    def _compile(
+        self,
+        cand: Candidate,
+        index: int,
+        launches: list[Launch],
+        args0: list[dict[str, Any]],
+        notes: tuple[str, ...],
+    ) -> Measurement | None:
+        """1. compile (warm-up compiles without launching); a failure is classified."""
         fn = self.kernel.fn
-        per_set = [
-            [self._args(lch, self.sets[s][i]) for i, lch in enumerate(launches)]
-            for s in range(self.n_sets)
-        ]
-        # 1. compile (warm-up compiles without launching)
-        for lch, args in zip(launches, per_set[0], strict=True):
+        for lch, args in zip(launches, args0, strict=True):
             if interpreting():
                 break
             try:
                 fn.warmup(grid=lch.grid, **args, **lch.options)
             except Exception as exc:  # noqa: BLE001 - classified, never raised
                 return failed(
-                    row.id,
-                    label,
+                    self.row.id,
+                    cand.label,
                     cand.config,
                     _classify(exc),
                     f"{type(exc).__name__}: {exc}",
                     index,
                     notes=list(notes),
                 )
-        # 2. one checked launch per GEMM on set 0, output poisoned first
+        return None
+
+    def _check(
+        self,
+        cand: Candidate,
+        index: int,
+        launches: list[Launch],
+        args0: list[dict[str, Any]],
+        notes: tuple[str, ...],
+    ) -> list[float] | Measurement:
+        """2. one checked launch per GEMM on set 0, output poisoned first: the relative
+        error of each GEMM, or the failure of a launch or of a wrong result."""
+        row, label = self.row, cand.label
+        fn = self.kernel.fn
         errors: list[float] = []
-        for i, (lch, args) in enumerate(zip(launches, per_set[0], strict=True)):
+        for i, (lch, args) in enumerate(zip(launches, args0, strict=True)):
             args["c_ptr" if "c_ptr" in args else "C"].fill_(float("nan"))
             try:
                 fn[lch.grid](**args, **lch.options)
@@ -507,8 +547,21 @@ class _RowRunner:
                     notes=list(notes),
                 )
                 return replace(m, rel_err=None if math.isnan(err) else err)
+        return errors
 
-        # 3. time
+    def _time(
+        self,
+        cand: Candidate,
+        index: int,
+        launches: list[Launch],
+        per_set: list[list[dict[str, Any]]],
+        notes: tuple[str, ...],
+        errors: list[float],
+    ) -> Measurement:
+        """3. time: every input set's launches in turn (``time_calls``), as a result."""
+        row, label = self.row, cand.label
+        fn = self.kernel.fn
+
         def call(s: int) -> Callable[[], None]:
             def run() -> None:
                 for lch, args in zip(launches, per_set[s], strict=True):
@@ -643,31 +696,13 @@ def measure_candidates(
         if on_result is not None:
             on_result(m)
 
-    def all_failed(status: str, reason: str) -> list[Measurement]:
+    runner = _row_runner(row, settings)
+    if isinstance(runner, str):  # the row cannot be measured: every candidate fails
         for i, c in zip(idx, cands, strict=True):
-            emit(failed(row.id, c.label, c.config, status, reason, i))
+            emit(failed(row.id, c.label, c.config, HARNESS_ERROR, runner, i))
         return results
+    import torch
 
-    problem = row.problem_error()
-    if problem:
-        return all_failed(HARNESS_ERROR, problem)
-    try:
-        import torch
-
-        if not interpreting() and not torch.cuda.is_available():
-            return all_failed(HARNESS_ERROR, "no CUDA GPU")
-    except ImportError:
-        return all_failed(HARNESS_ERROR, "torch is not installed")
-    try:
-        kernel = load_kernel(row.kernel_source, row.kernel)
-    except KernelSourceError as exc:
-        return all_failed(HARNESS_ERROR, exc.reason)
-    try:
-        runner = _RowRunner(row, kernel, settings)
-    except Exception as exc:  # noqa: BLE001 - inputs/reference failed: the row's problem
-        if not _context_alive():
-            raise CudaContextLost(str(exc)) from exc
-        return all_failed(HARNESS_ERROR, f"building inputs failed: {type(exc).__name__}: {exc}")
     try:
         for i, cand in zip(idx, cands, strict=True):
             if deadline is not None and time.monotonic() > deadline:
@@ -685,6 +720,32 @@ def measure_candidates(
         with contextlib.suppress(Exception):
             torch.cuda.empty_cache()
     return results
+
+
+def _row_runner(row: MeasureRow, settings: TimingSettings) -> _RowRunner | str:
+    """The row's runner (its kernel loaded, inputs and reference built), or why the row
+    cannot be measured at all; raises ``CudaContextLost`` when building the inputs
+    failed because the CUDA context is gone."""
+    problem = row.problem_error()
+    if problem:
+        return problem
+    try:
+        import torch
+
+        if not interpreting() and not torch.cuda.is_available():
+            return "no CUDA GPU"
+    except ImportError:
+        return "torch is not installed"
+    try:
+        kernel = load_kernel(row.kernel_source, row.kernel)
+    except KernelSourceError as exc:
+        return exc.reason
+    try:
+        return _RowRunner(row, kernel, settings)
+    except Exception as exc:  # noqa: BLE001 - inputs/reference failed: the row's problem
+        if not _context_alive():
+            raise CudaContextLost(str(exc)) from exc
+        return f"building inputs failed: {type(exc).__name__}: {exc}"
 
 
 def precompile(items: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
