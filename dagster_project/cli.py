@@ -6,6 +6,7 @@ configuration mistakes); ``--debug`` shows tracebacks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,8 +23,6 @@ from rich.table import Table
 from dagster_project.settings import SettingsError, ensure_home, load_settings, validate_sources
 
 if TYPE_CHECKING:
-    import contextlib
-
     import polars as pl
 
     from dagster_project.execution.planner import BuildOutcome, Launch
@@ -198,8 +197,6 @@ def build(
     ] = None,
 ) -> None:
     """Materialise the whole graph (or a selection) with progress and a summary."""
-    import contextlib
-
     from dagster_project.execution.planner import run_build
     from dagster_project.home import BuildLocked
     from dagster_project.progress import BuildProgress
