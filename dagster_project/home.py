@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from dagster_project.lake import TEMP_NAME, Lake
 from dagster_project.settings import Settings, load_settings
@@ -312,4 +312,4 @@ def exclusive_build(fn: F) -> F:
                 notes[:0] = found.notes()
             return outcome
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps: the same signature as fn
