@@ -286,14 +286,6 @@ class Engineer:
             pol.observe(observe(rec))
         return self.records
 
-    def _plan_ladder(self) -> list[Variant]:
-        rungs = list(self.mid_rungs)
-        if rungs and rungs[0].level == 1 and self.rng.random() < 0.35 * self.prof.skill:
-            rungs = rungs[1:]  # experienced: skip the textbook tiled rung
-        if self.hw_rung is not None:
-            rungs.append(self.hw_rung)
-        return rungs
-
     # ------------------------------------------------------------------ public hooks
     # A multi-agent generator drives several engineers step by step instead of ``run``:
     # ``propose`` asks for the next candidate (optionally on an assigned rung) and
@@ -353,9 +345,6 @@ class Engineer:
         v = self.base_rung
         self._submit("baseline", Candidate.of(v, self._defaults(v)))
 
-    def _rebench(self, final: bool = False) -> None:
-        self._submit("rebench", Candidate.of(self.best_variant, self.best_params))
-
     def _plan_fix(self, cand: Candidate, sub: Submission) -> None:
         self.pending = None
         v, p = cand.variant, cand.param_dict
@@ -394,92 +383,6 @@ class Engineer:
             return
         # slips and bugs: same config, fixed
         self.pending = Candidate.of(v, p)
-
-    def _one_step(self) -> None:
-        if self.pending is not None:
-            cand = self.pending
-            self.pending = None
-            self._submit("fix", self._maybe_mistake(cand.variant, cand.param_dict, "fix"))
-            return
-        if self.explore:
-            self._explore_step(self.explore.pop(0))
-            return
-        self._tune_step()
-
-    def _explore_step(self, v: Variant) -> None:
-        """Write the next rung of the ladder (or, by habit, the fancier one this GPU
-        cannot run)."""
-        # habit: reach for the fancier rung this GPU cannot run
-        if (
-            v is self.hw_rung
-            and self.wrong_hw is not None
-            and self.rng.random() < self.prof.p_habit
-        ):
-            self._submit_wrong_hw(self.wrong_hw)
-            return
-        p = self._defaults(v)
-        if "mma" in p and p["mma"] == "f16" and self.rng.random() < self.prof.p_habit * 0.6:
-            dims = {d.name: d.values for d in param_space(v, self.op, self.task.dtype)}
-            native = [x for x in dims["mma"] if x != "f16"]
-            if native:
-                p = dict(p)
-                p["mma"] = native[0]
-        if not self.env.fits(v, p):
-            q = self._shrink_for_smem(v, p)
-            if q is not None and self.rng.random() < 0.5 + 0.4 * self.prof.skill:
-                p = q
-        self._submit("variant", self._maybe_mistake(v, p, "variant"))
-
-    def _submit_wrong_hw(self, wv: Variant) -> None:
-        """The habitual wrong rung, sized for the GPU's shared memory."""
-        wp = self._defaults(wv)
-        # they do know their GPU's shared memory, just not its instruction set
-        for _ in range(6):
-            if self.env.fits(wv, wp) or self.rng.random() < 0.25:
-                break
-            wp = self._shrink_for_smem(wv, wp) or wp
-        self._submit("variant", self._maybe_mistake(wv, wp, "variant"))
-
-    def _tune_step(self) -> None:
-        """A tuning move (or a re-benchmark of the incumbent), then what it taught."""
-        if self.steps_since_rebench > 10 and self.rng.random() < self.prof.p_rebench * 3:
-            self._rebench()
-            return
-        cand = self._propose_tune()
-        if cand is None:
-            self._rebench()
-            return
-        rs_before = self._last_dir
-        self._submit("tune", cand)
-        self._learn_direction(rs_before)
-        self._confirm_close_best()
-
-    def _learn_direction(self, rs_before: tuple[str, str, int, float]) -> None:
-        """Remember (or forget) the direction of the last move on its rung, by whether it
-        got faster."""
-        last = self.records[-1]
-        tag, dim, sign, before = rs_before
-        rs = self._rs(last.variant)
-        if last.status == OK and last.variant.tag == tag:
-            if (last.sub.time_ms or math.inf) < before:
-                rs.good_dir[dim] = sign
-            else:
-                rs.good_dir.pop(dim, None)
-
-    def _confirm_close_best(self) -> None:
-        """Sometimes re-benchmark a new best that is within 3% of the previous one."""
-        last = self.records[-1]
-        if last.kept and last.sub.time_ms and self.rng.random() < 0.4:
-            prev = min(
-                (r.sub.time_ms for r in self.records[:-1] if r.kept and r.sub.time_ms),
-                default=math.inf,
-            )
-            if (
-                prev < math.inf
-                and last.sub.time_ms > prev * 0.97
-                and len(self.records) < self.n - 1
-            ):
-                self._rebench()
 
     def _tunable_rungs(self) -> list[tuple[Variant, _RungState]]:
         out = []
