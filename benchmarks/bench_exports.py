@@ -72,7 +72,8 @@ def main() -> int:
                     shutil.rmtree(out, ignore_errors=True)
                 times.setdefault((name, label), []).append(dt)
                 print(
-                    f"{name:12s} {label:6s} round {rnd}: {dt:7.1f} s  {sum(written.values())} rows  "
+                    f"{name:12s} {label:6s} round {rnd}: {dt:7.1f} s  "
+                    f"{sum(written.values())} rows  "
                     f"{size / 1e9:.3f} GB",
                     flush=True,
                 )

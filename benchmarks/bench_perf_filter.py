@@ -105,7 +105,8 @@ def main() -> None:
     ap.add_argument(
         "--errors",
         default="none",
-        help="list misclassified commits of a part (r1-dev, r2-heldout, all; titles from the clones)",
+        help="list misclassified commits of a part "
+        "(r1-dev, r2-heldout, all; titles from the clones)",
     )
     args = ap.parse_args()
     meta = json.loads(META.read_text())
@@ -148,7 +149,8 @@ def main() -> None:
             if (args.errors in ("all", part)) and r["pred"] != (r["label"] == "perf"):
                 kind = "FP" if r["pred"] else "FN"
                 print(
-                    f"  {kind} {r['repo']:10} {r['sha'][:10]} {subj[r['sha']][:90]}  -- {r['reason']}"
+                    f"  {kind} {r['repo']:10} {r['sha'][:10]} {subj[r['sha']][:90]}  "
+                    f"-- {r['reason']}"
                 )
 
 

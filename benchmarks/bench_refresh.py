@@ -36,7 +36,8 @@ def tables(db: Path) -> dict[str, int]:
     out = {}
     with duckdb.connect(str(db), read_only=True) as con:
         for schema, name in con.execute(
-            "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE'"
         ).fetchall():
             if (schema, name) in (
                 ("derived", "quality_results"),

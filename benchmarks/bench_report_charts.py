@@ -207,10 +207,14 @@ def main() -> int:
     t_mpl = time.perf_counter() - t0
     theirs_text = mpl(d, "none")
     print(
-        f"render time for the 3 charts: ours {t_ours * 1000:.1f} ms, matplotlib {t_mpl * 1000:.0f} ms"
+        f"render time for the 3 charts: ours {t_ours * 1000:.1f} ms, "
+        f"matplotlib {t_mpl * 1000:.0f} ms"
         " (first call includes its import)"
     )
-    hdr = f"{'chart':10s} {'renderer':26s} {'bytes':>8s} {'gzip':>7s} {'data URI':>9s} {'elements':>9s} {'<text>':>7s} {'tooltips':>9s}"
+    hdr = (
+        f"{'chart':10s} {'renderer':26s} {'bytes':>8s} {'gzip':>7s} {'data URI':>9s} "
+        f"{'elements':>9s} {'<text>':>7s} {'tooltips':>9s}"
+    )
     print(hdr)
     for kind in mine:
         for name, doc in (
@@ -228,7 +232,10 @@ def main() -> int:
                 screenshot(
                     doc,
                     args.png
-                    / f"{kind}-{name.split()[0].strip(',')}-{'path' if 'paths' in name else 'text'}.png",
+                    / (
+                        f"{kind}-{name.split()[0].strip(',')}-"
+                        f"{'path' if 'paths' in name else 'text'}.png"
+                    ),
                 )
     return 0
 

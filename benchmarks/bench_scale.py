@@ -2,9 +2,9 @@
 
 Builds the same simulated shards three (or more) ways, each into a fresh
 ``KERNELHOUSE_HOME`` through the code path ``kernelhouse build`` uses
-(``execution.planner.run_build``): in process (``dg.materialize``), then ``--distributed`` on a local
-Dask cluster of W single-threaded worker processes (``definitions.dask_cluster`` +
-``DaskRuns``). Reports wall time, shards/min and the ratio to the in-process run, and,
+(``execution.planner.run_build``): in process (``dg.materialize``), then ``--distributed``
+on a local Dask cluster of W single-threaded worker processes (``definitions.dask_cluster``
++ ``DaskRuns``). Reports wall time, shards/min and the ratio to the in-process run, and,
 from the Dagster event log of each run, where the time went:
 
 * ``warm-up``: from the build's start to the first step starting (cluster start, run
@@ -164,7 +164,8 @@ def main() -> int:
     ]
     print(
         f"cores: {os.cpu_count()}  kernelinfer {args.sessions} sessions + kernelswarm "
-        f"{args.episodes} episodes, shards of {SHARD_SIZE}, partitions {partitions[0]}..{partitions[-1]}"
+        f"{args.episodes} episodes, shards of {SHARD_SIZE}, "
+        f"partitions {partitions[0]}..{partitions[-1]}"
     )
     root = Path(tempfile.mkdtemp(prefix="kh-bench-scale-"))
     try:
@@ -197,7 +198,8 @@ def main() -> int:
         )
         if differ:  # e.g. the simulator's code changed while the benchmark ran
             print(
-                f"  {m.name} differs from in_process in {len(differ)} file(s): {', '.join(differ[:4])}"
+                f"  {m.name} differs from in_process in {len(differ)} file(s): "
+                f"{', '.join(differ[:4])}"
             )
     # Projection: every shard of scale x the default build, spread over W workers.
     dist = [m for m in modes if m.workers]
@@ -217,7 +219,8 @@ def main() -> int:
             f"({', '.join(f'{a} {c:,}' for a, c in shards.items())}) on {w} workers: "
             f"{work / 3600:.1f} worker-hours -> {t / 60:.1f} min at ideal packing "
             f"({sum(waves.values())} waves), {t / 60 / max(eff, 1e-9):.1f} min at this machine's "
-            f"{eff:.0%} per-worker efficiency; Parquet ~{per_shard_mb * sum(shards.values()) / 1e3:.1f} GB"
+            f"{eff:.0%} per-worker efficiency; "
+            f"Parquet ~{per_shard_mb * sum(shards.values()) / 1e3:.1f} GB"
         )
     if args.json:
         args.json.write_text(

@@ -101,7 +101,8 @@ def main() -> None:
     )
 
     print(
-        f"kernelinfer simulator benchmark (generator {GENERATOR_VERSION}, seed {args.seed}, {args.workers} workers)"
+        f"kernelinfer simulator benchmark (generator {GENERATOR_VERSION}, seed {args.seed}, "
+        f"{args.workers} workers)"
     )
     print(
         f"  shards: {shards}  sessions: {res['sessions']}  parquet: {disk / 2**20:.1f} MiB in {out}"
@@ -111,7 +112,8 @@ def main() -> None:
         f"mean shard: {sum(per_shard) / len(per_shard):.1f} s"
     )
     print(
-        f"  peak RSS: parent {self_rss / 1024:.0f} MiB, largest worker {max(child_rss, children) / 1024:.0f} MiB"
+        f"  peak RSS: parent {self_rss / 1024:.0f} MiB, "
+        f"largest worker {max(child_rss, children) / 1024:.0f} MiB"
     )
     print(f"  unique (op,gpu,shape,dtype): {combos_unique}   holdout disjoint: {holdout_disjoint}")
     print()
@@ -136,7 +138,8 @@ def main() -> None:
         diff = comp[key]["rel_diff"] * 100
         print(f"  {label:<22}{fmt.format(ours):>12}{fmt.format(card):>12}{diff:>+8.1f}%")
     print(
-        f"  status counts: {res['status_counts']}  (card: ok 151.8K / compile_error 22.4K / wrong_result 5.3K)"
+        f"  status counts: {res['status_counts']}  "
+        "(card: ok 151.8K / compile_error 22.4K / wrong_result 5.3K)"
     )
     # generator 1.6.0: "ok" is only a rung verified correct on its arch family; the steps
     # that ran are ok + unverified (the card's ok share), the rest of "ok" is unknown
@@ -148,7 +151,8 @@ def main() -> None:
         f"{res['sessions_without_verified_best']} (mean speedup is over the others)"
     )
     print(
-        f"  median speedup {res['median_speedup']:.2f}, p90 {res['p90_speedup']:.1f}; step kinds {res['kind_counts']}"
+        f"  median speedup {res['median_speedup']:.2f}, p90 {res['p90_speedup']:.1f}; "
+        f"step kinds {res['kind_counts']}"
     )
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)

@@ -113,7 +113,8 @@ def report(r: dict[str, Any]) -> None:
     )
     print(
         f"peak RSS: parent {r['parent_rss_mb']:.0f} MB, workers "
-        f"{', '.join(f'{x:.0f}' for x in r['worker_rss_mb'])} MB; largest {peak:.0f} MB, all together "
+        f"{', '.join(f'{x:.0f}' for x in r['worker_rss_mb'])} MB; largest {peak:.0f} MB, "
+        "all together "
         f"<= {r['sum_rss_mb']:.0f} MB (budget {BUDGET_RSS_MB:.0f} MB: "
         f"{'ok' if r['sum_rss_mb'] <= BUDGET_RSS_MB else 'OVER'})"
     )
@@ -128,18 +129,21 @@ def report(r: dict[str, Any]) -> None:
         print(f"| {k} | {row['card']:,} | {cell} | {row['ratio']:.3f} |")
     print(
         f"\nmessages per episode: min {st['min_messages']}, max {st['max_messages']}; "
-        f"agents: min {st['min_agents']}, max {st['max_agents']}; hours: mean {st['mean_hours']:.2f}"
+        f"agents: min {st['min_agents']}, max {st['max_agents']}; "
+        f"hours: mean {st['mean_hours']:.2f}"
     )
     print(
         f"speedup: mean {st['mean_speedup']:.2f}x, median {st['median_speedup']:.2f}x, "
         f"p10 {st['p10_speedup']:.2f}x, p90 {st['p90_speedup']:.2f}x"
     )
     print(
-        "\n| scenario | episodes | share | agents (mean, range) | mean messages | mean speedup |\n|---|---:|---:|---|---:|---:|"
+        "\n| scenario | episodes | share | agents (mean, range) | mean messages | mean speedup |\n"
+        "|---|---:|---:|---|---:|---:|"
     )
     for name, s in st["scenarios"].items():
         print(
-            f"| {name} | {s['episodes']} | {s['share']:.1%} | {s['mean_agents']:.2f} ({s['min_agents']}-{s['max_agents']}) "
+            f"| {name} | {s['episodes']} | {s['share']:.1%} | {s['mean_agents']:.2f} "
+            f"({s['min_agents']}-{s['max_agents']}) "
             f"| {s['mean_messages']:.1f} | {s['mean_speedup']:.2f}x |"
         )
     print(f"\nmessage kinds: {st['message_kinds']}")
@@ -147,18 +151,21 @@ def report(r: dict[str, Any]) -> None:
     rw = st["rewards"]
     print(
         f"rewards: {rw['results']} results, {rw['kept_improvements']} kept improvements, mean "
-        f"{rw['mean_result_reward']:+.4f}; by status { ({k: round(v, 4) for k, v in rw['mean_by_status'].items()}) }"
+        f"{rw['mean_result_reward']:+.4f}; "
+        f"by status { ({k: round(v, 4) for k, v in rw['mean_by_status'].items()}) }"
     )
     print(f"reward histogram: {rw['histogram']}")
     print(
         f"verdict reward: mean {rw['mean_verdict_reward']:.3f}, max {rw['max_verdict_reward']:.3f}"
     )
     print(
-        "\n| skill band | agents | results | error rate | kept rate | mean reward |\n|---|---:|---:|---:|---:|---:|"
+        "\n| skill band | agents | results | error rate | kept rate | mean reward |\n"
+        "|---|---:|---:|---:|---:|---:|"
     )
     for b in st["skill"]:
         print(
-            f"| {b['band']} | {b['agents']} | {b['results']} | {b['error_rate']:.3f} | {b['kept_rate']:.3f} "
+            f"| {b['band']} | {b['agents']} | {b['results']} | {b['error_rate']:.3f} "
+            f"| {b['kept_rate']:.3f} "
             f"| {b['mean_reward']:+.4f} |"
         )
 

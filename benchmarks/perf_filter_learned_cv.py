@@ -141,7 +141,8 @@ def main() -> int:
         pred = [log_odds(model, xs[i]) > th if i in set(held) else False for i in every]
         pr = precision_recall(pred, ys, held)
         print(
-            f"naive Bayes trained on rounds 1-3, round 4, log-odds > {th:+d}: P {pr[0]:.3f} R {pr[1]:.3f}"
+            f"naive Bayes trained on rounds 1-3, round 4, log-odds > {th:+d}: "
+            f"P {pr[0]:.3f} R {pr[1]:.3f}"
         )
     print("rule on round 4 (held out): P {:.3f} R {:.3f}".format(*precision_recall(rule, ys, held)))
     return 0

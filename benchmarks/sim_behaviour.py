@@ -12,8 +12,9 @@ generates ``--sessions N`` sessions in-process with the current generator, and p
   mistake is ``diff(intended, code)``; the step's edit is the lines of ``intended`` whose
   digit-normalised text ``parent`` lacks (so a parameter-only edit touches no line). A
   mistake traces when its lines lie inside the edit. The rule is
-  ``dagster_project.sim.kernelinfer.error_causes`` (``check_session`` enforces it). An error without a textual mistake
-  (shared memory over the cap, a missing arch feature, a rung measured wrong) traces when
+  ``dagster_project.sim.kernelinfer.error_causes`` (``check_session`` enforces it). An error
+  without a textual mistake (shared memory over the cap, a missing arch feature, a rung
+  measured wrong) traces when
   the step changed the rung or a parameter. Steps whose intended code never appears in
   the session (the engineer never got that configuration to run) are counted apart as
   unresolved.
@@ -177,11 +178,17 @@ def report(m: dict[str, Any]) -> str:
         by = {
             k.split("_untraced_")[1]: v for k, v in m.items() if k.startswith(f"{kind}_untraced_")
         }
+        by_step = dict(
+            (k.split("_", 1)[1], v)
+            for k, v in m.items()
+            if k.startswith(kind + "_")
+            and k.split("_", 1)[1] in ("baseline", "variant", "tune", "fix", "rebench")
+        )
         out.append(
             f"{label}: {n} steps, traced to lines/config the step changed: "
             f"{g(f'{kind}_traced', 0)}/{res} = {_pct(g(f'{kind}_traced', 0), res)} "
             f"(unresolved {g(f'{kind}_unresolved', 0)}; untraced by kind {by}; "
-            f"by kind {dict((k.split('_', 1)[1], v) for k, v in m.items() if k.startswith(kind + '_') and k.split('_', 1)[1] in ('baseline', 'variant', 'tune', 'fix', 'rebench'))})"
+            f"by kind {by_step})"
         )
     out.append(
         f"regressions of fixed lines: {g('wrong_regressions', 0) + g('compile_regressions', 0)} "
@@ -192,12 +199,14 @@ def report(m: dict[str, Any]) -> str:
         f"{_pct(g('smem_repeats', 0), g('smem_overflows', 0))}  (goal <= 5%)"
     )
     out.append(
-        f"ok tune steps after the best >= 1.5x slower: {g('tail_slow', 0)}/{g('tail_tune_ok', 0)} = "
+        f"ok tune steps after the best >= 1.5x slower: "
+        f"{g('tail_slow', 0)}/{g('tail_tune_ok', 0)} = "
         f"{_pct(g('tail_slow', 0), g('tail_tune_ok', 0))}  (goal <= 10%)"
     )
     out.append(
         f"sessions with > 20% rebench steps: {g('rebench_heavy', 0)}  (goal 0; max rebench steps "
-        f"in a session {g('rebench_max', 0)}; rebench share {_pct(g('rebench_steps', 0), m['steps'])})"
+        f"in a session {g('rebench_max', 0)}; "
+        f"rebench share {_pct(g('rebench_steps', 0), m['steps'])})"
     )
     out.append(
         f"assistant turns duplicated in another session: {g('dup_turns')}/{g('turns')} = "

@@ -13,8 +13,9 @@ over every assistant turn (one complete kernel source per step):
   CUDA / Triton built-in replaced by one token, so renamed variables and reworded comments
   do not count, a different loop order, reduction or staging does.
 
-    python benchmarks/sim_diversity.py --dir /tmp/kh/base20/kernelinfer   # Parquet of bench_sim --keep
-    python benchmarks/sim_diversity.py --sessions 200                     # generate in-process
+    # from the Parquet of bench_sim --keep, or generated in-process:
+    python benchmarks/sim_diversity.py --dir /tmp/kh/base20/kernelinfer
+    python benchmarks/sim_diversity.py --sessions 200
 """
 
 from __future__ import annotations
@@ -261,7 +262,8 @@ def main() -> None:
     print(f"kernelinfer code diversity ({where}; this checkout's generator {GENERATOR_VERSION})")
     print(f"  assistant turns:                      {f['turns']}")
     print(
-        f"  exact duplicates across sessions:     {f['dup_turns']} ({100 * f['dup_share']:.2f}%)  goal <= 1%"
+        f"  exact duplicates across sessions:     {f['dup_turns']} "
+        f"({100 * f['dup_share']:.2f}%)  goal <= 1%"
     )
     ratio = f["distinct_norm"] / args.baseline_distinct
     print(
@@ -270,7 +272,8 @@ def main() -> None:
     )
     print(f"  CUDA lines / distinct (digit-norm.):  {f['cuda_lines']} / {f['distinct_cuda_lines']}")
     print(
-        f"  structural styles per (op,impl,rung): median {f['struct_median']}, min {f['struct_min']}, "
+        f"  structural styles per (op,impl,rung): median {f['struct_median']}, "
+        f"min {f['struct_min']}, "
         f"{f['rungs_ge2']}/{f['rungs']} rungs with >= 2; median by impl {f['by_impl']}"
     )
     print(f"  ({time.perf_counter() - t0:.1f} s)")

@@ -173,7 +173,8 @@ def collect(logs: list[Path]) -> None:
     feat = [r for r in cu if not r["expected_ok"] and not r["inject"]]
     print(
         f"  arch-feature / cap errors expected: {len(feat)}, nvcc agreed on "
-        f"{sum(r['agree'] for r in feat)}, message matched on {sum(r['message_match'] for r in feat)}"
+        f"{sum(r['agree'] for r in feat)}, "
+        f"message matched on {sum(r['message_match'] for r in feat)}"
     )
     tri = [r for r in recs if r["impl"] == "triton"]
     print(f"Triton candidates parsed: {sum(r['actual_ok'] for r in tri)}/{len(tri)}")

@@ -17,7 +17,9 @@ replaced by a text the labels do not describe.
 It is also the loader: :func:`load_devset` returns every PR with its text and labels, for
 ``benchmarks/eval_extractors.py``. Import it by path (``benchmarks`` is not a package)::
 
-    spec = importlib.util.spec_from_file_location("pr_devset", "benchmarks/pr_devset/fetch_texts.py")
+    spec = importlib.util.spec_from_file_location(
+        "pr_devset", "benchmarks/pr_devset/fetch_texts.py"
+    )
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    split: str  # "dev" | "fresh", "fresh2" (retired held-out sets) | "fresh3" (held out); "held" was folds 3-4
+    # "dev" | "fresh", "fresh2" (retired held-out sets) | "fresh3" (held out); "held" was
+    # folds 3-4
+    split: str
     truncated: bool
     n_chars: int
     sha256: str
