@@ -83,6 +83,8 @@ REFERENCE = {"core": (1112, 542), "mid": (1269, 623)}
 ENV = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
 
 Key = tuple[str, str]
+#: A kernel file of a commit in ``log --raw``: sha, path, kind, status, old oid, new oid.
+RawFile = tuple[str, str, str, str, str, str]
 
 
 def git(path: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -99,6 +101,27 @@ def git(path: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 def raw_git_pipeline(path: Path, spec: RepoSpec, top: str) -> dict[Key, tuple[bytes, bytes, bytes]]:
     """The plain pipeline: four git processes and minimal glue, no enrichment."""
+    files = _raw_log_files(path, spec, top)
+    sizes, blobs = _raw_blobs(path, files)
+    per_commit: dict[str, list[tuple[str, str, str]]] = {}
+    for sha, p, kind, st, oa, ob in files:
+        if st == "M" and oa != ob and classify_language(kind, p, blobs.get(oa), blobs.get(ob)):
+            per_commit.setdefault(sha, []).append((p, oa, ob))
+    keep = {
+        (sha, p): (oa, ob)
+        for sha, fl in per_commit.items()
+        if len(fl) <= 10
+        for p, oa, ob in fl
+        if max(sizes[oa], sizes[ob]) <= DEFAULT_LIMITS.max_bytes
+    }
+    if not keep:
+        return {}
+    return _raw_rows(path, keep, blobs)
+
+
+def _raw_log_files(path: Path, spec: RepoSpec, top: str) -> list[RawFile]:
+    """One ``log --raw``: (sha, path, kind, status, old oid, new oid) of the kernel files
+    of title-matching commits (no submodules or symlinks; modified, added or deleted)."""
     out = git(
         path,
         "log",
@@ -112,7 +135,7 @@ def raw_git_pipeline(path: Path, spec: RepoSpec, top: str) -> dict[Key, tuple[by
         "--",
         *spec.pathspecs(),
     )
-    files: list[tuple[str, str, str, str, str, str]] = []  # sha, path, kind, status, old, new
+    files: list[RawFile] = []
     for chunk in out.split(b"\x01")[1:]:
         head, _, raw = chunk.partition(b"\x02")
         sha, subject = head.decode("utf-8", "replace").split("\x1f", 1)
@@ -128,6 +151,12 @@ def raw_git_pipeline(path: Path, spec: RepoSpec, top: str) -> dict[Key, tuple[by
             kind = spec.kernel_kind(p)
             if kind and "160000" not in (ma, mb) and "120000" not in (ma, mb) and st[0] in "MAD":
                 files.append((sha, p, kind, st[0], oa, ob))
+    return files
+
+
+def _raw_blobs(path: Path, files: list[RawFile]) -> tuple[dict[str, int], dict[str, bytes]]:
+    """One ``cat-file --batch-check`` for every size, one ``cat-file --batch`` for the blobs
+    that can be kept (Python files always: their language needs the text)."""
     oids = list(dict.fromkeys(o for f in files for o in f[4:] if set(o) != {"0"}))
     check = git(path, "cat-file", "--batch-check", stdin=("\n".join(oids) + "\n").encode())
     sizes = {ln.split()[0]: int(ln.split()[2]) for ln in check.decode().splitlines()}
@@ -141,19 +170,14 @@ def raw_git_pipeline(path: Path, spec: RepoSpec, top: str) -> dict[Key, tuple[by
         size = int(data[pos:nl].split()[2])
         blobs[oid] = data[nl + 1 : nl + 1 + size]
         pos = nl + 2 + size
-    per_commit: dict[str, list[tuple[str, str, str]]] = {}
-    for sha, p, kind, st, oa, ob in files:
-        if st == "M" and oa != ob and classify_language(kind, p, blobs.get(oa), blobs.get(ob)):
-            per_commit.setdefault(sha, []).append((p, oa, ob))
-    keep = {
-        (sha, p): (oa, ob)
-        for sha, fl in per_commit.items()
-        if len(fl) <= 10
-        for p, oa, ob in fl
-        if max(sizes[oa], sizes[ob]) <= DEFAULT_LIMITS.max_bytes
-    }
-    if not keep:
-        return {}
+    return sizes, blobs
+
+
+def _raw_rows(
+    path: Path, keep: dict[Key, tuple[str, str]], blobs: dict[str, bytes]
+) -> dict[Key, tuple[bytes, bytes, bytes]]:
+    """One ``diff-tree --stdin -p`` over the kept commits: each kept file's patch, within
+    the line limit and not excluded by its licence."""
     patch = git(
         path,
         "diff-tree",
@@ -196,16 +220,7 @@ def _pydriller_rows(commits: Iterable[Any], spec: RepoSpec, title_filter: bool) 
         subject = " ".join(c.msg.split("\n\n", 1)[0].split("\n"))
         if title_filter and match_title(subject, spec.title_rule) is None:
             continue
-        cands = []
-        for mf in c.modified_files:
-            p = mf.new_path or mf.old_path
-            kind = spec.kernel_kind(p)
-            if not kind or mf.change_type.name != "MODIFY":
-                continue
-            before = (mf.source_code_before or "").encode("utf-8", "surrogateescape")
-            after = (mf.source_code or "").encode("utf-8", "surrogateescape")
-            if classify_language(kind, p, before, after):
-                cands.append((p, before, after, mf))
+        cands = _pydriller_candidates(c, spec)
         if len(cands) > 10:
             continue
         for p, before, after, mf in cands:
@@ -217,6 +232,21 @@ def _pydriller_rows(commits: Iterable[Any], spec: RepoSpec, title_filter: bool) 
                 continue
             selected.add((c.hash, p))
     return selected
+
+
+def _pydriller_candidates(c: Any, spec: RepoSpec) -> list[tuple[str, bytes, bytes, Any]]:
+    """A commit's modified kernel files whose language qualifies, with both sides' bytes."""
+    cands = []
+    for mf in c.modified_files:
+        p = mf.new_path or mf.old_path
+        kind = spec.kernel_kind(p)
+        if not kind or mf.change_type.name != "MODIFY":
+            continue
+        before = (mf.source_code_before or "").encode("utf-8", "surrogateescape")
+        after = (mf.source_code or "").encode("utf-8", "surrogateescape")
+        if classify_language(kind, p, before, after):
+            cands.append((p, before, after, mf))
+    return cands
 
 
 def pydriller_pipeline(path: Path, spec: RepoSpec, top: str) -> set[Key]:
@@ -330,10 +360,13 @@ def report(rows: pl.DataFrame, excluded: pl.DataFrame, commits: pl.DataFrame) ->
         if not sub.height:
             continue
         nc = commits.filter(pl.col("repo") == repo_name)
+        nc_core = nc.filter(pl.col("rule") == "core").height
+        sub_core = sub.filter(pl.col("rule") == "core").height
         print(
-            f"    {repo_name:10s} perf commits {nc.height:4d} (core {nc.filter(pl.col('rule') == 'core').height:4d})"
-            f"  rows {sub.height:4d} (core {sub.filter(pl.col('rule') == 'core').height:4d})"
-            f"  commits with rows {sub['sha'].n_unique():4d}  PRs {sub['pr_number'].drop_nulls().n_unique():4d}"
+            f"    {repo_name:10s} perf commits {nc.height:4d} (core {nc_core:4d})"
+            f"  rows {sub.height:4d} (core {sub_core:4d})"
+            f"  commits with rows {sub['sha'].n_unique():4d}"
+            f"  PRs {sub['pr_number'].drop_nulls().n_unique():4d}"
             f"  {sub['authored_at'].min():%Y-%m}..{sub['authored_at'].max():%Y-%m}"
         )
     print(f"  languages: {dict(Counter(rows['language'].to_list()).most_common())}")
@@ -360,9 +393,12 @@ def report(rows: pl.DataFrame, excluded: pl.DataFrame, commits: pl.DataFrame) ->
         "  test rows per repo: "
         + ", ".join(f"{name}={n}" for name, part, n in by_repo.iter_rows() if part == "test")
     )
+    body_by_language = dict(
+        rows.group_by("language").agg(pl.col("touches_kernel_body").sum()).iter_rows()
+    )
     print(
         f"  touches_kernel_body: {rows['touches_kernel_body'].sum()} / {rows.height}; "
-        f"by language {dict(rows.group_by('language').agg(pl.col('touches_kernel_body').sum()).iter_rows())}"
+        f"by language {body_by_language}"
     )
     print(f"  is_binding_file: {rows['is_binding_file'].sum()}")
     mention = {
@@ -422,73 +458,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{'pydriller':>10s} {'speedup':>8s} {'pyd(shas)':>10s}"
         )
         for name, source in sources.items():
-            spec = DEFAULT_SPECS[name]
-            path = shared_clone(source, root, name)
-            repo = GitRepo(path)
-            top = effective_head(repo, spec, "HEAD")
-            # Interleaved runs, so both miners see the same page-cache weather; the first
-            # round also warms the cache. Best time counts.
-            t_ours = t_raw = float("inf")
-            for _ in range(args.runs):
-                t, res = best_of(1, mine_repo, repo, spec, head="HEAD")
-                t_ours = min(t_ours, t)
-                t, raw = best_of(1, raw_git_pipeline, path, spec, top)
-                t_raw = min(t_raw, t)
-            commits, rows, excl = res
-            ours_keys = set(zip(rows["sha"].to_list(), rows["path"].to_list(), strict=True))
-            if set(raw) != ours_keys:
-                failures.append(f"{name}: raw git selects {len(raw)} rows, ours {len(ours_keys)}")
-            for r in rows.select("sha", "path", "after_code").iter_rows():
-                got = raw.get((r[0], r[1]))
-                if got and got[1].decode("utf-8", "replace") != r[2]:
-                    failures.append(f"{name}: after_code differs for {r[0][:10]} {r[1]}")
-                    break
-            totals["ours"] += t_ours
-            totals["raw"] += t_raw
-            t_pyd = t_pyd_shas = float("nan")
-            if not args.skip_pydriller:
-                t_pyd, pyd = best_of(1, pydriller_pipeline, path, spec, top)
-                if pyd != ours_keys:
-                    failures.append(
-                        f"{name}: PyDriller selects {len(pyd)} rows, ours "
-                        f"{len(ours_keys)} (diff {len(pyd ^ ours_keys)})"
-                    )
-                shas = sorted(set(rows["sha"].to_list()))
-                t_pyd_shas, _ = best_of(1, pydriller_given_shas, path, spec, shas)
-                totals["pyd"] += t_pyd
-                totals["pyd_shas"] += t_pyd_shas
-            print(
-                f"{name:10s} {rows.height:5d} {t_ours:6.2f}s {t_raw:7.2f}s "
-                f"{t_ours / t_raw:5.2f}x {t_pyd:9.2f}s {t_pyd / t_ours:7.1f}x {t_pyd_shas:9.2f}s"
-            )
+            commits, rows, excl = _bench_repo(name, source, root, args, failures, totals)
             all_rows.append(rows)
             all_excl.append(excl)
             all_commits.append(commits)
-        ratio = totals["ours"] / totals["raw"]
         n = sum(r.height for r in all_rows)
-        print(
-            f"{'total':10s} {n:5d} {totals['ours']:6.2f}s {totals['raw']:7.2f}s {ratio:5.2f}x "
-            + (
-                f"{totals['pyd']:9.2f}s {totals['pyd'] / totals['ours']:7.1f}x "
-                f"{totals['pyd_shas']:9.2f}s"
-                if not args.skip_pydriller
-                else ""
-            )
-        )
-        print(
-            f"ours / raw git = {ratio:.2f} (goal <= 1.5); "
-            f"rows/s ours {n / totals['ours']:.0f}, raw {n / totals['raw']:.0f}"
-        )
-        if not args.skip_pydriller:
-            sp = totals["pyd"] / totals["ours"]
-            print(
-                f"PyDriller / ours = {sp:.1f}x (goal >= 3); PyDriller given our SHAs / ours = "
-                f"{totals['pyd_shas'] / totals['ours']:.1f}x"
-            )
-            if sp < 3:
-                failures.append(f"PyDriller is only {sp:.1f}x slower")
-        if ratio > 1.5:
-            failures.append(f"ours is {ratio:.2f}x raw git")
+        failures += _speed_summary(totals, n, args.skip_pydriller)
         rows = pl.concat(all_rows)
         excluded = pl.concat(all_excl)
         commits = pl.concat(all_commits)
@@ -500,6 +475,103 @@ def main(argv: list[str] | None = None) -> int:
     for f in failures:
         print("  -", f)
     return 1 if failures else 0
+
+
+def _bench_repo(
+    name: str,
+    source: str,
+    root: Path,
+    args: argparse.Namespace,
+    failures: list[str],
+    totals: dict[str, float],
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Time the miners on one repository (ours and raw git interleaved, then PyDriller),
+    check they select the same rows, print its line; ours' (commits, rows, excluded)."""
+    spec = DEFAULT_SPECS[name]
+    path = shared_clone(source, root, name)
+    repo = GitRepo(path)
+    top = effective_head(repo, spec, "HEAD")
+    # Interleaved runs, so both miners see the same page-cache weather; the first
+    # round also warms the cache. Best time counts.
+    t_ours = t_raw = float("inf")
+    for _ in range(args.runs):
+        t, res = best_of(1, mine_repo, repo, spec, head="HEAD")
+        t_ours = min(t_ours, t)
+        t, raw = best_of(1, raw_git_pipeline, path, spec, top)
+        t_raw = min(t_raw, t)
+    commits, rows, excl = res
+    ours_keys = set(zip(rows["sha"].to_list(), rows["path"].to_list(), strict=True))
+    if set(raw) != ours_keys:
+        failures.append(f"{name}: raw git selects {len(raw)} rows, ours {len(ours_keys)}")
+    for r in rows.select("sha", "path", "after_code").iter_rows():
+        got = raw.get((r[0], r[1]))
+        if got and got[1].decode("utf-8", "replace") != r[2]:
+            failures.append(f"{name}: after_code differs for {r[0][:10]} {r[1]}")
+            break
+    totals["ours"] += t_ours
+    totals["raw"] += t_raw
+    t_pyd = t_pyd_shas = float("nan")
+    if not args.skip_pydriller:
+        t_pyd, t_pyd_shas = _bench_pydriller(name, path, spec, top, rows, ours_keys, failures)
+        totals["pyd"] += t_pyd
+        totals["pyd_shas"] += t_pyd_shas
+    print(
+        f"{name:10s} {rows.height:5d} {t_ours:6.2f}s {t_raw:7.2f}s "
+        f"{t_ours / t_raw:5.2f}x {t_pyd:9.2f}s {t_pyd / t_ours:7.1f}x {t_pyd_shas:9.2f}s"
+    )
+    return commits, rows, excl
+
+
+def _bench_pydriller(
+    name: str,
+    path: Path,
+    spec: RepoSpec,
+    top: str,
+    rows: pl.DataFrame,
+    ours_keys: set[Key],
+    failures: list[str],
+) -> tuple[float, float]:
+    """PyDriller's history walk (must select our rows) and its read of our SHAs only."""
+    t_pyd, pyd = best_of(1, pydriller_pipeline, path, spec, top)
+    if pyd != ours_keys:
+        failures.append(
+            f"{name}: PyDriller selects {len(pyd)} rows, ours "
+            f"{len(ours_keys)} (diff {len(pyd ^ ours_keys)})"
+        )
+    shas = sorted(set(rows["sha"].to_list()))
+    t_pyd_shas, _ = best_of(1, pydriller_given_shas, path, spec, shas)
+    return t_pyd, t_pyd_shas
+
+
+def _speed_summary(totals: dict[str, float], n: int, skip_pydriller: bool) -> list[str]:
+    """The total line and the goals (ours <= 1.5x raw git, PyDriller >= 3x ours); the
+    goals missed."""
+    failures: list[str] = []
+    ratio = totals["ours"] / totals["raw"]
+    print(
+        f"{'total':10s} {n:5d} {totals['ours']:6.2f}s {totals['raw']:7.2f}s {ratio:5.2f}x "
+        + (
+            f"{totals['pyd']:9.2f}s {totals['pyd'] / totals['ours']:7.1f}x "
+            f"{totals['pyd_shas']:9.2f}s"
+            if not skip_pydriller
+            else ""
+        )
+    )
+    print(
+        f"ours / raw git = {ratio:.2f} (goal <= 1.5); "
+        f"rows/s ours {n / totals['ours']:.0f}, raw {n / totals['raw']:.0f}"
+    )
+    if not skip_pydriller:
+        sp = totals["pyd"] / totals["ours"]
+        print(
+            f"PyDriller / ours = {sp:.1f}x (goal >= 3); PyDriller given our SHAs / ours = "
+            f"{totals['pyd_shas'] / totals['ours']:.1f}x"
+        )
+        if sp < 3:
+            failures.append(f"PyDriller is only {sp:.1f}x slower")
+    if ratio > 1.5:
+        failures.append(f"ours is {ratio:.2f}x raw git")
+    return failures
 
 
 if __name__ == "__main__":

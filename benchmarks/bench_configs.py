@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -144,6 +145,9 @@ def build_once(sources: dict[str, tuple[str, str]]) -> tuple[dict[str, float], d
     return times, {**out, "rows": rows, "snapshot": snapshot}
 
 
+Sources = dict[str, tuple[str, str]]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -164,13 +168,24 @@ def main() -> int:
         sha = git(path, "rev-parse", "--short", f"{ref}^{{commit}}").decode().strip()
         print(f"{name:7s} {path} @ {ref} ({sha})")
 
+    result, direct = _time_report(sources, args.repeat)
+    files, rows = result["f"], result["rows"]
+    _counts_report(sources, direct, files, rows)
+    _runtime_report(files, rows, result)
+    _attribution_report(sources, result)
+    return 0
+
+
+def _time_report(sources: Sources, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Time the build against the git floor (medians), print the table; the last build's
+    frames and the direct ls-tree counts."""
     # Warm the page cache once (both sides then run warm), then time alternately.
     _, result = build_once(sources)
     direct = {n: direct_count(p, n, r) for n, (p, r) in sources.items()}
     oids = {n: result["f"].filter(pl.col("repo") == n)["blob_oid"].to_list() for n in sources}
     ours: list[dict[str, float]] = []
     floor: list[dict[str, float]] = []
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         floor.append({n: floor_once(p, n, r, oids[n]) for n, (p, r) in sources.items()})
         times, result = build_once(sources)
         ours.append(times)
@@ -178,7 +193,7 @@ def main() -> int:
     def med(samples: list[dict[str, float]], key: str) -> float:
         return statistics.median(s[key] for s in samples)
 
-    print(f"\n== time (median of {args.repeat}, warm page cache, cold parse cache)")
+    print(f"\n== time (median of {repeat}, warm page cache, cold parse cache)")
     print(f"{'':10s}{'ours s':>9s}{'floor s':>9s}{'ratio':>8s}")
     floor_total = 0.0
     for n in sources:
@@ -192,8 +207,13 @@ def main() -> int:
         f"{'total':10s}{total:9.3f}{floor_total:9.3f}{total / floor_total:8.2f}"
         f"   goal <= 2.00: {verdict}"
     )
+    return result, direct
 
-    files, rows = result["f"], result["rows"]
+
+def _counts_report(
+    sources: Sources, direct: dict[str, Any], files: pl.DataFrame, rows: pl.DataFrame
+) -> None:
+    """Files and rows against the direct count, then the card's figures and the split."""
     print("\n== counts vs a direct ls-tree count")
     print(
         f"{'':10s}{'ours files':>11s}{'direct':>8s}{'ours rows':>11s}{'direct':>8s}"
@@ -237,13 +257,16 @@ def main() -> int:
     )
     print(f"files with an unrecognised dtype token: {unknown.height}")
 
-    # Issue 21 columns: what the engine's own lookup loads, and candidate_models coverage
-    # with the EP plausibility rule (E >= 2 local experts) against the rule without it.
+
+def _runtime_report(files: pl.DataFrame, rows: pl.DataFrame, result: dict[str, Any]) -> None:
+    """Issue 21 columns: what the engine's own lookup loads, and candidate_models coverage
+    with the EP plausibility rule (E >= 2 local experts) against the rule without it."""
     loaded = rows.group_by("repo", "family", "loaded_at_runtime").len().sort("repo", "family")
     print("\n== loaded_at_runtime (rows)")
     for r in loaded.iter_rows(named=True):
         print(
-            f"  {r['repo']:7s} {r['family'] or '-':11s} {str(r['loaded_at_runtime']):5s} {r['len']:6d}"
+            f"  {r['repo']:7s} {r['family'] or '-':11s} {str(r['loaded_at_runtime']):5s} "
+            f"{r['len']:6d}"
         )
     from dagster_project.mining.configs import candidates as cand
     from dagster_project.mining.configs import load_model_shapes_snapshot
@@ -265,7 +288,8 @@ def main() -> int:
     before, after = covered(0), covered(cand.MIN_LOCAL_EXPERTS)
     print(
         f"MoE files with candidate_models: any EP {before[0]} files / {before[1]} rows -> "
-        f"E >= {cand.MIN_LOCAL_EXPERTS} local experts {after[0]} / {after[1]} (of {moe.height} files)"
+        f"E >= {cand.MIN_LOCAL_EXPERTS} local experts {after[0]} / {after[1]} "
+        f"(of {moe.height} files)"
     )
     ds = dict(files.group_by("parse_status").len().iter_rows())
     print(f"files by parse_status: {ds}")
@@ -274,6 +298,9 @@ def main() -> int:
         f"attributions that walked through formatting-only changes: {int((reused > 0).sum())} files"
     )
 
+
+def _attribution_report(sources: Sources, result: dict[str, Any]) -> None:
+    """Per repo: how many files got a PR, and whether the found commit really changed them."""
     print("\n== attribution")
     for n, (path, ref) in sources.items():
         a = result["a"].filter(pl.col("repo") == n)
@@ -286,7 +313,6 @@ def main() -> int:
             f"({verified / a.height:.1%})  distinct PRs {a['pr_number'].n_unique()}  "
             f"moves followed {int(a['moves_followed'].sum())}"
         )
-    return 0
 
 
 if __name__ == "__main__":

@@ -90,21 +90,7 @@ def pairs_from_git(repo: Path, limit: int) -> list[Pair]:
         title, _, body = chunks[k + 1].partition("\n")
         if not PERF_TITLE.search(title):
             continue
-        raw: dict[str, tuple[str, str]] = {}
-        churn: dict[str, int] = {}
-        for line in body.splitlines():
-            if line.startswith(":"):
-                meta, _, path = line.partition("\t")
-                fields = meta.split()
-                if fields[-1] == "M":
-                    raw[path] = (fields[2], fields[3])
-            elif line.strip():
-                added, deleted, path = line.split("\t", 2)
-                if added.isdigit() and deleted.isdigit():
-                    churn[path] = int(added) + int(deleted)
-        for path, oids in raw.items():
-            if path.endswith(SOURCE_SUFFIXES) and 0 < churn.get(path, 0) <= MAX_CHANGED_LINES:
-                wanted.append(oids)
+        wanted += _modified_sources(body)
         if len(wanted) >= limit:
             break
     blobs = _read_blobs(repo, [oid for pair in wanted for oid in pair])
@@ -116,6 +102,28 @@ def pairs_from_git(repo: Path, limit: int) -> list[Pair]:
         if max(len(before), len(after)) <= MAX_FILE_BYTES:
             pairs.append((before, after))
     return pairs[:limit]
+
+
+def _modified_sources(body: str) -> list[tuple[str, str]]:
+    """(old oid, new oid) of one commit's modified source files with 1 to
+    ``MAX_CHANGED_LINES`` changed lines, from its ``--raw`` and ``--numstat`` lines."""
+    raw: dict[str, tuple[str, str]] = {}
+    churn: dict[str, int] = {}
+    for line in body.splitlines():
+        if line.startswith(":"):
+            meta, _, path = line.partition("\t")
+            fields = meta.split()
+            if fields[-1] == "M":
+                raw[path] = (fields[2], fields[3])
+        elif line.strip():
+            added, deleted, path = line.split("\t", 2)
+            if added.isdigit() and deleted.isdigit():
+                churn[path] = int(added) + int(deleted)
+    return [
+        oids
+        for path, oids in raw.items()
+        if path.endswith(SOURCE_SUFFIXES) and 0 < churn.get(path, 0) <= MAX_CHANGED_LINES
+    ]
 
 
 def _read_blobs(repo: Path, oids: list[str]) -> dict[str, str]:

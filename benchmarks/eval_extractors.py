@@ -153,6 +153,15 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
     ratio_p = [m for m in predicted if not m.is_pair and m.stated_speedup is not None]
     t.predicted = len(pairs_p) + len(ratio_p)
     t.audit_failed = sum(m.audit_pass is False for m in predicted)
+    _score_pairs(t, pr, pairs_p, pairs_l, detail=detail)
+    _score_ratios(t, pr, ratio_p, ratio_l, detail=detail)
+    return t
+
+
+def _score_pairs(
+    t: Tally, pr: Any, pairs_p: list[Measurement], pairs_l: list[Any], *, detail: bool
+) -> None:
+    """Each predicted pair takes the first unused label with the same two values."""
     used: set[int] = set()
     for m in pairs_p:
         hit = next(
@@ -168,32 +177,43 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
         if hit is None:
             if detail:
                 t.false.append(
-                    f"{pr.repo}#{pr.number}: pair {m.baseline} -> {m.optimized} ({m.metric}, {m.source})"
+                    f"{pr.repo}#{pr.number}: pair {m.baseline} -> {m.optimized} "
+                    f"({m.metric}, {m.source})"
                 )
             continue
         used.add(hit)
-        lab = pairs_l[hit]
         t.matched += 1
         t.matched_pairs += 1
-        if lab.speedup is not None:
-            t.speedup_checked += 1
-            t.speedup_ok += _close(m.speedup, lab.speedup, 0.01)
-        t.scope_ok += m.scope == lab.scope
-        if lab.batch_size is not None:
-            t.batch_checked += 1
-            t.batch_ok += m.batch_size == lab.batch_size
-        if lab.unit:
-            t.unit_checked += 1
-            t.unit_ok += normalise_unit(m.unit) == normalise_unit(lab.unit)
-        if lab.stated_speedup is not None:
-            t.stated_labelled += 1
-            t.stated_kept += _close(m.stated_speedup, lab.stated_speedup, 0.01)
+        _score_pair_fields(t, m, pairs_l[hit])
     if detail:
         t.misses += [
             f"{pr.repo}#{pr.number}: pair {lab.baseline} -> {lab.optimized} ({lab.metric})"
             for i, lab in enumerate(pairs_l)
             if i not in used
         ]
+
+
+def _score_pair_fields(t: Tally, m: Measurement, lab: Any) -> None:
+    """A matched pair's other fields against its label, each only where it is labelled."""
+    if lab.speedup is not None:
+        t.speedup_checked += 1
+        t.speedup_ok += _close(m.speedup, lab.speedup, 0.01)
+    t.scope_ok += m.scope == lab.scope
+    if lab.batch_size is not None:
+        t.batch_checked += 1
+        t.batch_ok += m.batch_size == lab.batch_size
+    if lab.unit:
+        t.unit_checked += 1
+        t.unit_ok += normalise_unit(m.unit) == normalise_unit(lab.unit)
+    if lab.stated_speedup is not None:
+        t.stated_labelled += 1
+        t.stated_kept += _close(m.stated_speedup, lab.stated_speedup, 0.01)
+
+
+def _score_ratios(
+    t: Tally, pr: Any, ratio_p: list[Measurement], ratio_l: list[Any], *, detail: bool
+) -> None:
+    """Each predicted ratio-only claim takes the first unused label within 1%."""
     used_r: set[int] = set()
     for m in ratio_p:
         hit = next(
@@ -207,7 +227,8 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
         if hit is None:
             if detail:
                 t.false.append(
-                    f"{pr.repo}#{pr.number}: ratio {m.stated_speedup} ({m.stated_text!r}, {m.source})"
+                    f"{pr.repo}#{pr.number}: ratio {m.stated_speedup} "
+                    f"({m.stated_text!r}, {m.source})"
                 )
             continue
         used_r.add(hit)
@@ -219,7 +240,6 @@ def score_pr(pr: Any, predicted: list[Measurement], *, detail: bool) -> Tally:
             for i, lab in enumerate(ratio_l)
             if i not in used_r
         ]
-    return t
 
 
 def input_text(pr: Any) -> str:
@@ -345,14 +365,17 @@ def main(argv: list[str] | None = None) -> int:
         if split in res:
             s = res[split]
             print(
-                f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, {s['predicted']} predicted): "
+                f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, "
+                f"{s['predicted']} predicted): "
                 f"precision {s['precision']}  recall {s['recall']}  F1 {s['f1']}  | speedup±1% "
-                f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  batch {s['batch_size_agreement']}  "
+                f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  "
+                f"batch {s['batch_size_agreement']}  "
                 f"unit {s['unit_agreement']}  stated kept {s['stated_speedup_kept']}"
             )
     for name, s in res.get("dev_by_set", {}).items():
         print(
-            f"  dev set {name}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs, {s['labelled']} labels)"
+            f"  dev set {name}: precision {s['precision']} recall {s['recall']} "
+            f"({s['prs']} PRs, {s['labelled']} labels)"
         )
     for f, s in res.get("dev_by_fold", {}).items():
         print(f"  dev fold {f}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs)")

@@ -11,8 +11,9 @@ reproducible and independent of the labeller):
 Round 1 rows get ``split`` ``dev`` (the rule may be tuned on it) or ``heldout`` (scored
 only) from the sha's hash. A later round (``--round 2``) draws a fresh, disjoint sample
 with the rule as it is then, all ``heldout``, appended to the same file: once a round's
-held-out half has been scored and the rule tuned again, only a new round is held out. Drawing a new round therefore marks every older row
-``dev`` (round 4, drawn with rule v5, turned rounds 1-3 into development rows).
+held-out half has been scored and the rule tuned again, only a new round is held out.
+Drawing a new round therefore marks every older row ``dev`` (round 4, drawn with rule v5,
+turned rounds 1-3 into development rows).
 Labels and reasons are added by hand afterwards, blind: the labeller sees the commits in
 a hash order with title, message and diff stat, never the stratum or the rule's verdict;
 titles are never stored (they are third-party text): ``bench_perf_filter.py`` reads
@@ -84,20 +85,21 @@ def split_of(sha: str) -> str:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--per-stratum", type=int, default=110)
-    ap.add_argument("--round", type=int, default=1)
-    args = ap.parse_args()
-    old_rows = list(csv.DictReader(OUT.open())) if OUT.exists() and args.round > 1 else []
+def _older_rounds(rnd: int) -> list[dict]:
+    """The rows of the rounds drawn before ``rnd``, all turned into development rows."""
+    old_rows = list(csv.DictReader(OUT.open())) if OUT.exists() and rnd > 1 else []
     for r in old_rows:  # a round already scored (and tuned on) is development data now
         r["split"] = "dev"
-    taken = {r["sha"] for r in old_rows}
+    return old_rows
+
+
+def _strata() -> tuple[dict[str, list[dict]], dict[str, dict[str, int]]]:
+    """Every repo's candidates sorted into the two strata, and the population sizes."""
     strata: dict[str, list[dict]] = {"selected": [], "rejected": []}
     population: dict[str, dict[str, int]] = {}
     for repo in SOURCES:
         counts = {"selected": 0, "rejected": 0, "candidates": 0}
-        per = {"selected": [], "rejected": []}
+        per: dict[str, list[dict]] = {"selected": [], "rejected": []}
         for c in candidates(repo):
             counts["candidates"] += 1
             if perf_filter.match_title(c["subject"]) is not None:
@@ -108,6 +110,12 @@ def main() -> None:
         population[repo] = counts
         for k, v in per.items():
             strata[k].extend(v)
+    return strata, population
+
+
+def _draw(strata: dict[str, list[dict]], taken: set[str], per_stratum: int, rnd: int) -> list[dict]:
+    """Each stratum's share per repo (in proportion to its size), in the round's hash order,
+    skipping commits an earlier round already drew."""
     rows = []
     for name, items in strata.items():
         total = len(items)
@@ -115,20 +123,45 @@ def main() -> None:
         for c in items:
             by_repo.setdefault(c["repo"], []).append(c)
         for repo, cs in by_repo.items():
-            n = max(1, round(args.per_stratum * len(cs) / total))
+            n = max(1, round(per_stratum * len(cs) / total))
             fresh = [c for c in cs if c["sha"] not in taken]
-            for c in sorted(fresh, key=lambda c: _order(c["sha"], args.round))[:n]:
+            for c in sorted(fresh, key=lambda c: _order(c["sha"], rnd))[:n]:
                 rows.append(
                     {
                         "repo": repo,
                         "sha": c["sha"],
-                        "round": str(args.round),
+                        "round": str(rnd),
                         "stratum": name,
-                        "split": split_of(c["sha"]) if args.round == 1 else "heldout",
+                        "split": split_of(c["sha"]) if rnd == 1 else "heldout",
                         "label": "",
                         "reason": "",
                     }
                 )
+    return rows
+
+
+def _write_meta(rnd: int, per_stratum: int, population: dict[str, dict[str, int]]) -> None:
+    """Record how the round was drawn (rule version, heads, population) beside the sample."""
+    heads = {r: GitRepo(Path(source(r))).head("HEAD") for r in SOURCES}
+    meta = json.loads(META.read_text()) if META.exists() and rnd > 1 else {"rounds": {}}
+    meta["rounds"][str(rnd)] = {
+        "drawn_with_title_rule": perf_filter.RULES_VERSION,
+        "heads": heads,
+        "population": population,
+        "per_stratum": per_stratum,
+    }
+    META.write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-stratum", type=int, default=110)
+    ap.add_argument("--round", type=int, default=1)
+    args = ap.parse_args()
+    old_rows = _older_rounds(args.round)
+    taken = {r["sha"] for r in old_rows}
+    strata, population = _strata()
+    rows = _draw(strata, taken, args.per_stratum, args.round)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     with OUT.open("w", newline="") as fh:
         w = csv.DictWriter(
@@ -136,15 +169,7 @@ def main() -> None:
         )
         w.writeheader()
         w.writerows(old_rows + rows)
-    heads = {r: GitRepo(Path(source(r))).head("HEAD") for r in SOURCES}
-    meta = json.loads(META.read_text()) if META.exists() and args.round > 1 else {"rounds": {}}
-    meta["rounds"][str(args.round)] = {
-        "drawn_with_title_rule": perf_filter.RULES_VERSION,
-        "heads": heads,
-        "population": population,
-        "per_stratum": args.per_stratum,
-    }
-    META.write_text(json.dumps(meta, indent=2) + "\n")
+    _write_meta(args.round, args.per_stratum, population)
     print(f"{len(rows)} rows -> {OUT}; population {population}")
 
 

@@ -63,6 +63,17 @@ def _launch(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k != "variant"}
 
 
+class _Tally:
+    """What ``measure`` counts over the whole build, filled one episode at a time."""
+
+    def __init__(self) -> None:
+        self.skel: dict[str, Counter[str]] = defaultdict(Counter)
+        self.f: Counter[str] = Counter()
+        self.quote_kinds: Counter[str] = Counter()
+        self.examples: dict[str, str] = {}
+        self.plans: dict[tuple[Any, ...], int] = {}
+
+
 def measure(root: Path) -> dict[str, Any]:
     eps = pl.read_parquet(
         root / "kernelswarm_episodes_*.parquet",
@@ -70,72 +81,89 @@ def measure(root: Path) -> dict[str, Any]:
     )
     msgs = pl.read_parquet(root / "kernelswarm_messages_*.parquet").sort("episode_id", "idx")
     task = {r["episode_id"]: r for r in eps.iter_rows(named=True)}
-    skel: dict[str, Counter[str]] = defaultdict(Counter)
-    f: Counter[str] = Counter()
-    quote_kinds: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    plans: dict[tuple[Any, ...], int] = {}
+    tally = _Tally()
     for (eid,), frame in msgs.group_by(["episode_id"], maintain_order=True):
-        t = task[eid]
-        sim_op, impl = CARD_OPS[t["op"]]
-        op, gpu, shape = get_op(sim_op), get_gpu(t["gpu"]), json.loads(t["shape"])
-        rows = frame.to_dicts()
-        for m in rows:
-            m["params"] = json.loads(m["params"])
-            if m["kind"] in KINDS:
-                skel[m["kind"]][skeleton(m["content"])] += 1
-        f["episodes"] += 1
-        f["messages"] += len(rows)
-        for i, why in timeline_violations(rows):
-            f["future_quotes"] += 1
-            quote_kinds[rows[i]["kind"]] += 1
-            examples.setdefault(rows[i]["kind"], f"{eid} #{i}: {why}")
-        verdict = rows[-1]
-        for i, m in enumerate(rows):
-            if m["kind"] == "review":
-                f[f"reviews_{m['status']}"] += 1
-                if m["status"] != "pass":
-                    continue
-                key = (sim_op, impl, t["gpu"], t["dtype"], t["shape"], json.dumps(m["params"]))
-                if key not in plans:
-                    v = get_variant(op.family, impl, m["params"]["variant"])
-                    plans[key] = plan(op, shape, t["dtype"], gpu, v, _launch(m["params"])).smem
-                if plans[key] > gpu.smem_per_block_optin:
-                    f["over_limit_passes"] += 1
-                    examples.setdefault("over_limit_pass", f"{eid} #{i}: {m['content'][:160]}")
-            elif m["kind"] == "verify":
-                f["verifications"] += 1
-                ref_i = m["params"].get("ref")
-                if ref_i is None:
-                    hit = _REF.search(m["content"])
-                    ref_i = int(hit.group(1)) if hit else None
-                ref = rows[ref_i] if ref_i is not None and ref_i < i else None
-                if ref is None:
-                    f["verify_without_earlier_result"] += 1
-                    continue
-                if ref["status"] == "unverified" and "correct on" in m["content"]:
-                    f["verify_claims_unverified_correct"] += 1
-                if m["status"] != "unstable":
-                    continue
-                f["unstable"] += 1
-                net = (ref["reward"] or 0.0) + (m["reward"] or 0.0)
-                won = (
-                    verdict["params"].get("variant") == ref["params"]["variant"]
-                    and verdict["params"].get("params") == _launch(ref["params"])
-                    and verdict["time_ms"] == ref["time_ms"]
-                )
-                if net > 0 or won:
-                    f["unstable_rewarded"] += 1
-                    f["unstable_rewarded_in_verdict"] += won
+        _measure_episode(tally, eid, task[eid], frame.to_dicts())
+    skel = tally.skel
     return {
-        "figures": dict(f),
-        "future_quotes_by_kind": dict(quote_kinds),
+        "figures": dict(tally.f),
+        "future_quotes_by_kind": dict(tally.quote_kinds),
         "templates": {k: len(skel[k]) for k in KINDS},
         "top_skeletons": {
             k: skel[k].most_common(3) for k in ("status", "merge", "verify", "verdict")
         },
-        "examples": examples,
+        "examples": tally.examples,
     }
+
+
+def _measure_episode(tally: _Tally, eid: Any, t: dict[str, Any], rows: list[dict]) -> None:
+    """One episode's messages: skeletons, timeline violations, then each review and verify."""
+    f = tally.f
+    sim_op, impl = CARD_OPS[t["op"]]
+    op, gpu, shape = get_op(sim_op), get_gpu(t["gpu"]), json.loads(t["shape"])
+    for m in rows:
+        m["params"] = json.loads(m["params"])
+        if m["kind"] in KINDS:
+            tally.skel[m["kind"]][skeleton(m["content"])] += 1
+    f["episodes"] += 1
+    f["messages"] += len(rows)
+    for i, why in timeline_violations(rows):
+        f["future_quotes"] += 1
+        tally.quote_kinds[rows[i]["kind"]] += 1
+        tally.examples.setdefault(rows[i]["kind"], f"{eid} #{i}: {why}")
+    verdict = rows[-1]
+    for i, m in enumerate(rows):
+        if m["kind"] == "review":
+            _count_review(tally, eid, t, (sim_op, impl, op, gpu, shape), i, m)
+        elif m["kind"] == "verify":
+            _count_verify(f, rows, verdict, i, m)
+
+
+def _count_review(
+    tally: _Tally, eid: Any, t: dict[str, Any], kernel: tuple[Any, ...], i: int, m: dict
+) -> None:
+    """A review: its status, and whether a pass let through a kernel over the smem limit
+    (its plan is computed once per distinct kernel of the build)."""
+    f = tally.f
+    sim_op, impl, op, gpu, shape = kernel
+    f[f"reviews_{m['status']}"] += 1
+    if m["status"] != "pass":
+        return
+    key = (sim_op, impl, t["gpu"], t["dtype"], t["shape"], json.dumps(m["params"]))
+    if key not in tally.plans:
+        v = get_variant(op.family, impl, m["params"]["variant"])
+        tally.plans[key] = plan(op, shape, t["dtype"], gpu, v, _launch(m["params"])).smem
+    if tally.plans[key] > gpu.smem_per_block_optin:
+        f["over_limit_passes"] += 1
+        tally.examples.setdefault("over_limit_pass", f"{eid} #{i}: {m['content'][:160]}")
+
+
+def _count_verify(f: Counter[str], rows: list[dict], verdict: dict, i: int, m: dict) -> None:
+    """A verification: the result it refers to, a correctness claim for an unverified rung,
+    and whether an unstable verdict still leaves its kernel rewarded."""
+    f["verifications"] += 1
+    ref_i = m["params"].get("ref")
+    if ref_i is None:
+        hit = _REF.search(m["content"])
+        ref_i = int(hit.group(1)) if hit else None
+    ref = rows[ref_i] if ref_i is not None and ref_i < i else None
+    if ref is None:
+        f["verify_without_earlier_result"] += 1
+        return
+    if ref["status"] == "unverified" and "correct on" in m["content"]:
+        f["verify_claims_unverified_correct"] += 1
+    if m["status"] != "unstable":
+        return
+    f["unstable"] += 1
+    net = (ref["reward"] or 0.0) + (m["reward"] or 0.0)
+    won = (
+        verdict["params"].get("variant") == ref["params"]["variant"]
+        and verdict["params"].get("params") == _launch(ref["params"])
+        and verdict["time_ms"] == ref["time_ms"]
+    )
+    if net > 0 or won:
+        f["unstable_rewarded"] += 1
+        f["unstable_rewarded_in_verdict"] += won
 
 
 def report(r: dict[str, Any]) -> None:
