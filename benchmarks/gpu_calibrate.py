@@ -461,19 +461,22 @@ def summary(cases: list[dict[str, Any]], out: Path, secs: float) -> None:
     )
     built = [r for r in comp.values() if r.get("kind") == "calib"]
     print(
-        f"CUDA calib libs (sm_90a): {sum(bool(r.get('compiled')) for r in built)}/{len(built)} built, "
+        f"CUDA calib libs (sm_90a): "
+        f"{sum(bool(r.get('compiled')) for r in built)}/{len(built)} built, "
         f"{sum(r.get('status') == 'ok' for r in cu)} ran correct"
     )
     cc = [r for r in comp.values() if r.get("kind") == "compile"]
     agree = sum(1 for r in cc if r.get("compiled") == by_id[r["id"]]["expect_compile"])
     print(
-        f"CUDA compile-check (sm_90a): {sum(bool(r.get('compiled')) for r in cc)}/{len(cc)} compiled; "
+        f"CUDA compile-check (sm_90a): "
+        f"{sum(bool(r.get('compiled')) for r in cc)}/{len(cc)} compiled; "
         f"agree with simulator {agree}/{len(cc)}"
     )
     for r in cc:
         if r.get("compiled") != by_id[r["id"]]["expect_compile"]:
             print(
-                f"  DISAGREE {r['op']}/{r['variant']}: compiled={r.get('compiled')} {r.get('errors', [])[:1]}"
+                f"  DISAGREE {r['op']}/{r['variant']}: compiled={r.get('compiled')} "
+                f"{r.get('errors', [])[:1]}"
             )
 
 
@@ -482,7 +485,7 @@ def summary(cases: list[dict[str, Any]], out: Path, secs: float) -> None:
 # ======================================================================================
 
 
-def worker(args: argparse.Namespace) -> None:  # noqa: C901 - one dispatcher, read top-down
+def worker(args: argparse.Namespace) -> None:
     """Measure the given cases in order; exit non-zero after a CUDA fault."""
     import ctypes
     import importlib.util
@@ -559,7 +562,8 @@ def worker(args: argparse.Namespace) -> None:  # noqa: C901 - one dispatcher, re
         results.write(json.dumps(rec) + "\n")
         results.flush()
         print(
-            f"{cid} {c['op']} {c['impl']}:{c['variant']} -> {rec.get('status')} {rec.get('ms', '')} {rec.get('error', '')[:200]}",
+            f"{cid} {c['op']} {c['impl']}:{c['variant']} -> {rec.get('status')} "
+            f"{rec.get('ms', '')} {rec.get('error', '')[:200]}",
             flush=True,
         )
         if fatal:
@@ -656,195 +660,261 @@ def _rel(out: Any, ref: Any) -> float:
     return num / den
 
 
-def _op_harness(
-    c: dict[str, Any], torch: Any, dev: Any
-) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:  # noqa: C901
-    """(make inputs, call an implementation, check its output) for one op."""
-    import ctypes
+_Harness = tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]
 
-    op, s = c["op"], c["shape"]
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[c["dtype"]]
-    F = torch.nn.functional
 
-    def ptr(t: Any) -> ctypes.c_void_p:
+class _HarnessEnv:
+    """What every op's harness shares: torch, the device, the case's dtype, the tolerance,
+    and the ctypes glue that launches a CUDA library's ``launch_<op>`` on the current
+    stream."""
+
+    def __init__(self, torch: Any, dev: Any, dt: Any) -> None:
+        self.torch, self.dev, self.dt = torch, dev, dt
+        self.F = torch.nn.functional
+        self.tol = 2e-2
+
+    @staticmethod
+    def ptr(t: Any) -> Any:
+        import ctypes
+
         return ctypes.c_void_p(t.data_ptr())
 
-    def stream() -> ctypes.c_void_p:
-        return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    def cuda_call(self, launch: Any, *args: Any) -> None:
+        import ctypes
 
-    def cuda_call(launch: Any, *args: Any) -> None:
-        rc = launch(*args, stream())
+        rc = launch(*args, ctypes.c_void_p(self.torch.cuda.current_stream().cuda_stream))
         if rc != 0:
             raise RuntimeError(f"launch returned cudaError {rc}")
 
-    tol = 2e-2
-    if op == "rmsnorm":
-        T, H = s["T"], s["H"]
 
-        def make() -> tuple[dict[str, Any], int]:
-            x = torch.randn(T, H, device=dev, dtype=dt)
-            w = (1.0 + 0.1 * torch.randn(H, device=dev)).to(dt)
-            return {"x": x, "w": w, "out": torch.empty_like(x)}, 2 * x.numel() * x.element_size()
+def _op_harness(c: dict[str, Any], torch: Any, dev: Any) -> _Harness:
+    """(make inputs, call an implementation, check its output) for one op."""
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[c["dtype"]]
+    build = _HARNESSES.get(c["op"])
+    if build is None:
+        raise ValueError(f"no harness for {c['op']}")
+    return build(c, _HarnessEnv(torch, dev, dt))
 
-        def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
-            if kind == "triton":
-                return fn(d["x"], d["w"], 1e-6)
-            if kind == "cuda":
-                cuda_call(fn, ptr(d["x"]), ptr(d["w"]), ctypes.c_float(1e-6), ptr(d["out"]))
-                return d["out"]
-            return F.rms_norm(d["x"], (H,), d["w"], 1e-6)
 
-        def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
-            x = d["x"].float()
-            ref = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * d["w"].float()
-            r = _rel(out, ref)
-            return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
+def _rmsnorm_harness(c: dict[str, Any], e: _HarnessEnv) -> _Harness:
+    """RMSNorm over (T, H) rows, against an fp32 reference."""
+    import ctypes
 
-    elif op in ("gemm_fp16", "gemv_fp16"):
-        if op == "gemm_fp16":
-            M, N, K = s["M"], s["N"], s["K"]
-        else:
-            M, N, K = s["B"], s["N"], s["K"]
+    s = c["shape"]
+    torch, dev, dt, F, tol, ptr, cuda_call = e.torch, e.dev, e.dt, e.F, e.tol, e.ptr, e.cuda_call
 
-        def make() -> tuple[dict[str, Any], int]:
-            a = torch.randn(M, K, device=dev, dtype=dt)
-            w = (torch.randn(N, K, device=dev) / K**0.5).to(dt)
-            o = torch.full((M, N), float("nan"), device=dev, dtype=dt)
-            return {"a": a, "w": w, "out": o}, (M * K + N * K + M * N) * a.element_size()
+    T, H = s["T"], s["H"]
 
-        def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
-            if kind == "triton":
-                return fn(d["a"], d["w"])
-            if kind == "cuda":
-                cuda_call(fn, ptr(d["a"]), ptr(d["w"]), ptr(d["out"]))
-                return d["out"]
-            return F.linear(d["a"], d["w"])
+    def make() -> tuple[dict[str, Any], int]:
+        x = torch.randn(T, H, device=dev, dtype=dt)
+        w = (1.0 + 0.1 * torch.randn(H, device=dev)).to(dt)
+        return {"x": x, "w": w, "out": torch.empty_like(x)}, 2 * x.numel() * x.element_size()
 
-        def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
-            ref = d["a"].float() @ d["w"].float().T
-            r = _rel(out, ref)
-            return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
-
-    elif op == "flash_decode":
-        B, Hq, Hkv, D, Skv, page = s["B"], s["Hq"], s["Hkv"], s["D"], s["Skv"], s["page"]
-        nb = -(-Skv // page)
-
-        def make() -> tuple[dict[str, Any], int]:
-            q = torch.randn(B, Hq, D, device=dev, dtype=dt)
-            kc = torch.randn(B * nb, page, Hkv, D, device=dev, dtype=dt)
-            vc = torch.randn(B * nb, page, Hkv, D, device=dev, dtype=dt)
-            bt = torch.randperm(B * nb, device=dev, dtype=torch.int32).view(B, nb).contiguous()
-            sl = torch.full((B,), Skv, device=dev, dtype=torch.int32)
-            o = torch.full((B, Hq, D), float("nan"), device=dev, dtype=dt)
-            return {
-                "q": q,
-                "k": kc,
-                "v": vc,
-                "bt": bt,
-                "sl": sl,
-                "out": o,
-            }, 2 * kc.numel() * kc.element_size()
-
-        def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
-            if kind == "triton":
-                return fn(d["q"], d["k"], d["v"], d["bt"], d["sl"])
-            cuda_call(
-                fn, ptr(d["q"]), ptr(d["k"]), ptr(d["v"]), ptr(d["bt"]), ptr(d["sl"]), ptr(d["out"])
-            )
+    def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
+        if kind == "triton":
+            return fn(d["x"], d["w"], 1e-6)
+        if kind == "cuda":
+            cuda_call(fn, ptr(d["x"]), ptr(d["w"]), ctypes.c_float(1e-6), ptr(d["out"]))
             return d["out"]
+        return F.rms_norm(d["x"], (H,), d["w"], 1e-6)
 
-        def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
-            bt = d["bt"].long()
-            k = d["k"][bt].reshape(B, nb * page, Hkv, D)[:, :Skv].float()
-            v = d["v"][bt].reshape(B, nb * page, Hkv, D)[:, :Skv].float()
-            g = Hq // Hkv
-            q = d["q"].float().view(B, Hkv, g, D)
-            sc = torch.einsum("bhgd,bshd->bhgs", q, k) / D**0.5
-            ref = torch.einsum("bhgs,bshd->bhgd", sc.softmax(-1), v).reshape(B, Hq, D)
-            r = _rel(out, ref)
-            return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
+    def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
+        x = d["x"].float()
+        ref = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * d["w"].float()
+        r = _rel(out, ref)
+        return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
 
-    elif op == "topk_sample":
-        Bt, V, k = s["B"], s["V"], s["k"]
-
-        def make() -> tuple[dict[str, Any], int]:
-            lg = (3.0 * torch.randn(Bt, V, device=dev)).to(dt)
-            tp = 0.7 + 0.6 * torch.rand(Bt, device=dev)
-            u = torch.rand(Bt, device=dev).clamp_(1e-4, 1 - 1e-4)
-            tok = torch.full((Bt,), -1, device=dev, dtype=torch.int32)
-            return {"lg": lg, "t": tp, "u": u, "tok": tok}, lg.numel() * lg.element_size()
-
-        def draw(p: Any, ids: Any, u: Any) -> Any:
-            cdf = p.cumsum(-1)
-            idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=p.shape[-1] - 1)
-            return ids.gather(-1, idx).squeeze(-1).to(torch.int32)
-
-        def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
-            if kind == "triton":
-                return fn(d["lg"], d["t"], d["u"])
-            if kind == "cuda":
-                cuda_call(fn, ptr(d["lg"]), ptr(d["t"]), ptr(d["u"]), ptr(d["tok"]))
-                return d["tok"]
-            scaled = d["lg"].float() / d["t"][:, None]
-            if kind == "torch:v0_sort":
-                sp, si = torch.sort(scaled.softmax(-1), dim=-1, descending=True)
-                p = sp[:, :k] / sp[:, :k].sum(-1, keepdim=True)
-                return draw(p, si[:, :k], d["u"])
-            tv, ti = torch.topk(scaled, k, dim=-1)
-            return draw(tv.softmax(-1), ti, d["u"])
-
-        def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
-            scaled = d["lg"].float() / d["t"][:, None]
-            kth = torch.topk(scaled, k, dim=-1).values[:, -1]
-            tok = out.long()
-            valid = (tok >= 0) & (tok < V)
-            got = scaled.gather(-1, tok.clamp(0, V - 1)[:, None]).squeeze(-1)
-            # 5e-3 (in logit/T units) admits a bisected threshold's resolution, not a wrong set
-            good = valid & (got >= kth - 5e-3)
-            bad = int((~good).sum().item())
-            return float(bad) / Bt, bad == 0, "token within the row's top-k"
-
-    elif op == "swiglu_act":
-        M, N = s["M"], s["N"]
-
-        def make() -> tuple[dict[str, Any], int]:
-            gu = torch.randn(M, 2 * N, device=dev, dtype=dt)
-            o = torch.full((M, N), float("nan"), device=dev, dtype=dt)
-            return {"gu": gu, "out": o}, 3 * M * N * gu.element_size()
-
-        def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
-            if kind == "triton":
-                return fn(d["gu"])
-            cuda_call(fn, ptr(d["gu"]), ptr(d["out"]))
-            return d["out"]
-
-        def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
-            g, u = d["gu"][:, :N].float(), d["gu"][:, N:].float()
-            r = _rel(out, g * torch.sigmoid(g) * u)
-            return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
-
-    elif op == "logits_softmax":
-        Bs, V = s["B"], s["V"]
-
-        def make() -> tuple[dict[str, Any], int]:
-            lg = (3.0 * torch.randn(Bs, V, device=dev)).to(dt)
-            tp = 0.7 + 0.6 * torch.rand(Bs, device=dev)
-            o = torch.full((Bs, V), float("nan"), device=dev, dtype=torch.float32)
-            return {"lg": lg, "t": tp, "out": o}, Bs * V * (lg.element_size() + 4)
-
-        def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
-            if kind == "triton":
-                return fn(d["lg"], d["t"])
-            cuda_call(fn, ptr(d["lg"]), ptr(d["t"]), ptr(d["out"]))
-            return d["out"]
-
-        def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
-            r = _rel(out, (d["lg"].float() / d["t"][:, None]).softmax(-1))
-            return r, r < 1e-3 and bool(torch.isfinite(out).all()), "rel L2 vs fp32"
-
-    else:
-        raise ValueError(f"no harness for {op}")
     return make, call, check
+
+
+def _gemm_harness(c: dict[str, Any], e: _HarnessEnv) -> _Harness:
+    """``gemm_fp16`` (M x K by N x K) and ``gemv_fp16`` (its M is the batch B)."""
+    op = c["op"]
+    s = c["shape"]
+    torch, dev, dt, F, tol, ptr, cuda_call = e.torch, e.dev, e.dt, e.F, e.tol, e.ptr, e.cuda_call
+
+    if op == "gemm_fp16":
+        M, N, K = s["M"], s["N"], s["K"]
+    else:
+        M, N, K = s["B"], s["N"], s["K"]
+
+    def make() -> tuple[dict[str, Any], int]:
+        a = torch.randn(M, K, device=dev, dtype=dt)
+        w = (torch.randn(N, K, device=dev) / K**0.5).to(dt)
+        o = torch.full((M, N), float("nan"), device=dev, dtype=dt)
+        return {"a": a, "w": w, "out": o}, (M * K + N * K + M * N) * a.element_size()
+
+    def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
+        if kind == "triton":
+            return fn(d["a"], d["w"])
+        if kind == "cuda":
+            cuda_call(fn, ptr(d["a"]), ptr(d["w"]), ptr(d["out"]))
+            return d["out"]
+        return F.linear(d["a"], d["w"])
+
+    def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
+        ref = d["a"].float() @ d["w"].float().T
+        r = _rel(out, ref)
+        return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
+
+    return make, call, check
+
+
+def _flash_decode_harness(c: dict[str, Any], e: _HarnessEnv) -> _Harness:
+    """Paged decode attention (block table, equal sequence lengths) against fp32 math."""
+    s = c["shape"]
+    torch, dev, dt, tol, ptr, cuda_call = e.torch, e.dev, e.dt, e.tol, e.ptr, e.cuda_call
+
+    B, Hq, Hkv, D, Skv, page = s["B"], s["Hq"], s["Hkv"], s["D"], s["Skv"], s["page"]
+    nb = -(-Skv // page)
+
+    def make() -> tuple[dict[str, Any], int]:
+        q = torch.randn(B, Hq, D, device=dev, dtype=dt)
+        kc = torch.randn(B * nb, page, Hkv, D, device=dev, dtype=dt)
+        vc = torch.randn(B * nb, page, Hkv, D, device=dev, dtype=dt)
+        bt = torch.randperm(B * nb, device=dev, dtype=torch.int32).view(B, nb).contiguous()
+        sl = torch.full((B,), Skv, device=dev, dtype=torch.int32)
+        o = torch.full((B, Hq, D), float("nan"), device=dev, dtype=dt)
+        return {
+            "q": q,
+            "k": kc,
+            "v": vc,
+            "bt": bt,
+            "sl": sl,
+            "out": o,
+        }, 2 * kc.numel() * kc.element_size()
+
+    def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
+        if kind == "triton":
+            return fn(d["q"], d["k"], d["v"], d["bt"], d["sl"])
+        cuda_call(
+            fn, ptr(d["q"]), ptr(d["k"]), ptr(d["v"]), ptr(d["bt"]), ptr(d["sl"]), ptr(d["out"])
+        )
+        return d["out"]
+
+    def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
+        bt = d["bt"].long()
+        k = d["k"][bt].reshape(B, nb * page, Hkv, D)[:, :Skv].float()
+        v = d["v"][bt].reshape(B, nb * page, Hkv, D)[:, :Skv].float()
+        g = Hq // Hkv
+        q = d["q"].float().view(B, Hkv, g, D)
+        sc = torch.einsum("bhgd,bshd->bhgs", q, k) / D**0.5
+        ref = torch.einsum("bhgs,bshd->bhgd", sc.softmax(-1), v).reshape(B, Hq, D)
+        r = _rel(out, ref)
+        return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
+
+    return make, call, check
+
+
+def _topk_sample_harness(c: dict[str, Any], e: _HarnessEnv) -> _Harness:
+    """Top-k sampling: the drawn token must lie in its row's top k (a draw, not a value)."""
+    s = c["shape"]
+    torch, dev, dt, ptr, cuda_call = e.torch, e.dev, e.dt, e.ptr, e.cuda_call
+
+    Bt, V, k = s["B"], s["V"], s["k"]
+
+    def make() -> tuple[dict[str, Any], int]:
+        lg = (3.0 * torch.randn(Bt, V, device=dev)).to(dt)
+        tp = 0.7 + 0.6 * torch.rand(Bt, device=dev)
+        u = torch.rand(Bt, device=dev).clamp_(1e-4, 1 - 1e-4)
+        tok = torch.full((Bt,), -1, device=dev, dtype=torch.int32)
+        return {"lg": lg, "t": tp, "u": u, "tok": tok}, lg.numel() * lg.element_size()
+
+    def draw(p: Any, ids: Any, u: Any) -> Any:
+        cdf = p.cumsum(-1)
+        idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=p.shape[-1] - 1)
+        return ids.gather(-1, idx).squeeze(-1).to(torch.int32)
+
+    def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
+        if kind == "triton":
+            return fn(d["lg"], d["t"], d["u"])
+        if kind == "cuda":
+            cuda_call(fn, ptr(d["lg"]), ptr(d["t"]), ptr(d["u"]), ptr(d["tok"]))
+            return d["tok"]
+        scaled = d["lg"].float() / d["t"][:, None]
+        if kind == "torch:v0_sort":
+            sp, si = torch.sort(scaled.softmax(-1), dim=-1, descending=True)
+            p = sp[:, :k] / sp[:, :k].sum(-1, keepdim=True)
+            return draw(p, si[:, :k], d["u"])
+        tv, ti = torch.topk(scaled, k, dim=-1)
+        return draw(tv.softmax(-1), ti, d["u"])
+
+    def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
+        scaled = d["lg"].float() / d["t"][:, None]
+        kth = torch.topk(scaled, k, dim=-1).values[:, -1]
+        tok = out.long()
+        valid = (tok >= 0) & (tok < V)
+        got = scaled.gather(-1, tok.clamp(0, V - 1)[:, None]).squeeze(-1)
+        # 5e-3 (in logit/T units) admits a bisected threshold's resolution, not a wrong set
+        good = valid & (got >= kth - 5e-3)
+        bad = int((~good).sum().item())
+        return float(bad) / Bt, bad == 0, "token within the row's top-k"
+
+    return make, call, check
+
+
+def _swiglu_act_harness(c: dict[str, Any], e: _HarnessEnv) -> _Harness:
+    """SiLU(gate) * up over a (M, 2N) gate/up tensor."""
+    s = c["shape"]
+    torch, dev, dt, tol, ptr, cuda_call = e.torch, e.dev, e.dt, e.tol, e.ptr, e.cuda_call
+
+    M, N = s["M"], s["N"]
+
+    def make() -> tuple[dict[str, Any], int]:
+        gu = torch.randn(M, 2 * N, device=dev, dtype=dt)
+        o = torch.full((M, N), float("nan"), device=dev, dtype=dt)
+        return {"gu": gu, "out": o}, 3 * M * N * gu.element_size()
+
+    def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
+        if kind == "triton":
+            return fn(d["gu"])
+        cuda_call(fn, ptr(d["gu"]), ptr(d["out"]))
+        return d["out"]
+
+    def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
+        g, u = d["gu"][:, :N].float(), d["gu"][:, N:].float()
+        r = _rel(out, g * torch.sigmoid(g) * u)
+        return r, r < tol and bool(torch.isfinite(out.float()).all()), "rel L2 vs fp32"
+
+    return make, call, check
+
+
+def _logits_softmax_harness(c: dict[str, Any], e: _HarnessEnv) -> _Harness:
+    """Temperature-scaled softmax of the logits, into fp32."""
+    s = c["shape"]
+    torch, dev, dt, ptr, cuda_call = e.torch, e.dev, e.dt, e.ptr, e.cuda_call
+
+    Bs, V = s["B"], s["V"]
+
+    def make() -> tuple[dict[str, Any], int]:
+        lg = (3.0 * torch.randn(Bs, V, device=dev)).to(dt)
+        tp = 0.7 + 0.6 * torch.rand(Bs, device=dev)
+        o = torch.full((Bs, V), float("nan"), device=dev, dtype=torch.float32)
+        return {"lg": lg, "t": tp, "out": o}, Bs * V * (lg.element_size() + 4)
+
+    def call(kind: str, fn: Any, d: dict[str, Any]) -> Any:
+        if kind == "triton":
+            return fn(d["lg"], d["t"])
+        cuda_call(fn, ptr(d["lg"]), ptr(d["t"]), ptr(d["out"]))
+        return d["out"]
+
+    def check(d: dict[str, Any], out: Any) -> tuple[float, bool, str]:
+        r = _rel(out, (d["lg"].float() / d["t"][:, None]).softmax(-1))
+        return r, r < 1e-3 and bool(torch.isfinite(out).all()), "rel L2 vs fp32"
+
+    return make, call, check
+
+
+#: The harness of each calibration op.
+_HARNESSES: dict[str, Callable[[dict[str, Any], _HarnessEnv], _Harness]] = {
+    "rmsnorm": _rmsnorm_harness,
+    "gemm_fp16": _gemm_harness,
+    "gemv_fp16": _gemm_harness,
+    "flash_decode": _flash_decode_harness,
+    "topk_sample": _topk_sample_harness,
+    "swiglu_act": _swiglu_act_harness,
+    "logits_softmax": _logits_softmax_harness,
+}
 
 
 # ======================================================================================
@@ -870,108 +940,131 @@ def collect(run_dirs: list[Path]) -> None:
     """
     sys.path.insert(0, str(ROOT))
     import csv
-    import math
 
     from dagster_project.sim.calibration import measured_path, write_measured
-    from dagster_project.sim.ops import shape_str
-
-    def key(c: dict[str, Any]) -> tuple[str, str, str, str]:
-        return (c["op"], shape_str(c["shape"]), c["source"], c["variant"])
 
     points: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    compiles: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    compiles: dict[tuple[str, ...], dict[str, Any]] = {}
     for run_dir in run_dirs:
-        cases = {c["id"]: c for c in json.loads((run_dir / "manifest.json").read_text())}
-        env = json.loads((run_dir / "env.json").read_text())
-        res = _jsonl(run_dir / "results.jsonl")
-        for r in res:
-            c = cases[r["id"]]
-            slot = points.setdefault(
-                key(c), {"case": c, "ok": [], "wrong": 0, "last": None, "env": env}
-            )
-            if r.get("status") == "skipped" and slot["last"] is not None:
-                continue  # a later run that never reached the point says nothing new
-            slot["case"], slot["env"], slot["last"] = c, env, r
-            if r.get("status") == "ok":
-                slot["ok"].append(r)
-            elif r.get("status") == "wrong_result":
-                slot["wrong"] += 1
-        by_res = {r["id"]: r for r in res}
-        for r in _jsonl(run_dir / "compile.jsonl"):
-            c = cases[r["id"]]
-            ran = by_res.get(r["id"], {})
-            k = key(c) + (c["kind"],)
-            if ran.get("status") == "skipped" and k in compiles:
-                continue  # keep what an earlier run saw the library do
-            compiles[k] = {"case": c, "rec": r, "ran": ran}
-        for r in res:
-            c = cases[r["id"]]
-            if c["impl"] == "triton":
-                compiles[key(c) + ("triton",)] = {"case": c, "rec": r, "ran": r}
-    rows = []
-    for slot in sorted(points.values(), key=lambda s: s["case"]["id"]):
-        c, oks, last, env = slot["case"], slot["ok"], slot["last"], slot["env"]
-        best = oks[-1] if oks else last
-        ms = math.exp(sum(math.log(r["ms"]) for r in oks) / len(oks)) if oks else None
-        timing = best.get("timing", "") + (f", {best['sets']} input sets" if "sets" in best else "")
-        if len(oks) > 1:
-            lo, hi = min(r["ms"] for r in oks), max(r["ms"] for r in oks)
-            timing += f"; {len(oks)} runs, max/min {hi / lo:.3f}"
-        rows.append(
-            {
-                "op": c["op"],
-                "dtype": c["dtype"],
-                "shape": shape_str(c["shape"]),
-                "impl": c["sim_impl"],
-                "variant": c["variant"],
-                "source": c["source"],
-                "label": c["label"],
-                "params": json.dumps(c["params"], sort_keys=True),
-                "measured_ms": f"{ms:.6g}" if ms is not None else "",
-                "spread_pct": best.get("spread_pct", ""),
-                "reps": best.get("reps", ""),
-                "max_rel_err": f"{best['max_rel_err']:.3g}" if "max_rel_err" in best else "",
-                # right in one run and wrong in another: a race, not a calibration point
-                "status": ("flaky" if slot["wrong"] else "ok") if oks else best.get("status", ""),
-                "timing": timing,
-                "device": env.get("nvidia_smi", ""),
-                "software": best.get("software", ""),
-                "measured_at": env.get("started", ""),
-                "command": COMMAND,
-            }
-        )
+        _collect_run(run_dir, points, compiles)
+    rows = [_measured_row(slot) for slot in sorted(points.values(), key=lambda s: s["case"]["id"])]
     n = write_measured(measured_path(), rows)
-    comp_rows = []
-    for item in sorted(compiles.values(), key=lambda x: (x["case"]["kind"], x["case"]["id"])):
-        c, r, ran = item["case"], item["rec"], item["ran"]
-        triton = c["impl"] == "triton"
-        comp_rows.append(
-            {
-                "op": c["op"],
-                "impl": c["impl"],
-                "variant": c["variant"],
-                "dtype": c["dtype"],
-                "shape": shape_str(c["shape"]),
-                "kind": c["kind"],
-                "features": " ".join(c.get("features", [])),
-                "expect_compile": c["expect_compile"],
-                "compiled": r.get("compiled"),
-                "ran": ran.get("status", "") if c["kind"] == "calib" else "not run",
-                "max_rel_err": ran.get("max_rel_err", ""),
-                "nvcc_seconds": "" if triton else r.get("seconds", ""),
-                "resources": "" if triton else " | ".join(r.get("resources", [])),
-                "errors": (
-                    r.get("error", "") if triton else " | ".join(r.get("errors", []))
-                ).replace(str(CALIB_DIR) + "/", "")[:400]
-                or ran.get("error", "")[:400],
-            }
-        )
+    comp_rows = [
+        _compile_row(item)
+        for item in sorted(compiles.values(), key=lambda x: (x["case"]["kind"], x["case"]["id"]))
+    ]
     path = measured_path().parent / "h200_compile_check.csv"
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(comp_rows[0]))
         w.writeheader()
         w.writerows(comp_rows)
     print(f"wrote {n} measured rows to {measured_path()} and {len(comp_rows)} rows to {path}")
+
+
+def _point_key(c: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A calibration point across runs: (op, shape, source, variant)."""
+    from dagster_project.sim.ops import shape_str
+
+    return (c["op"], shape_str(c["shape"]), c["source"], c["variant"])
+
+
+def _collect_run(
+    run_dir: Path,
+    points: dict[tuple[str, str, str, str], dict[str, Any]],
+    compiles: dict[tuple[str, ...], dict[str, Any]],
+) -> None:
+    """Fold one run's results and compile records into ``points`` and ``compiles`` (a later
+    run's record replaces an earlier one, unless the later run skipped the point)."""
+    cases = {c["id"]: c for c in json.loads((run_dir / "manifest.json").read_text())}
+    env = json.loads((run_dir / "env.json").read_text())
+    res = _jsonl(run_dir / "results.jsonl")
+    for r in res:
+        c = cases[r["id"]]
+        slot = points.setdefault(
+            _point_key(c), {"case": c, "ok": [], "wrong": 0, "last": None, "env": env}
+        )
+        if r.get("status") == "skipped" and slot["last"] is not None:
+            continue  # a later run that never reached the point says nothing new
+        slot["case"], slot["env"], slot["last"] = c, env, r
+        if r.get("status") == "ok":
+            slot["ok"].append(r)
+        elif r.get("status") == "wrong_result":
+            slot["wrong"] += 1
+    by_res = {r["id"]: r for r in res}
+    for r in _jsonl(run_dir / "compile.jsonl"):
+        c = cases[r["id"]]
+        ran = by_res.get(r["id"], {})
+        k = _point_key(c) + (c["kind"],)
+        if ran.get("status") == "skipped" and k in compiles:
+            continue  # keep what an earlier run saw the library do
+        compiles[k] = {"case": c, "rec": r, "ran": ran}
+    for r in res:
+        c = cases[r["id"]]
+        if c["impl"] == "triton":
+            compiles[_point_key(c) + ("triton",)] = {"case": c, "rec": r, "ran": r}
+
+
+def _measured_row(slot: dict[str, Any]) -> dict[str, Any]:
+    """One point's row of the measured CSV: the geometric mean of its ok runs, their spread."""
+    import math
+
+    from dagster_project.sim.ops import shape_str
+
+    c, oks, last, env = slot["case"], slot["ok"], slot["last"], slot["env"]
+    best = oks[-1] if oks else last
+    ms = math.exp(sum(math.log(r["ms"]) for r in oks) / len(oks)) if oks else None
+    timing = best.get("timing", "") + (f", {best['sets']} input sets" if "sets" in best else "")
+    if len(oks) > 1:
+        lo, hi = min(r["ms"] for r in oks), max(r["ms"] for r in oks)
+        timing += f"; {len(oks)} runs, max/min {hi / lo:.3f}"
+    return {
+        "op": c["op"],
+        "dtype": c["dtype"],
+        "shape": shape_str(c["shape"]),
+        "impl": c["sim_impl"],
+        "variant": c["variant"],
+        "source": c["source"],
+        "label": c["label"],
+        "params": json.dumps(c["params"], sort_keys=True),
+        "measured_ms": f"{ms:.6g}" if ms is not None else "",
+        "spread_pct": best.get("spread_pct", ""),
+        "reps": best.get("reps", ""),
+        "max_rel_err": f"{best['max_rel_err']:.3g}" if "max_rel_err" in best else "",
+        # right in one run and wrong in another: a race, not a calibration point
+        "status": ("flaky" if slot["wrong"] else "ok") if oks else best.get("status", ""),
+        "timing": timing,
+        "device": env.get("nvidia_smi", ""),
+        "software": best.get("software", ""),
+        "measured_at": env.get("started", ""),
+        "command": COMMAND,
+    }
+
+
+def _compile_row(item: dict[str, Any]) -> dict[str, Any]:
+    """One source's row of the compile-check CSV (a Triton point's compile is its run)."""
+    from dagster_project.sim.ops import shape_str
+
+    c, r, ran = item["case"], item["rec"], item["ran"]
+    triton = c["impl"] == "triton"
+    return {
+        "op": c["op"],
+        "impl": c["impl"],
+        "variant": c["variant"],
+        "dtype": c["dtype"],
+        "shape": shape_str(c["shape"]),
+        "kind": c["kind"],
+        "features": " ".join(c.get("features", [])),
+        "expect_compile": c["expect_compile"],
+        "compiled": r.get("compiled"),
+        "ran": ran.get("status", "") if c["kind"] == "calib" else "not run",
+        "max_rel_err": ran.get("max_rel_err", ""),
+        "nvcc_seconds": "" if triton else r.get("seconds", ""),
+        "resources": "" if triton else " | ".join(r.get("resources", [])),
+        "errors": (r.get("error", "") if triton else " | ".join(r.get("errors", []))).replace(
+            str(CALIB_DIR) + "/", ""
+        )[:400]
+        or ran.get("error", "")[:400],
+    }
 
 
 def fit(apply: bool, full: bool) -> None:
