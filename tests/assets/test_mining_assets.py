@@ -111,10 +111,10 @@ def _perf_md(kh_home: Path) -> dict:
         selection=["repo_clone", "perf_commits", "kernel_commit_files"],
         resources=build_definitions().resources,
     )
-    mats = {
-        e.step_materialization_data.materialization.asset_key.to_user_string(): e.step_materialization_data.materialization.metadata
-        for e in res.get_asset_materialization_events()
-    }
+    mats = {}
+    for e in res.get_asset_materialization_events():
+        mat = e.step_materialization_data.materialization
+        mats[mat.asset_key.to_user_string()] = mat.metadata
     return {k: {m: v.value for m, v in md.items()} for k, md in mats.items()}
 
 
@@ -137,19 +137,26 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
     kernel = "csrc/fixture_new_kernel.cu"
     b.write(
         kernel,
-        "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }\n",
+        "// SPDX-License-Identifier: Apache-2.0\n"
+        "__global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }\n",
     )
     b.commit("[Kernel] add scale kernel (#9001)")
     b.write(
         kernel,
-        "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float4* x, float a) {\n  float4 v = x[threadIdx.x]; v.x *= a; v.y *= a; v.z *= a; v.w *= a; x[threadIdx.x] = v;\n}\n",
+        "// SPDX-License-Identifier: Apache-2.0\n"
+        "__global__ void scale(float4* x, float a) {\n"
+        "  float4 v = x[threadIdx.x]; v.x *= a; v.y *= a; v.z *= a; v.w *= a; x[threadIdx.x] = v;\n"
+        "}\n",
     )
     new_sha = b.commit("[Perf] Vectorize scale kernel with float4 loads (#9002)")
     cfg_dir = "vllm/model_executor/layers/fused_moe/configs"
     cfg = f"{cfg_dir}/E=16,N=512,device_name=NVIDIA_L40S.json"
     b.write(
         cfg,
-        '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}, "64": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}\n',
+        '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
+        '"num_warps": 4, "num_stages": 3}, '
+        '"64": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
+        '"num_warps": 4, "num_stages": 3}}\n',
     )
     b.commit("[Misc] Add L40S tuned config for E=16 (#9003)")
     md = _perf_md(kh_home)
@@ -177,7 +184,9 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
     b.git("reset", "-q", "--hard", "HEAD~2")
     b.write(
         kernel,
-        "// SPDX-License-Identifier: Apache-2.0\n__global__ void scale(float* x, float a) { x[threadIdx.x] = __fmul_rn(x[threadIdx.x], a); }\n",
+        "// SPDX-License-Identifier: Apache-2.0\n"
+        "__global__ void scale(float* x, float a) { "
+        "x[threadIdx.x] = __fmul_rn(x[threadIdx.x], a); }\n",
     )
     other = b.commit("[Perf] Faster scale via fused multiply (#9004)")
     md = _perf_md(kh_home)

@@ -98,12 +98,15 @@ def test_refresh_runs_only_what_changed(
     kernel = "csrc/fixture_refresh_kernel.cu"
     vllm_upstream.write(
         kernel,
-        "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float* x) { x[threadIdx.x] += 1.f; }\n",
+        "// SPDX-License-Identifier: Apache-2.0\n"
+        "__global__ void k(float* x) { x[threadIdx.x] += 1.f; }\n",
     )
     vllm_upstream.commit("[Kernel] add k (#9101)")
     vllm_upstream.write(
         kernel,
-        "// SPDX-License-Identifier: Apache-2.0\n__global__ void k(float4* x) { float4 v = x[threadIdx.x]; v.x += 1.f; x[threadIdx.x] = v; }\n",
+        "// SPDX-License-Identifier: Apache-2.0\n"
+        "__global__ void k(float4* x) { "
+        "float4 v = x[threadIdx.x]; v.x += 1.f; x[threadIdx.x] = v; }\n",
     )
     sha = vllm_upstream.commit("[Perf] Vectorise k (#9102)")
     out = run_build(defs, instance, MINED, refresh=True)

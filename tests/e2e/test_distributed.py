@@ -46,13 +46,17 @@ TABLES = (
     "kernelswarm_messages",
 )
 # Float sums are rounded: DuckDB's parallel aggregation adds in no fixed order.
-SUMMARY = """
-SELECT 'sessions' AS t, shard, count(*) AS n, sum(num_steps) AS x FROM sim.kernelinfer_sessions GROUP BY ALL
-UNION ALL SELECT 'steps', -1, count(*), round(sum(time_ms), 3) FROM sim.kernelinfer_steps
-UNION ALL SELECT 'episodes', shard, count(*), sum(num_messages) FROM sim.kernelswarm_episodes GROUP BY ALL
-UNION ALL SELECT 'messages', -1, count(*), round(sum(reward), 6) FROM sim.kernelswarm_messages
-ORDER BY 1, 2
-"""
+SUMMARY = (
+    "\n"
+    "SELECT 'sessions' AS t, shard, count(*) AS n, sum(num_steps) AS x "
+    "FROM sim.kernelinfer_sessions GROUP BY ALL\n"
+    "UNION ALL SELECT 'steps', -1, count(*), round(sum(time_ms), 3) FROM sim.kernelinfer_steps\n"
+    "UNION ALL SELECT 'episodes', shard, count(*), sum(num_messages) "
+    "FROM sim.kernelswarm_episodes GROUP BY ALL\n"
+    "UNION ALL SELECT 'messages', -1, count(*), round(sum(reward), 6) "
+    "FROM sim.kernelswarm_messages\n"
+    "ORDER BY 1, 2\n"
+)
 
 
 def _kh(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:

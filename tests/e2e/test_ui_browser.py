@@ -87,7 +87,8 @@ def _browser_or_skip() -> Any:
         from playwright import sync_api
     except ImportError:
         pytest.skip(
-            "the playwright package is missing: pip install playwright (no `playwright install` needed)"
+            "the playwright package is missing: pip install playwright "
+            "(no `playwright install` needed)"
         )
     return sync_api
 

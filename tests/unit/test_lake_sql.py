@@ -59,7 +59,9 @@ def _part(lake: Lake) -> str:
 
 
 HOSTILE = {
-    "copy_to_partition": "COPY (SELECT 'fake' AS session_id, 0.0 AS best) TO '{part}' (FORMAT parquet)",
+    "copy_to_partition": (
+        "COPY (SELECT 'fake' AS session_id, 0.0 AS best) TO '{part}' (FORMAT parquet)"
+    ),
     "copy_table_to_outside": "COPY raw.repo_heads TO '{outside_dir}/dump.csv'",
     "copy_from": "COPY raw.repo_heads FROM '{outside_dir}/outside.csv'",
     "export_database": "EXPORT DATABASE '{outside_dir}/export'",

@@ -214,7 +214,8 @@ def test_split_diff_tree_keys_by_commit_and_path() -> None:
         f"{sha1}\ndiff --git a/x.cu b/x.cu\nindex 1..2 100644\n--- a/x.cu\n+++ b/x.cu\n"
         "@@ -1 +1 @@\n-a\n+b\n"
         f"diff --git a/y z.cu b/y z.cu\n--- a/y z.cu\n+++ b/y z.cu\n@@ -1 +1 @@\n-c\r\n+d\r\n"
-        f"{sha2}\ndiff --git a/bin.h b/bin.h\nindex 1..2 100644\nBinary files a/bin.h and b/bin.h differ\n"
+        f"{sha2}\ndiff --git a/bin.h b/bin.h\nindex 1..2 100644\n"
+        "Binary files a/bin.h and b/bin.h differ\n"
     ).encode()
     patches = split_diff_tree(raw)
     assert set(patches) == {(sha1, "x.cu"), (sha1, "y z.cu"), (sha2, "bin.h")}

@@ -85,7 +85,10 @@ def test_plain_titles_do_not_pass(title: str) -> None:
 
 
 def test_wheel_vetoes_only_packaging_work() -> None:
-    title = "[CuTe DSL] Fix FP8 MLA persistent perf regression and ProxyKind cu13 wheel breakage (#3132)"
+    title = (
+        "[CuTe DSL] Fix FP8 MLA persistent perf regression and ProxyKind cu13 wheel breakage "
+        "(#3132)"
+    )
     assert match_title(title) is not None
     assert match_title("Faster wheel packaging (#10)") is None
 
@@ -126,7 +129,9 @@ VETOED = {
     "bugfix for blackwell mla split-k": "bug_fix",
     "[ROCm][perf] fix Aiter sparse MLA with MTP>1 (#37887)": "bug_fix",
     "fix: EPLB dispatch OOB when shared experts fusion enabled under DeepEP (#22525)": "bug_fix",
-    "[Bugfix] Fix quant RMS norm fusion for quantization with TMA-aligned scales (#33255)": "bug_fix",
+    (
+        "[Bugfix] Fix quant RMS norm fusion for quantization with TMA-aligned scales (#33255)"
+    ): "bug_fix",
     "[BCG][GLM5] perf: BCG support and prefill enhancements (#27053)": "feature_support",
     "[benchmark] Add triton version in the moe tuned config (#24769)": "benchmark_only",
     "[Log] Optimize Startup Log (#26740)": "logging",

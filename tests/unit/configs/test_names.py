@@ -91,7 +91,8 @@ GRAMMAR = [
     ("E=1,N=1792,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a16.json", {"E": 1}),
     # block matmul, fp8 and int8
     (
-        "N=1536,K=7168,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json",
+        "N=1536,K=7168,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,"
+        "block_shape=[128, 128].json",
         {"family": "block_fp8", "N": 1536, "K": 7168, "E": None},
     ),
     (

@@ -81,7 +81,11 @@ def test_audit_accepts_a_prebuilt_index() -> None:
 
 
 def test_pair_from_two_unrelated_places_or_invented_batch_fails() -> None:
-    text = "t\n| bs | main (us) | PR (us) |\n|---|---|---|\n| 8 | 12.0 | 10.0 |\n| 16 | 20.0 | 15.0 |\n\nWe ran 100 iterations."
+    text = (
+        "t\n| bs | main (us) | PR (us) |\n|---|---|---|\n"
+        "| 8 | 12.0 | 10.0 |\n| 16 | 20.0 | 15.0 |\n"
+        "\nWe ran 100 iterations."
+    )
     idx = structure_index(text)
     ok = audit_measurement(
         Measurement(scope="kernel", metric="t", baseline=12.0, optimized=10.0, batch_size=8), idx

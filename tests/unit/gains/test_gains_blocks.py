@@ -74,7 +74,10 @@ def test_aligned_pandas_table() -> None:
     ]
     (g,) = aligned_grids(lines)
     assert g.header == ["num_tokens", "triton", "cuda"] and len(g.rows) == 2
-    text = "Faster op\nlatency (us):\n```\n   num_tokens   torch   triton\n0        16.0   36.42     9.81\n```"
+    text = (
+        "Faster op\nlatency (us):\n```\n"
+        "   num_tokens   torch   triton\n0        16.0   36.42     9.81\n```"
+    )
     (m,) = extract_text(text)
     assert (m.baseline, m.optimized, m.batch_size, m.scope) == (36.42, 9.81, 16, "kernel")
 
@@ -113,7 +116,8 @@ Gains range 4-11% depending on the shape; accuracy improves 0.5% on gsm8k."""
     # ratio-only claims only where no pair of that scope exists: here the pair is e2e
     assert all(m.is_pair for m in ms)
     ratio_only = extract_text(
-        "t\nThis gives a ~10% gain in throughput, and ~2% perf degrade on the small model. 2-5x in places."
+        "t\nThis gives a ~10% gain in throughput, and ~2% perf degrade on the small model. "
+        "2-5x in places."
     )
     assert [m.stated_speedup for m in ratio_only] == [1.1, round(1 / 1.02, 4)]
     assert all(m.audit_pass for m in ratio_only)
@@ -121,7 +125,8 @@ Gains range 4-11% depending on the shape; accuracy improves 0.5% on gsm8k."""
 
 def test_html_table_and_comments() -> None:
     text = (
-        "t\n<!-- template: | x | before | after | -->\n<table><tr><th>bs</th><th>before (ms)</th><th>after (ms)</th></tr>"
+        "t\n<!-- template: | x | before | after | -->\n"
+        "<table><tr><th>bs</th><th>before (ms)</th><th>after (ms)</th></tr>"
         "<tr><td>1</td><td>0.412</td><td>0.208</td></tr></table>"
     )
     assert [b.kind for b in split_blocks(text)] == ["text", "table"] or pairs(text) == [
@@ -170,7 +175,8 @@ def test_slash_cells_in_two_tables_and_project_sides() -> None:
 
 
 def test_counts_shares_and_batch_keys() -> None:
-    text = """[Kernel] fused quant
+    text = (
+        """[Kernel] fused quant
 | kernel | before | after |
 |---|---|---|
 | PTX lines | 1200 | 800 |
@@ -184,7 +190,9 @@ def test_counts_shares_and_batch_keys() -> None:
 |---|---|---|
 | (16, 4096, 4096) | 20.5 | 15.1 |
 
-Decode with batch size 32: before: 12.0 ms, after: 10.5 ms. We ran 200 iterations (warmup 10 iterations)."""
+Decode with batch size 32: before: 12.0 ms, after: 10.5 ms. """
+        """We ran 200 iterations (warmup 10 iterations)."""
+    )
     ms = extract_text(text)
     assert [(m.baseline, m.optimized) for m in ms] == [(20.5, 15.1), (12.0, 10.5)]
     mkn, prose = ms

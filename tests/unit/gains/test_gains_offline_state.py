@@ -58,7 +58,8 @@ def test_gate_not_evaluated_without_bodies(tmp_path: Path) -> None:
     # with bodies, an empty table is evaluated like any other
     with duckdb.connect(str(db)) as con:
         con.sql(
-            "UPDATE derived.pr_gains_state SET extracted = true, reason = 'gains extracted from all 3 PR bodies'"
+            "UPDATE derived.pr_gains_state SET extracted = true, "
+            "reason = 'gains extracted from all 3 PR bodies'"
         )
     res = run_suite(suite, db)
     assert res.not_evaluated is None and res.outcomes

@@ -69,13 +69,19 @@ def test_first_line_is_the_title() -> None:
 
 
 def test_stated_ratio_is_dropped_when_a_pair_exists() -> None:
-    text = "Faster sampler\n| bs | main (ms) | PR (ms) |\n|---|---|---|\n| 1 | 2.0 | 1.0 |\n\nOverall 1.8x faster."
+    text = (
+        "Faster sampler\n| bs | main (ms) | PR (ms) |\n|---|---|---|\n| 1 | 2.0 | 1.0 |\n"
+        "\nOverall 1.8x faster."
+    )
     ms = extract_text(text)
     assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(2.0, 1.0, None)]
 
 
 def test_lm_eval_table_with_roles_is_ignored() -> None:
-    text = "t\n| Task | main | PR |\n|---|---|---|\n| gsm8k exact_match | 0.76 | 0.77 |\n| mmlu | 0.70 | 0.71 |"
+    text = (
+        "t\n| Task | main | PR |\n|---|---|---|\n| gsm8k exact_match | 0.76 | 0.77 |\n"
+        "| mmlu | 0.70 | 0.71 |"
+    )
     assert extract_text(text) == []
 
 

@@ -185,7 +185,8 @@ def test_primary_rate_limit_as_429(httpserver: HTTPServer) -> None:
 def test_secondary_rate_limit_honours_retry_after(httpserver: HTTPServer) -> None:
     httpserver.expect_oneshot_request(PATH.format(9)).respond_with_json(
         {
-            "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+            "message": "You have exceeded a secondary rate limit. "
+            "Please wait a few minutes before you try again."
         },
         status=403,
         headers={"retry-after": "7"},
@@ -199,7 +200,8 @@ def test_secondary_limit_without_retry_after_waits_a_minute_each_time(
     httpserver: HTTPServer,
 ) -> None:
     msg = {
-        "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+        "message": "You have exceeded a secondary rate limit. "
+        "Please wait a few minutes before you try again."
     }
     httpserver.expect_oneshot_request(PATH.format(10)).respond_with_json(msg, status=403)
     httpserver.expect_oneshot_request(PATH.format(10)).respond_with_json(msg, status=403)

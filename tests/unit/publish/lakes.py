@@ -37,7 +37,10 @@ LICENSES = {
     },
 }
 
-REWARD_MODULE = '"""Fixture reward module."""\n\n\ndef patch_reward(completion, before_code, after_code):\n    return 0.0\n'
+REWARD_MODULE = (
+    '"""Fixture reward module."""\n\n\n'
+    "def patch_reward(completion, before_code, after_code):\n    return 0.0\n"
+)
 
 
 def new_lake(root: Path) -> Lake:

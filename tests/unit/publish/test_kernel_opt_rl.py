@@ -137,8 +137,10 @@ def test_layout_and_counts(opt_export: ExportReport, opt_lake: Lake) -> None:
         "NOTICE"
     ]
     counts = opt_lake.query(
-        "SELECT 'tuned_configs' AS subset, split, count(*) AS n FROM datasets.tuned_configs GROUP BY ALL "
-        "UNION ALL SELECT 'kernel_commits', split, count(*) FROM datasets.kernel_commits GROUP BY ALL"
+        "SELECT 'tuned_configs' AS subset, split, count(*) AS n FROM datasets.tuned_configs "
+        "GROUP BY ALL "
+        "UNION ALL SELECT 'kernel_commits', split, count(*) FROM datasets.kernel_commits "
+        "GROUP BY ALL"
     )
     for subset, split, n in counts.iter_rows():
         assert opt_export.rows[data_file(subset, split)] == n

@@ -36,7 +36,8 @@ SUITE = {
             "type": "unexpected_rows_expectation",
             "description": "no group in both splits",
             "kwargs": {
-                "unexpected_rows_query": "SELECT grp FROM {batch} WHERE split = 'test' INTERSECT SELECT grp FROM {batch} WHERE split = 'train'"
+                "unexpected_rows_query": "SELECT grp FROM {batch} WHERE split = 'test' "
+                "INTERSECT SELECT grp FROM {batch} WHERE split = 'train'"
             },
         },
     ],

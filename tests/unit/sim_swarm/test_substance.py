@@ -277,7 +277,7 @@ def test_checker_catches_correctness_claimed_without_evidence(small_build: list[
     pytest.skip("no verification of an unverified rung in the small build")
 
 
-# ------------------------------------------------------------------------------ the benchmark script
+# ----------------------------------------------------------------------------- the benchmark script
 def _load_behaviour() -> Any:
     name = "swarm_behaviour_under_test"
     if name in sys.modules:
