@@ -3,7 +3,7 @@
 import dagster as dg
 
 from dagster_project.execution import policy
-from dagster_project.resources import LakeResource
+from dagster_project.wiring.resources import LakeResource
 
 
 @dg.asset(
@@ -22,7 +22,7 @@ from dagster_project.resources import LakeResource
 )
 def analysis_views(lake: LakeResource) -> dg.MaterializeResult:
     """Create every view whose tables exist; list the ones waiting for a table."""
-    from dagster_project.analysis import create_views
+    from dagster_project.report.analysis import create_views
 
     report = create_views(lake.lake())
     return dg.MaterializeResult(

@@ -16,9 +16,9 @@ figures (the shipped tables on the points they were fitted to) stand beside it.
 import dagster as dg
 
 from dagster_project.execution import policy
-from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
-from dagster_project.table_metadata import materialize_result
+from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import materialize_result
 
 
 @dg.asset(

@@ -3,8 +3,8 @@
 import dagster as dg
 
 from dagster_project.execution import policy
-from dagster_project.resources import LakeResource, LLMResource
-from dagster_project.table_metadata import materialize_result
+from dagster_project.wiring.resources import LakeResource, LLMResource
+from dagster_project.wiring.table_metadata import materialize_result
 
 
 @dg.asset(

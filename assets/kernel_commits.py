@@ -5,11 +5,11 @@ import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.mining.versions import asset_code_version
-from dagster_project.partitions import repo_partitions
 from dagster_project.quality.suites import gate_threshold
-from dagster_project.resources import LakeResource
-from dagster_project.table_metadata import check_result, materialize_result, table_schema
-from dagster_project.versions import table_version
+from dagster_project.storage.versions import table_version
+from dagster_project.wiring.partitions import repo_partitions
+from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import check_result, materialize_result, table_schema
 
 GROUP = "kernel_commits"
 

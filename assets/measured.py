@@ -13,9 +13,9 @@ GPU has every row the project measured.
 import dagster as dg
 
 from dagster_project.execution import policy
-from dagster_project.resources import LakeResource
 from dagster_project.rewards.measured import NO_GPU, refresh_measured
-from dagster_project.table_metadata import materialize_result
+from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import materialize_result
 
 __all__ = ["NO_GPU", "measured_configs"]
 

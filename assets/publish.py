@@ -7,7 +7,7 @@ was never checked); the message names the failing expectations.
 import dagster as dg
 
 from dagster_project.execution import policy
-from dagster_project.resources import LakeResource
+from dagster_project.wiring.resources import LakeResource
 
 GROUP = "publish"
 

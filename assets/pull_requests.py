@@ -4,9 +4,9 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.execution import policy
-from dagster_project.resources import GitHubResource, LakeResource
-from dagster_project.table_metadata import table_schema
-from dagster_project.versions import table_version
+from dagster_project.storage.versions import table_version
+from dagster_project.wiring.resources import GitHubResource, LakeResource
+from dagster_project.wiring.table_metadata import table_schema
 
 
 @dg.asset(

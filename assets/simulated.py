@@ -8,13 +8,13 @@ the generator version, so an unchanged generator means unchanged shards on refre
 import dagster as dg
 
 from dagster_project.execution import policy
-from dagster_project.partitions import kernelinfer_shards, kernelswarm_shards
-from dagster_project.resources import LakeResource
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.swarm.spec import SWARM_VERSION
 from dagster_project.sim.verification import VERIFICATION_VERSION
-from dagster_project.table_metadata import check_result, materialize_result, table_schema
-from dagster_project.versions import table_version
+from dagster_project.storage.versions import table_version
+from dagster_project.wiring.partitions import kernelinfer_shards, kernelswarm_shards
+from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import check_result, materialize_result, table_schema
 
 
 @dg.asset(

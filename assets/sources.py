@@ -7,10 +7,10 @@ import polars as pl
 
 from dagster_project.execution import policy
 from dagster_project.mining.git import GitError, clone_or_fetch
-from dagster_project.partitions import repo_partitions
-from dagster_project.resources import LakeResource
 from dagster_project.settings import DEFAULT_SOURCES, validate_sources
-from dagster_project.table_metadata import table_schema
+from dagster_project.wiring.partitions import repo_partitions
+from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import table_schema
 
 
 @dg.asset(

@@ -10,9 +10,9 @@ import polars as pl
 from dagster_project.execution import policy
 from dagster_project.frames import md_table
 from dagster_project.mining.versions import asset_code_version
-from dagster_project.resources import LakeResource
-from dagster_project.table_metadata import table_schema
-from dagster_project.versions import table_version
+from dagster_project.storage.versions import table_version
+from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import table_schema
 
 CONFIG_REPOS = ("vllm", "sglang")
 GROUP = "tuned_configs"

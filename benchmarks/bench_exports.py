@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dagster_project.lake import Lake  # noqa: E402
 from dagster_project.publish import simulated as after  # noqa: E402
+from dagster_project.storage.lake import Lake  # noqa: E402
 
 
 def _module_at(rev: str):  # noqa: ANN202 - a module object

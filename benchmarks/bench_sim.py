@@ -24,7 +24,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dagster_project.sim import GENERATOR_VERSION  # noqa: E402
-from dagster_project.sim.export import KernelinferStats, card_comparison  # noqa: E402
 from dagster_project.sim.kernelinfer import (  # noqa: E402
     CARD_STATS,
     DEFAULT_SEED,
@@ -34,6 +33,7 @@ from dagster_project.sim.kernelinfer import (  # noqa: E402
     n_shards,
     session_frames,
 )
+from dagster_project.sim.stats import KernelinferStats, card_comparison  # noqa: E402
 
 
 def _work(args: tuple[int, int, int, str]) -> tuple[int, list[dict[str, Any]], float, int]:

@@ -39,10 +39,10 @@ def build_definitions(executor: str | dg.ExecutorDefinition | None = None) -> dg
     """Assets (with their declared policy resolved against the settings), checks, jobs,
     schedules, sensors and resources, and the executor ``KERNELHOUSE_EXECUTOR`` names
     (or ``executor``)."""
-    from dagster_project import checks, jobs, schedules, sensors
     from dagster_project.execution import policy
     from dagster_project.execution.executors import select_executor
-    from dagster_project.resources import default_resources
+    from dagster_project.wiring import checks, jobs, schedules, sensors
+    from dagster_project.wiring.resources import default_resources
 
     modules = asset_modules()
     settings = load_settings()

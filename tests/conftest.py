@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.cli import restore_interrupt_signals
+from dagster_project.cli.app import restore_interrupt_signals
 
 # Processes the tests start (Dask workers, `kernelhouse ui`) must be stoppable with
 # SIGTERM even when the suite itself was started in the background with SIGINT ignored.

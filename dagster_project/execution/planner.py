@@ -18,7 +18,7 @@ import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.execution.dagster_private import stale_status_resolver
-from dagster_project.home import damaged_now, exclusive_build, run_tags
+from dagster_project.storage.home import damaged_now, exclusive_build, run_tags
 
 if TYPE_CHECKING:
     from dagster_project.execution.local import RunSummary
@@ -151,8 +151,8 @@ def _needed_shards(
 ) -> list[str | None]:
     """``part_keys`` without the shards past the configured size that no asset of the
     stage has a materialisation of (see ``plan_stages``)."""
-    from dagster_project.partitions import shards_needed
     from dagster_project.settings import load_settings
+    from dagster_project.wiring.partitions import shards_needed
 
     fields = {graph.get(k).tags.get(policy.SHARDS_TAG) for k in group}
     if len(fields) != 1 or None in fields:

@@ -71,7 +71,7 @@ def daily() -> dg.AutomationCondition:
     """Assets that observe a service with no change feed (Hub shapes, PR bodies): once a
     day, at the daily schedule's tick. (Repo sources have the schedule itself; the Hub
     push has no condition: publishing is a deliberate act.)"""
-    from dagster_project.schedules import DAILY_CRON
+    from dagster_project.wiring.schedules import DAILY_CRON
 
     return (
         dg.AutomationCondition.cron_tick_passed(DAILY_CRON, "UTC")
@@ -83,7 +83,7 @@ def resolve(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
     """Complete what an asset's tags say depends on settings or on loaded rules: its
     code version (``kernelhouse/code_version``) and its shard keys (``kernelhouse/shards``).
     An asset without these tags is returned as declared."""
-    from dagster_project import partitions
+    from dagster_project.wiring import partitions
 
     tags = spec.tags or {}
     code_version = spec.code_version

@@ -14,7 +14,7 @@ import polars as pl
 import requests
 
 from dagster_project.github.prs import PR_ROW_FIELDS, fetch_pull_requests
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 
 BODIES_SCHEMA: dict[str, pl.DataType] = {
     "pr_key": pl.String(),

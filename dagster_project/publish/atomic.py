@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from dagster_project.lake import fault_point
+from dagster_project.storage.lake import fault_point
 
 __all__ = ["atomic_export_dir"]
 

@@ -27,8 +27,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dagster_project.lake import Lake
 from dagster_project.mining.git import GitRepo
+from dagster_project.storage.lake import Lake
 
 from ._sql import record, records, relation
 from .atomic import atomic_export_dir

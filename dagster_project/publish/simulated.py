@@ -50,7 +50,7 @@ import polars as pl
 import pyarrow as pa
 
 from dagster_project import progress
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 
 from ._sql import record, records, relation
 from .atomic import atomic_export_dir

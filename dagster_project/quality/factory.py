@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from dagster_project.quality.suites import SuiteError, load_suite, suite_files
-from dagster_project.resources import LakeResource
+from dagster_project.wiring.resources import LakeResource
 
 
 def _make_check(path: Path, suite: dict) -> dg.AssetChecksDefinition:
@@ -40,7 +40,7 @@ def _make_check(path: Path, suite: dict) -> dg.AssetChecksDefinition:
 
 
 def to_check_result(result) -> dg.AssetCheckResult:  # noqa: ANN001
-    from dagster_project.table_metadata import expectations_table
+    from dagster_project.wiring.table_metadata import expectations_table
 
     failed = result.failed
     md: dict[str, dg.MetadataValue] = {

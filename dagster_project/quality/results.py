@@ -8,8 +8,8 @@ import time
 
 import polars as pl
 
-from dagster_project.lake import Lake
 from dagster_project.quality.suites import SuiteResult
+from dagster_project.storage.lake import Lake
 
 
 def record(lake: Lake, result: SuiteResult) -> None:

@@ -5,7 +5,7 @@ over the ``analysis.*`` views (no dagster import, so the CLI and tests use it di
 …)`` gives one chart as Markdown for Dagster asset metadata (``dg.MetadataValue.md``).
 """
 
-from .build import SECTIONS, build_report, collect_report, plots_markdown
+from .document import SECTIONS, build_report, collect_report, plots_markdown
 from .svg import bar_chart, histogram, line_chart, svg_data_uri
 
 __all__ = [

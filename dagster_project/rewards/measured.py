@@ -32,11 +32,11 @@ from typing import Any
 import polars as pl
 
 from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
-from dagster_project.lake import Lake, write_atomically
 from dagster_project.mining.configs.candidates import match_models
 from dagster_project.mining.configs.names import ConfigNameError, parse_config_name
 from dagster_project.rewards.gpu.run_batch import read_results
 from dagster_project.rewards.gpu.spec import MeasureRow, kernel_kind
+from dagster_project.storage.lake import Lake, write_atomically
 from sql import load_sql
 
 H200 = "NVIDIA H200"

@@ -34,7 +34,7 @@ from . import GENERATOR_VERSION
 from .ops import KERNELSWARM_OPS
 from .rng import stream
 from .swarm.checks import MESSAGE_KINDS, check_episode
-from .swarm.rewards import RESULT_STATUSES
+from .swarm.reward_rule import RESULT_STATUSES
 from .swarm.runtime import Runtime
 from .swarm.scenarios import PROTOCOLS
 from .swarm.spec import (

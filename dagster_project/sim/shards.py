@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagster_project.frames import CheckOutcome, ColumnSchema, Json, series_mean
-from dagster_project.lake import Lake
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.swarm.spec import SWARM_VERSION
-from dagster_project.versions import params_version
+from dagster_project.storage.lake import Lake
+from dagster_project.storage.versions import params_version
 
 #: Violations listed in a failed check's metadata (the count is in ``*_checked``).
 SHOWN_VIOLATIONS = 10

@@ -16,7 +16,7 @@ from werkzeug import Request, Response
 
 from dagster_project.definitions import build_definitions
 from dagster_project.execution.planner import run_build
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 from tests.assets.test_mining_assets import MINED
 
 pytestmark = pytest.mark.slow
@@ -125,8 +125,8 @@ def test_no_pr_body_readable_is_said_in_words(
     """GitHub refuses every PR (403, real PyGithub): the build finishes, pr_gains says
     "gains not extracted: N of N PR bodies unavailable" (status/build note, lake state), and
     the pr_gains gate reports not evaluated with that reason instead of passing on 0 rows."""
+    from dagster_project.cli.status import gains_note
     from dagster_project.quality.results import failing_gates
-    from dagster_project.status import gains_note
 
     httpserver.expect_request(re.compile(".*/pulls/.*")).respond_with_json(
         {"message": "Resource not accessible by integration"}, status=403

@@ -14,8 +14,8 @@ from werkzeug import Request, Response
 
 from assets.gains import pr_gains
 from dagster_project.github.sync import BODIES_SCHEMA
-from dagster_project.lake import Lake
-from dagster_project.resources import LakeResource, LLMResource
+from dagster_project.storage.lake import Lake
+from dagster_project.wiring.resources import LakeResource, LLMResource
 
 KEY = "hf_llmTestKey_abcdefghijklmnop"
 GOOD_BODY = "Decode kernel: latency went from 12.5 us to 10.0 us on H100 at batch 8."

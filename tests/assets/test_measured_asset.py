@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 from assets.measured import NO_GPU, measured_configs
-from dagster_project.resources import LakeResource
 from dagster_project.rewards import measured
 from dagster_project.rewards.gpu import run_batch as rb
+from dagster_project.wiring.resources import LakeResource
 from tests.unit.test_execution_reward import make_lake, runner_measure
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from dagster_project.definitions import build_definitions
 from dagster_project.execution.planner import observers, run_build
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 from tests.fixtures.factory import RepoBuilder
 
 pytestmark = pytest.mark.slow

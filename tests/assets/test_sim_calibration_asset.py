@@ -7,9 +7,9 @@ from pathlib import Path
 import dagster as dg
 
 from assets.calibration import sim_calibration
-from dagster_project.lake import Lake
-from dagster_project.resources import LakeResource
 from dagster_project.sim.calibration import read_measured
+from dagster_project.storage.lake import Lake
+from dagster_project.wiring.resources import LakeResource
 
 
 def test_sim_calibration_writes_points_and_summary(kh_home: Path) -> None:

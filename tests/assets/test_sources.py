@@ -8,9 +8,9 @@ import dagster as dg
 import pytest
 
 from assets.sources import repo_clone
-from dagster_project.lake import Lake
 from dagster_project.mining.git import GitRepo
-from dagster_project.resources import LakeResource
+from dagster_project.storage.lake import Lake
+from dagster_project.wiring.resources import LakeResource
 from tests.fixtures.factory import RepoBuilder
 
 

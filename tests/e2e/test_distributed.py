@@ -133,7 +133,7 @@ def test_distributed_backfill_into_a_bucket_matches_in_process(
     assert step_pids == worker_pids
 
     # Partition files: only in the bucket, the same files, the same bytes.
-    from dagster_project.lake import Lake
+    from dagster_project.storage.lake import Lake
 
     lake = Lake(dist_home / "lake.duckdb", f"s3://{bucket}/kernelhouse")
     fs = lake.filesystem()

@@ -13,8 +13,8 @@ from dagster_project.quality.suites import ExpectationOutcome, SuiteResult
 
 def test_table_assets_carry_column_schema_and_row_count(kh_home: Path) -> None:
     from dagster_project.definitions import build_definitions
-    from dagster_project.lake import Lake
     from dagster_project.settings import load_settings
+    from dagster_project.storage.lake import Lake
 
     defs = build_definitions("in_process")
     result = dg.materialize(

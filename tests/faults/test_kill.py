@@ -30,7 +30,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dagster_project.lake import TEMP_NAME, Lake
+from dagster_project.storage.lake import TEMP_NAME, Lake
 
 pytestmark = pytest.mark.slow
 

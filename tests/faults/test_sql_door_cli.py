@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from dagster_project.gains.llm_extractor import LLMConfig, LLMExtractor
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 
 EXE = str(Path(sys.executable).with_name("kernelhouse"))
 KEY = "sk-echoed-SecretKey-0123456789"
@@ -90,7 +90,7 @@ HOSTILE_LABEL = (
 
 
 def test_markdown_report_escapes_html_and_links(tmp_path: Path) -> None:
-    from dagster_project.report.build import Note, Report, Section, Table, render_markdown
+    from dagster_project.report.document import Note, Report, Section, Table, render_markdown
 
     frame = pl.DataFrame({"kernel": [HOSTILE_LABEL, "fused_moe"], "n": [1, 2]})
     report = Report(
@@ -118,7 +118,7 @@ def test_markdown_report_escapes_html_and_links(tmp_path: Path) -> None:
 
 
 def test_markdown_report_refuses_foreign_link_targets() -> None:
-    from dagster_project.report.build import _md_target
+    from dagster_project.report.document import _md_target
 
     assert _md_target("#cards") == "#cards"
     for bad in (

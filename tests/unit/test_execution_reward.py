@@ -18,7 +18,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.rewards.gpu import (
     FAILED_REWARD,
     HARNESS_ERROR_REWARD,
@@ -54,6 +53,7 @@ from dagster_project.rewards.gpu.source import (
     signature_of,
 )
 from dagster_project.rewards.gpu.spec import OK, WRONG_RESULT, failed
+from dagster_project.storage.lake import Lake
 
 # -- small kernel sources written for these tests (parsed, never launched here) ------
 
@@ -949,7 +949,7 @@ def test_gpu_package_needs_no_lake_or_dagster_libraries() -> None:
 def test_gpu_cli_plan_ingest_status(kh_home: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from dagster_project.cli_gpu import gpu_app
+    from dagster_project.cli.gpu import gpu_app
 
     kh_home.mkdir(parents=True, exist_ok=True)
     make_lake(kh_home)

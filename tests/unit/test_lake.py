@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake, LakeError, write_atomically
+from dagster_project.storage.lake import Lake, LakeError, write_atomically
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from dagster_project import home as kh_home_mod
-from dagster_project.home import (
+from dagster_project.settings import load_settings
+from dagster_project.storage import home as kh_home_mod
+from dagster_project.storage.home import (
     BuildLocked,
     build_lock,
     fail_dead_runs,
@@ -24,8 +25,7 @@ from dagster_project.home import (
     process_identity,
     sweep_temporaries,
 )
-from dagster_project.lake import Lake, temp_path
-from dagster_project.settings import load_settings
+from dagster_project.storage.lake import Lake, temp_path
 
 
 def _built(root: Path) -> Lake:
@@ -115,7 +115,7 @@ def test_refresh_rebuilds_broken_views_instead_of_calling_them_up_to_date(kh_hom
 _HOLD = """
 import sys, time
 from pathlib import Path
-from dagster_project.home import build_lock
+from dagster_project.storage.home import build_lock
 with build_lock(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(60)

@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake, parquet_bytes
 from dagster_project.settings import ObjectStore, SecretStr, load_settings
+from dagster_project.storage.lake import Lake, parquet_bytes
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def test_refresh_rebinds_for_a_new_column_or_an_unrecorded_write(any_lake: Lake)
     assert got == [{"x": 1, "extra": None}, {"x": 2, "extra": "e"}]
     # A refresh with no write of its own (another process wrote) always re-binds.
     other = Lake(lake.path, lake.parquet_root, object_store=lake.object_store)
-    import dagster_project.lake as lake_module
+    import dagster_project.storage.lake as lake_module
 
     other.write_partition("s", "002", pl.DataFrame({"x": [3], "more": [1.5]}))
     lake_module._UNVIEWED.clear()  # as if that write happened in another process

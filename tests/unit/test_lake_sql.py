@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake, QueryRefused
+from dagster_project.storage.lake import Lake, QueryRefused
 
 
 def _tree(root: Path) -> dict[str, str]:

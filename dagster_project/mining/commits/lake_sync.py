@@ -24,7 +24,6 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.lake import Lake
 from dagster_project.mining.commits.mentions import extract_mentions
 from dagster_project.mining.commits.mine import (
     EXCLUDED_SCHEMA,
@@ -40,6 +39,7 @@ from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec
 from dagster_project.mining.commits.split import assign_temporal_split
 from dagster_project.mining.git import GitRepo
+from dagster_project.storage.lake import Lake
 
 #: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it
 #: whenever mined output changes: it is part of the miner version (``mining/versions.py``);

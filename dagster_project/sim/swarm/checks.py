@@ -22,7 +22,7 @@ from ..timing import physical_floor_ms
 from ..variants import features_used, get_variant
 from ..verification import rung_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID
-from .rewards import (
+from .reward_rule import (
     RAN,
     UNSUPPORTED_ARCH,
     episode_speedup,

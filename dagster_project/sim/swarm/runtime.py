@@ -50,7 +50,7 @@ from ..variants import Params, Variant, default_params, hw_choice, iter_params, 
 from ..verification import rung_status, sound_baseline
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID, SwarmAgent, draw_skill, make_agent
 from .review import fail_note, pass_note, read_candidate
-from .rewards import (
+from .reward_rule import (
     RAN,
     UNSUPPORTED_ARCH,
     episode_speedup,

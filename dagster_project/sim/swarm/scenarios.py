@@ -31,7 +31,7 @@ from ..env import OK
 from ..feedback import fmt_ms
 from ..variants import Params, Variant, param_space
 from .agents import LEAD_ID, PROPOSER, REVIEWER, TUNER, VERIFIER, WORKER, SwarmAgent
-from .rewards import RAN
+from .reward_rule import RAN
 from .runtime import Event, Runtime, fmt_params, launch_params
 
 #: Tuning budget knobs (steps shared by a team; see ``_per_agent``).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dagster_project.analysis import ViewReport, create_views
+from dagster_project.report.analysis import ViewReport, create_views
 from tests.unit.analysis import seed
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.lake import Lake
 from dagster_project.settings import DEFAULT_SIM_SEED
+from dagster_project.storage.lake import Lake
 
 SEED = DEFAULT_SIM_SEED
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.report import SECTIONS, build_report, plots_markdown
 from dagster_project.report.svg import bar_chart, histogram, line_chart, nice_ticks
+from dagster_project.storage.lake import Lake
 from tests.unit.analysis.seed import Seed
 
 SVG_NS = "{http://www.w3.org/2000/svg}"

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from dagster_project.analysis import ViewReport
+from dagster_project.report.analysis import ViewReport
 from sql import analysis_views
 from tests.unit.analysis.seed import CONFIG_KEYS, Seed, median, quantile_cont
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-from dagster_project.lake import Lake
 from dagster_project.publish.kernel_opt_rl import CARD_KERNELS, card_gap_lines
+from dagster_project.storage.lake import Lake
 
 
 def _lake(tmp_path: Path) -> Lake:
@@ -110,7 +110,7 @@ def test_every_gap_has_a_cause(tmp_path: Path) -> None:
 def test_stats_cli_prints_years_as_years_and_the_gaps(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from dagster_project.cli import app
+    from dagster_project.cli.app import app
 
     home = tmp_path / "home"
     home.mkdir()

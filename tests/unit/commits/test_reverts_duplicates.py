@@ -52,8 +52,8 @@ def test_revert_of_a_revert_cancels(tmp_path) -> None:
 
 
 def test_a_later_revert_reaches_an_old_row_on_an_incremental_refresh(tmp_path) -> None:
-    from dagster_project.lake import Lake
     from dagster_project.mining.commits.lake_sync import refresh_perf_commits
+    from dagster_project.storage.lake import Lake
     from tests.fixtures.factory import RepoBuilder
 
     b = RepoBuilder(tmp_path / "r")

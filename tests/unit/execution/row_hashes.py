@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from dagster_project.lake import Lake
+from dagster_project.storage.lake import Lake
 
 #: Columns whose value is when a build ran or how long a step took, not what it computed
 #: (found by building twice into two homes: these are the only columns that differed).

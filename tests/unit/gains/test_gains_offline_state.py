@@ -70,7 +70,7 @@ def test_bodies_unavailable_from_github_end_to_end(tmp_path: Path, httpserver: H
     says in words that gains were not extracted, rows claim neither a body nor "no gains",
     and the gate is not evaluated."""
     from dagster_project.github.sync import sync_pr_bodies
-    from dagster_project.lake import Lake
+    from dagster_project.storage.lake import Lake
 
     for n in (1, 2, 3):
         httpserver.expect_request(f"/repos/vllm-project/vllm/pulls/{n}").respond_with_json(

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.publish import (
     CompileValidation,
     ExportReport,
@@ -22,6 +21,7 @@ from dagster_project.publish import (
     read_snapshot,
 )
 from dagster_project.settings import KERNELINFER_DEFAULT_SEED
+from dagster_project.storage.lake import Lake
 from tests.unit.publish import lakes
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.lake import Lake
 from dagster_project.sim.kernelinfer import session_frames
+from dagster_project.storage.lake import Lake
 
 GPUS = {
     "NVIDIA_H100_80GB_HBM3": "H100",

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.publish import export_kernelinfer, export_kernelswarm
 from dagster_project.publish.features import features_yaml
 from dagster_project.settings import DEFAULT_SIM_SEED
 from dagster_project.sim import kernelinfer, kernelswarm
+from dagster_project.storage.lake import Lake
 from tests.unit.publish import lakes
 
 SEED = DEFAULT_SIM_SEED

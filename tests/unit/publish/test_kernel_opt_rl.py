@@ -11,7 +11,6 @@ from typing import Any
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.publish import (
     ExportError,
     ExportReport,
@@ -23,6 +22,7 @@ from dagster_project.publish import (
 from dagster_project.publish import kernel_opt_rl as module
 from dagster_project.publish.atomic import atomic_export_dir
 from dagster_project.publish.cards import parse_front_matter
+from dagster_project.storage.lake import Lake
 from tests.unit.publish import lakes
 
 TUNED_COLUMNS = [

@@ -12,10 +12,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.quality.factory import gx_checks
 from dagster_project.quality.suites import SUITES_DIR, load_suite, run_suite
-from dagster_project.resources import LakeResource
+from dagster_project.storage.lake import Lake
+from dagster_project.wiring.resources import LakeResource
 
 CFG = {
     "BLOCK_SIZE_M": 16,

@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dagster_project.lake import Lake
 from dagster_project.quality.suites import SuiteError, load_suite, run_suite
+from dagster_project.storage.lake import Lake
 
 SUITE = {
     "name": "toy",

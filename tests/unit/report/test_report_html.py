@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 import polars as pl
 
 from dagster_project.report import svg
-from dagster_project.report.build import Figure, Note, Report, Section, Table, render_html
+from dagster_project.report.document import Figure, Note, Report, Section, Table, render_html
 
 EVIL = '<script>alert(1)</script><img src=x onerror="alert(2)">"\'&'
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import dagster as dg
 
 from assets.simulated import sim_rung_verification
-from dagster_project.lake import Lake
-from dagster_project.resources import LakeResource
 from dagster_project.sim.kernelinfer import check_session, simulate_session
 from dagster_project.sim.tasks import TaskSpec
 from dagster_project.sim.verification import verification_rows
+from dagster_project.storage.lake import Lake
+from dagster_project.wiring.resources import LakeResource
 
 
 def test_asset_writes_every_rung_row(kh_home: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dagster_project.sim import kernelswarm as ks
-from dagster_project.sim.swarm.rewards import (
+from dagster_project.sim.swarm.reward_rule import (
     NO_IMPROVEMENT,
     PENALTY,
     UNSUPPORTED_ARCH,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from dagster_project.lake import Lake, qualified
+from dagster_project.storage.lake import Lake, qualified
 from sql import analysis_views
 
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from dagster_project.lake import TEMP_NAME, Lake
 from dagster_project.settings import Settings, load_settings
+from dagster_project.storage.lake import TEMP_NAME, Lake
 
 LOCK_NAME = "build.lock"
 # A live writer's temporary older than this is an orphan anyway (no single file write

@@ -25,7 +25,7 @@ from typing import Any
 import dagster as dg
 
 from dagster_project.frames import CheckOutcome, ColumnSchema, Json, Markdown
-from dagster_project.versions import table_version
+from dagster_project.storage.versions import table_version
 from sql import load_sql
 
 __all__ = [

@@ -13,9 +13,9 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from dagster_project.lake import Lake
 from dagster_project.mining.git import GitRepo
 from dagster_project.settings import Settings, ensure_home, load_settings
+from dagster_project.storage.lake import Lake
 
 
 class LakeResource(dg.ConfigurableResource):

@@ -29,7 +29,7 @@ import jinja2
 import markupsafe
 import polars as pl
 
-from dagster_project.lake import Lake, fetch_frame, qualified, write_atomically
+from dagster_project.storage.lake import Lake, fetch_frame, qualified, write_atomically
 
 from . import svg
 
@@ -170,7 +170,7 @@ def collect_report(lake: Lake, *, refresh_views: bool = True, max_rows: int = 50
     waiting: dict[str, str] = {}
     created: list[str] = []
     if refresh_views:
-        from dagster_project.analysis import create_views
+        from dagster_project.report.analysis import create_views
 
         result = create_views(lake)
         created, waiting = list(result.created), dict(result.skipped)

@@ -198,8 +198,8 @@ def build(
 ) -> None:
     """Materialise the whole graph (or a selection) with progress and a summary."""
     from dagster_project.execution.planner import run_build
-    from dagster_project.home import BuildLocked
     from dagster_project.progress import BuildProgress
+    from dagster_project.storage.home import BuildLocked
 
     selection = _selection(select)
     settings, instance, defs, stages = _plan(selection)
@@ -236,7 +236,7 @@ def _resolve_workers(workers: int | None) -> int:
     from dagster_project.execution.local import default_workers
 
     if workers is None:
-        from dagster_project.lake import FAULT_VAR
+        from dagster_project.storage.lake import FAULT_VAR
 
         # The fault tier (tests/faults) freezes the process that reaches a fault point
         # and watches the build's own PID: with a fault point armed, run in this process.
@@ -260,7 +260,7 @@ def _build_launch(  # noqa: ANN001
     process (None). The launcher stays open on ``stack`` for the whole build."""
     from dagster_project.execution.local import LocalRuns
     from dagster_project.execution.planner import QUIET_RUN_CONFIG
-    from dagster_project.home import run_tags
+    from dagster_project.storage.home import run_tags
 
     if distributed:
         return _dask_launch(stack, settings, instance)
@@ -284,7 +284,7 @@ def _dask_launch(stack: contextlib.ExitStack, settings, instance) -> Launch:  # 
     and launch runs on it; fails with one line when no cluster can be had."""
     from dagster_project.execution.distributed import DaskRuns, DistributedError, dask_cluster
     from dagster_project.execution.planner import QUIET_RUN_CONFIG
-    from dagster_project.home import run_tags
+    from dagster_project.storage.home import run_tags
 
     try:
         cluster = stack.enter_context(dask_cluster(settings.dask_scheduler))
@@ -326,7 +326,7 @@ def _print_build_summary(outcome: BuildOutcome, instance) -> None:  # noqa: ANN0
     for name, msg in outcome.failed.items():
         console.print(f"[red]{escape(name)}[/]: {escape(msg)}")
     if "pr_gains" in outcome.rows:
-        from dagster_project.status import gains_note
+        from dagster_project.cli.status import gains_note
 
         note = gains_note(instance)
         if note:
@@ -354,7 +354,7 @@ def refresh(
     data changed, or the simulator's code version did). A refresh with nothing new upstream
     runs nothing else. `kernelhouse build` rebuilds unconditionally."""
     from dagster_project.execution.planner import run_build
-    from dagster_project.home import BuildLocked
+    from dagster_project.storage.home import BuildLocked
 
     selection = _selection(select)
     settings, instance, defs, stages = _plan(selection)
@@ -403,13 +403,13 @@ def status() -> None:
     import dagster as dg
 
     from dagster_project.definitions import build_definitions
-    from dagster_project.lake import Lake
+    from dagster_project.storage.lake import Lake
 
     try:
         settings, instance = _prepare_instance()
     except SettingsError as exc:
         _fail(str(exc))
-    from dagster_project.status import gains_note, pr_body_note, source_notes
+    from dagster_project.cli.status import gains_note, pr_body_note, source_notes
 
     defs = build_definitions()
     failing = _print_asset_statuses(settings, instance, defs.resolve_asset_graph())
@@ -431,7 +431,7 @@ def status() -> None:
 def _print_asset_statuses(settings, instance, graph) -> int:  # noqa: ANN001
     """The status table, one row per asset with its latest checks; returns how many
     checks are failing (or errored) now."""
-    from dagster_project.status import asset_statuses
+    from dagster_project.cli.status import asset_statuses
 
     table = Table(title=f"kernelhouse status — {escape(str(settings.home))}")
     for col in (
@@ -508,7 +508,7 @@ def sql(
     SUMMARIZE included) on a read-only connection that reaches no file outside the lake,
     with DuckDB's configuration locked. Anything that would change a table, view, setting
     or file is refused with the reason, and the lake is left as it was."""
-    from dagster_project.lake import Lake
+    from dagster_project.storage.lake import Lake
 
     try:
         settings = load_settings()
@@ -555,7 +555,7 @@ def _read_only_query(lake, text: str) -> pl.DataFrame:  # noqa: ANN001
     own error for a bad query fails with its first line."""
     import polars as pl
 
-    from dagster_project.lake import LakeError, QueryRefused
+    from dagster_project.storage.lake import LakeError, QueryRefused
 
     try:
         df = lake.read_only_query(text)
@@ -600,8 +600,8 @@ def check(
     """Run the Great Expectations suites on the lake, outside a materialisation.
 
     Exits 1 when a blocking suite fails."""
-    from dagster_project.lake import Lake
     from dagster_project.quality.suites import load_suite, suite_files
+    from dagster_project.storage.lake import Lake
 
     settings = load_settings()
     if not settings.lake_path.exists():
@@ -665,7 +665,7 @@ def _check_suite(lake, settings, suite: dict, table: Table) -> list[str]:  # noq
 gains_app = typer.Typer(no_args_is_help=True, help="Benchmark gains extracted from PR text.")
 app.add_typer(gains_app, name="gains")
 
-from dagster_project.cli_gpu import gpu_app  # noqa: E402 - sub-app kept in its own module
+from dagster_project.cli.gpu import gpu_app  # noqa: E402 - sub-app kept in its own module
 
 app.add_typer(gpu_app, name="gpu")
 
@@ -769,8 +769,8 @@ def stats(
     dataset: Annotated[str, typer.Argument(help="kernel-opt-rl | kernelinfer | kernelswarm")],
 ) -> None:
     """Our figures beside the dataset card's (SQL in sql/analysis/card_*.sql)."""
-    from dagster_project.analysis import card_comparison, create_views
-    from dagster_project.lake import Lake, LakeError
+    from dagster_project.report.analysis import card_comparison, create_views
+    from dagster_project.storage.lake import Lake, LakeError
 
     if dataset not in ("kernel-opt-rl", "kernelinfer", "kernelswarm"):
         _fail(f"unknown dataset {dataset!r}: use kernel-opt-rl, kernelinfer or kernelswarm")
@@ -828,8 +828,8 @@ def report(
     ] = None,
 ) -> None:
     """Write an HTML or Markdown report of the analysis views, with plots."""
-    from dagster_project.lake import Lake
     from dagster_project.report import build_report
+    from dagster_project.storage.lake import Lake
 
     if fmt not in ("html", "md"):
         _fail(f"--format {fmt!r}: use html or md")

@@ -36,7 +36,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 def _lake():  # noqa: ANN202 - Lake imported lazily with the rest of the CLI
-    from dagster_project.lake import Lake
+    from dagster_project.storage.lake import Lake
 
     settings = load_settings()
     if not settings.lake_path.exists():

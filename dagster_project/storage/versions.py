@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from dagster_project.lake import Lake, qualified
+from dagster_project.storage.lake import Lake, qualified
 
 
 def table_version(
