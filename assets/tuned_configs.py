@@ -8,11 +8,10 @@ import dagster as dg
 import polars as pl
 
 from dagster_project.execution import policy
-from dagster_project.frames import md_table
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.storage.versions import table_version
 from dagster_project.wiring.resources import LakeResource
-from dagster_project.wiring.table_metadata import table_schema
+from dagster_project.wiring.table_metadata import materialize_result, table_schema
 
 CONFIG_REPOS = ("vllm", "sglang")
 GROUP = "tuned_configs"
@@ -233,55 +232,17 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
 )
 def tuned_configs(lake: LakeResource) -> dg.MaterializeResult:
     """Assemble the rows, then attach documented gains where attribution is unambiguous."""
-    from dagster_project.gains.pipeline import attach_config_gains
-    from dagster_project.mining.configs import build_tuned_configs
-    from dagster_project.report import plots_markdown
+    from dagster_project.mining.configs.dataset import tuned_configs_dataset
 
     handle = lake.lake()
-    heads = handle.read_table("raw", "repo_heads")
-    snapshot = {r["repo"]: r["head_sha"] for r in heads.iter_rows(named=True)}
-    rows = build_tuned_configs(
-        handle.read_table("raw", "config_files").filter(pl.col("parse_status") == "ok"),
+    rows, metadata = tuned_configs_dataset(
+        handle.read_table("raw", "config_files"),
         handle.read_table("raw", "config_entries"),
         handle.read_table("derived", "config_attribution"),
         handle.read_table("raw", "kernel_sources"),
         handle.read_table("raw", "moe_model_shapes"),
-        snapshot,
+        handle.read_table("raw", "repo_heads"),
+        handle.read_table_or_none("derived", "pr_gains"),
     )
-    rows = attach_config_gains(rows, handle.read_table_or_none("derived", "pr_gains"))
     handle.replace_table("datasets", "tuned_configs", rows)
-    split = dict(rows.group_by("split").len().iter_rows())
-    per_gpu = (
-        rows.group_by("gpu").agg(pl.len().alias("rows")).sort("rows", descending=True).head(15)
-    )
-    plots = plots_markdown(per_gpu, "bar", x="gpu", y="rows", title="rows per GPU (top 15)")
-    speedups = rows.filter(pl.col("speedup_vs_default").is_not_null())
-    if speedups.height:
-        plots += "\n\n" + plots_markdown(
-            speedups,
-            "histogram",
-            x="speedup_vs_default",
-            log_x=True,
-            title="documented speedup vs default",
-        )
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(table_version(handle, "datasets.tuned_configs")),
-        metadata={
-            "plots": dg.MetadataValue.md(plots),
-            "dagster/row_count": rows.height,
-            **table_schema(lake.lake(), "datasets.tuned_configs"),
-            "train": split.get("train", 0),
-            "test": split.get("test", 0),
-            "files": rows["config_path"].n_unique(),
-            "gpus": rows["gpu"].n_unique(),
-            "with_speedup_vs_default": int(rows["speedup_vs_default"].is_not_null().sum()),
-            "top_gpus": dg.MetadataValue.json(
-                dict(rows.group_by("gpu").len().sort("len", descending=True).head(8).iter_rows())
-            ),
-            "preview": dg.MetadataValue.md(
-                md_table(
-                    rows.select("repo", "kernel", "gpu", "dtype", "E", "N", "K", "M", "best_config")
-                )
-            ),
-        },
-    )
+    return materialize_result(handle, metadata, version=("datasets.tuned_configs",))

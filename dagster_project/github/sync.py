@@ -13,8 +13,10 @@ from typing import Any
 import polars as pl
 import requests
 
+from dagster_project.frames import ColumnSchema
 from dagster_project.github.prs import PR_ROW_FIELDS, fetch_pull_requests
 from dagster_project.storage.lake import Lake
+from dagster_project.storage.versions import table_version
 
 BODIES_SCHEMA: dict[str, pl.DataType] = {
     "pr_key": pl.String(),
@@ -128,3 +130,66 @@ def sync_pr_bodies(
     counters["cached_ok"] = len(have)
     counters["still_missing"] = sum(1 for r in needed.iter_rows() if (r[0], r[1]) not in have)
     return counters
+
+
+#: raw.pr_bodies columns that are content: fetch times and ETags are bookkeeping, so a
+#: re-fetch that changed only those is not new data (the data version ignores them).
+CONTENT_COLUMNS = ("pr_key", "title", "body", "state", "merged_at", "status")
+
+#: The tables whose (repo, pr_number) pairs are the PRs the datasets need.
+NEEDED_FROM = ("derived.config_attribution", "raw.kernel_commit_files")
+
+
+def refresh_pr_bodies(
+    lake: Lake,
+    *,
+    token: str | None,
+    base_url: str | None,
+    log: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> tuple[str, dict[str, Any]]:
+    """Fetch the missing or stale bodies of every PR the built tables reference (without
+    network, keep the cache); the table's content fingerprint and the asset's metadata."""
+    from dagster_project.gains.pipeline import pr_numbers_needed
+    from dagster_project.settings import GITHUB_SLUGS
+
+    # Only the PR columns: kernel_commit_files also holds every file's code and diff.
+    needed = pr_numbers_needed(
+        *(
+            lake.query(f"SELECT DISTINCT repo, pr_number FROM {table}")
+            if lake.table_exists(*table.split("."))
+            else None
+            for table in NEEDED_FROM
+        )
+    )
+    offline = not api_reachable(base_url)
+    if offline:
+        warn("GitHub API unreachable: materialising from the cached PR bodies only")
+
+    def progress(ev: Any) -> None:
+        if ev.event in ("rate_limited", "retrying"):
+            log(f"PR #{ev.number}: {ev.event}, waiting {ev.wait_s:.0f}s ({ev.done}/{ev.total})")
+        elif ev.done and ev.done % 50 == 0:
+            log(f"PR bodies: {ev.done}/{ev.total}")
+
+    counters = sync_pr_bodies(
+        lake,
+        needed,
+        GITHUB_SLUGS,
+        token=token,
+        base_url=base_url,
+        offline=offline,
+        on_progress=progress,
+    )
+    if lake.table_exists("raw", "pr_bodies"):
+        n = lake.query("SELECT count(*) AS n FROM raw.pr_bodies")["n"][0]
+    else:
+        lake.replace_table("raw", "pr_bodies", pl.DataFrame(schema=BODIES_SCHEMA))
+        n = 0
+    version = table_version(lake, "raw.pr_bodies", columns=CONTENT_COLUMNS)
+    return version, {
+        "dagster/row_count": int(n),
+        "dagster/column_schema": ColumnSchema("raw.pr_bodies"),
+        "offline": offline,
+        **{k: int(v) for k, v in counters.items()},
+    }

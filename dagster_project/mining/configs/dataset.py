@@ -11,9 +11,11 @@ import hashlib
 import json
 from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 import polars as pl
 
+from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
 from dagster_project.mining.configs.candidates import match_models, shape_rows
 from dagster_project.mining.configs.defaults import default_config
 from dagster_project.mining.configs.names import has_low_shared_memory, is_blackwell_datacenter
@@ -238,3 +240,64 @@ def build_tuned_configs(
     )
     out = out.select([pl.col(c).cast(t) for c, t in TUNED_CONFIGS_SCHEMA.items()])
     return apply_deployment_split(out)
+
+
+def tuned_configs_dataset(
+    files: pl.DataFrame,
+    entries: pl.DataFrame,
+    attributions: pl.DataFrame,
+    kernels: pl.DataFrame,
+    shapes: pl.DataFrame,
+    heads: pl.DataFrame,
+    pr_gains: pl.DataFrame | None,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """``datasets.tuned_configs`` from the mined tables (``heads``: raw.repo_heads, each
+    repo's snapshot commit) with documented gains attached where attribution is
+    unambiguous, and the metadata the UI shows (plots, split, coverage, preview)."""
+    from dagster_project.gains.pipeline import attach_config_gains
+
+    snapshot = {r["repo"]: r["head_sha"] for r in heads.iter_rows(named=True)}
+    rows = build_tuned_configs(
+        files.filter(pl.col("parse_status") == "ok"),
+        entries,
+        attributions,
+        kernels,
+        shapes,
+        snapshot,
+    )
+    rows = attach_config_gains(rows, pr_gains)
+    return rows, _tuned_configs_metadata(rows)
+
+
+def _tuned_configs_metadata(rows: pl.DataFrame) -> dict[str, Any]:
+    """Rows per GPU and documented speedups as plots, split sizes, coverage, a preview."""
+    from dagster_project.report import plots_markdown
+
+    split = dict(rows.group_by("split").len().iter_rows())
+    per_gpu = (
+        rows.group_by("gpu").agg(pl.len().alias("rows")).sort("rows", descending=True).head(15)
+    )
+    plots = plots_markdown(per_gpu, "bar", x="gpu", y="rows", title="rows per GPU (top 15)")
+    speedups = rows.filter(pl.col("speedup_vs_default").is_not_null())
+    if speedups.height:
+        plots += "\n\n" + plots_markdown(
+            speedups,
+            "histogram",
+            x="speedup_vs_default",
+            log_x=True,
+            title="documented speedup vs default",
+        )
+    top_gpus = rows.group_by("gpu").len().sort("len", descending=True).head(8)
+    preview = rows.select("repo", "kernel", "gpu", "dtype", "E", "N", "K", "M", "best_config")
+    return {
+        "plots": Markdown(plots),
+        "dagster/row_count": rows.height,
+        "dagster/column_schema": ColumnSchema("datasets.tuned_configs"),
+        "train": split.get("train", 0),
+        "test": split.get("test", 0),
+        "files": rows["config_path"].n_unique(),
+        "gpus": rows["gpu"].n_unique(),
+        "with_speedup_vs_default": int(rows["speedup_vs_default"].is_not_null().sum()),
+        "top_gpus": Json(dict(top_gpus.iter_rows())),
+        "preview": Markdown(md_table(preview)),
+    }
