@@ -8,6 +8,7 @@ import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.wiring.resources import LakeResource
+from dagster_project.wiring.table_metadata import asset_metadata
 
 GROUP = "publish"
 
@@ -142,36 +143,7 @@ def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
 )
 def hub_push(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """One commit per dataset; never pushes while a blocking gate fails."""
-    from dagster_project.publish import hub_push as push
-    from dagster_project.publish import read_snapshot, snapshot_commit_message
-    from dagster_project.quality.results import failing_gates
+    from dagster_project.publish.hub import push_exports
 
-    settings = lake.settings()
-    if not (settings.hub_repo_prefix and settings.hf_token):
-        context.log.info(
-            "hub push skipped: set KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN to publish"
-        )
-        return dg.MaterializeResult(metadata={"pushed": 0, "skipped": "not configured"})
-    handle = lake.lake()
-    gates = failing_gates(handle, ["tuned_configs", "kernel_commits", "pr_gains"])
-    pushed = {}
-    for name in ("kernel-opt-rl", "kernelinfer", "kernelswarm"):
-        folder = settings.exports_dir / name
-        if not folder.exists():
-            continue
-        snapshot = (
-            read_snapshot(handle)
-            if name == "kernel-opt-rl"
-            else {"dataset": name, "seed": settings.sim_seed}
-        )
-        res = push(
-            folder,
-            f"{settings.hub_repo_prefix}-{name}",
-            token=settings.hf_token.get(),
-            commit_message=snapshot_commit_message(name, snapshot),
-            failing_gates=gates if name == "kernel-opt-rl" else (),
-        )
-        pushed[name] = str(res.get("commit_url") or res.get("oid") or "ok")
-    return dg.MaterializeResult(
-        metadata={"pushed": len(pushed), "commits": dg.MetadataValue.json(pushed)}
-    )
+    metadata = push_exports(lake.lake(), lake.settings(), context.log.info)
+    return dg.MaterializeResult(metadata=asset_metadata(None, metadata))

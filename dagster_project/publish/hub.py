@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dagster_project.frames import Json
+
 from .kernel_opt_rl import snapshot_label
 
 if TYPE_CHECKING:
@@ -164,3 +166,39 @@ def hub_push(
     }
     logger.info("pushed %s: commit %s", repo_id, info.oid)
     return _scrub(result, token)
+
+
+#: The exports a build pushes, in push order; only kernel-opt-rl is mined data, so only
+#: it carries the mined snapshot and is held back by the blocking gates of its tables.
+PUSHED_EXPORTS = ("kernel-opt-rl", "kernelinfer", "kernelswarm")
+#: The asset checks whose failure blocks pushing kernel-opt-rl.
+GATED_ASSETS = ("tuned_configs", "kernel_commits", "pr_gains")
+
+
+def push_exports(lake: Any, settings: Any, log: Any) -> dict[str, Any]:
+    """One Hub commit per built export (``KERNELHOUSE_HUB_REPO_PREFIX``-<name>, with
+    ``HF_TOKEN``); a no-op that says why when either is unset. Returns the asset's
+    metadata (what was pushed, the commit URLs)."""
+    from dagster_project.publish.kernel_opt_rl import read_snapshot
+    from dagster_project.quality.results import failing_gates
+
+    if not (settings.hub_repo_prefix and settings.hf_token):
+        log("hub push skipped: set KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN to publish")
+        return {"pushed": 0, "skipped": "not configured"}
+    gates = failing_gates(lake, list(GATED_ASSETS))
+    pushed: dict[str, str] = {}
+    for name in PUSHED_EXPORTS:
+        folder = settings.exports_dir / name
+        if not folder.exists():
+            continue
+        mined = name == "kernel-opt-rl"
+        snapshot = read_snapshot(lake) if mined else {"dataset": name, "seed": settings.sim_seed}
+        res = hub_push(
+            folder,
+            f"{settings.hub_repo_prefix}-{name}",
+            token=settings.hf_token.get(),
+            commit_message=snapshot_commit_message(name, snapshot),
+            failing_gates=gates if mined else (),
+        )
+        pushed[name] = str(res.get("commit_url") or res.get("oid") or "ok")
+    return {"pushed": len(pushed), "commits": Json(pushed)}
