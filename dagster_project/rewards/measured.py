@@ -296,7 +296,7 @@ def variant_keys(row: MeasureRow) -> set[tuple]:
     kernel's constexprs by value): rows sharing keys share compiles on the GPU host."""
     from dagster_project.rewards.gpu.neighbours import candidates
     from dagster_project.rewards.gpu.plan import plan_launches
-    from dagster_project.rewards.gpu.routing import route
+    from dagster_project.rewards.gpu.routing import row_routing
     from dagster_project.rewards.gpu.source import KernelSourceError, signature_of, source_hash
     from dagster_project.rewards.gpu.spec import ConfigError, normalise_config
 
@@ -305,11 +305,7 @@ def variant_keys(row: MeasureRow) -> set[tuple]:
     except KernelSourceError:
         return set()
     constexprs = frozenset(p.name for p in sig.params if p.constexpr)
-    routing = (
-        route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared, seed=row.seed)
-        if row.kind == "moe"
-        else None
-    )
+    routing = row_routing(row)
     src = source_hash(row.kernel_source)
     keys: set[tuple] = set()
     for c in candidates(row.best_config, row.default_config):

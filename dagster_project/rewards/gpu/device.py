@@ -54,7 +54,7 @@ from .quant import (
     scale_per_row,
     scale_per_tensor,
 )
-from .routing import Routing, route
+from .routing import Routing, row_routing
 from .source import KernelSourceError, LoadedKernel, load_kernel
 from .spec import (
     COMPILE_FAILED,
@@ -390,11 +390,7 @@ class _RowRunner:
         self.kernel = kernel
         self.settings = settings
         self.problems = problems_for(row)
-        self.routing = (
-            route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared, seed=row.seed)
-            if row.kind == "moe"
-            else None
-        )
+        self.routing = row_routing(row)
         first = [
             problem_tensors(p, self.routing, row.seed + 7919 * i)
             for i, p in enumerate(self.problems)
@@ -763,17 +759,7 @@ def precompile(items: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> list[s
             row = MeasureRow.from_json(row_json)
             kernel = load_kernel(row.kernel_source, row.kernel)
             cfg, _ = normalise_config(config)
-            routing = (
-                route(
-                    row.M,
-                    int(row.E or 0),
-                    int(row.top_k or 0),
-                    n_shared=row.n_shared,
-                    seed=row.seed,
-                )
-                if row.kind == "moe"
-                else None
-            )
+            routing = row_routing(row)
             for lch, p in zip(
                 plan_launches(row, cfg, kernel.signature, routing), problems_for(row), strict=True
             ):

@@ -16,6 +16,7 @@ covers the whole buffer: empty trailing blocks are part of what a config costs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,3 +114,12 @@ def naive_assignment(topk_ids: np.ndarray, block_m: int) -> Alignment:
     (``sorted_token_ids`` is None, ``expert_ids`` is the flat routing)."""
     flat = np.asarray(topk_ids, dtype=np.int32).reshape(-1)
     return Alignment(None, flat.copy(), int(flat.size) * block_m, int(flat.size) * block_m)
+
+
+def row_routing(row: Any) -> Routing | None:
+    """The routing a measured row's kernel runs with: ``route`` over the row's own M,
+    expert count, top-k, shared experts and seed for a MoE row, ``None`` for a dense one.
+    One place, so the planner's batches and the device run route a row identically."""
+    if row.kind != "moe":
+        return None
+    return route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared, seed=row.seed)

@@ -352,7 +352,7 @@ class Precompiler:
         import multiprocessing as mp
 
         from .plan import plan_launches
-        from .routing import route
+        from .routing import row_routing
         from .source import KernelSourceError, signature_of, source_hash
         from .spec import ConfigError, normalise_config
 
@@ -380,17 +380,7 @@ class Precompiler:
                 sig = signature_of(row.kernel_source, row.kernel)
             except KernelSourceError:
                 continue
-            routing = (
-                route(
-                    row.M,
-                    int(row.E or 0),
-                    int(row.top_k or 0),
-                    n_shared=row.n_shared,
-                    seed=row.seed,
-                )
-                if row.kind == "moe"
-                else None
-            )
+            routing = row_routing(row)
             row_json = row.to_json()
             src = source_hash(row.kernel_source)
             constexprs = frozenset(p.name for p in sig.params if p.constexpr)
