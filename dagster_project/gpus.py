@@ -209,3 +209,10 @@ SIM_GPU_NAMES: Mapping[str, str] = MappingProxyType(
         "rtx_5090": "NVIDIA GeForce RTX 5090",
     }
 )
+
+
+# -- measured ground truth -----------------------------------------------------------------
+#: The ``gpu`` value (the card's normalised name) of the GPU the shipped measurements were
+#: taken on: the default of ``kernelhouse gpu plan/status/report`` and of the measured-configs
+#: tables (``rewards/measured.py``).
+MEASURED_GPU = "NVIDIA H200"

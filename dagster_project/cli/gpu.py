@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dagster_project.gpus import MEASURED_GPU
 from dagster_project.settings import load_settings
 
 gpu_app = typer.Typer(
@@ -56,7 +57,7 @@ def _fmt(v: object) -> str:
 def plan(
     rows: Annotated[int, typer.Option("--rows", "-n", help="Rows in the batch.")] = 36,
     m_per_file: Annotated[int, typer.Option(help="Batch sizes (M) taken per config file.")] = 3,
-    gpu: Annotated[str, typer.Option(help="GPU whose rows are measured.")] = "NVIDIA H200",
+    gpu: Annotated[str, typer.Option(help="GPU whose rows are measured.")] = MEASURED_GPU,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -175,7 +176,7 @@ def ingest(
     if export:
         path = export_measured(lake, settings.exports_dir / "measured_configs")
         console.print(f"exported {path}")
-    _print_status(lake, "NVIDIA H200")
+    _print_status(lake, MEASURED_GPU)
 
 
 def _print_status(lake, gpu: str) -> None:  # noqa: ANN001 - Lake, imported lazily
@@ -195,7 +196,7 @@ def _print_status(lake, gpu: str) -> None:  # noqa: ANN001 - Lake, imported lazi
 
 @gpu_app.command("status")
 def status(
-    gpu: Annotated[str, typer.Option(help="GPU whose rows are reported.")] = "NVIDIA H200",
+    gpu: Annotated[str, typer.Option(help="GPU whose rows are reported.")] = MEASURED_GPU,
 ) -> None:
     """Rows measured per kernel/quantisation/repo, measured speedups, what is left."""
     from dagster_project.rewards.measured import measurable_rows, measured_row_ids

@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
+from dagster_project.gpus import MEASURED_GPU
 from dagster_project.mining.configs.candidates import match_models
 from dagster_project.mining.configs.names import ConfigNameError, parse_config_name
 from dagster_project.rewards.gpu.run_batch import read_results
@@ -39,7 +40,7 @@ from dagster_project.rewards.gpu.spec import MeasureRow, kernel_kind
 from dagster_project.storage.lake import Lake, write_atomically
 from sql import load_sql
 
-H200 = "NVIDIA H200"
+H200 = MEASURED_GPU
 #: Batch sizes tried per config file, in order of preference (each mapped to the file's
 #: nearest M): decode, a mid batch, a prefill-sized batch, then fill-ins.
 TARGET_M = (1, 64, 1024, 16, 256, 4096, 8, 128, 2048)
