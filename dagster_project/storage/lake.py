@@ -33,10 +33,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import random
 import re
 import signal
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
+import tenacity
 
 from dagster_project.settings import ObjectStore, load_object_store
 
@@ -183,17 +182,21 @@ class Lake:
 
     @contextlib.contextmanager
     def _open(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-        deadline = time.monotonic() + self.lock_timeout_s
-        delay = 0.05
-        while True:
-            try:
-                con = duckdb.connect(str(self.path), read_only=read_only)
-                break
-            except duckdb.Error as exc:
-                if not _is_lock_error(exc) or time.monotonic() > deadline:
-                    raise LakeError(f"cannot open lake {self.path}: {exc}") from exc
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 2.0)
+        # DuckDB allows one writer process: while another holds the file lock, retry with
+        # jittered exponential backoff (50 ms doubling to 2 s) until ``lock_timeout_s``;
+        # any other error, or the lock past the deadline, is a LakeError naming the file.
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(
+                lambda e: isinstance(e, duckdb.Error) and _is_lock_error(e)
+            ),
+            wait=tenacity.wait_exponential_jitter(initial=0.05, max=2.0, jitter=0.05),
+            stop=tenacity.stop_after_delay(self.lock_timeout_s),
+            reraise=True,
+        )
+        try:
+            con = retrying(duckdb.connect, str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise LakeError(f"cannot open lake {self.path}: {exc}") from exc
         try:
             self._configure(con)
             if not read_only:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -122,3 +125,50 @@ def test_write_atomically_keeps_the_old_file_when_the_writer_fails(tmp_path: Pat
         write_atomically(path, torn)
     assert path.read_text() == "v1"
     assert sorted(p.name for p in path.parent.iterdir()) == ["table.parquet"]
+
+
+def _hold_writer_lock(path: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """Another process that opens the DuckDB file for writing (DuckDB's one-writer lock)
+    and keeps it for ``seconds``; returns once the lock is taken."""
+    code = (
+        "import sys, time, duckdb\n"
+        "con = duckdb.connect(sys.argv[1])\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n"
+        "con.close()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path), str(seconds)], stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"locked"
+    return proc
+
+
+def test_connect_waits_for_another_writer(lake: Lake) -> None:
+    """A second process's writer lock is waited out (backoff), not a failed run."""
+    with lake.connect() as con:  # create the file
+        con.execute("CREATE TABLE raw.t AS SELECT 1 AS x")
+    holder = _hold_writer_lock(lake.path, 1.5)
+    try:
+        start = time.monotonic()
+        with lake.connect() as con:
+            assert con.execute("SELECT x FROM raw.t").fetchone() == (1,)
+        assert time.monotonic() - start >= 0.5  # it did wait for the holder
+    finally:
+        holder.wait(timeout=30)
+
+
+def test_connect_gives_up_after_the_lock_timeout(tmp_path: Path) -> None:
+    """Past ``lock_timeout_s`` the error names the lake file, and nothing was written."""
+    lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"), lock_timeout_s=0.4)
+    with lake.connect() as con:
+        con.execute("CREATE TABLE raw.t AS SELECT 1 AS x")
+    holder = _hold_writer_lock(lake.path, 5)
+    try:
+        start = time.monotonic()
+        with pytest.raises(LakeError, match="cannot open lake .*lake.duckdb"), lake.connect():
+            pass
+        assert time.monotonic() - start < 4  # gave up at its own deadline, not the holder's
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
