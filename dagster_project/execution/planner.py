@@ -469,6 +469,11 @@ def _failure_message(result: Result) -> str:
                 while cause is not None:
                     msg = cause.message or msg
                     cause = cause.cause
+            if err.cls_name == "DagsterExecutionInterruptedError":
+                return "interrupted (the build was stopped by a signal)"
             msg = " ".join(msg.split())
-            return msg.split(": ", 1)[1][:500] if msg.startswith("dagster.") else msg[:500]
+            # Dagster's own errors read "dagster.<Class>: <text>"; keep the text (a
+            # message without one, e.g. a bare class name, is shown as it is).
+            _, sep, text = msg.partition(": ")
+            return (text if sep and msg.startswith("dagster.") else msg)[:500]
     return "run failed"
