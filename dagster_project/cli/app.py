@@ -175,7 +175,9 @@ def build(
     ] = None,
     partition: Annotated[
         list[str] | None,
-        typer.Option("--partition", "-p", help="Only these partition keys (repeatable)."),
+        typer.Option(
+            "--partition", "-p", metavar="KEY", help="Only these partition keys (repeatable)."
+        ),
     ] = None,
     distributed: Annotated[
         bool,
