@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GIT_ENV = {
     # Never prompt for credentials (a private URL must fail fast, not hang a run).
@@ -61,8 +62,8 @@ class GitRepo:
             raise GitError(f"git {' '.join(args[:3])} failed in {self.path}: {err[-800:]}")
         return proc.stdout
 
-    def text(self, args: Sequence[str], **kw: object) -> str:
-        return self.run(args, **kw).decode("utf-8", "replace")  # type: ignore[arg-type]
+    def text(self, args: Sequence[str], **kw: Any) -> str:
+        return self.run(args, **kw).decode("utf-8", "replace")
 
     def head(self, ref: str = "HEAD") -> str:
         return self.text(["rev-parse", "--verify", f"{ref}^{{commit}}"]).strip()

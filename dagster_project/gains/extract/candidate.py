@@ -27,7 +27,7 @@ from dagster_project.gains.extract.vocab import (
 from dagster_project.gains.mentions import distinct_gpus, find_models, find_shape
 from dagster_project.gains.normalise import infer_higher_is_better, normalise_unit
 from dagster_project.gains.numbers import parse_number
-from dagster_project.gains.schema import Measurement
+from dagster_project.gains.schema import Measurement, Scope
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Candidate:
     stated_text: str | None = None
     evidence: list[str] = field(default_factory=list)
     higher_is_better: bool | None = None
-    scope_hint: str | None = None
+    scope_hint: Scope | None = None
     batch_hint: int | None = None
 
     @property
@@ -68,7 +68,7 @@ def _int(text: str) -> int | None:
     return None
 
 
-def _scope(c: Candidate, unit: str | None) -> str:
+def _scope(c: Candidate, unit: str | None) -> Scope:
     if c.scope_hint:
         return c.scope_hint
     metric = c.metric or ""
@@ -205,7 +205,7 @@ def to_measurement(c: Candidate) -> Measurement:
     metric = (c.metric or "").strip() or metric_from_unit(unit)
     hib = _direction(c, metric, unit)
     return Measurement(
-        scope=_scope(c, unit),  # type: ignore[arg-type]
+        scope=_scope(c, unit),
         metric=metric,
         unit=normalise_unit(unit),
         higher_is_better=hib,

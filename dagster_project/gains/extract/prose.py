@@ -25,6 +25,7 @@ from dagster_project.gains.extract.vocab import (
 )
 from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit, parse_stated_speedup
 from dagster_project.gains.numbers import parse_number
+from dagster_project.gains.schema import Scope
 
 _V = r"\d[\d,]*(?:\.\d+)?"
 _U = rf"(?:{UNIT_PATTERN})"
@@ -109,7 +110,7 @@ def sentences(block: Block) -> list[str]:
     return out
 
 
-def _scope_of(s: str, block: Block) -> str | None:
+def _scope_of(s: str, block: Block) -> Scope | None:
     e, k = E2E_WORDS.search(s), KERNEL_WORDS.search(s)
     if e and not k:
         return "e2e"

@@ -130,8 +130,9 @@ def split_diff_tree(raw: bytes) -> dict[tuple[str, str], bytes]:
 
 def is_binary_patch(patch: bytes | str) -> bool:
     """git prints ``Binary files … differ`` instead of hunks for binary content."""
-    marker = b"\nBinary files " if isinstance(patch, bytes) else "\nBinary files "
-    return marker in patch  # type: ignore[operator]
+    if isinstance(patch, bytes):
+        return b"\nBinary files " in patch
+    return "\nBinary files " in patch
 
 
 @dataclass(frozen=True)

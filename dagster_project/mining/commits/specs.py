@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 from dagster_project.mining.commits.license import APACHE_2
 
@@ -112,9 +113,9 @@ class RepoSpec:
     def pr_url(self, number: int | None) -> str | None:
         return None if number is None else self.pr_url_template.format(n=number)
 
-    def with_(self, **changes: object) -> RepoSpec:
+    def with_(self, **changes: Any) -> RepoSpec:
         """A copy with some fields replaced (settings use this for overrides)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
     @cached_property
     def _native_re(self) -> re.Pattern[str]:
