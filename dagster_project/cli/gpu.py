@@ -7,7 +7,7 @@ trip is three steps (``benchmarks/gpu_measure_configs.sh`` is the middle one)::
     bash benchmarks/gpu_measure_configs.sh .gpu/batch-001.jsonl "$OUT"   # on the GPU
     kernelhouse gpu ingest .../out-001.jsonl       # -> raw/datasets.measured_configs
 
-Registered in ``cli.py`` as ``app.add_typer(gpu_app, name="gpu")``.
+Registered in ``cli/app.py`` as ``app.add_typer(gpu_app, name="gpu")``.
 """
 
 from __future__ import annotations
