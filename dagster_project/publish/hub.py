@@ -16,7 +16,7 @@ failed gates and gets ``PublishBlocked`` before any network call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,9 @@ from .kernel_opt_rl import snapshot_label
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+
+    from dagster_project.settings import Settings
+    from dagster_project.storage.lake import Lake
 
 __all__ = [
     "KEEP_REMOTE",
@@ -175,7 +178,7 @@ PUSHED_EXPORTS = ("kernel-opt-rl", "kernelinfer", "kernelswarm")
 GATED_ASSETS = ("tuned_configs", "kernel_commits", "pr_gains")
 
 
-def push_exports(lake: Any, settings: Any, log: Any) -> dict[str, Any]:
+def push_exports(lake: Lake, settings: Settings, log: Callable[[str], None]) -> dict[str, Any]:
     """One Hub commit per built export (``KERNELHOUSE_HUB_REPO_PREFIX``-<name>, with
     ``HF_TOKEN``); a no-op that says why when either is unset. Returns the asset's
     metadata (what was pushed, the commit URLs)."""

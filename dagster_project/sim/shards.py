@@ -44,17 +44,19 @@ def _shown(violations: Mapping[str, Any]) -> Json:
 
 
 def _empty_shard(
-    lake: Lake, partition: str, tables: tuple[str, ...], version: str, note: str, check: str
+    lake: Lake,
+    partition: str,
+    tables: tuple[str, ...],
+    version: str,
+    note: str,
+    check: CheckOutcome,
 ) -> ShardOutcome:
     """A shard beyond the configured size (a smaller build): its stale files are dropped,
     so the views show exactly the configured number of items."""
     for table in tables:
         lake.delete_partition(table, partition)
-    counted = "sessions_checked" if check == "session_invariants" else "episodes_checked"
     return ShardOutcome(
-        data_version=version,
-        metadata={"dagster/row_count": 0, "note": note},
-        check=CheckOutcome(check, True, {counted: 0}),
+        data_version=version, metadata={"dagster/row_count": 0, "note": note}, check=check
     )
 
 
@@ -75,7 +77,12 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
     if shard >= n_shards(n_sessions):
         note = f"beyond {n_sessions} sessions"
         return _empty_shard(
-            lake, partition, KERNELINFER_TABLES, version, note, "session_invariants"
+            lake,
+            partition,
+            KERNELINFER_TABLES,
+            version,
+            note,
+            CheckOutcome("session_invariants", True, {"sessions_checked": 0}),
         )
     sessions = generate_shard(shard, seed=seed, n_sessions=n_sessions)
     sess_df, steps_df = session_frames(sessions, shard)
@@ -126,7 +133,12 @@ def kernelswarm_shard(lake: Lake, partition: str, *, seed: int, n_episodes: int)
     if not episodes:
         note = f"beyond {n_episodes} episodes"
         return _empty_shard(
-            lake, partition, KERNELSWARM_TABLES, version, note, "episode_invariants"
+            lake,
+            partition,
+            KERNELSWARM_TABLES,
+            version,
+            note,
+            CheckOutcome("episode_invariants", True, {"episodes_checked": 0}),
         )
     frames = episode_frames(episodes, shard)
     for table, df in zip(KERNELSWARM_TABLES, frames, strict=True):
