@@ -260,10 +260,10 @@ class GpuBatch:
         }
 
 
-def _flag_env(name: str) -> bool:
+def _flag_env(name: str, default: bool = False) -> bool:
     raw = _env(name)
     if raw is None:
-        return False
+        return default
     low = raw.lower()
     if low in ("1", "true", "yes", "on"):
         return True
@@ -324,6 +324,9 @@ class Settings:
     sim_episodes: int
     #: Template instantiations ``sim_compile_validation`` compiles (0: every class).
     sim_compile_sample: int = 48
+    #: Whether ``sim_compile_validation`` may take nvcc's answers from the package's shipped
+    #: answers of the same nvcc build (``sim/compile_check``); 0 compiles every case here.
+    sim_compile_shipped: bool = True
     object_store: ObjectStore = field(default_factory=ObjectStore, repr=False)
     gpu: GpuBatch = field(default_factory=GpuBatch)
 
@@ -376,6 +379,7 @@ class Settings:
             "KERNELHOUSE_SIM_SESSIONS": self.sim_sessions,
             "KERNELHOUSE_SIM_EPISODES": self.sim_episodes,
             "KERNELHOUSE_SIM_COMPILE_SAMPLE": self.sim_compile_sample,
+            "KERNELHOUSE_SIM_COMPILE_SHIPPED": int(self.sim_compile_shipped),
             **self.gpu.public(),
         }
 
@@ -459,6 +463,7 @@ def load_settings() -> Settings:
         sim_sessions=_count_env("KERNELHOUSE_SIM_SESSIONS", 1899, "simulated sessions"),
         sim_episodes=_count_env("KERNELHOUSE_SIM_EPISODES", 2400, "simulated episodes"),
         sim_compile_sample=_non_negative_env("KERNELHOUSE_SIM_COMPILE_SAMPLE", 48),
+        sim_compile_shipped=_flag_env("KERNELHOUSE_SIM_COMPILE_SHIPPED", default=True),
         object_store=store,
         gpu=load_gpu_batch(),
     )

@@ -20,6 +20,16 @@ nvcc, and a changed template renders a different source, hence a new key, hence 
 real compile. The *verdict* (agree, message_match) is recomputed from the cached
 stderr every time, so a changed expectation is never hidden by the cache. Timeouts
 are not cached (they say how loaded the machine was, not what nvcc thinks).
+
+**Shipped answers.** The same answers for the default build's sample, measured with
+one nvcc build, ship with the package (``data/verification/nvcc_answers.csv``, written by
+``benchmarks/ship_nvcc_answers.py``). The toolchain part of the key is nvcc's own
+``--version`` text (release and build id), not its path, so on any machine with that
+same nvcc build and templates that render the same source the key is the same and the
+shipped answer is nvcc's answer: a cold build need not compile again what was compiled
+when the package was made. Another nvcc, other flags or a changed template give another
+key and a real compile. Each record says where its answer came from (``answer``:
+``nvcc``, ``home cache`` or ``shipped``).
 """
 
 from __future__ import annotations
@@ -89,17 +99,70 @@ def nvcc_path() -> str | None:
     return None
 
 
+#: nvcc answers shipped with the package (see the module doc).
+SHIPPED_ANSWERS = Path(__file__).parent / "data" / "verification" / "nvcc_answers.csv"
+SHIPPED_COLUMNS = ("key", "returncode", "stderr", "toolchain", "generator_version", "measured_at")
+
+
 @functools.lru_cache(maxsize=8)
 def toolchain_id(nvcc: str) -> str:
-    """What identifies the compiler for the cache: its resolved path and ``--version``."""
-    real = os.path.realpath(nvcc)
+    """What identifies the compiler for the cache: ``nvcc --version`` (release, build id).
+
+    Not its path: two installs of one nvcc build give the same answers, and a path-free
+    key is what lets answers measured elsewhere (the shipped ones) serve this machine.
+    An nvcc that cannot say its version gets a key of its own path, never a shipped one.
+    """
     try:
         out = subprocess.run(
             [nvcc, "--version"], capture_output=True, text=True, timeout=60
         ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         out = ""
-    return f"{real}\n{out}"
+    return out or f"unknown nvcc at {os.path.realpath(nvcc)}"
+
+
+def toolchain_build(toolchain: str) -> str:
+    """The short name of a toolchain id: its last line (``Build cuda_13.0.r13.0/…``)."""
+    return toolchain.strip().splitlines()[-1] if toolchain.strip() else ""
+
+
+@functools.lru_cache(maxsize=2)
+def load_shipped_answers(path: Path = SHIPPED_ANSWERS) -> dict[str, tuple[int, str]]:
+    """key → (exit status, stderr) of the shipped file; empty when there is none.
+
+    A damaged file is an error naming it: silently compiling everything again would hide
+    that the package is broken."""
+    import csv
+
+    if not path.exists():
+        return {}
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return {
+                row["key"]: (int(row["returncode"]), row["stderr"]) for row in csv.DictReader(fh)
+            }
+    except (KeyError, ValueError, csv.Error) as exc:
+        raise ValueError(f"{path}: not a file of nvcc answers ({exc})") from exc
+
+
+def write_shipped_answers(
+    cache_dir: Path, toolchain: str, generator_version: str, measured_at: str, out: Path
+) -> int:
+    """Write every answer in ``cache_dir`` (one :class:`NvccCache` filled by one nvcc) as
+    the shipped file ``out``, sorted by key; returns the number of answers."""
+    import csv
+
+    rows = []
+    for entry in sorted(Path(cache_dir).rglob("*.json")):
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        rows.append((entry.stem, data["returncode"], data["stderr"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(SHIPPED_COLUMNS)
+        build = toolchain_build(toolchain)
+        w.writerows((k, rc, err, build, generator_version, measured_at) for k, rc, err in rows)
+    return len(rows)
 
 
 class NvccCache:
@@ -110,10 +173,12 @@ class NvccCache:
     Safe for the threads of :func:`compile_sample`: each key is its own file.
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, shipped: dict[str, tuple[int, str]] | None = None) -> None:
         self.root = Path(root)
+        self.shipped = shipped or {}
         self.hits = 0
         self.misses = 0
+        self.shipped_hits = 0
 
     @staticmethod
     def key(source: str, cmd_flags: Iterable[str], toolchain: str) -> str:
@@ -127,16 +192,21 @@ class NvccCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer (``returncode``, ``stderr``, ``answer``: where it came
+        from), from the home first, then from the shipped answers; None on a miss."""
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            self.misses += 1
-            return None
-        if not isinstance(data, dict) or not isinstance(data.get("returncode"), int):
-            self.misses += 1
-            return None
-        self.hits += 1
-        return data
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("returncode"), int):
+            self.hits += 1
+            return {**data, "answer": "home cache"}
+        if key in self.shipped:
+            self.shipped_hits += 1
+            rc, err = self.shipped[key]
+            return {"returncode": rc, "stderr": err, "answer": "shipped"}
+        self.misses += 1
+        return None
 
     def put(self, key: str, returncode: int, stderr: str) -> None:
         path = self._path(key)
@@ -343,9 +413,10 @@ def nvcc_compile(
     *,
     timeout: int = 240,
     cache: NvccCache | None = None,
-) -> tuple[bool, str, bool]:
-    """``(compiled, stderr, from_cache)`` of ``code`` written as ``candidate.cu`` in
-    ``workdir`` and compiled with ``cmd`` (``cmd[0]`` is nvcc).
+) -> tuple[bool, str, str]:
+    """``(compiled, stderr, answer)`` of ``code`` written as ``candidate.cu`` in
+    ``workdir`` and compiled with ``cmd`` (``cmd[0]`` is nvcc); ``answer`` says where the
+    answer came from: ``nvcc`` (compiled now), ``home cache`` or ``shipped``.
 
     The cache key is the source text itself (with flags and toolchain), so any change to
     a template that changes what it renders is a new key and a real compile.
@@ -353,16 +424,16 @@ def nvcc_compile(
     ckey = NvccCache.key(code, cmd[1:], toolchain_id(cmd[0])) if cache is not None else ""
     hit = cache.get(ckey) if cache is not None else None
     if hit is not None:
-        return hit["returncode"] == 0, str(hit.get("stderr", "")), True
+        return hit["returncode"] == 0, str(hit.get("stderr", "")), str(hit["answer"])
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "candidate.cu").write_text(code)
     try:
         proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return False, "timeout", False
+        return False, "timeout", "nvcc"
     if cache is not None:
         cache.put(ckey, proc.returncode, proc.stderr)
-    return proc.returncode == 0, proc.stderr, False
+    return proc.returncode == 0, proc.stderr, "nvcc"
 
 
 def run_case(
@@ -408,6 +479,7 @@ def run_case(
             stderr_head=err,
             message_match=True,
             cached=False,
+            answer="ast",
             seconds=round(time.perf_counter() - t0, 3),
         )
         return rec
@@ -418,7 +490,7 @@ def run_case(
     cmd = [nvcc, *NVCC_FLAGS, f"-arch={flag}", "-c", "candidate.cu", "-o", "candidate.o"]
     tag = derive_seed(case.inject, sorted(case.params.items())) % 10**8
     d = Path(workdir) / f"{case.op}-{case.variant}-{case.arch}-{tag}"
-    actual, stderr, hit = nvcc_compile(code, cmd, d, timeout=timeout, cache=cache)
+    actual, stderr, answer = nvcc_compile(code, cmd, d, timeout=timeout, cache=cache)
     match = actual == case.expected_ok and (actual or not key or key in stderr)
     if "slip_line" in case.extra and not actual:
         match = match and f"candidate.cu({case.extra['slip_line']})" in stderr
@@ -429,7 +501,8 @@ def run_case(
         agree=actual == case.expected_ok,
         message_match=bool(match),
         stderr_head="\n".join(stderr.splitlines()[:6]),
-        cached=hit,
+        cached=answer != "nvcc",
+        answer=answer,
         seconds=round(time.perf_counter() - t0, 3),
     )
     return rec
@@ -459,14 +532,16 @@ def compile_sample(
     impls: Iterable[str] = ("cuda", "triton"),
     jobs: int | None = None,
     cache_dir: str | Path | None = None,
+    shipped: dict[str, tuple[int, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Compile a stratified sample of ``n`` instantiations (all of them when ``n`` is None).
 
     Returns one record per case: op, variant, arch, inject, expected_ok, actual_ok, agree,
     message_match, stderr_head (first lines of nvcc's output), cached, seconds.
-    ``cache_dir`` keeps nvcc's answers between builds (:class:`NvccCache`).
+    ``cache_dir`` keeps nvcc's answers between builds (:class:`NvccCache`); ``shipped``
+    answers (:func:`load_shipped_answers`) are used where the home has none.
     """
-    cache = NvccCache(cache_dir) if cache_dir is not None else None
+    cache = NvccCache(cache_dir, shipped) if cache_dir is not None else None
     cases = stratified_cases(seed, impls=impls)
     picked = cases if n is None or n >= len(cases) else _stratified_pick(cases, n, seed)
     nvcc = nvcc_path() if any(c.impl == "cuda" for c in picked) else None
@@ -493,6 +568,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     if not records:
         return out
     out["agreement"] = sum(r["agree"] for r in records) / len(records)
+    answers: dict[str, int] = {}
+    for r in records:
+        answers[r.get("answer", "nvcc")] = answers.get(r.get("answer", "nvcc"), 0) + 1
+    out["answers"] = dict(sorted(answers.items()))
     out["message_match"] = sum(r["message_match"] for r in records) / len(records)
     by: dict[str, list[dict[str, Any]]] = {}
     for r in records:

@@ -15,11 +15,13 @@ import pytest
 from dagster_project.sim.compile_check import (
     NvccCache,
     compile_sample,
+    load_shipped_answers,
     nvcc_compile,
     nvcc_path,
     render_case,
     stratified_cases,
     toolchain_id,
+    write_shipped_answers,
 )
 
 REAL_NVCC = nvcc_path()
@@ -56,19 +58,19 @@ def test_same_source_is_answered_from_the_cache_and_a_changed_one_is_compiled(
     nvcc, log = counting_nvcc(tmp_path)
     cache = NvccCache(tmp_path / "cache")
     ok, err, hit = nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w1", cache=cache)
-    assert (ok, hit, runs(log)) == (True, False, 1)
+    assert (ok, hit, runs(log)) == (True, "nvcc", 1)
     ok, err, hit = nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w2", cache=cache)
-    assert (ok, hit, runs(log)) == (True, True, 1)  # nvcc not run again
+    assert (ok, hit, runs(log)) == (True, "home cache", 1)  # nvcc not run again
     # The "template" changes: what it renders differs, so it is compiled, and its new
     # (failing) verdict is what comes back, with nvcc's own message.
     ok, err, hit = nvcc_compile(BAD, cmd(nvcc), tmp_path / "w3", cache=cache)
-    assert (ok, hit, runs(log)) == (False, False, 2)
+    assert (ok, hit, runs(log)) == (False, "nvcc", 2)
     assert "candidate.cu(1)" in err and "error" in err
     ok, err2, hit = nvcc_compile(BAD, cmd(nvcc), tmp_path / "w4", cache=cache)
-    assert (ok, hit, err2, runs(log)) == (False, True, err, 2)  # a failure is cached too
+    assert (ok, hit, err2, runs(log)) == (False, "home cache", err, 2)  # failures too
     # Other flags are another key.
     other = [*cmd(nvcc)[:3], "-arch=sm_90a", *cmd(nvcc)[4:]]
-    assert nvcc_compile(GOOD, other, tmp_path / "w5", cache=cache)[2] is False
+    assert nvcc_compile(GOOD, other, tmp_path / "w5", cache=cache)[2] == "nvcc"
     assert runs(log) == 3 and (cache.hits, cache.misses) == (2, 3)
 
 
@@ -78,9 +80,9 @@ def test_a_damaged_cache_file_is_a_miss_and_is_rewritten(tmp_path: Path) -> None
     nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w1", cache=cache)
     (entry,) = (tmp_path / "cache").rglob("*.json")
     entry.write_text('{"returncode": ')  # a torn write from some other tool
-    assert nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w2", cache=cache)[2] is False
+    assert nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w2", cache=cache)[2] == "nvcc"
     assert runs(log) == 2
-    assert nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w3", cache=cache)[2] is True
+    assert nvcc_compile(GOOD, cmd(nvcc), tmp_path / "w3", cache=cache)[2] == "home cache"
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.name.endswith(".tmp")]
 
 
@@ -96,7 +98,9 @@ def test_compile_sample_twice_runs_nvcc_once_per_case_with_the_same_verdicts(
         3, 7, tmp_path / "w2", impls=("cuda",), jobs=2, cache_dir=tmp_path / "c"
     )
     assert runs(log) == 3 and all(r["cached"] for r in second)
-    strip = ("seconds", "cached")
+    assert {r["answer"] for r in first} == {"nvcc"}
+    assert {r["answer"] for r in second} == {"home cache"}
+    strip = ("seconds", "cached", "answer")
     assert [{k: v for k, v in r.items() if k not in strip} for r in first] == [
         {k: v for k, v in r.items() if k not in strip} for r in second
     ]
@@ -125,3 +129,36 @@ def test_compile_sample_twice_runs_nvcc_once_per_case_with_the_same_verdicts(
     }
     stored = {p.stem for p in (tmp_path / "c").rglob("*.json")}
     assert stored and stored <= keys
+
+
+def test_shipped_answers_serve_a_cold_cache_only_for_the_same_nvcc_build_and_source(
+    tmp_path: Path,
+) -> None:
+    """A cold home with the package's answers of this nvcc build runs no nvcc; the
+    answers are written by ``write_shipped_answers`` and read back exactly; another
+    source (a changed template) is compiled for real and its own verdict used."""
+    nvcc, log = counting_nvcc(tmp_path)
+    filled = NvccCache(tmp_path / "filled")
+    for src, w in ((GOOD, "w1"), (BAD, "w2")):
+        nvcc_compile(src, cmd(nvcc), tmp_path / w, cache=filled)
+    assert runs(log) == 2
+    shipped_csv = tmp_path / "nvcc_answers.csv"
+    tool = toolchain_id(nvcc)
+    assert "unknown nvcc" not in tool  # the path is not part of the key, the build is
+    n = write_shipped_answers(tmp_path / "filled", tool, "9.9.9", "2026-12-01", shipped_csv)
+    answers = load_shipped_answers(shipped_csv)
+    assert n == 2 and sorted(rc for rc, _ in answers.values()) == [0, 2]
+    cold = NvccCache(tmp_path / "cold", answers)
+    ok, err, where = nvcc_compile(BAD, cmd(nvcc), tmp_path / "w3", cache=cold)
+    assert (ok, where, runs(log)) == (False, "shipped", 2) and "candidate.cu(1)" in err
+    changed = GOOD.replace("2.0f", "3.0f")
+    ok, _, where = nvcc_compile(changed, cmd(nvcc), tmp_path / "w4", cache=cold)
+    assert (ok, where) == (True, "nvcc")
+    assert runs(log) == 3 and (cold.shipped_hits, cold.misses) == (1, 1)
+
+
+def test_a_damaged_shipped_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "nvcc_answers.csv"
+    bad.write_text("key,returncode\nabc,not-a-number\n")
+    with pytest.raises(ValueError, match="nvcc_answers.csv"):
+        load_shipped_answers(bad)
