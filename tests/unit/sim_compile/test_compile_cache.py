@@ -162,3 +162,34 @@ def test_a_damaged_shipped_file_is_an_error_naming_it(tmp_path: Path) -> None:
     bad.write_text("key,returncode\nabc,not-a-number\n")
     with pytest.raises(ValueError, match="nvcc_answers.csv"):
         load_shipped_answers(bad)
+
+
+def test_the_shipped_answers_cover_the_default_build_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's answers are those of today's templates: a cold default build with the
+    nvcc build they were made with compiles nothing. Fails after a template change that
+    alters the sample's sources: run ``benchmarks/ship_nvcc_answers.py`` again."""
+    import csv
+
+    from dagster_project.settings import DEFAULT_SIM_SEED
+    from dagster_project.sim.compile_check import SHIPPED_ANSWERS, toolchain_build
+
+    assert REAL_NVCC is not None
+    with SHIPPED_ANSWERS.open(newline="", encoding="utf-8") as fh:
+        builds = {row["toolchain"] for row in csv.DictReader(fh)}
+    if builds != {toolchain_build(toolchain_id(REAL_NVCC))}:
+        pytest.skip(f"the answers were made with {builds}, this nvcc is another build")
+    nvcc, log = counting_nvcc(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert nvcc_path() == nvcc  # the asset's own lookup finds the counting wrapper
+    records = compile_sample(
+        48,
+        DEFAULT_SIM_SEED,
+        tmp_path / "w",
+        jobs=2,
+        cache_dir=tmp_path / "cold",
+        shipped=load_shipped_answers(),
+    )
+    assert runs(log) == 0
+    assert {r["answer"] for r in records if r["checker"] == "nvcc"} == {"shipped"}
