@@ -324,8 +324,17 @@ class Lake:
         """Per-connection set-up: UTC, and on a bucket the s3fs filesystem, so views over
         ``s3://`` globs bind and read on every connection (writers, readers, ``kernelhouse
         sql``). Connections of one process to one file share a database instance, which
-        refuses a second registration, hence the check."""
+        refuses a second registration, hence the check.
+
+        FSST string compression is switched off for what this process writes: our tables
+        hold long, repetitive text (prompts that embed one of a few kernel sources), and
+        for them DuckDB's automatic choice, DICT_FSST, is both slow and large. Measured on
+        the real ``datasets.tuned_configs`` (18,370 rows, 354 MB of prompt and source
+        text; DuckDB 2.0.1): automatic 16.4 s to write and 90.5 MB, without FSST 2.5 s
+        (ZSTD is chosen) and 15.0 MB; the rows hash the same, scans are no slower
+        (``benchmarks/bench_lake_write.py``). Files written with FSST still read."""
         con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET disabled_compression_methods = 'dict_fsst,fsst'")
         if self.on_object_store and "s3" not in con.list_filesystems():
             con.register_filesystem(self.filesystem())
 
