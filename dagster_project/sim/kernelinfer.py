@@ -19,6 +19,7 @@ import ast
 import json
 import math
 import re
+import symtable
 from functools import lru_cache
 from typing import Any
 
@@ -557,7 +558,13 @@ _PROSE = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def _code_only(content: str, impl: str) -> str | None:
+    """Why an assistant turn is not code only (None when it is).
+
+    Memoised (a pure function of two strings): a session can resubmit a source it sent
+    before, and parsing it is most of ``check_session``'s time.
+    """
     if "```" in content:
         return "markdown fence"
     first = next((ln for ln in content.splitlines() if ln.strip()), "")
@@ -569,6 +576,22 @@ def _code_only(content: str, impl: str) -> str | None:
     else:
         if "@triton.jit" not in content:
             return "no @triton.jit kernel"
+        return _parse_error(content)
+    return None
+
+
+def _parse_error(content: str) -> str | None:
+    """``ast.parse``'s verdict on ``content``, the cheap way first.
+
+    ``symtable`` runs the same parser on the same text and then builds only the symbol
+    tables, not the Python AST objects that are most of ``ast.parse``'s cost (40% less
+    time on the shards' Triton turns). Whatever it accepts parses; only when it fails
+    (it also rejects code that parses, e.g. ``nonlocal`` at module level) does
+    ``ast.parse`` decide, so the verdict and message are always ``ast.parse``'s.
+    """
+    try:
+        symtable.symtable(content, "<unknown>", "exec")
+    except Exception:  # any failure: ast.parse decides
         try:
             ast.parse(content)
         except SyntaxError as e:
