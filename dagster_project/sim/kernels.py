@@ -1468,10 +1468,55 @@ _PLANNERS = {
 }
 
 
+#: scalar value types a memo key may hold; the key pairs each value with its type, since
+#: ``1``, ``1.0`` and ``True`` hash and compare equal but planners tell them apart
+_KEY_TYPES = (int, float, str, bool, type(None))
+
+#: (ids of op/gpu/variant, dtype, typed shape and params items) -> (op, gpu, variant, plan).
+#: The objects are kept in the value so that their ids cannot be reused while the entry
+#: lives; a hit also checks them by identity.
+_PLAN_MEMO: dict[tuple[Any, ...], tuple[OpSpec, GPU, Variant, KernelPlan]] = {}
+_PLAN_MEMO_MAX = 65_536
+
+
+def _items_key(d: dict[str, Any]) -> tuple[tuple[str, type, Any], ...] | None:
+    """``d``'s items with each value's type, in ``d``'s order; None for a non-scalar value."""
+    out = []
+    for k, x in d.items():
+        if type(x) not in _KEY_TYPES:
+            return None
+        out.append((k, type(x), x))
+    return tuple(out)
+
+
 def plan(
     op: OpSpec, shape: Shape, dtype: str, gpu: GPU, variant: Variant, params: Params
 ) -> KernelPlan:
-    """Build the ``KernelPlan`` of a candidate (pure, deterministic)."""
+    """Build the ``KernelPlan`` of a candidate (pure, deterministic).
+
+    Memoised: a session asks for the same candidate's plan from the environment, every
+    render of it (clean and each probed bug), the prediction and ``check_session``. Safe:
+    the planners are pure functions of their arguments, ``OpSpec``, ``GPU``, ``Variant``
+    and ``KernelPlan`` are frozen, and no caller mutates a plan (``_apply_minb`` copies
+    ``extra``); inputs with a non-scalar value are planned without the memo.
+    """
+    sk, pk = _items_key(shape), _items_key(params)
+    if sk is None or pk is None:
+        return _plan(op, shape, dtype, gpu, variant, params)
+    key = (id(op), id(gpu), id(variant), dtype, sk, pk)
+    hit = _PLAN_MEMO.get(key)
+    if hit is not None and hit[0] is op and hit[1] is gpu and hit[2] is variant:
+        return hit[3]
+    kp = _plan(op, shape, dtype, gpu, variant, params)
+    if len(_PLAN_MEMO) >= _PLAN_MEMO_MAX:
+        _PLAN_MEMO.clear()  # bounded: the memo only ever saves work
+    _PLAN_MEMO[key] = (op, gpu, variant, kp)
+    return kp
+
+
+def _plan(
+    op: OpSpec, shape: Shape, dtype: str, gpu: GPU, variant: Variant, params: Params
+) -> KernelPlan:
     if variant.family != op.family:
         raise ValueError(
             f"variant {variant.tag} is for {variant.family}, op {op.name} is {op.family}"

@@ -32,6 +32,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 #: CUDA warp reductions: xor butterfly loop (1.6.0) | shfl_down tree + broadcast | unrolled
 REDUCE_STYLES: tuple[str, ...] = ("xor", "down", "unrolled")
@@ -255,6 +256,9 @@ _CUDA_KEEP_COMMENT = re.compile(r"^\s*//\s*(?:TMA|NOTE|expect|static_assert)", r
 #: differ in a few numeric lines, so most lines of a render were transformed before
 _LINE_MEMO: dict[tuple[object, ...], dict[str, str | None]] = {}
 _LINE_MEMO_MAX = 200_000
+#: lines held by all of ``_LINE_MEMO``'s tables, counted as they are added (summing the
+#: tables' sizes on every render was a scan of every key's table per call)
+_LINE_MEMO_SIZE = [0]
 
 
 def apply_voice(
@@ -283,19 +287,26 @@ def apply_voice(
     key = (impl, tuple(live.items()), style.indent, style.comments)
     memo = _LINE_MEMO.get(key)
     if memo is None:
-        if sum(len(m) for m in _LINE_MEMO.values()) > _LINE_MEMO_MAX:
+        if _LINE_MEMO_SIZE[0] > _LINE_MEMO_MAX:
             _LINE_MEMO.clear()
+            _LINE_MEMO_SIZE[0] = 0
         memo = _LINE_MEMO[key] = {}
     pat = _rename_re(tuple(live), impl == "triton") if live else None
     out = head
+    get = memo.get
     for ln in lines:
-        if ln in memo:
-            got = memo[ln]
-        else:
+        # one lookup per line (``_UNSEEN``: None is a memoised "dropped" line)
+        got = get(ln, _UNSEEN)
+        if got is _UNSEEN:
             got = memo[ln] = _voice_line(ln, impl, style, live, pat)
+            _LINE_MEMO_SIZE[0] += 1
         if got is not None:
-            out.append(got)
+            out.append(cast(str, got))
     return "\n".join(out)
+
+
+#: a ``_LINE_MEMO`` miss (distinct from a memoised None)
+_UNSEEN = object()
 
 
 def _voice_line(
@@ -370,11 +381,16 @@ def _live_names(text: str, impl: str, names: tuple[tuple[str, str], ...]) -> dic
         if b in table and r in table[b] and _uses(text, b) and not _uses(text, r)
     }
     if live and impl == "triton":
+        # bracket depth before each hit, counted on from the previous hit (hits come in
+        # order): the same counts as over ``text[:start]``, without rescanning the prefix
+        at = depth = 0
         for mt in _rename_re(tuple(live), True).finditer(text):
             name = mt.group(1)
             if mt.group(2) and name in live and _free(text, mt.start()):
-                pre = text[: mt.start()]
-                depth = sum(pre.count(c) for c in "([{") - sum(pre.count(c) for c in ")]}")
+                start = mt.start()
+                depth += sum(text.count(c, at, start) for c in "([{")
+                depth -= sum(text.count(c, at, start) for c in ")]}")
+                at = start
                 if depth > 0:  # a keyword argument or a default: keep this name as it is
                     live.pop(name)
     return live
