@@ -121,8 +121,7 @@ def plan_stages(
         )
         if not ready:
             raise RuntimeError("cycle in the asset graph")
-        # Prefer continuing the partitioning of the previous stage, else unpartitioned.
-        pdef = graph.get(ready[0]).partitions_def
+        pdef = _next_pdef(graph, ready, stages[-1].partitions_def if stages else None)
         group: list[dg.AssetKey] = []
         frontier = set(ready)
         while frontier:
@@ -141,6 +140,22 @@ def plan_stages(
             part_keys = _needed_shards(graph, group, part_keys, instance)
         stages.append(Stage(group, pdef, part_keys))
     return stages
+
+
+def _next_pdef(
+    graph: dg.AssetGraph,
+    ready: list[dg.AssetKey],
+    previous: dg.PartitionsDefinition | None,
+) -> dg.PartitionsDefinition | None:
+    """The partitioning of the next stage: after a partitioned stage, another partitioned
+    one when one is ready (the pool of ``local.LocalRuns`` then runs the two back to back,
+    with no idle core at the seam: ``run_build`` collects a stage's runs only when a later
+    stage needs them), else that of the first ready asset by name."""
+    if previous is not None:
+        for k in ready:
+            if graph.get(k).partitions_def is not None:
+                return graph.get(k).partitions_def
+    return graph.get(ready[0]).partitions_def
 
 
 def _needed_shards(
@@ -195,11 +210,16 @@ def run_build(
     everything that needs it is skipped, and everything else builds."""
     build = _Build(defs, instance, on_run, quiet, refresh, launch, offline)
     for stage in plan_stages(defs, selection, instance):
+        # Launched runs of earlier stages are collected only when this stage needs them
+        # (it reads their assets, or it runs in this process): a partitioned stage that
+        # does not depend on them starts while they finish.
+        if build.pending and (stage.partitions_def is None or build.needs_pending(stage)):
+            build.collect_launched()
         for pkey in stage.partition_keys:
             if partitions and pkey is not None and pkey not in partitions:
                 continue
             build.run_partition(stage, pkey)
-        build.collect_launched()
+    build.collect_launched()
     return build.outcome
 
 
@@ -329,6 +349,12 @@ class _Build:
                 self.outcome.failed[_label(k, pkey)] = message
         if self.on_run:
             self.on_run(stage, pkey, "ok" if result.success else "failed")
+
+    def needs_pending(self, stage: Stage) -> bool:
+        """Whether an asset of ``stage`` is downstream of an asset of a launched run that
+        is not collected yet (its outcome decides what runs or is skipped)."""
+        pending = {k for _, _, keys, _ in self.pending for k in keys}
+        return any(_upstream(self.graph, k) & pending for k in stage.keys)
 
     def collect_launched(self) -> None:
         """Wait for this stage's launched runs and record them, in launch order."""
