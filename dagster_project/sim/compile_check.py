@@ -29,12 +29,13 @@ same nvcc build and templates that render the same source the key is the same an
 shipped answer is nvcc's answer: a cold build need not compile again what was compiled
 when the package was made. Another nvcc, other flags or a changed template give another
 key and a real compile. Each record says where its answer came from (``answer``:
-``nvcc``, ``home cache`` or ``shipped``).
+``nvcc``, ``home cache`` or ``shipped``; ``ast`` for a Triton case).
 """
 
 from __future__ import annotations
 
 import ast
+import csv
 import functools
 import hashlib
 import json
@@ -44,6 +45,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -132,8 +134,6 @@ def load_shipped_answers(path: Path = SHIPPED_ANSWERS) -> dict[str, tuple[int, s
 
     A damaged file is an error naming it: silently compiling everything again would hide
     that the package is broken."""
-    import csv
-
     if not path.exists():
         return {}
     try:
@@ -150,8 +150,6 @@ def write_shipped_answers(
 ) -> int:
     """Write every answer in ``cache_dir`` (one :class:`NvccCache` filled by one nvcc) as
     the shipped file ``out``, sorted by key; returns the number of answers."""
-    import csv
-
     rows = []
     for entry in sorted(Path(cache_dir).rglob("*.json")):
         data = json.loads(entry.read_text(encoding="utf-8"))
@@ -568,10 +566,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     if not records:
         return out
     out["agreement"] = sum(r["agree"] for r in records) / len(records)
-    answers: dict[str, int] = {}
-    for r in records:
-        answers[r.get("answer", "nvcc")] = answers.get(r.get("answer", "nvcc"), 0) + 1
-    out["answers"] = dict(sorted(answers.items()))
+    out["answers"] = dict(sorted(Counter(r.get("answer", "nvcc") for r in records).items()))
     out["message_match"] = sum(r["message_match"] for r in records) / len(records)
     by: dict[str, list[dict[str, Any]]] = {}
     for r in records:

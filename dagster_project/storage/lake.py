@@ -330,9 +330,9 @@ class Lake:
         hold long, repetitive text (prompts that embed one of a few kernel sources), and
         for them DuckDB's automatic choice, DICT_FSST, is both slow and large. Measured on
         the real ``datasets.tuned_configs`` (18,370 rows, 354 MB of prompt and source
-        text; DuckDB 2.0.1): automatic 16.4 s to write and 90.5 MB, without FSST 2.5 s
-        (ZSTD is chosen) and 15.0 MB; the rows hash the same, scans are no slower
-        (``benchmarks/bench_lake_write.py``). Files written with FSST still read."""
+        text; DuckDB 2.0.1; ``benchmarks/bench_lake_write.py``): automatic 15.5-18.5 s to
+        write and 90.5 MB, without FSST 2.1 s (ZSTD is chosen) and 15.0 MB; the rows hash
+        the same, scans are no slower. Files written with FSST still read."""
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET disabled_compression_methods = 'dict_fsst,fsst'")
         if self.on_object_store and "s3" not in con.list_filesystems():
@@ -398,10 +398,10 @@ class Lake:
     def replace_table(self, schema: str, table: str, df: pl.DataFrame) -> int:
         """Atomically replace ``schema.table`` with ``df``.
 
-        One DuckDB thread for the copy: the largest table (tuned_configs, 350 MB of text)
-        then peaks at 1.28 GB instead of 1.66 GB of process memory and writes in 1.2 s
-        instead of 1.7 s (more threads each buffer and compress row groups at once); the
-        setting is put back afterwards, so queries keep every core."""
+        One DuckDB thread for the copy: writing the largest table (tuned_configs, 350 MB
+        of text) then adds 0.70-0.75 GB to the process instead of 1.12 GB, and is no slower
+        (``benchmarks/bench_lake_write.py``: more threads each buffer and compress row
+        groups at once); the setting is put back afterwards, so queries keep every core."""
         with self.connect() as con:
             try:
                 con.execute("SET threads = 1")

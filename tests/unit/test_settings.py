@@ -205,6 +205,7 @@ def test_gpu_batch_defaults_and_values(monkeypatch: pytest.MonkeyPatch) -> None:
         ("KERNELHOUSE_GPU_WORKERS", "-3"),
         ("KERNELHOUSE_SIM_COMPILE_SAMPLE", "-1"),
         ("KERNELHOUSE_SIM_COMPILE_SAMPLE", "all"),
+        ("KERNELHOUSE_SIM_COMPILE_SHIPPED", "maybe"),
     ],
 )
 def test_bad_gpu_batch_variable_is_named(
@@ -256,3 +257,13 @@ def test_bad_size_fails_the_cli_before_any_run(kh_home: Path) -> None:
             res.returncode == 1 and f"{name}={raw}" in res.stderr and "Traceback" not in res.stderr
         )
         assert not (kh_home / "lake.duckdb").exists()
+
+
+def test_shipped_nvcc_answers_are_on_by_default_and_can_be_switched_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().sim_compile_shipped is True
+    monkeypatch.setenv("KERNELHOUSE_SIM_COMPILE_SHIPPED", "0")
+    s = load_settings()
+    assert s.sim_compile_shipped is False
+    assert s.public()["KERNELHOUSE_SIM_COMPILE_SHIPPED"] == 0
