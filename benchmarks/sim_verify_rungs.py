@@ -13,6 +13,9 @@ with random valid launch parameters:
   FP4 render cannot run here and is never claimed verified.
 
 and writes them with a manifest into ``.verify/`` (git-ignored; carried to the device).
+``--ops a,b`` renders only those ops. References: the 7 calibration ops through
+``gpu_calibrate.py``, 20 ops below, and 12 more in ``benchmarks/verify_refs/`` (one module
+per op family: attention, quantised GEMM/GEMV, MoE/scan/conv).
 
 ``run`` (device: python3 with torch and triton; nothing of the project is imported except
 ``benchmarks/gpu_calibrate.py``'s reference harness for the 7 calibration ops) compiles the
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import ctypes
 import functools
 import json
 import os
@@ -49,6 +53,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from verify_refs import SETUPS as MORE_SETUPS  # noqa: E402 - needs the path above
+
 SRC_DIR = ROOT / ".verify"
 OUT_CSV = ROOT / "dagster_project" / "sim" / "data" / "verification" / "h200_rung_exec.csv"
 COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/sim_verify_rungs.py run --out $OUT"
@@ -88,6 +95,8 @@ OWN_OPS = (
     "minp_sample",
     "mamba_step",
 )
+#: Ops with a reference in ``benchmarks/verify_refs/`` (one module per op family).
+MORE_OPS = tuple(MORE_SETUPS)
 #: (GPU rendered for, arch family, nvcc -gencode for its CUDA renders, shapes).
 FAMILIES = (
     ("h200", "sm_90a", "arch=compute_90a,code=sm_90a", 3),
@@ -122,11 +131,12 @@ def _dtype(op: Any) -> str:
     return "bf16" if "bf16" in op.dtypes and op.dtypes[0] == "fp32" else op.dtypes[0]
 
 
-def prepare(out: Path, styles: bool = False) -> None:
+def prepare(out: Path, styles: bool = False, ops: set[str] | None = None) -> None:
     """Render the cases. ``styles``: instead of the 1.6.0 renders, every structure of
     ``styles`` other than 1.6.0's, for the rungs verified with the 1.6.0 structure (where a
     structure needs its own evidence before renders may use it), each in a random author's
-    voice, at the same shapes and params."""
+    voice, at the same shapes and params. ``ops``: only these ops (default: every op with
+    a reference)."""
     sys.path.insert(0, str(ROOT))
     from dagster_project.sim.hardware import get_gpu
     from dagster_project.sim.ops import get_op
@@ -136,7 +146,9 @@ def prepare(out: Path, styles: bool = False) -> None:
         shutil.rmtree(out)
     (out / "src").mkdir(parents=True)
     cases: list[dict[str, Any]] = []
-    for name in (*CALIB_OPS, *ALIASES, *OWN_OPS):
+    for name in (*CALIB_OPS, *ALIASES, *OWN_OPS, *MORE_OPS):
+        if ops is not None and name not in ops:
+            continue
         op = get_op(name)
         dt = _dtype(op)
         shapes = _shapes(op, 3)
@@ -815,13 +827,20 @@ def _lookup(e: _OwnCase, name: str) -> Any:
     return d[aliases.get(name, name)] if aliases.get(name, name) in d else d[name]
 
 
+#: ctypes of the integer scalars a launch wrapper may take (any other scalar is a float).
+_INT_TYPES: dict[str, Any] = {
+    "int": ctypes.c_int,
+    "int32_t": ctypes.c_int32,
+    "int64_t": ctypes.c_int64,
+    "long": ctypes.c_long,
+}
+
+
 def _cuda_runner(
     e: _OwnCase, fn: Any, params: list[tuple[str, str]], pristine: dict[str, Any]
 ) -> Callable[[], Any]:
-    """Launch the CUDA wrapper (pointers and float scalars in its order, on the current
-    stream) after restoring the in-place tensors."""
-    import ctypes
-
+    """Launch the CUDA wrapper (pointers, integer and float scalars in its order, on the
+    current stream) after restoring the in-place tensors."""
     torch, d = e.torch, e.d
     stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)  # noqa: E731
 
@@ -832,6 +851,8 @@ def _cuda_runner(
         for ty, name in params:
             if ty == "ptr":
                 args.append(ctypes.c_void_p(_lookup(e, name).data_ptr()))
+            elif ty in _INT_TYPES:
+                args.append(_INT_TYPES[ty](int(_lookup(e, name))))
             else:
                 args.append(ctypes.c_float(float(_lookup(e, name))))
         rc = fn(*args, stream())
@@ -1269,6 +1290,7 @@ _OWN_SETUPS: dict[str, Callable[[dict[str, Any], _OwnCase], Any]] = {
     "nucleus_sample": _sampling_setup,
     "minp_sample": _sampling_setup,
     "mamba_step": _mamba_step_setup,
+    **MORE_SETUPS,
 }
 
 
@@ -1372,6 +1394,7 @@ def main() -> None:
     p = sub.add_parser("prepare")
     p.add_argument("--out", type=Path, default=SRC_DIR)
     p.add_argument("--styles", action="store_true", help="the non-1.6.0 structures")
+    p.add_argument("--ops", help="comma-separated op names (default: every referenced op)")
     r = sub.add_parser("run")
     r.add_argument("--out", default=os.environ.get("OUT", "verify_out"))
     r.add_argument("--src", default=str(SRC_DIR))
@@ -1389,7 +1412,7 @@ def main() -> None:
     c.add_argument("--append", action="store_true")
     a = ap.parse_args()
     if a.cmd == "prepare":
-        prepare(a.out, a.styles)
+        prepare(a.out, a.styles, set(a.ops.split(",")) if a.ops else None)
     elif a.cmd == "run":
         run(a)
     elif a.cmd == "worker":
