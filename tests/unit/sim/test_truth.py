@@ -80,6 +80,24 @@ def test_a_wrong_rung_never_runs_clean_in_the_environment() -> None:
     assert "max_rel_err" in sub.detail and "measured" in sub.detail
 
 
+def test_an_fp4_mma_build_is_never_verified_by_other_evidence() -> None:
+    # the Hopper render of this rung dequantises and ran correct on the H200, but on the
+    # 5090 a clean build takes the block-scaled e2m1 MMA path that nothing here executes
+    assert rung_status("fp4_gemm", "cuda", "v2_mma_sync", "sm_90a").status == VERIFIED
+    st = rung_status("fp4_gemm", "cuda", "v2_mma_sync", "sm_120")
+    assert st.status == "unverified" and st.fp4_mma
+    assert any("FP4 MMA" in e for e in st.evidence)
+    # a rung without tensor cores has no such path: its own 5090 render ran correct
+    assert rung_status("fp4_gemm", "cuda", "v0_naive", "sm_120").status == VERIFIED
+
+
+def test_every_op_has_h200_evidence_for_some_rung() -> None:
+    # each op's reference passed at least one rung on the H200, so its failures count
+    rows = verification_rows()
+    verified_ops = {r["op"] for r in rows if r["family"] == "sm_90a" and r["status"] == VERIFIED}
+    assert verified_ops == set(OPS)
+
+
 def test_best_kernel_check_flags_unverified_and_wrong_rungs() -> None:
     bad = best_kernel_violations(
         [
