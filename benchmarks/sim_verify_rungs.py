@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from verify_refs import SETUPS as MORE_SETUPS  # noqa: E402 - needs the path above
+from verify_refs.attention import heads_first_gqa  # noqa: E402
 
 SRC_DIR = ROOT / ".verify"
 OUT_CSV = ROOT / "dagster_project" / "sim" / "data" / "verification" / "h200_rung_exec.csv"
@@ -1178,10 +1179,7 @@ def _attention_setup(c: dict[str, Any], e: _OwnCase) -> Callable[[dict[str, Any]
     e.outs = ["out"]
 
     def ref(x: dict[str, Any]) -> dict[str, Any]:
-        g = Hq // Hkv
-        q = x["q"].float().transpose(1, 2)  # B,Hq,Sq,D
-        k = x["k"].float().transpose(1, 2).repeat_interleave(g, 1)
-        v = x["v"].float().transpose(1, 2).repeat_interleave(g, 1)
+        q, k, v = heads_first_gqa(x, Hq, Hkv)  # B,Hq,Sq|Skv,D
         mask = None
         if op != "cross_attn":
             i = torch.arange(Sq, device=dev)[:, None]

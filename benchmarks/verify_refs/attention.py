@@ -23,6 +23,18 @@ def _nan(e: Any, *shape: int, dtype: Any = None) -> Any:
     return e.torch.full(shape, float("nan"), device=e.dev, dtype=dtype)
 
 
+def heads_first_gqa(x: dict[str, Any], hq: int, hkv: int) -> tuple[Any, Any, Any]:
+    """``q, k, v`` of ``x`` (``[B, S, H, D]``) as fp32 ``[B, H, S, D]``, each KV head repeated
+    for the ``hq // hkv`` query heads that share it (grouped-query attention), so one
+    ``scaled_dot_product_attention`` call is the reference of every attention op here and in
+    ``sim_verify_rungs.py``."""
+    g = hq // hkv
+    q = x["q"].float().transpose(1, 2)
+    k = x["k"].float().transpose(1, 2).repeat_interleave(g, 1)
+    v = x["v"].float().transpose(1, 2).repeat_interleave(g, 1)
+    return q, k, v
+
+
 def _seq_lens(e: Any, batch: int, cap: int) -> Any:
     """``[B]`` int32 sequence lengths in ``[max(1, cap // 2), cap]``, the last one ``cap`` so
     the whole capacity of the block table is used at least once."""
@@ -96,10 +108,7 @@ def _tree_attn_setup(c: dict[str, Any], e: Any) -> Callable[[dict[str, Any]], An
     e.outs = ["out"]
 
     def ref(x: dict[str, Any]) -> dict[str, Any]:
-        g = Hq // Hkv
-        q = x["q"].float().transpose(1, 2)  # B, Hq, Tt, D
-        k = x["k"].float().transpose(1, 2).repeat_interleave(g, 1)
-        v = x["v"].float().transpose(1, 2).repeat_interleave(g, 1)
+        q, k, v = heads_first_gqa(x, Hq, Hkv)  # B, Hq, Tt|S, D
         prefix = torch.ones(B, Tt, Skv, device=dev, dtype=torch.bool)
         mask = torch.cat([prefix, x["tree_mask"].bool()], -1)[:, None]  # B, 1, Tt, S
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
