@@ -8,7 +8,11 @@ Titles are read from the clones again (they are not stored). Printed per split:
 * ``rN-heldout`` of the newest round (the headline: never looked at while tuning),
 * older rounds' parts (the rule was tuned on them by now: in-sample figures),
 * in-sample precision/recall with Wilson 95% intervals, and a population estimate that
-  weights each (repo, stratum) cell back to its size at drawing time.
+  weights each (repo, stratum) cell back to its size at drawing time;
+* how far two readers agree (``data/perf_filter_second_reader.csv``: a second, blind
+  labelling of one round): Cohen's kappa and the second reader's precision/recall against
+  the first. That is the ceiling the labels can support: a rule scored against one reader
+  cannot be shown better than another careful reader is.
 
     .venv/bin/python benchmarks/bench_perf_filter.py [--errors r1-dev]
 """
@@ -32,6 +36,27 @@ from perf_filter_sample import SOURCES, source  # noqa: E402
 HERE = Path(__file__).parent
 SAMPLE = HERE / "data" / "perf_filter_sample.csv"
 META = HERE / "data" / "perf_filter_sample.json"
+SECOND_READER = HERE / "data" / "perf_filter_second_reader.csv"
+
+
+def agreement(first: dict[str, str], second: dict[str, str]) -> dict[str, float]:
+    """Cohen's kappa of two readers' perf labels over the commits both labelled, and the
+    second reader's precision and recall taking the first reader's labels as truth."""
+    shas = sorted(set(first) & set(second))
+    n = len(shas)
+    a = [first[s] == "perf" for s in shas]
+    b = [second[s] == "perf" for s in shas]
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    tp = sum(x and y for x, y in zip(a, b, strict=True))
+    return {
+        "n": n,
+        "observed": po,
+        "kappa": (po - pe) / (1 - pe) if pe < 1 else math.nan,
+        "precision": tp / sum(b) if sum(b) else math.nan,
+        "recall": tp / sum(a) if sum(a) else math.nan,
+    }
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
@@ -141,6 +166,16 @@ def main() -> None:
         print(
             f"{name:11} {s['n']:>4} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
             f"{_fmt(s['precision']):26} {_fmt(s['recall']):26} {wp:.3f} / {wr:.3f}"
+        )
+    if SECOND_READER.exists():
+        second = {r["sha"]: r["label"] for r in csv.DictReader(SECOND_READER.open())}
+        first = {r["sha"]: r["label"] for r in rows if r["sha"] in second}
+        rounds = sorted({r["round"] for r in rows if r["sha"] in second})
+        ag = agreement(first, second)
+        print(
+            f"\ntwo readers, round {'/'.join(rounds)}: {ag['n']} commits, agreement "
+            f"{ag['observed']:.3f}, Cohen's kappa {ag['kappa']:.3f}; second reader vs first: "
+            f"precision {ag['precision']:.3f}, recall {ag['recall']:.3f} (the labels' ceiling)"
         )
     if args.errors != "none":
         print(f"\nmisclassified ({args.errors}):")

@@ -46,6 +46,15 @@ same as v4 on that round (P 0.83 / R 0.82). Its errors are mostly titles that sa
 "remove redundant/unnecessary …" about clean-ups, and perf work named only by its
 mechanism ("Halving warps … to reduce spilling", "PDL improvements", "reduce one draft
 forward"). More title rules fit the rows they are tuned on and not the next round.
+
+Version 6 was tuned on rounds 1-4 (in-sample P 0.946 / R 0.926) by kinds of error, not
+titles: clean-ups of objects that are no work ("remove redundant print/assert/override"),
+guards and restrictions of a path without an outcome word, start-up time, FlashInfer's
+``perf:`` type beating the fix/support vetoes, PDL and spilling as mechanisms. Scored once
+on a fresh blind round 5 (200 commits): P 0.86 / R 0.79, against v5's P 0.85 / R 0.78 on
+the same rows. A second blind reader of round 4 agreed with the first on 196 of 200
+commits (kappa 0.96): the labels are reproducible, so the gap to the goal (P 0.97 / R 0.92)
+is the title's, not the labels'.
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from dataclasses import dataclass
 #: Version of the title rule (CORE_RE, MID_EXTRA_RE, EXCLUDE_RE, vetoes). Bump it whenever
 #: mined output changes: it is part of the miner version (``mining/versions.py``); a bump
 #: re-mines.
-RULES_VERSION = "5"
+RULES_VERSION = "6"
 
 CORE_RE = re.compile(
     r"\[\s*perf(ormance)?\s*\]|^perf(\(|:)|\bperf\b|\bperformance\b|optimi[sz]"
@@ -91,7 +100,8 @@ MID_EXTRA_RE = re.compile(
     r"|\bfast\b"
     r"|\breplac\w*\b[^;]*\bnaive\b"
     # v4: skipping or removing needless work, hoisting out of loops, serving latencies.
-    r"|\b(skip\w*|avoid\w*|remov\w*|drop\w*)\s+(\w+\s+)?(unnecessary|redundant|needless)\b"
+    r"|\b(skip\w*|avoid\w*|remov\w*|drop\w*|reduc\w*|eliminat\w*)\s+(\w+\s+)?"
+    r"(unnecessary|redundant|needless)\b"
     r"|\b(move|moves|moved|hoist\w*)\b[^;]*\bout of\b[^;]*\bloops?\b"
     r"|\b(ttft|tpot|itl)\b"
     r"|\bfast[\s-](path|kernel|topk|decode)\b"
@@ -102,7 +112,10 @@ MID_EXTRA_RE = re.compile(
     # v5 (tuned on rounds 1-3): any persistent kernel ("warp-level persistent qk norm"),
     # contention and data movement removed, one-pass kernels, cache hints.
     r"|\bpersistent\b|\bcontention\b|\bdata[\s-]movement\b"
-    r"|\bone[\s_-]pass\b|\bcache[\s-]hint",
+    r"|\bone[\s_-]pass\b|\bcache[\s-]hint"
+    # v6 (tuned on rounds 1-4): programmatic dependent launch and register spilling are
+    # perf mechanisms by name.
+    r"|\bpdl\b|\bprogrammatic dependent launch|\bspill(s|ing|ed)?\b",
     re.IGNORECASE,
 )
 
@@ -116,6 +129,8 @@ EXCLUDE_RE = re.compile(
     r"|fix(es|ed)? (flaky |failing |broken )?tests?|benchmark(ing)? script|readme|typos?"
     r"|documentation|docstrings?|docs?|scripts?|compil\w*[\s-]?(time|speed)"
     r"|(speed[\s-]?up|accelerat\w*|faster|reduc\w*)\s+(the\s+)?(jit\s+)?compil\w*"
+    # v6: start-up work is not inference speed ("Optimize CUDA graph capture time").
+    r"|(capture|start[\s-]?up|warm[\s-]?up|init\w*|import)[\s-]time|\(start[\s-]?up\)"
     r"|build[\s-]time|cmake|dockerfile|pre-commit|lint)\b",
     re.IGNORECASE,
 )
@@ -171,6 +186,9 @@ _KEYWORDS = (
     "movement",
     "pass",
     "cache",
+    "pdl",
+    "programmatic",
+    "spill",
 )
 
 RULES = ("core", "mid")
@@ -248,6 +266,33 @@ _PLUMBING_RE = re.compile(
     r"|\bsimplif\w*|\bclean[\s-]?up\b|\bdisk[\s-]cache\b",
     re.IGNORECASE,
 )
+#: v6: "remove unnecessary/redundant X" where X is not work the GPU or host does per step
+#: (prints, asserts, comments, overrides, registrations, fallbacks): a clean-up.
+_CLEANUP_OBJECT_RE = re.compile(
+    r"\b(remov|drop|delet|skip|clean)\w*\s+(the\s+)?(\w+\s+)?(unnecessary|redundant|unused|needless)"
+    r"\s+(\S+\s+){0,2}?(prints?|asserts?|assertions?|comments?|overrides?|fallbacks?|imports?"
+    r"|args?|arguments?|checks?|logs?|logging|warnings?|code|files?|tests?|dependenc\w*"
+    r"|mutates_args|dispatch_key|fields?|variables?|params?|parameters?|flags?|options?)\b",
+    re.IGNORECASE,
+)
+#: v6: a guard or a restriction of an existing path ("Guard X by layout", "enable X only
+#: for CUDA", "disable X when …") changes where a kernel runs, not how fast it is.
+_GUARD_RE = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)*(guard|restrict|gate)\w*\b"
+    r"|\b(enabl|disabl|us|allow|apply|run)\w*\b[^;]{0,60}\bonly\s+(for|when|on|if|with)\b"
+    r"|^\s*(?:\[[^\]]*\]\s*)*disabl\w*\b[^;]{0,60}\b(when|for|on|if|unless)\b",
+    re.IGNORECASE,
+)
+#: v6: outcome words (not mechanisms) that keep a guarded title perf work.
+_OUTCOME_RE = re.compile(
+    r"\bperf\w*|\bslow|regression|speed|faster|optimi|accelerat|throughput|\blatency"
+    r"|overhead|efficien",
+    re.IGNORECASE,
+)
+#: v6: FlashInfer's conventional ``perf:`` / ``perf(x):`` prefix types the commit as perf
+#: work, so it beats the fix and support vetoes ("perf: fix the iteration bound …");
+#: the ``[Perf]`` tag does not (measured: tagged "support"/"extend" titles are features).
+_PERF_PREFIX_RE = re.compile(r"^\s*perf(\([^)]*\))?!?:", re.IGNORECASE)
 #: v5: a title that ends in "fixes" ("gpt-oss fusion/padding fixes") is a bug fix.
 _FIX_TAIL_RE = re.compile(r"\bfix(es)?\s*$", re.IGNORECASE)
 
@@ -257,40 +302,61 @@ def _body(title: str) -> str:
     return MODE_NAME_RE.sub(" ", _LEAD_RE.sub("", pr_title(title)))
 
 
-def veto_reason(title: str) -> str | None:
-    """Why a title with a perf word is still not perf work, or None.
-
-    Bug fixes ("[Bugfix] …", "fix …" after the tags) and feature support ("… support …")
-    count only when the words outside tags and mode names say perf; ``[benchmark]``-only
-    titles and logging work never count.
-    """
-    tags = _TAG_RE.findall(title)
-    body = _body(title)
-    perf_tag = any(_PERF_TAG_RE.match(t) for t in tags)
+def _kind_veto(title: str, body: str) -> str | None:
+    """Vetoes that name the kind of work whatever perf words the title has: benchmark-only,
+    logging, clean-ups of non-work objects, guards without an outcome word (v6)."""
     if _BENCHMARK_ONLY_RE.search(title):
         return "benchmark_only"
     if _LOGGING_RE.search(title):
         return "logging"
-    if FIX_PERF_WORD_RE.search(body) is None and (
+    if _CLEANUP_OBJECT_RE.search(title):
+        return "cleanup"
+    if (
+        _GUARD_RE.search(pr_title(title))
+        and not _OUTCOME_RE.search(body)
+        and not re.search(r"\bby default\b", title, re.IGNORECASE)
+    ):
+        return "guard"
+    return None
+
+
+def _is_fix(title: str, body: str, tags: list[str], perf_tag: bool) -> bool:
+    """A bug fix by its lead word, its tail ("… fixes") or a fix tag without a perf tag."""
+    return bool(
         _FIX_LEAD_RE.match(title)
         or _FIX_LEAD_RE.match(body)
         or _FIX_TAIL_RE.search(pr_title(title))
         or (any(_FIX_TAG_RE.match(t) for t in tags) and not perf_tag)
-    ):
+    )
+
+
+def veto_reason(title: str) -> str | None:
+    """Why a title with a perf word is still not perf work, or None.
+
+    Bug fixes ("[Bugfix] …", "fix …" after the tags) and feature support ("… support …")
+    count only when the words outside tags and mode names say perf, or the title is typed
+    ``perf:``; ``[benchmark]``-only titles and logging work never count.
+    """
+    tags = _TAG_RE.findall(title)
+    body = _body(title)
+    perf_tag = any(_PERF_TAG_RE.match(t) for t in tags)
+    perf_prefix = _PERF_PREFIX_RE.match(title) is not None
+    no_perf_word = PERF_WORD_RE.search(body.strip()) is None
+    kind = _kind_veto(title, body)
+    if kind is not None:
+        return kind
+    fix_allowed = perf_prefix or FIX_PERF_WORD_RE.search(body) is not None
+    if not fix_allowed and _is_fix(title, body, tags, perf_tag):
         return "bug_fix"
     if _CI_AFTER_TAGS_RE.search(title):
         return "ci"
-    if not perf_tag and PERF_WORD_RE.search(body.strip()) is None and _FEAT_LEAD_RE.search(title):
+    if not perf_tag and no_perf_word and _FEAT_LEAD_RE.search(title):
         return "feature"
-    if not perf_tag and PERF_WORD_RE.search(body.strip()) is None and _SUPPORT_RE.search(body):
+    if not perf_tag and not perf_prefix and no_perf_word and _SUPPORT_RE.search(body):
         return "feature_support"
     if FIX_PERF_WORD_RE.search(body) is None and _REFACTOR_RE.search(title):
         return "refactor"
-    if (
-        not perf_tag
-        and PERF_WORD_RE.search(body.strip()) is None
-        and _PLUMBING_RE.search(pr_title(title))
-    ):
+    if not perf_tag and no_perf_word and _PLUMBING_RE.search(pr_title(title)):
         return "plumbing"
     return None
 

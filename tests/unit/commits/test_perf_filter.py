@@ -227,3 +227,42 @@ def test_v5_widening(title: str) -> None:
 )
 def test_v5_vetoes(title: str) -> None:
     assert match_title(title) is None, title
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        # invented titles, one per v6 widening
+        "[Kernel] Use PDL between the two halves of the norm kernel (#1)",
+        "[ROCm] Fewer warps in the decode kernel to cut register spilling (#2)",
+        "[Model] Reduce redundant computations in the mixer block (#3)",
+        "perf: fix the loop bound of the causal prefill template (#4)",
+        "perf(attention): initial support for capturing decode in graphs (#5)",
+        "[Perf] Turn off the grouped GEMM path by default when EP=16 (#6)",
+    ],
+)
+def test_v6_widening(title: str) -> None:
+    assert match_title(title) is not None, title
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        # invented titles, one per v6 veto
+        "[Minor] Remove redundant print in the fused MoE runner (#7)",
+        "Remove unnecessary fp16 assert in the fast rotary kernel (#8)",
+        "Drop redundant per-kernel arch overrides in the fused build (#9)",
+        "[ROCm] Guard the fast decode path by cache layout (#10)",
+        "[Perf] Enable the overlapped expert stream only for CUDA (#11)",
+        "Disable the persistent MLA kernel when the KV cache is not fp8 (#12)",
+        "[Runner] Optimize CUDA graph capture time (#13)",
+        "perf(startup): skip unused headers of the allocator stub (#14)",
+    ],
+)
+def test_v6_vetoes(title: str) -> None:
+    assert match_title(title) is None, title
+
+
+def test_v6_guard_keeps_an_outcome_word() -> None:
+    # a guard that says why in outcome words is still perf work
+    assert match_title("Use the fused top-k only for small batches to reduce latency (#15)")
