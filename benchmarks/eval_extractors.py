@@ -7,15 +7,16 @@ Data: ``benchmarks/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions,
 hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
-``pr_devset/fresh/`` and the 62 of ``pr_devset/fresh2/``. ``fresh/`` and ``fresh2/`` were the
-held-out sets of extractors 2.1 and 2.2, each scored once at the end of its round and then
+``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/`` and the 52 of ``pr_devset/fresh3/``.
+``fresh/``, ``fresh2/`` and ``fresh3/`` were the held-out sets of extractors 2.1, 2.2 and 2.3,
+each scored once at the end of its round and then
 retired into development (``pr_devset/LABELLING.md``), as folds 3-4 of ``prs.csv`` were before
 them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of five folds
 (sha256 of ``owner/name#number`` mod 5); the default run prints the development score, each
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/pr_devset/fresh3`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/pr_devset/fresh4`` is a separate set of real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs
@@ -65,10 +66,12 @@ from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
-#: 2.1 (``fresh``) and 2.2 (``fresh2``)
-DEV_ROOTS = (DEVSET, DEVSET / "fresh", DEVSET / "fresh2")
+#: 2.1 (``fresh``), 2.2 (``fresh2``) and 2.3 (``fresh3``)
+DEV_ROOTS = (DEVSET, DEVSET / "fresh", DEVSET / "fresh2", DEVSET / "fresh3")
 #: the held-out set of the current round (scored once, at its end)
-HELD = DEVSET / "fresh3"
+HELD = DEVSET / "fresh4"
+#: retired sets, by their ``split`` value in ``prs.csv``
+RETIRED_SPLITS = ("fresh", "fresh2", "fresh3")
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
 
@@ -295,7 +298,18 @@ def run(
         out["held_misses_by_layout"] = by_layout(prs, tally.misses)
         out["held_false_by_layout"] = by_layout(prs, tally.false)
     else:
-        dev = [pr for root in DEV_ROOTS for pr in devset.load_devset(root, folds=DEV_FOLDS)]
+        # a development text the cache lacks (the search excerpt could not be found again)
+        # is skipped and counted, never scored as a PR with no measurements
+        every = [
+            pr
+            for root in DEV_ROOTS
+            for pr in devset.load_devset(root, folds=DEV_FOLDS, require_texts=False)
+        ]
+        dev = [pr for pr in every if pr.text is not None]
+        out["dev_texts_missing"] = {
+            root.name: sum(1 for p in every if p.text is None and _root_of(p) == root.name)
+            for root in DEV_ROOTS
+        }
         out["dev"] = evaluate(dev, _det, detail=False).summary()
         out["dev_by_set"] = {
             root.name: evaluate(
@@ -331,7 +345,40 @@ def run(
 
 def _root_of(pr: Any) -> str:
     """Which development set a PR comes from (``split`` names the retired sets)."""
-    return pr.split if pr.split in ("fresh", "fresh2") else DEVSET.name
+    return pr.split if pr.split in RETIRED_SPLITS else DEVSET.name
+
+
+def _print_result(res: dict[str, Any]) -> None:
+    """The run's figures as text (``--json`` prints ``res`` itself)."""
+    for split in ("held", "dev"):
+        if split in res:
+            s = res[split]
+            print(
+                f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, "
+                f"{s['predicted']} predicted): "
+                f"precision {s['precision']}  recall {s['recall']}  F1 {s['f1']}  | speedup±1% "
+                f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  "
+                f"batch {s['batch_size_agreement']}  "
+                f"unit {s['unit_agreement']}  stated kept {s['stated_speedup_kept']}"
+            )
+    for name, s in res.get("dev_by_set", {}).items():
+        print(
+            f"  dev set {name}: precision {s['precision']} recall {s['recall']} "
+            f"({s['prs']} PRs, {s['labelled']} labels)"
+        )
+    if any(res.get("dev_texts_missing", {}).values()):
+        print(
+            "  dev texts not cached (skipped): "
+            + ", ".join(f"{k} {v}" for k, v in res["dev_texts_missing"].items())
+        )
+    for f, s in res.get("dev_by_fold", {}).items():
+        print(f"  dev fold {f}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs)")
+    for k in ("dev_misses", "dev_false", "held_misses", "held_false"):
+        for line in res.get(k, []):
+            print(f"{k.split('_', 1)[1]}: {line}")
+    for k in ("held_misses_by_layout", "held_false_by_layout"):
+        if k in res:
+            print(f"{k}: " + ", ".join(f"{fam} {n}" for fam, n in res[k].items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--show-set",
         default=None,
-        help="with --show: only this development set (pr_devset, fresh, fresh2)",
+        help="with --show: only this development set (pr_devset, fresh, fresh2, fresh3)",
     )
     ap.add_argument(
         "--held",
@@ -361,30 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res, indent=1))
         return 0
-    for split in ("held", "dev"):
-        if split in res:
-            s = res[split]
-            print(
-                f"{split:5s} ({s['prs']} PRs, {s['labelled']} labelled, "
-                f"{s['predicted']} predicted): "
-                f"precision {s['precision']}  recall {s['recall']}  F1 {s['f1']}  | speedup±1% "
-                f"{s['speedup_within_1pct']}  scope {s['scope_agreement']}  "
-                f"batch {s['batch_size_agreement']}  "
-                f"unit {s['unit_agreement']}  stated kept {s['stated_speedup_kept']}"
-            )
-    for name, s in res.get("dev_by_set", {}).items():
-        print(
-            f"  dev set {name}: precision {s['precision']} recall {s['recall']} "
-            f"({s['prs']} PRs, {s['labelled']} labels)"
-        )
-    for f, s in res.get("dev_by_fold", {}).items():
-        print(f"  dev fold {f}: precision {s['precision']} recall {s['recall']} ({s['prs']} PRs)")
-    for k in ("dev_misses", "dev_false", "held_misses", "held_false"):
-        for line in res.get(k, []):
-            print(f"{k.split('_', 1)[1]}: {line}")
-    for k in ("held_misses_by_layout", "held_false_by_layout"):
-        if k in res:
-            print(f"{k}: " + ", ".join(f"{fam} {n}" for fam, n in res[k].items()))
+    _print_result(res)
     print(f"llm: {res['llm']}  ({res['seconds']} s)")
     return 0
 

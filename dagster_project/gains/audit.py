@@ -186,15 +186,21 @@ def _grid_units(g: Grid, gid: str) -> list[Unit]:
     """One unit per table row: each cell's numbers with its column's role (as the
     extractor reads the table, :func:`~dagster_project.gains.extract.tables.side_overrides`
     included), an arrow cell's two numbers as baseline and optimized."""
-    from dagster_project.gains.extract.tables import CELL_ARROW, classify, side_overrides
+    from dagster_project.gains.extract.tables import (
+        CELL_ARROW,
+        classify,
+        row_side_overrides,
+        side_overrides,
+    )
 
     cols = classify(g)
+    row_sides = row_side_overrides(cols, list(enumerate(g.rows)))
     col_role = [c.role.kind if c.kind in ("variant", "metric") else None for c in cols]
     for j, side in side_overrides(cols, list(enumerate(g.rows))).items():
         col_role[j] = side  # "speedup over cuda", "AOT->JIT", a change column's numbers
     units: list[Unit] = []
-    for row in g.rows:
-        u = Unit(gid, _row_role(row))
+    for i, row in enumerate(g.rows):
+        u = Unit(gid, row_sides.get(i) or _row_role(row))
         for j, cell in enumerate(row):
             m = CELL_ARROW.match(cell)
             if m:

@@ -130,6 +130,16 @@ def _aligned_rows(
     return rows, raw, j, index_col
 
 
+_STAT_NAMES = re.compile(r"^(?:count|mean|std|min|max|median|\d{1,2}%|dtype:?)$", re.I)
+
+
+def _summary_rows(rows: list[list[str]]) -> bool:
+    """Whether most rows start with a distribution statistic (``count``, ``mean``, ``25%``,
+    ``max``): pandas' ``describe()`` output, read as one record per statistic (2.4)."""
+    firsts = [r[0].strip() for r in rows if r and r[0].strip()]
+    return len(firsts) >= 3 and sum(bool(_STAT_NAMES.match(c)) for c in firsts) >= 0.6 * len(firsts)
+
+
 def aligned_grids(lines: list[str]) -> list[Grid]:
     """Every aligned or boxed table in ``lines`` (usually a code block's lines)."""
     boxed = box_grids(lines)
@@ -152,6 +162,8 @@ def aligned_grids(lines: list[str]) -> list[Grid]:
             if hcells is None:
                 continue
             rows, raw, j, index_col = _aligned_rows(lines, i, hcells, wide)
+            if rows and _summary_rows(rows):
+                break  # a describe() summary: records (records.py), not a table
             if rows and (index_col or len(rows) >= 1):
                 grids.append(Grid(hcells, rows, raw))
                 i = j - 1

@@ -21,6 +21,7 @@ from dagster_project.gains.extract.candidate import Candidate, to_measurement
 from dagster_project.gains.extract.document import Block, Grid, split_blocks
 from dagster_project.gains.extract.prose import prose_candidates
 from dagster_project.gains.extract.records import (
+    block_role,
     inline_candidates,
     pair_candidates,
     run_candidates,
@@ -49,7 +50,17 @@ from dagster_project.gains.schema import Measurement
 #: weakly named side; size cells ("64 MiB") skipped; aligned headers with a colon cell;
 #: a code block's title line gives its table's unit; direction emoji; "median TPOT" is a
 #: metric; a verb before "from X to Y" clears an earlier count word
-EXTRACTOR_VERSION = "2.3"
+#: 2.4 (2026-12-02): snake_case headers name sides ("baseline_mean"); std columns are
+#: dispersion; a strong baseline beside one unnamed (or reference-named) value column, and a
+#: two-name row column with one strong baseline, name the other the PR's side (the audit
+#: reads those rows alike: ``tables.row_side_overrides``); a positive gain column beside
+#: unitless timings gives the direction; the same table under "before" and "after" labels is
+#: paired across the two tables, not inside each; an unnamed run beside a "compared to"
+#: run is the PR's when no run is named so; ``describe()`` summaries as one record per
+#: statistic (count/std dropped); further values with words before their unit; "prefix"
+#: is not "pre-fix"; load/QPS and max_*len columns are conditions; a correct rate is
+#: accuracy
+EXTRACTOR_VERSION = "2.4"
 
 
 def candidates(text: str) -> list[Candidate]:
@@ -59,20 +70,18 @@ def candidates(text: str) -> list[Candidate]:
     found: list[Candidate] = []
     record_blocks: list[Block] = []
     quiet: list[tuple[Block, Grid]] = []  # tables with no comparison inside
+    grids = _grids_of(blocks)
+    across = _paired_across(grids)
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
-            got = table_candidates(b.grid, b)
+            got = [] if id(b.grid) in across else table_candidates(b.grid, b)
             found.extend(got)
             if not got:
                 quiet.append((b, b.grid))
         elif b.kind == "code":
             got = []
-            for g in aligned_grids(b.lines):
-                label = _title_above(b.lines, g) or b.label
-                sub = Block(
-                    "table", b.lines, b.index, g, b.heading, b.before, label, b.after, b.title
-                )
-                mine = table_candidates(g, sub)
+            for sub, g in grids.get(b.index, []):
+                mine = [] if id(g) in across else table_candidates(g, sub)
                 got.extend(mine)
                 if not mine:
                     quiet.append((sub, g))
@@ -86,6 +95,55 @@ def candidates(text: str) -> list[Candidate]:
     found.extend(inline_candidates(record_blocks))
     found.extend(prose_candidates([b for b in blocks if b.kind == "text"], title))
     return found
+
+
+def _grids_of(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
+    """Every table of the text by block index: a markdown/HTML table as it is, the aligned
+    tables of a code block each as a table block labelled by its title line."""
+    out: dict[int, list[tuple[Block, Grid]]] = {}
+    for b in blocks:
+        if b.kind == "table" and b.grid is not None:
+            out[b.index] = [(b, b.grid)]
+        elif b.kind == "code":
+            subs = []
+            for g in aligned_grids(b.lines):
+                label = _title_above(b.lines, g) or b.label
+                subs.append(
+                    (
+                        Block(
+                            "table",
+                            b.lines,
+                            b.index,
+                            g,
+                            b.heading,
+                            b.before,
+                            label,
+                            b.after,
+                            b.title,
+                        ),
+                        g,
+                    )
+                )
+            out[b.index] = subs
+    return out
+
+
+def _paired_across(grids: dict[int, list[tuple[Block, Grid]]]) -> set[int]:
+    """``id`` of the grids read as runs of one comparison across tables (2.4): two tables
+    with the same header, one under a strong baseline label ("before", "main") and the next
+    under a strong optimized one ("after", "this PR"). The sides are named outside the
+    tables, so what their columns might say about sides inside (``Sequential`` / ``Batch``
+    and a speedup between them) is a comparison within one run, not the PR's."""
+    flat = [(b, g, block_role(b)) for subs in grids.values() for b, g in subs]
+    out: set[int] = set()
+    for (_b1, g1, r1), (_b2, g2, r2) in zip(flat, flat[1:], strict=False):
+        if r1 is None or r2 is None or r1.strength < 2 or r2.strength < 2:
+            continue
+        if {r1.kind, r2.kind} == {"baseline", "optimized"} and [
+            h.strip().lower() for h in g1.header
+        ] == [h.strip().lower() for h in g2.header]:
+            out |= {id(g1), id(g2)}
+    return out
 
 
 def _title_above(lines: list[str], grid: Grid) -> str:

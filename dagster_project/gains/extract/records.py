@@ -42,7 +42,12 @@ _PART = re.compile(
     rf"(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
     re.I,
 )
-_EXTRA = re.compile(rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w.])", re.I)
+#: 2.4: up to two words may stand between a further value and its unit ("1022.46 total
+#: tokens/s, 480.27 output tokens/s"): they name the record ("Throughput total tokens/s")
+_EXTRA = re.compile(
+    rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<words>(?:[A-Za-z]+\s+){{0,2}}?)(?P<unit>{_UNIT})(?![\w.])",
+    re.I,
+)
 _TQDM_RATE = re.compile(r"(?P<val>\d+(?:\.\d+)?)\s*(?P<unit>it/s|s/it)\b")
 _TQDM_SPEED = re.compile(
     r"(?P<key>input|output)\s*:\s*(?P<val>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>toks?/s)", re.I
@@ -74,7 +79,8 @@ class Run:
 
 def _key_name(key: str) -> str:
     k = clean_cell(key).strip(" -*:")
-    return re.sub(r"^(?:\d+\.\s+|[-*+]\s+)", "", k)
+    # 2.4: "the prefix length is 200" names the key "prefix length", a condition
+    return re.sub(r"^(?:\d+\.\s+|[-*+]\s+)?(?:(?:the|a|an|and)\s+)?", "", k, flags=re.I)
 
 
 def _condition_key(key: str) -> bool:
@@ -84,7 +90,8 @@ def _condition_key(key: str) -> bool:
         or SHAPE_KEYS_KERNEL.match(key)
         or CONCURRENCY_KEY.match(key)
         or re.fullmatch(
-            r"(?:input|output|prompt|seq|context)[_ ]?len(?:gth)?|tp|dp|ep|\w+[_ ]size|\w+[_ ]len|"
+            r"(?:input|output|prompt|prefix|seq|sequence|context)[_ ]?len(?:gth)?|tp|dp|ep|"
+            r"\w+[_ ]size|\w+[_ ]len|"
             r"num[_ ]\w+|n_\w+|bs",
             key,
             re.I,
@@ -180,9 +187,8 @@ def _extra_records(key: str, rest: str, line: str) -> list[Rec]:
             break
         ev = parse_number(e.group("val"))
         if ev is not None:
-            out.append(
-                Rec(f"{key} {e.group('unit')}", ev, e.group("val"), e.group("unit"), (), line)
-            )
+            name = " ".join(x for x in (key, e.group("words").strip(), e.group("unit")) if x)
+            out.append(Rec(name, ev, e.group("val"), e.group("unit"), (), line))
         rest = rest[e.end() :]
     return out
 
@@ -240,8 +246,36 @@ def role_line(line: str) -> Role | None:
     head, sep, tail = s.partition(":")
     if sep and tail.strip():
         s = head  # "Backend: sglang" is a key/value line; only a label before ":" names a role
+    if _COMPARED_TO.match(s):
+        return Role("baseline", 2)  # 2.4: "Comparing to outlines" names the baseline's run
     r = role_of(s)
     return r if r.kind in ("baseline", "optimized") else None
+
+
+#: a label line that names what the run below is compared with (the baseline)
+_COMPARED_TO = re.compile(
+    r"^(?:comparing|compared|comparison|in comparison)\s+(?:to|with|against)\b|^(?:vs\.?|versus)\s",
+    re.I,
+)
+#: 2.4: a distribution summary (pandas ``describe()``): a title line ending in ":", then
+#: ``mean  4552.2`` / ``25%  3864.3`` lines; count and std are not measurements
+_STAT_TITLE = re.compile(r"^\s*(?P<title>[A-Za-z][^:\d]{2,60}?(?:\([^)]*\))?)\s*:\s*$")
+_STAT_LINE = re.compile(
+    rf"^\s*(?P<stat>mean|min|max|median|p\d{{1,2}}|\d{{1,2}}%)\s+(?P<val>{_VAL})\s*$"
+)
+
+
+def _stat_record(title: str, ln: str) -> Rec | None:
+    """``mean  4552.206317`` under ``First token latency(msecs):`` as one record."""
+    m = _STAT_LINE.match(ln)
+    if not m or not title:
+        return None
+    value = parse_number(m.group("val"))
+    if value is None:
+        return None
+    stat = {"min": "minimum", "max": "maximum"}.get(m.group("stat"), m.group("stat"))
+    metric = f"{title} {stat}"  # "minimum", never the unit "min"
+    return Rec(metric, value, m.group("val"), unit_in(title), (), ln)
 
 
 def _role_value(line: str) -> tuple[Role, str, str] | None:
@@ -475,7 +509,19 @@ def _code_runs(b: Block, runs: list[Run]) -> None:
     role, label = _code_block_role(b)
     run = Run(role or Role(None), label, b)
     current: tuple[tuple[str, str], ...] = ()
+    stat_title = ""
     for ln in b.lines:
+        st = _STAT_TITLE.match(ln)
+        if st and not parse_records(ln):
+            stat_title = st.group("title").strip()
+            continue
+        rec = _stat_record(stat_title, ln)
+        if rec is not None:
+            run.records.append(rec)
+            continue
+        if re.match(r"^\s*(?:count|std|dtype)\b", ln) and stat_title:
+            continue
+        stat_title = "" if not ln.strip() else stat_title
         ko = key_only(ln)
         if ko is not None:
             current = _merge(current, ko)
@@ -599,6 +645,7 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
     """Baseline runs with the optimized run next to them, in document order."""
     out: list[tuple[Run, Run]] = []
     pending: Run | None = None
+    _name_unnamed_beside_baseline(runs)
     for r in runs:
         if r.role.kind not in ("baseline", "optimized"):
             continue
@@ -618,6 +665,27 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
         out.append((b, o))
         pending = None
     return out
+
+
+def _name_unnamed_beside_baseline(runs: list[Run]) -> None:
+    """2.4: a run named by nothing next to a strongly named baseline run of the same
+    benchmark (at least two metrics in common: "Results for X:" then "Comparing to Y") is
+    the run the PR compares with it; it is named the optimized side, weakly. Only when no
+    run of the text is named the optimized side already (then that run is the PR's)."""
+    if any(r.role.kind == "optimized" for r in runs):
+        return
+    for a, b in zip(runs, runs[1:], strict=False):
+        pair = (a, b) if a.role.kind is None else (b, a)
+        unnamed, named = pair
+        if unnamed.role.kind is not None or named.role.kind != "baseline":
+            continue
+        if named.role.strength < 2:
+            continue
+        shared = {_norm_metric(r.metric) for r in unnamed.records} & {
+            _norm_metric(r.metric) for r in named.records
+        }
+        if len(shared) >= 2:
+            unnamed.role = Role("optimized", 1)
 
 
 def run_candidates(blocks: list[Block]) -> list[Candidate]:

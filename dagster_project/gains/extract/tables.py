@@ -92,10 +92,11 @@ def _is_key_header(h: str) -> bool:
         or HW_KEY.match(s)
         or re.fullmatch(
             r"(?:seq[_ ]?len|input[_ ]?len|output[_ ]?len|isl|osl|tp|ep|dp|dtype|"
-            r"concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|request[_ ]?rate|"
+            r"concurrency|max[_ ]?concurrency|num[_ ]?prompts|qps|rps|request[_ ]?rate|load|"
             r"config|case|setting|scenario|dataset|task|test|workload|kernel|op|layer|"
             r"provider|backend|method|impl(?:ementation)?|mode|quant|precision|"
             r"context(?:[_ ]len)?|prompt[_ ]?len|gen[_ ]?len|\w+[_ ]?size|num_\w+|n_\w+|"
+            r"(?:max|min)[_ ]?\w*len\w*|max[_ ]?(?:new[_ ]?)?tokens|"
             r"[A-Za-z]|#)(?:\s*\(.*\))?",
             s,
             re.I,
@@ -567,11 +568,52 @@ def _column_candidates(
     for _name, bcol, ocol in pairs:
         unit = unit_in(ocol.header) or unit_in(bcol.header)
         scol = _pair_stated_column(speed_cols, len(pairs), bcol, ocol, named_vs)
+        hib = (
+            _direction_by_change(rows, bcol, ocol, scol)
+            if scol is not None
+            and infer_higher_is_better(f"{bcol.header} {ocol.header}", unit) is None
+            else None
+        )
         for i, row in rows:
             cand = _pair_row_candidate(t, bcol, ocol, scol, unit, i, row)
             if cand is not None:
+                if (
+                    cand.higher_is_better is None
+                    and infer_higher_is_better(cand.metric, cand.unit) is None
+                ):
+                    cand.higher_is_better = hib
                 out.append(cand)
     return out
+
+
+def _direction_by_change(rows: Rows, bcol: Column, ocol: Column, scol: Column) -> bool | None:
+    """Whether higher is better, as a gain column beside a pair of unitless columns tells it
+    (2.4). Only a positive gain under a gain-like header ("speedup", "improvement") counts,
+    since the sign conventions of change columns differ: ``(b - o) / b``, ``b / o - 1`` or
+    ``b / o`` says the numbers are times, ``(o - b) / b``, ``o / b - 1`` or ``o / b`` that
+    they are rates. ``None`` unless most rows fit one reading and none fits both."""
+    if not re.search(r"speed|improv|gain|faster|better", scol.header, re.I):
+        return None
+    votes = [0, 0]  # lower is better / higher is better
+    for _i, row in rows:
+        if max(bcol.j, ocol.j, scol.j) >= len(row):
+            continue
+        b, o = value_of(row[bcol.j]), value_of(row[ocol.j])
+        cell = row[scol.j].strip()
+        g = value_of(cell.rstrip("%xX× "))
+        if not b or not o or g is None or g <= 0 or b == o:
+            continue
+        if "%" in cell:
+            g /= 100
+        tol = max(0.005, 0.03 * g)
+        lower = any(abs(x - g) <= tol for x in ((b - o) / b, b / o - 1, b / o))
+        higher = any(abs(x - g) <= tol for x in ((o - b) / b, o / b - 1, o / b))
+        if lower != higher:
+            votes[int(higher)] += 1
+    total = sum(votes)
+    if total == 0 or max(votes) < 0.8 * total:
+        return None
+    return votes[1] > votes[0]
 
 
 def _arrow_cell_candidate(t: _Table, c: Column, row: list[str]) -> Candidate | None:
@@ -664,13 +706,48 @@ def _ratio_only_candidates(
 
 def _roles_in_rows(cols: list[Column], rows: list[tuple[int, list[str]]]) -> Column | None:
     """The key column whose cells name both sides (``| main | ... |`` / ``| this pr | ... |``):
-    the table compares by row, and its value columns are metrics, never two sides."""
+    the table compares by row, and its value columns are metrics, never two sides. Since
+    2.4 also a key column of exactly two distinct names, one of them a strong baseline
+    ("Base", "main") and the other unnamed (``| Prefix Cache |`` / ``| Base |`` per load):
+    the unnamed one is what the PR compares with it."""
     for c in cols:
         if c.kind != "key":
             continue
         roles = [role_of(r[c.j]).kind for _, r in rows if c.j < len(r)]
         if "baseline" in roles and "optimized" in roles:
             return c
+    for c in cols:
+        if c.kind == "key" and _strong_baseline_and_other(rows, c) is not None:
+            return c
+    return None
+
+
+def row_side_overrides(cols: list[Column], rows: Rows) -> dict[int, str]:
+    """Row index -> "optimized" for the rows a two-name key column leaves unnamed beside a
+    strong baseline (:func:`_strong_baseline_and_other`): what
+    :mod:`~dagster_project.gains.audit` lets stand on that side, so that the audit and the
+    extractor read the rows of one table the same way."""
+    for c in cols:
+        if c.kind != "key":
+            continue
+        named = _strong_baseline_and_other(rows, c)
+        if named is not None:
+            return {i: "optimized" for i, r in rows if c.j < len(r) and r[c.j].strip() == named[1]}
+    return {}
+
+
+def _strong_baseline_and_other(rows: Rows, c: Column) -> tuple[str, str] | None:
+    """(baseline name, other name) when column ``c`` holds exactly two distinct names, each
+    at least twice or in a two-row table, one a strong baseline and the other no side."""
+    names = [r[c.j].strip() for _, r in rows if c.j < len(r) and r[c.j].strip()]
+    distinct = sorted(set(names))
+    if len(distinct) != 2 or value_of(distinct[0]) is not None:
+        return None
+    roles = {n: role_of(n) for n in distinct}
+    base = [n for n in distinct if roles[n].kind == "baseline" and roles[n].strength == 2]
+    other = [n for n in distinct if roles[n].kind is None]
+    if len(base) == 1 and len(other) == 1:
+        return base[0], other[0]
     return None
 
 
@@ -753,11 +830,14 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
 def _weak_beside_strong_baseline(valued: list[Column]) -> tuple[Column, Column] | None:
     """``| FlashInfer AUTO | Fallback |`` in a vLLM PR: two value columns, one named strongly
     as the baseline and the other only weakly: (baseline, the PR's side), else None."""
-    if len(valued) != 2 or sorted(c.role.strength for c in valued) != [1, 2]:
+    if len(valued) != 2:
         return None
-    strong = next(c for c in valued if c.role.strength == 2)
-    weak = next(c for c in valued if c.role.strength == 1)
-    return (strong, weak) if strong.role.kind == "baseline" else None
+    strong = [c for c in valued if c.role.strength == 2 and c.role.kind == "baseline"]
+    weak = [c for c in valued if c.role.strength < 2]
+    # 2.4: the other side may be unnamed or named like a reference ("trtllm_mean" beside
+    # "baseline_mean"): with one strong baseline and one other value column, the other is
+    # what the PR compares against it
+    return (strong[0], weak[0]) if len(strong) == 1 and len(weak) == 1 else None
 
 
 def _vs_named(valued: list[Column], speed_cols: list[Column]) -> list[tuple[Column, Column]]:
@@ -817,7 +897,17 @@ def _row_sides(members: Rows, role_col: Column) -> list[tuple[_Labelled, _Labell
     """(baseline row, optimized row) pairs among one key group's rows, by the roles their
     role cells name: each strongest optimized row with its like-named baseline (or, when
     it is the only one, the strongest baseline)."""
-    labelled = [(i, r, role_of(r[role_col.j])) for i, r in members]
+    named = _strong_baseline_and_other(members, role_col)
+    labelled = [
+        (
+            i,
+            r,
+            Role("optimized", 1)
+            if named is not None and r[role_col.j].strip() == named[1]
+            else role_of(r[role_col.j]),
+        )
+        for i, r in members
+    ]
     base = [x for x in labelled if x[2].kind == "baseline"]
     opt = [x for x in labelled if x[2].kind == "optimized"]
     if not base or not opt:

@@ -53,7 +53,10 @@ _REFERENCE = re.compile(
 )
 
 
-_PRE_POST = re.compile(r"\b(pre|post)[- ]?(?:pr|change|patch|fix|opt(?:imi[sz]ation)?)\b", re.I)
+#: 2.4: "prefix" is a word of its own (prefix caching), so "fix" needs a separator
+_PRE_POST = re.compile(
+    r"\b(pre|post)(?:[- ]?(?:pr|change|patch|opt(?:imi[sz]ation)?)|[- ]fix)\b", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,9 @@ def _role_of(label: str | None) -> Role:
     # "pre-PR" / "post-PR" (and "-change", "-patch"): the side before / after the change,
     # not the PR's side because the word "PR" is in it
     s = _PRE_POST.sub(lambda m: "before" if m.group(1).lower() == "pre" else "after", label.strip())
+    # 2.4: snake_case headers of benchmark scripts ("baseline_mean", "new_time_us") name
+    # their side with the same words as prose does
+    s = s.replace("_", " ")
     b, o = bool(_BASE_STRONG.search(s)), bool(_OPT_STRONG.search(s))
     if b and o:
         # "PR before" / "after (main)" are rare; "w/o X" beats "with"; "before" beats "pr"
@@ -154,7 +160,8 @@ MULTIPLICATIVE_HEADER = re.compile(r"speed-?up|\bratio\b|\bx\b|\btimes\b|faster|
 ACCURACY = re.compile(
     r"accuracy|\bacc(?:_norm)?\b|exact[_ ]match|\bem\b|\bf1\b|gsm8k|mmlu|humaneval|math-?500|"
     r"gpqa|aime|\bscores?\b|pass@\d|bleu|rouge|perplexity|\bppl\b|flexible-extract|"
-    r"strict-match|stderr|\binvalid\b|correctness|win[ -]rate|mt-?bench|lm[_-]eval|\bmbpp\b|"
+    r"strict-match|stderr|\binvalid\b|correctness|correct[ _-]?rate|win[ -]rate|mt-?bench|"
+    r"lm[_-]eval|\bmbpp\b|"
     r"hellaswag|arc[_-]challenge|winogrande|\bmmmu\b|chartqa|\bcer\b|\bwer\b|\bmae\b|\bmse\b|"
     r"\bmax[_ ]?(?:abs[_ ]?)?(?:diff|err(?:or)?)\b|\brel(?:ative)?[_ ]err|\btolerance\b|"
     r"\batol\b|\brtol\b|"
@@ -168,7 +175,8 @@ NON_PERF = re.compile(
     r"retokenized|benchmark duration|request rate|max(?:imum)?\.? (?:request )?concurrency|"
     r"peak concurrent|^concurrency$|num[_ ]prompts|acc(?:ept(?:ance)?)?[ _.]?(?:length|len|rate)|"
     r"\bseed\b|"
-    r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|\bstd\b|std[-_ ]?dev|stddev|\bmemory\b|"
+    r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|(?<![a-z])std(?![a-z])|std[-_ ]?dev|stddev|"
+    r"\bmemory\b|"
     r"\bmem\b|"
     r"kv[ _]cache|cache hit|\bbackend\b|\bstatus\b|\bcount\b|^#|\bptx\b|\bsass\b|\blines?\b|"
     r"\binstructions?\b|\bregisters?\b|\bregs\b|\bspills?\b|\bshare\b|% of|percent(?:age)?\b|"
@@ -316,8 +324,9 @@ def is_non_measurement(label: str | None) -> bool:
         return False
     s = label.strip()
     if METRIC_WORDS.search(s) and not re.search(
-        r"accuracy|\bmemory\b|\bmem\b|\bptx\b|\bsass\b|\bcompile time\b|% of|\bshare\b|"
-        r"warm-?up|iterations?|\bstd\b|stddev|\bstartup\b|\bload(?:ing)? time\b",
+        r"accuracy|correct[ _-]?rate|\bmemory\b|\bmem\b|\bptx\b|\bsass\b|\bcompile time\b|% of|"
+        r"\bshare\b|"
+        r"warm-?up|iterations?|(?<![a-z])std(?![a-z])|stddev|\bstartup\b|\bload(?:ing)? time\b",
         s,
         re.I,
     ):

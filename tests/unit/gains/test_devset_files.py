@@ -25,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
 FRESH = ROOT / "fresh"
 #: the held-out set of extractor 2.2 (``split=fresh2``), retired into development for 2.3
 FRESH2 = ROOT / "fresh2"
-#: the held-out set of this round (``split=fresh3``), scored once at its end
-HELD = ROOT / "fresh3"
+#: the held-out set of extractor 2.3 (``split=fresh3``), retired into development for 2.4
+FRESH3 = ROOT / "fresh3"
+#: the held-out set of this round (``split=fresh4``), scored once at its end
+HELD = ROOT / "fresh4"
 #: every committed set: the development sets and the held-out set
-SETS = {"dev": ROOT, "fresh": FRESH, "fresh2": FRESH2, "fresh3": HELD}
+SETS = {"dev": ROOT, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": HELD}
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
 RESERVED: dict[str, set[int]] = {
@@ -221,8 +223,10 @@ def test_loader_reads_committed_files_without_texts() -> None:
     assert sum(len(pr.labels) for pr in fresh) == len(module.read_labels(module.FRESH_ROOT))
     fresh2 = module.load_devset(module.FRESH2_ROOT, require_texts=False)
     assert {pr.split for pr in fresh2} == {"fresh2"}
+    fresh3 = module.load_devset(module.FRESH3_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh3} == {"fresh3"}
     held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh3"}
+    assert {pr.split for pr in held} == {"fresh4"}
     assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
@@ -235,10 +239,12 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(FRESH)} & dev
     fresh2 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH2)}
     assert fresh2 and not fresh2 & (dev | fresh)
+    fresh3 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH3)}
+    assert fresh3 and not fresh3 & (dev | fresh | fresh2)
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
-    assert held and not held & (dev | fresh | fresh2)
+    assert held and not held & (dev | fresh | fresh2 | fresh3)
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (
-        dev | fresh | fresh2
+        dev | fresh | fresh2 | fresh3
     )
 
 

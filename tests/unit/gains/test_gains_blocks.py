@@ -459,3 +459,120 @@ def test_round_four_prose() -> None:
     assert pairs(
         "t\nFor 300 input tokens, latency went down, decreasing from 30 ms to 24 ms.\n"
     ) == [(30.0, 24.0)]
+
+
+def test_round_five_tables() -> None:
+    # snake_case headers of a benchmark script: "baseline_mean" names the baseline, the
+    # std columns are dispersion (never a side), "max_len" is a condition; the one other
+    # mean column is the PR's, and a positive gain fraction beside unitless timings says
+    # lower is better
+    snake = """t
+```
+bs   max_len   newk_mean   newk_std   baseline_mean   baseline_std   speedup_%
+1    256       0.050       0.002      0.100           0.003          0.500
+8    256       0.120       0.004      0.200           0.005          0.400
+```"""
+    ms = [m for m in extract_text(snake) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.batch_size) for m in ms] == [(0.1, 0.05, 1), (0.2, 0.12, 8)]
+    assert [m.speedup for m in ms] == [2.0, 1.6667] and all(m.audit_pass for m in ms)
+    # rows: one strongly named baseline and one unnamed variant per load, in a table pasted
+    # without outer pipes; "prefix" is a word, not "pre-fix"
+    rows = """t
+Load | Method | Requests/s | Latency
+-- | -- | -- | --
+5 QPS | Prefix Reuse | 4.90 requests/s | 1.10 s
+5 QPS | Base | 4.80 requests/s | 1.60 s
+9 QPS | Prefix Reuse | 8.70 requests/s | 1.90 s
+9 QPS | Base | 7.20 requests/s | 5.00 s"""
+    ms = [m for m in extract_text(rows) if m.is_pair]
+    assert sorted((m.baseline, m.optimized) for m in ms) == [
+        (1.6, 1.1),
+        (4.8, 4.9),
+        (5.0, 1.9),
+        (7.2, 8.7),
+    ]
+    assert all(m.audit_pass for m in ms)
+    assert role_of("prefix cache").kind is None and role_of("pre-fix").kind == "baseline"
+
+
+def test_round_five_tables_across_role_labels() -> None:
+    # the same table under "before" and "after": the sides are the two tables; the
+    # columns and the ratio inside each compare two modes of one run, not the PR's change
+    text = """t
+before
+
+```
+Size      Serial (ms)     Grouped (ms)     Ratio
+1         100.00 ms       110.00 ms        0.91x
+4         400.00 ms       380.00 ms        1.05x
+```
+
+after
+
+```
+Size      Serial (ms)     Grouped (ms)     Ratio
+1         10.00 ms        11.50 ms         0.87x
+4         40.00 ms        36.00 ms         1.11x
+```"""
+    assert sorted(pairs(text)) == [(100.0, 10.0), (110.0, 11.5), (380.0, 36.0), (400.0, 40.0)]
+
+
+def test_round_five_records() -> None:
+    # two runs of one benchmark: an unnamed one, then one "compared to" a named baseline;
+    # further values with words before their unit; a distribution summary per metric
+    # (count and std are not measurements, min is not minutes); a correctness rate is not
+    # a timing
+    text = """t
+Results with the new backend:
+
+```
+Throughput: 2.00 requests/s, 900.00 total tokens/s, 400.00 output tokens/s Correct rate is 100.0 %
+Wait time(msecs):
+count     5.000000
+mean     20.000000
+std       1.000000
+min      18.000000
+max      22.000000
+dtype: float64
+```
+
+Compared to the old backend
+
+```
+Throughput: 1.00 requests/s, 450.00 total tokens/s, 200.00 output tokens/s Correct rate is 100.0 %
+Wait time(msecs):
+count     5.000000
+mean     40.000000
+std       2.000000
+min      37.000000
+max      44.000000
+dtype: float64
+```"""
+    ms = [m for m in extract_text(text) if m.is_pair]
+    got = {(m.baseline, m.optimized): (m.unit, m.speedup) for m in ms}
+    assert got == {
+        (1.0, 2.0): ("req/s", 2.0),
+        (450.0, 900.0): ("tok/s", 2.0),
+        (200.0, 400.0): ("tok/s", 2.0),
+        (40.0, 20.0): ("ms", 2.0),
+        (37.0, 18.0): ("ms", 2.0556),
+        (44.0, 22.0): ("ms", 2.0),
+    }
+    # a third, strongly named side keeps the unnamed run out of the comparison
+    named = """t
+Accuracy run:
+```
+latency: 50.0 s
+throughput: 10.0 token/s
+```
+main:
+```
+latency: 6.0 s
+throughput: 70.0 token/s
+```
+this PR:
+```
+latency: 5.0 s
+throughput: 80.0 token/s
+```"""
+    assert sorted(pairs(named)) == [(6.0, 5.0), (70.0, 80.0)]
