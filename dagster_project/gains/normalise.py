@@ -68,6 +68,8 @@ _UNIT_ALIASES: dict[str, str] = {
     "gib/s": "GiB/s",
     "tb/s": "TB/s",
     "tflops": "TFLOPS",
+    "tf": "TFLOPS",  # "1535 TF" in a GEMM table
+    "tf/s": "TFLOPS",
     "tflop/s": "TFLOPS",
     "tflops/s": "TFLOPS",
     "gflops": "GFLOPS",
@@ -126,7 +128,8 @@ _LOWER_WORDS = re.compile(
     re.I,
 )
 _HIGHER_WORDS = re.compile(
-    r"throughput|\btok/s\b|tokens?/s|tokens? per second|\bqps\b|\brps\b|bandwidth|"
+    r"throughput|throu?g?h?t?put\b|\btok/s\b|tokens?/s|tokens? per second|\bqps\b|\brps\b|"
+    r"bandwidth|"
     r"\b[tgp]?flops\b|\bmfu\b|utili[sz]ation|goodput|\bspeed\b|speedup|speed-up|\bop/s\b|"
     r"samples/s|it/s|req/s|requests?/s|\bgb/s\b|\btb/s\b|\btpm\b|tokens? per minute",
     re.I,

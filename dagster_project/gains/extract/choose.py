@@ -60,7 +60,14 @@ from dagster_project.gains.schema import Measurement
 #: statistic (count/std dropped); further values with words before their unit; "prefix"
 #: is not "pre-fix"; load/QPS and max_*len columns are conditions; a correct rate is
 #: accuracy
-EXTRACTOR_VERSION = "2.4"
+#: 2.5 (2026-12-02, read off the retired fresh4 set): units written in the cells
+#: ("0.0116 ms") give the direction; among three or more weakly named implementations the
+#: pair is the one a single ratio column reproduces; a row name that is another plus a change
+#: ("origin" / "origin+overlap") is the PR's; in/out, isl/osl and *_parallel columns are
+#: conditions; head counts are kernel keys; "TF" is TFLOPS; a value after a strongly named
+#: baseline line, in the same unit under a name of its own, is the PR's, with a "Speedup:"
+#: line after it as its stated ratio; "throuput" is a throughput
+EXTRACTOR_VERSION = "2.5"
 
 
 def candidates(text: str) -> list[Candidate]:

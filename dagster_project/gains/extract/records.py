@@ -75,6 +75,8 @@ class Run:
     label: str
     block: Block
     records: list[Rec] = field(default_factory=list)
+    #: a stated ratio written right after a one-value run (``Speedup: 1.62×``), with its text
+    stated: tuple[float, str] | None = None
 
 
 def _key_name(key: str) -> str:
@@ -262,6 +264,11 @@ _COMPARED_TO = re.compile(
 _STAT_TITLE = re.compile(r"^\s*(?P<title>[A-Za-z][^:\d]{2,60}?(?:\([^)]*\))?)\s*:\s*$")
 _STAT_LINE = re.compile(
     rf"^\s*(?P<stat>mean|min|max|median|p\d{{1,2}}|\d{{1,2}}%)\s+(?P<val>{_VAL})\s*$"
+)
+
+
+_STATED_LINE = re.compile(
+    rf"^(?:speed-?up|ratio)\s*[:=]\s*(?P<raw>~?(?P<val>{_VAL})\s*[x×])\s*$", re.I
 )
 
 
@@ -560,6 +567,10 @@ class _TextRuns:
         self.runs = runs
         self.run: Run | None = None
         self.both_next = False
+        #: the one-line baseline run just read (``Baseline (eager): 215.8 s``), whose next
+        #: line may be the PR's value under a name of its own (2.4)
+        self.last_base: Run | None = None
+        self.last_pr: Run | None = None
 
     def close(self) -> None:
         """Keep the open run if it has records."""
@@ -585,7 +596,47 @@ class _TextRuns:
             return False
         self.close()
         self.run = None
-        self.runs.append(Run(rv[0], rv[1], self.b, recs))
+        run = Run(rv[0], rv[1], self.b, recs)
+        self.runs.append(run)
+        self.last_base = run if rv[0].kind == "baseline" and rv[0].strength == 2 else None
+        return True
+
+    def unnamed_after_base(self, ln: str) -> bool:
+        """``Speculative model: 133.2 s`` right after ``Baseline (eager): 215.8 s``: one value
+        in the same unit under a name that is no side is the PR's run (2.4); whether ``ln``
+        was read so."""
+        base, self.last_base = self.last_base, None
+        if base is None or len(base.records) != 1:
+            return False
+        m = re.match(
+            r"^(?P<label>[^:=]{1,60}?)\s*[:=]\s*(?P<rest>.+)$",
+            clean_cell(ln.strip().lstrip("-*+> ")),
+        )
+        if not m or role_of(m.group("label")).kind is not None:
+            return False
+        recs = _value_records(m.group("rest"), ln)
+        ref = base.records[0]
+        if (
+            len(recs) != 1
+            or normalise_unit(recs[0].unit) != normalise_unit(ref.unit)
+            or not ref.unit
+        ):
+            return False
+        rec = Rec(ref.metric, recs[0].value, recs[0].text, recs[0].unit, ref.keys, ln)
+        self.runs.append(Run(Role("optimized", 1), m.group("label").strip(), self.b, [rec]))
+        self.last_pr = self.runs[-1]
+        return True
+
+    def stated_after_pr(self, ln: str) -> bool:
+        """``Speedup: 1.62×`` on the line after the PR's one-value run: its stated ratio."""
+        run, self.last_pr = self.last_pr, None
+        m = _STATED_LINE.match(clean_cell(ln.strip().lstrip("-*+> ")))
+        if run is None or not m:
+            return False
+        v = parse_number(m.group("val"))
+        if v is None:
+            return False
+        run.stated = (v, m.group("raw"))
         return True
 
     def records(self, ln: str) -> None:
@@ -613,7 +664,11 @@ class _TextRuns:
             self.close()
             self.run, self.both_next = Run(Role("baseline", 1), ln.strip(), self.b), True
             return
+        if self.stated_after_pr(ln):
+            return
         if self.role_value(ln):
+            return
+        if self.unnamed_after_base(ln):
             return
         r = role_line(ln)
         if r is not None and not parse_records(ln):
@@ -732,6 +787,8 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
                     keys=list(rec.keys),
                     baseline_label=b.label,
                     optimized_label=o.label,
+                    stated=o.stated[0] if o.stated else None,
+                    stated_text=o.stated[1] if o.stated else None,
                     evidence=[base.line, rec.line],
                 )
             )

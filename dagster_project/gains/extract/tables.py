@@ -97,6 +97,8 @@ def _is_key_header(h: str) -> bool:
             r"provider|backend|method|impl(?:ementation)?|mode|quant|precision|"
             r"context(?:[_ ]len)?|prompt[_ ]?len|gen[_ ]?len|\w+[_ ]?size|num_\w+|n_\w+|"
             r"(?:max|min)[_ ]?\w*len\w*|max[_ ]?(?:new[_ ]?)?tokens|"
+            r"in\s*/\s*out|isl\s*/\s*osl|input\s*/\s*output(?:[_ ]len(?:gth)?)?|"
+            r"(?:tensor|pipeline|data|expert)[_ ]?parallel(?:[_ ]size)?|"
             r"[A-Za-z]|#)(?:\s*\(.*\))?",
             s,
             re.I,
@@ -369,6 +371,41 @@ def _two_weak_sides(
     }
 
 
+def _pair_by_stated_ratio(
+    rows: Rows, valued: list[Column], speed_cols: list[Column]
+) -> tuple[Column, Column] | None:
+    """``| torch | triton | cuda | speedup |`` (2.4): three or more implementations named
+    only weakly and one ratio column: the (baseline, optimized) pair is the one ordered pair
+    of columns whose ratio the stated column reproduces on most rows (baseline / PR for a
+    time, PR / baseline for a rate, the direction from the cells' unit); ``None`` when no
+    pair or more than one fits."""
+    if len(valued) < 3 or len(speed_cols) != 1 or any(c.role.strength >= 2 for c in valued):
+        return None
+    sc = speed_cols[0]
+    unit = next((u for c in valued if (u := unit_in(c.header))), None) or _cells_unit(rows, *valued)
+    hib = infer_higher_is_better(" ".join(c.header for c in valued), unit)
+    if hib is None:
+        return None
+    fits: list[tuple[Column, Column]] = []
+    for b in valued:
+        for o in valued:
+            if b is o:
+                continue
+            hits = total = 0
+            for _i, row in rows:
+                if max(b.j, o.j, sc.j) >= len(row):
+                    continue
+                bv, ov = value_of(row[b.j]), value_of(row[o.j])
+                r = _stated_from(row[sc.j], sc.header)[0]
+                if not bv or not ov or not r:
+                    continue
+                total += 1
+                hits += abs((ov / bv if hib else bv / ov) / r - 1) <= 0.02
+            if total and hits >= 0.8 * total:
+                fits.append((b, o))
+    return fits[0] if len(fits) == 1 else None
+
+
 def _stacked_changes(valued: list[Column]) -> dict[str, list[Column]] | None:
     """``| Baseline | +vector loads | +unroll |``: changes stacked left to right after one
     strong baseline, the last column is the PR's state; ``None`` for other tables."""
@@ -404,6 +441,13 @@ def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
     weak_sides = _two_weak_sides(cols, rows, valued, speed_cols)
     if weak_sides is not None:
         groups = weak_sides
+    elif not groups and (fit := _pair_by_stated_ratio(rows, valued, speed_cols)) is not None:
+        groups = {
+            "": [
+                Column(fit[0].j, fit[0].header, "variant", Role("baseline", 1), fit[0].residual),
+                Column(fit[1].j, fit[1].header, "variant", Role("optimized", 1), fit[1].residual),
+            ]
+        }
     if not any(_choose(g)[0] for g in groups.values()) and (
         sw := _weak_beside_strong_baseline(valued)
     ):
@@ -528,6 +572,8 @@ def _pair_row_candidate(
         unit
         or unit_in(row[ocol.j])
         or unit_in(row[bcol.j])
+        or _cell_unit(row[ocol.j])
+        or _cell_unit(row[bcol.j])
         or (unit_in(label) if transposed else None)
         or unit_in(named)
     )
@@ -723,8 +769,8 @@ def _roles_in_rows(cols: list[Column], rows: list[tuple[int, list[str]]]) -> Col
 
 
 def row_side_overrides(cols: list[Column], rows: Rows) -> dict[int, str]:
-    """Row index -> "optimized" for the rows a two-name key column leaves unnamed beside a
-    strong baseline (:func:`_strong_baseline_and_other`): what
+    """Row index -> side for the rows of a two-name key column that role words alone do not
+    name (:func:`_strong_baseline_and_other`): what
     :mod:`~dagster_project.gains.audit` lets stand on that side, so that the audit and the
     extractor read the rows of one table the same way."""
     for c in cols:
@@ -732,13 +778,19 @@ def row_side_overrides(cols: list[Column], rows: Rows) -> dict[int, str]:
             continue
         named = _strong_baseline_and_other(rows, c)
         if named is not None:
-            return {i: "optimized" for i, r in rows if c.j < len(r) and r[c.j].strip() == named[1]}
+            sides = {named[0]: "baseline", named[1]: "optimized"}
+            return {
+                i: sides[r[c.j].strip()]
+                for i, r in rows
+                if c.j < len(r) and r[c.j].strip() in sides
+            }
     return {}
 
 
 def _strong_baseline_and_other(rows: Rows, c: Column) -> tuple[str, str] | None:
-    """(baseline name, other name) when column ``c`` holds exactly two distinct names, each
-    at least twice or in a two-row table, one a strong baseline and the other no side."""
+    """(baseline name, other name) when column ``c`` holds exactly two distinct names: one a
+    strong baseline and the other no side, or one the other plus a change ("origin" /
+    "origin+overlap", "base" / "base w/ fusion")."""
     names = [r[c.j].strip() for _, r in rows if c.j < len(r) and r[c.j].strip()]
     distinct = sorted(set(names))
     if len(distinct) != 2 or value_of(distinct[0]) is not None:
@@ -748,10 +800,29 @@ def _strong_baseline_and_other(rows: Rows, c: Column) -> tuple[str, str] | None:
     other = [n for n in distinct if roles[n].kind is None]
     if len(base) == 1 and len(other) == 1:
         return base[0], other[0]
+    short, long = sorted(distinct, key=len)
+    if re.fullmatch(rf"{re.escape(short)}\s*(?:\+|&|\bwith\b|\bw/)\s*\S.*", long, re.I):
+        return short, long  # "origin" / "origin+overlap": the change added to the baseline
     return None
 
 
 _VS = re.compile(r"\b(?:vs\.?|versus|over|against)\s+(?P<name>[\w.+-]+)", re.I)
+
+
+def _cells_unit(rows: Rows, *cols: Column) -> str | None:
+    """The unit the cells of ``cols`` are written in (``0.0116 ms``) when every filled cell
+    that names one names the same (2.4: headers such as ``| native | FlashInfer |`` carry
+    none)."""
+    units = {
+        u for _i, r in rows for c in cols if c.j < len(r) and (u := _cell_unit(r[c.j])) is not None
+    }
+    return units.pop() if len(units) == 1 else None
+
+
+def _cell_unit(cell: str) -> str | None:
+    """The unit after a cell's number (``0.15258ms``, ``9.83 requests/s``), if known."""
+    m = re.match(r"^\s*[~≈]?\s*[-+]?\d[\d,]*(?:\.\d+)?\s*(?P<u>\S.*?)\s*$", cell)
+    return unit_in(f" {m.group('u')}") if m else None
 
 
 def _sides_by_change(
@@ -761,7 +832,7 @@ def _sides_by_change(
     a percentage is relative to the baseline (``+7.4%`` beside 152 and 163 says 152 is it);
     a ratio is baseline/PR for a time and PR/baseline for a rate (the direction from the
     headers' units). ``None`` when most rows do not say, or disagree."""
-    unit = unit_in(a.header) or unit_in(b.header)
+    unit = unit_in(a.header) or unit_in(b.header) or _cells_unit(rows, a, b)
     hib = infer_higher_is_better(f"{a.header} {b.header}", unit)
     votes = [0, 0]  # a is the baseline / b is the baseline
     for _i, row in rows:
@@ -824,6 +895,8 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
             out[sides[0].j], out[sides[1].j] = "baseline", "optimized"
     if not out and (sw := _weak_beside_strong_baseline(valued)):
         out[sw[1].j] = "optimized"
+    if not out and (fit := _pair_by_stated_ratio(rows, valued, speed)) is not None:
+        out[fit[0].j], out[fit[1].j] = "baseline", "optimized"
     return out
 
 
@@ -898,16 +971,13 @@ def _row_sides(members: Rows, role_col: Column) -> list[tuple[_Labelled, _Labell
     role cells name: each strongest optimized row with its like-named baseline (or, when
     it is the only one, the strongest baseline)."""
     named = _strong_baseline_and_other(members, role_col)
-    labelled = [
-        (
-            i,
-            r,
-            Role("optimized", 1)
-            if named is not None and r[role_col.j].strip() == named[1]
-            else role_of(r[role_col.j]),
-        )
-        for i, r in members
-    ]
+
+    def side(cell: str) -> Role:
+        if named is not None and cell.strip() in named:
+            return Role("baseline", 2) if cell.strip() == named[0] else Role("optimized", 1)
+        return role_of(cell)
+
+    labelled = [(i, r, side(r[role_col.j])) for i, r in members]
     base = [x for x in labelled if x[2].kind == "baseline"]
     opt = [x for x in labelled if x[2].kind == "optimized"]
     if not base or not opt:

@@ -250,7 +250,8 @@ KERNEL_WORDS = re.compile(
     re.I,
 )
 SHAPE_KEYS_KERNEL = re.compile(
-    r"^(?:[mnkeh]|d|head[_ ]?dim|hidden(?:[_ ]size)?|topk|top_k|num[_ ]?heads|mkn|shape|"
+    r"^(?:[mnkeh]|d|head[_ ]?dim|head[_ ]?size|heads|hidden(?:[_ ]size)?|topk|top_k|num[_ ]?heads|"
+    r"mkn|shape|"
     r"num[_ ]?experts|experts|n[_ ]?experts|seq[_ ]?len|kv[_ ]?len|num[_ ]?tokens|"
     r"\(m,\s*n,\s*k\)|m,\s*n,\s*k|group[_ ]?size|page[_ ]?size)$",
     re.I,

@@ -576,3 +576,54 @@ latency: 5.0 s
 throughput: 80.0 token/s
 ```"""
     assert sorted(pairs(named)) == [(6.0, 5.0), (70.0, 80.0)]
+
+
+def test_round_six_tables() -> None:
+    # units written inside the cells ("0.020 ms"), three weakly named implementations and
+    # one ratio column: the pair is the one the stated ratios reproduce (base / PR for a
+    # time); head counts are kernel shape keys
+    three = """t
+| tokens | heads | eager | triton | cuda | speedup |
+| --- | --- | --- | --- | --- | --- |
+| 128 | 8 | 0.300ms | 0.060ms | 0.020ms | 3.0000x |
+| 256 | 8 | 0.310ms | 0.080ms | 0.025ms | 3.2000x |"""
+    ms = [m for m in extract_text(three) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.unit, m.scope) for m in ms] == [
+        (0.06, 0.02, "ms", "kernel"),
+        (0.08, 0.025, "ms", "kernel"),
+    ]
+    assert all(m.audit_pass for m in ms)
+    # "origin" / "origin+overlap" in a version column: the change added to the baseline is
+    # the PR's row; "in/out" and "tensor_parallel" are conditions, not metrics
+    rows = """t
+| GPU | in/out | tensor_parallel | latency/ms | throuput | build |
+| --- | --- | --- | --- | --- | --- |
+| H100 | 2048/1 | 2 | 800.0 | 5000 | origin |
+| H100 | 2048/1 | 2 | 700.0 | 5600 | origin+overlap |"""
+    ms = [m for m in extract_text(rows) if m.is_pair]
+    assert sorted((m.baseline, m.optimized, m.speedup) for m in ms) == [
+        (800.0, 700.0, 1.1429),
+        (5000.0, 5600.0, 1.12),
+    ]
+    assert all(m.audit_pass for m in ms)
+
+
+def test_round_six_lines() -> None:
+    # a value under a strongly named baseline, the next line's value in the same unit under
+    # a name of its own, and the stated ratio after them
+    text = """t
+Setup A, one GPU:
+Baseline (plain decoding): 300.00 s
+Draft-model decoding: 200.00 s
+Speedup: 1.50×
+"""
+    ms = [m for m in extract_text(text) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.stated_speedup, m.unit) for m in ms] == [
+        (300.0, 200.0, 1.5, "s")
+    ]
+    # a different unit on the next line is not the PR's value
+    other = """t
+Baseline (plain decoding): 300.00 s
+Tokens generated: 5000 tok/s
+"""
+    assert pairs(other) == []
