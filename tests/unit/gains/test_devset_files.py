@@ -27,10 +27,19 @@ FRESH = ROOT / "fresh"
 FRESH2 = ROOT / "fresh2"
 #: the held-out set of extractor 2.3 (``split=fresh3``), retired into development for 2.4
 FRESH3 = ROOT / "fresh3"
-#: the held-out set of this round (``split=fresh4``), scored once at its end
-HELD = ROOT / "fresh4"
+#: the held-out set of extractor 2.4 (``split=fresh4``), retired into development for 2.5
+FRESH4 = ROOT / "fresh4"
+#: the held-out set of this round (``split=fresh5``), scored once at its end
+HELD = ROOT / "fresh5"
 #: every committed set: the development sets and the held-out set
-SETS = {"dev": ROOT, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": HELD}
+SETS = {
+    "dev": ROOT,
+    "fresh": FRESH,
+    "fresh2": FRESH2,
+    "fresh3": FRESH3,
+    "fresh4": FRESH4,
+    "fresh5": HELD,
+}
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
 RESERVED: dict[str, set[int]] = {
@@ -225,8 +234,10 @@ def test_loader_reads_committed_files_without_texts() -> None:
     assert {pr.split for pr in fresh2} == {"fresh2"}
     fresh3 = module.load_devset(module.FRESH3_ROOT, require_texts=False)
     assert {pr.split for pr in fresh3} == {"fresh3"}
+    fresh4 = module.load_devset(module.FRESH4_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh4} == {"fresh4"}
     held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh4"}
+    assert {pr.split for pr in held} == {"fresh5"}
     assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
@@ -241,10 +252,12 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     assert fresh2 and not fresh2 & (dev | fresh)
     fresh3 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH3)}
     assert fresh3 and not fresh3 & (dev | fresh | fresh2)
+    fresh4 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH4)}
+    assert fresh4 and not fresh4 & (dev | fresh | fresh2 | fresh3)
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
-    assert held and not held & (dev | fresh | fresh2 | fresh3)
+    assert held and not held & (dev | fresh | fresh2 | fresh3 | fresh4)
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (
-        dev | fresh | fresh2 | fresh3
+        dev | fresh | fresh2 | fresh3 | fresh4
     )
 
 
