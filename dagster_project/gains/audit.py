@@ -236,17 +236,19 @@ def _sentence_units(sentence: str, block: Block, gid: str) -> list[Unit]:
 def _block_units(blocks: list[Block], title: str) -> list[Unit]:
     """The units of every block in document order (table rows; a code block's aligned
     tables and lines; a text block's sentences), then the title's sentences."""
-    from dagster_project.gains.extract.aligned import aligned_grids
+    from dagster_project.gains.extract.choose import table_grids
     from dagster_project.gains.extract.document import Block
     from dagster_project.gains.extract.prose import sentences
 
+    grids = table_grids(blocks)
     units: list[Unit] = []
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
             units += _grid_units(b.grid, f"t{b.index}")
-        elif b.kind == "code":
-            for k, g in enumerate(aligned_grids(b.lines)):
-                units += _grid_units(g, f"t{b.index}.{k}")
+            continue
+        for k, (_sub, g) in enumerate(grids.get(b.index, [])):
+            units += _grid_units(g, f"t{b.index}.{k}")
+        if b.kind == "code":
             for i, ln in enumerate(b.lines):
                 units += _sentence_units(ln, b, f"l{b.index}.{i}")
         else:
@@ -261,7 +263,7 @@ def _record_units(blocks: list[Block]) -> list[Unit]:
     """Inline pairs of one record line, then one unit per side of every paired run (of
     record lines, and of tables whose label names a role), each record's slot its metric
     and keys."""
-    from dagster_project.gains.extract.aligned import aligned_grids
+    from dagster_project.gains.extract.choose import table_grids
     from dagster_project.gains.extract.records import (
         collect_runs,
         inline_candidates,
@@ -271,8 +273,7 @@ def _record_units(blocks: list[Block]) -> list[Unit]:
 
     units: list[Unit] = []
     record_blocks = [b for b in blocks if b.kind != "table"]
-    grids = [(b, b.grid) for b in blocks if b.kind == "table" and b.grid is not None]
-    grids += [(b, g) for b in blocks if b.kind == "code" for g in aligned_grids(b.lines)]
+    grids = [(b, g) for subs in table_grids(blocks).values() for b, g in subs]
     for c in inline_candidates(record_blocks):  # "vllm time = 0.0130ms, custom time = 0.0119ms"
         units.append(_pair_unit(f"i{c.block.index}", c))
     paired = pair_runs(collect_runs(record_blocks)) + pair_runs(table_runs(blocks, grids))

@@ -78,7 +78,9 @@ def _scope(c: Candidate, unit: str | None) -> Scope:
         return "e2e"  # kernel timings are never whole seconds
     if KERNEL_WORDS.search(metric) or u in ("us", "ns", "TFLOPS", "GFLOPS", "GB/s", "TB/s"):
         return "kernel"
-    if any(SHAPE_KEYS_KERNEL.match(k.strip()) for k in keys):
+    if any(SHAPE_KEYS_KERNEL.match(k.strip()) for k in keys) or any(
+        _LEAD_M.match(v or "") for _, v in c.keys
+    ):
         return "kernel"
     b = c.block
     for text in (b.label, b.heading, b.before, b.after):
@@ -131,12 +133,30 @@ class _KeyFields:
     hardware: str | None = None
 
 
+_KEY_IN_CELL = re.compile(
+    r"^\s*(?P<k>mkn|\(?m,\s*n,\s*k\)?|m|bs|batch[_ ]?size)\s*=\s*(?P<v>\(?[\d\s,x×]+\)?)\s*$", re.I
+)
+
+
+#: a shape written in a key cell, M first ("M=768, N=2112, K=2048 / …"): a GEMM's shape,
+#: whose M is the batch and which makes the measurement a kernel's (2.5)
+_LEAD_M = re.compile(r"^\s*M\s*=\s*(\d+)\s*[,;x×]\s*N\s*=", re.I)
+
+
 def _read_keys(c: Candidate) -> _KeyFields:
     """Batch size, shape, model and hardware from the candidate's key cells (the first
     batch key or M,N,K shape gives the batch; every other filled key is part of the shape)."""
     f = _KeyFields(c.batch_hint)
     for name, value in c.keys:
         n = name.strip()
+        inner = _KEY_IN_CELL.match(value or "")
+        lead_m = _LEAD_M.match(value or "")
+        if lead_m and f.batch is None and not inner and not BATCH_KEY.match(n):
+            f.batch = int(lead_m.group(1))  # "M=1, N=4096, K=4096 / …": a shape cell
+        if inner and f.batch is None and not BATCH_KEY.match(n):
+            # 2.5: a key cell that names its own key ("MKN=(16x4096x4096)", "M=64") under a
+            # header that is a title, not a key name
+            n, value = inner.group("k"), inner.group("v")
         if BATCH_KEY.match(n) and f.batch is None:
             f.batch = _int(value)
             f.shape_parts.append(f"{n}={value}")

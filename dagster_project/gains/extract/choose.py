@@ -67,7 +67,13 @@ from dagster_project.gains.schema import Measurement
 #: conditions; head counts are kernel keys; "TF" is TFLOPS; a value after a strongly named
 #: baseline line, in the same unit under a name of its own, is the PR's, with a "Speedup:"
 #: line after it as its stated ratio; "throuput" is a throughput
-EXTRACTOR_VERSION = "2.5"
+#: 2.6 (2026-12-02, read off the retired fresh5 set): a spreadsheet paste's title line over
+#: the separator with the real header under it; digits inside names do not make a header
+#: row numeric; a key cell naming its key ("MKN=(1x4096x4096)", "M=1, N=…") gives the batch
+#: and a kernel scope; several "speedup vs X" columns each with its own PR column ("paired
+#: with X" does not name X's column); an unfenced, indented aligned table in a text block
+#: (found in one place, ``table_grids``, for the extractor and the audit)
+EXTRACTOR_VERSION = "2.6"
 
 
 def candidates(text: str) -> list[Candidate]:
@@ -77,7 +83,7 @@ def candidates(text: str) -> list[Candidate]:
     found: list[Candidate] = []
     record_blocks: list[Block] = []
     quiet: list[tuple[Block, Grid]] = []  # tables with no comparison inside
-    grids = _grids_of(blocks)
+    grids = table_grids(blocks)
     across = _paired_across(grids)
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
@@ -85,6 +91,10 @@ def candidates(text: str) -> list[Candidate]:
             found.extend(got)
             if not got:
                 quiet.append((b, b.grid))
+        elif b.kind == "text" and grids.get(b.index):
+            got = [c for sub, g in grids[b.index] for c in table_candidates(g, sub)]
+            found.extend(got)
+            record_blocks.append(b)
         elif b.kind == "code":
             got = []
             for sub, g in grids.get(b.index, []):
@@ -104,13 +114,35 @@ def candidates(text: str) -> list[Candidate]:
     return found
 
 
-def _grids_of(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
+def table_grids(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
     """Every table of the text by block index: a markdown/HTML table as it is, the aligned
-    tables of a code block each as a table block labelled by its title line."""
+    tables of a code block (or of an unfenced, indented run of aligned lines in a text
+    block) each as a table block labelled by its title line. The one place tables are
+    found: the extractor and the audit (:mod:`~dagster_project.gains.audit`) both read it."""
     out: dict[int, list[tuple[Block, Grid]]] = {}
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
             out[b.index] = [(b, b.grid)]
+        elif b.kind == "text" and _indented_table(b.lines):
+            # 2.5: benchmark output pasted without a fence (indented, aligned columns)
+            out[b.index] = [
+                (
+                    Block(
+                        "table",
+                        b.lines,
+                        b.index,
+                        g,
+                        b.heading,
+                        b.before,
+                        _title_above(b.lines, g) or b.label,
+                        b.after,
+                        b.title,
+                    ),
+                    g,
+                )
+                for g in aligned_grids(b.lines)
+                if len(g.rows) >= 3 and len(g.header) >= 3
+            ]
         elif b.kind == "code":
             subs = []
             for g in aligned_grids(b.lines):
@@ -133,6 +165,22 @@ def _grids_of(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
                 )
             out[b.index] = subs
     return out
+
+
+def _indented_table(lines: list[str]) -> bool:
+    """Whether a text block holds an unfenced aligned table: at least four consecutive
+    indented lines with two or more gaps of two spaces, most of their cells numbers."""
+    run = best = 0
+    for ln in lines:
+        cells = re.split(r"\s{2,}", ln.strip())
+        aligned = ln.startswith("  ") and len(cells) >= 3
+        numeric = (
+            aligned
+            and sum(bool(re.fullmatch(r"[-+]?\d[\d,.]*[x%]?", c)) for c in cells) >= len(cells) / 2
+        )
+        run = run + 1 if (aligned and (numeric or run == 0)) else 0
+        best = max(best, run)
+    return best >= 4
 
 
 def _paired_across(grids: dict[int, list[tuple[Block, Grid]]]) -> set[int]:

@@ -98,13 +98,24 @@ def split_pipe_row(line: str) -> list[str]:
     return [clean_cell(c) for c in re.split(r"(?<!\\)\|", s)]
 
 
+#: a cell that is a number (with a short unit), not a name with digits in it ("fp8_bf16")
+_NUMERIC_CELL = re.compile(r"^\s*[-+~≈]?\s*\d[\d,]*(?:\.\d+)?\s*[A-Za-zµμ/%×x]{0,8}\s*$")
+
+
+def _split_open_row(line: str) -> list[str]:
+    """Cells of a row of a table written without outer pipes (a spreadsheet paste): every
+    pipe separates, so a leading ``| a | b`` has an empty first cell and a trailing
+    ``a | b |  `` an empty last one (2.5)."""
+    return [clean_cell(c) for c in re.split(r"(?<!\\)\|", line.rstrip("\n"))]
+
+
 def _second_header(header: list[str], first: list[str]) -> bool:
     """Whether the first row under the separator is the header's second line: as wide as
     the header, no digit in any cell, and the header above it incomplete (blank cells) or
     repeating itself (``main | main | PR | PR``), so the two lines only mean something together."""
     if (
         len(first) != len(header)
-        or any(re.search(r"\d", c) for c in first)
+        or any(_NUMERIC_CELL.match(c) for c in first)
         or sum(bool(c) for c in first) < 2
     ):
         return False
@@ -167,6 +178,25 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
         return None
     header = _pipe_header(rows, sep_at)
     data_lines = [ln for ln in rows[sep_at + 1 :] if not _PIPE_SEP.match(ln)]
+    open_rows = (
+        data_lines
+        and sum(not ln.lstrip().startswith("|") for ln in data_lines) > len(data_lines) / 2
+    )
+    if open_rows and data_lines and not any(_NUMERIC_CELL.match(c) for c in header):
+        # a spreadsheet paste whose first line is a title ("model/TP1 |  |  |  |") and whose
+        # real header is the first row under the separator: read both with every pipe a
+        # separator, so that their widths agree with the data rows
+        wide = _split_open_row(rows[sep_at - 1])
+        first = _split_open_row(data_lines[0])
+        widths = {len(split_pipe_row(ln)) for ln in data_lines[1:]}
+        if (
+            sum(bool(c) for c in wide) == 1
+            and len(wide) == len(first)
+            and widths == {len(wide)}
+            and _second_header(wide, first)
+        ):
+            header = [f"{a} {b}".strip() for a, b in zip(wide, first, strict=True)]
+            data_lines.pop(0)
     if data_lines and _second_header(header, split_pipe_row(data_lines[0])):
         # the header's second line below the separator ("main | main | PR | PR" over
         # "reqs / sec | toks / sec | reqs / sec | toks / sec"): one header, cell by cell
@@ -174,7 +204,7 @@ def _pipe_grid(lines: list[str], at_text_end: bool) -> Grid | None:
         header = [f"{a} {b}".strip() for a, b in zip(header, second, strict=True)]
     grid = Grid(header, [], [])
     # a missing closing pipe marks a cut row only in a table whose rows close with one
-    outer = rows[sep_at - 1].rstrip().endswith("|")
+    outer = rows[sep_at - 1].rstrip().endswith("|") and not open_rows
     _fill_grid(grid, data_lines, at_text_end, outer)
     return grid
 

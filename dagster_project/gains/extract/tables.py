@@ -923,6 +923,16 @@ def _vs_named(valued: list[Column], speed_cols: list[Column]) -> list[tuple[Colu
             continue
         want = m.group("name").lower()
         hits = [c for c in valued if want in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()]
+        if len(hits) > 1:
+            # 2.5: "Candidate paired with live" also names "live", as what it is compared
+            # with; the column that is X is the one that does not ("Live FlashInfer (ms)")
+            hits = [
+                c
+                for c in hits
+                if not re.search(
+                    rf"\b(?:with|vs\.?|over|against|than)\s+{re.escape(want)}\b", c.header, re.I
+                )
+            ]
         if len(hits) == 1:
             named.append((hits[0], sc))
     return named
@@ -938,6 +948,18 @@ def _speedup_vs_pairs(
     if not named:
         return []
     rest = [c for c in valued if all(c is not b for b, _ in named)]
+    if len(named) > 1 and len(rest) > 1 and rows is not None:
+        # 2.5: each "speedup vs X" column has its own PR column ("Candidate paired with X"):
+        # the one column whose ratio to X's that speedup column states
+        # (equal numbers in two such columns: the one between X's column and its speedup's)
+        own = []
+        for b, sc in named:
+            cs = [c for c in rest if _agrees(rows, b, c, sc)]
+            if len(cs) > 1:
+                cs = [c for c in cs if min(b.j, sc.j) < c.j < max(b.j, sc.j)]
+            own.append((b, cs, sc))
+        if all(len(cs) == 1 for _b, cs, _sc in own):
+            return [(b, cs[0], sc) for b, cs, sc in own]
     if len(rest) > 1 and rows is not None:
         # several other columns (a reference implementation beside the PR's): the PR's is
         # the one the stated ratios were worked out from

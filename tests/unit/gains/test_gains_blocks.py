@@ -627,3 +627,67 @@ Baseline (plain decoding): 300.00 s
 Tokens generated: 5000 tok/s
 """
     assert pairs(other) == []
+
+
+def test_round_seven_tables() -> None:
+    # a spreadsheet paste: a title line over the separator, the real header below it with
+    # an empty first cell, names with digits in them; "M=…" cells key the batch
+    sheet = """t
+opt-13b/TP2 |   |   |  
+-- | -- | -- | --
+  | eager_mm (micro-seconds) | fp8 - main (micro seconds) | fp8 - this PR (micro seconds)
+MKN=(1x2048x2048) | 30.0 | 20.0 | 10.0
+MKN=(32x2048x2048) | 40.0 | 30.0 | 15.0"""
+    ms = [m for m in extract_text(sheet) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.batch_size, m.unit) for m in ms] == [
+        (20.0, 10.0, 1, "us"),
+        (30.0, 15.0, 32, "us"),
+    ]
+    # two "speedup vs X" columns, each beside its own PR column ("paired with X" names X
+    # as what it is compared with, not as X); a shape cell "M=…, N=…" gives batch and scope
+    two = "\n".join(
+        [
+            "t",
+            "| # | Shape | Old (ms) | New with old (ms) | Speedup vs old "
+            "| Tuned (ms) | New with tuned (ms) | Speedup vs tuned |",
+            "|---|---|---|---|---|---|---|---|",
+            "| 1 | M=8, N=1024, K=1024 / bf16 | 0.040 | 0.020 | 2.0x | 0.025 | 0.020 | 1.25x |",
+        ]
+    )
+    ms = [m for m in extract_text(two) if m.is_pair]
+    assert sorted((m.baseline, m.optimized, m.stated_speedup, m.batch_size) for m in ms) == [
+        (0.025, 0.02, 1.25, 8),
+        (0.04, 0.02, 2.0, 8),
+    ]
+    assert {m.scope for m in ms} == {"kernel"} and all(m.audit_pass for m in ms)
+
+
+def test_round_seven_unfenced_aligned_table() -> None:
+    # benchmark output pasted as indented text, no code fence; a summary line is no claim
+    text = """t
+Results (vs the old kernel):
+  Batch   Old(us)   New(us)   Speedup
+      1     4.00      2.00     2.00x
+      2     5.00      4.00     1.25x
+      4     8.00      5.00     1.60x
+      8    12.00     10.00     1.20x
+
+Summary: Avg 1.5x, Min 1.2x, Max 2.0x
+"""
+    ms = [m for m in extract_text(text) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.batch_size) for m in ms] == [
+        (4.0, 2.0, 1),
+        (5.0, 4.0, 2),
+        (8.0, 5.0, 4),
+        (12.0, 10.0, 8),
+    ]
+    assert all(m.audit_pass for m in ms)
+    assert not [m for m in extract_text(text) if not m.is_pair]
+    # prose with two-space gaps is not a table
+    prose = """t
+  We ran it twice.  The first run  was slow.
+  Then it  got faster  on the second.
+  Nothing  else  changed  here.
+  The end  of  the story.
+"""
+    assert extract_text(prose) == []
