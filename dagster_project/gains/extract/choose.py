@@ -72,7 +72,10 @@ from dagster_project.gains.schema import Measurement
 #: row numeric; a key cell naming its key ("MKN=(1x4096x4096)", "M=1, N=…") gives the batch
 #: and a kernel scope; several "speedup vs X" columns each with its own PR column ("paired
 #: with X" does not name X's column); an unfenced, indented aligned table in a text block
-#: (found in one place, ``table_grids``, for the extractor and the audit)
+#: (found in one place, ``table_grids``, for the extractor and the audit), also at the
+#: first column; a ratio column at 1.00x on one row per group names that row the baseline
+#: (``tables.unit_ratio_rows``, read alike by the audit); one ratio beside several metrics
+#: stays on the metric it reproduces; a latency and a throughput column are never two sides
 EXTRACTOR_VERSION = "2.6"
 
 
@@ -168,12 +171,12 @@ def table_grids(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
 
 
 def _indented_table(lines: list[str]) -> bool:
-    """Whether a text block holds an unfenced aligned table: at least four consecutive
-    indented lines with two or more gaps of two spaces, most of their cells numbers."""
+    """Whether a text block holds an unfenced aligned table: a header line and at least
+    three lines under it with two or more gaps of two spaces, most of their cells numbers."""
     run = best = 0
     for ln in lines:
         cells = re.split(r"\s{2,}", ln.strip())
-        aligned = ln.startswith("  ") and len(cells) >= 3
+        aligned = len(cells) >= 3
         numeric = (
             aligned
             and sum(bool(re.fullmatch(r"[-+]?\d[\d,.]*[x%]?", c)) for c in cells) >= len(cells) / 2

@@ -32,6 +32,7 @@ from dagster_project.gains.extract.vocab import (
     METRIC_WORDS,
     MODEL_KEY,
     MULTIPLICATIVE_HEADER,
+    NO_ROLE,
     RUN_ROW,
     SHAPE_KEYS_KERNEL,
     SHARE_HEADER,
@@ -356,6 +357,9 @@ def _two_weak_sides(
     ):
         return None
     first, second = valued
+    da, db = (infer_higher_is_better(c.header, unit_in(c.header)) for c in valued)
+    if da is not None and db is not None and da != db:
+        return None  # 2.6: "Mean TPOT" beside "Output tps": two metrics, not two sides
     by_numbers = _sides_by_change(rows, first, second, speed_cols[0])
     if by_numbers is not None:
         first, second = by_numbers
@@ -765,6 +769,41 @@ def _roles_in_rows(cols: list[Column], rows: list[tuple[int, list[str]]]) -> Col
     for c in cols:
         if c.kind == "key" and _strong_baseline_and_other(rows, c) is not None:
             return c
+    urr = unit_ratio_rows(cols, rows)
+    return urr[0] if urr is not None else None
+
+
+def unit_ratio_rows(cols: list[Column], rows: Rows) -> tuple[Column, dict[int, str]] | None:
+    """``| naive | 8 | 128.4 | 1.00x |`` / ``| mori | 8 | 94.1 | 1.33x |`` (2.6): a ratio
+    column normalised to one row per group says which row is the baseline (its ratio is
+    1.00x) and which are compared with it. (name column, row index -> side) when every group
+    of rows (by the other key columns) has exactly one such row and at least one other."""
+    speed = [c for c in cols if c.kind in ("speedup", "ratio")]
+    if len(speed) != 1:
+        return None
+    sc = speed[0]
+    for c in cols:
+        if c.kind != "key" or any(
+            value_of(r[c.j]) is not None for _i, r in rows if c.j < len(r) and r[c.j].strip()
+        ):
+            continue
+        others = [k for k in cols if k.kind == "key" and k.j != c.j]
+        groups: dict[tuple[str, ...], list[tuple[int, float | None]]] = {}
+        for i, r in rows:
+            gk = tuple(r[k.j] if k.j < len(r) else "" for k in others)
+            ratio = _stated_from(r[sc.j], sc.header)[0] if sc.j < len(r) else None
+            groups.setdefault(gk, []).append((i, ratio))
+        sides: dict[int, str] = {}
+        for members in groups.values():
+            ones = [i for i, v in members if v == 1.0]
+            rest = [i for i, v in members if v is not None and v != 1.0]
+            if len(ones) != 1 or not rest:
+                sides = {}
+                break
+            sides[ones[0]] = "baseline"
+            sides.update({i: "optimized" for i in rest})
+        if sides:
+            return c, sides
     return None
 
 
@@ -784,7 +823,8 @@ def row_side_overrides(cols: list[Column], rows: Rows) -> dict[int, str]:
                 for i, r in rows
                 if c.j < len(r) and r[c.j].strip() in sides
             }
-    return {}
+    urr = unit_ratio_rows(cols, rows)
+    return urr[1] if urr is not None else {}
 
 
 def _strong_baseline_and_other(rows: Rows, c: Column) -> tuple[str, str] | None:
@@ -988,18 +1028,23 @@ def _agrees(rows: list[tuple[int, list[str]]], base: Column, opt: Column, ratio:
 _Labelled = tuple[int, list[str], Role]
 
 
-def _row_sides(members: Rows, role_col: Column) -> list[tuple[_Labelled, _Labelled]]:
+def _row_sides(
+    members: Rows, role_col: Column, by_ratio: dict[int, str] | None = None
+) -> list[tuple[_Labelled, _Labelled]]:
     """(baseline row, optimized row) pairs among one key group's rows, by the roles their
     role cells name: each strongest optimized row with its like-named baseline (or, when
     it is the only one, the strongest baseline)."""
     named = _strong_baseline_and_other(members, role_col)
 
-    def side(cell: str) -> Role:
+    def side(i: int, cell: str) -> Role:
+        if by_ratio:
+            kind = by_ratio.get(i)
+            return Role(kind, 2 if kind == "baseline" else 1) if kind else NO_ROLE
         if named is not None and cell.strip() in named:
             return Role("baseline", 2) if cell.strip() == named[0] else Role("optimized", 1)
         return role_of(cell)
 
-    labelled = [(i, r, side(r[role_col.j])) for i, r in members]
+    labelled = [(i, r, side(i, r[role_col.j])) for i, r in members]
     base = [x for x in labelled if x[2].kind == "baseline"]
     opt = [x for x in labelled if x[2].kind == "optimized"]
     if not base or not opt:
@@ -1040,6 +1085,13 @@ def _row_pair_candidate(
         if s.j < len(o[1]):
             stated, stext = _stated_from(o[1][s.j], s.header)
     unit = unit_in(c.header) or unit_in(o[1][c.j])
+    # one ratio beside several metrics belongs to the metric whose numbers it reproduces
+    keep = n_metrics == 1 or (
+        stated is not None
+        and bv != 0
+        and ov != 0
+        and any(abs(x / stated - 1) <= 0.02 for x in (bv / ov, ov / bv))
+    )
     ckeys = rkeys + [("batch_size", c.header)] if re.fullmatch(r"\d+", c.header.strip()) else rkeys
     metric = "" if re.fullmatch(r"\d+", c.header.strip()) else strip_role_words(c.header)
     return Candidate(
@@ -1052,8 +1104,8 @@ def _row_pair_candidate(
         keys=ckeys,
         baseline_label=b[1][role_col.j],
         optimized_label=o[1][role_col.j],
-        stated=stated if n_metrics == 1 else None,
-        stated_text=stext if n_metrics == 1 else None,
+        stated=stated if keep else None,
+        stated_text=stext if keep else None,
         evidence=[
             grid.raw[b[0]] if b[0] < len(grid.raw) else "",
             grid.raw[o[0]] if o[0] < len(grid.raw) else "",
@@ -1069,6 +1121,8 @@ def _row_pairs(
     role_col = _roles_in_rows(cols, rows)
     if role_col is None:
         return []
+    urr = unit_ratio_rows(cols, rows)
+    by_ratio = urr[1] if urr is not None and urr[0].j == role_col.j else None
     other_keys = [c for c in cols if c.kind == "key" and c.j != role_col.j]
     metrics = [c for c in cols if c.kind in ("metric", "variant") and c.j != role_col.j]
     speed = [c for c in cols if c.kind in ("speedup", "ratio")]
@@ -1079,7 +1133,7 @@ def _row_pairs(
     # rows without their own key (continuation chunks) inherit nothing: grouped by order
     out: list[Candidate] = []
     for gk, members in groups.items():
-        sides = _row_sides(members, role_col)
+        sides = _row_sides(members, role_col, by_ratio)
         if not sides:
             continue
         rkeys = [(grid.header[k.j], v) for k, v in zip(other_keys, gk, strict=True) if v.strip()]

@@ -691,3 +691,35 @@ Summary: Avg 1.5x, Min 1.2x, Max 2.0x
   The end  of  the story.
 """
     assert extract_text(prose) == []
+
+
+def test_round_seven_rows_by_unit_ratio() -> None:
+    # a ratio column normalised to 1.00x on one row per group names that row the baseline;
+    # the ratio belongs to the metric whose numbers it reproduces; two metrics of one row
+    # (a latency and a throughput) are never two sides of a pair
+    text = """t
+| backend | EP | Mean TPOT | Output tps | perf |
+|---|---|---|---|---|
+| plain | 8 | 100.0 | 5000.0 | 1.00x |
+| fastpath | 8 | 80.0 | 6000.0 | 1.20x |
+| plain (eager) | 16 | 300.0 | 2000.0 | 1.00x |
+| fastpath | 16 | 100.0 | 5000.0 | 2.50x |"""
+    ms = [m for m in extract_text(text) if m.is_pair]
+    got = sorted((m.baseline, m.optimized, m.stated_speedup) for m in ms)
+    assert got == [
+        (100.0, 80.0, None),
+        (300.0, 100.0, None),
+        (2000.0, 5000.0, 2.5),
+        (5000.0, 6000.0, 1.2),
+    ]
+    assert all(m.audit_pass for m in ms)
+    # an unfenced aligned table starting at the first column
+    flat = """t
+Gains on one host:
+
+Metric            Before    After     Speedup
+Throughput (rps)   0.40     0.60      +50%
+Total tok/s       400.00   600.00     +50%
+Out tok/s          40.00    60.00     +50%
+"""
+    assert pairs(flat) == [(0.4, 0.6), (400.0, 600.0), (40.0, 60.0)]
