@@ -7,16 +7,16 @@ Data: ``benchmarks/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions,
 hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
-``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/``, the 52 of ``pr_devset/fresh3/`` and the
-50 of ``pr_devset/fresh4/``: the held-out sets of extractors 2.1 to 2.4, each scored once at
-the end of its round and then
+``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/``, the 52 of ``pr_devset/fresh3/``, the
+50 of ``pr_devset/fresh4/`` and the 45 of ``pr_devset/fresh5/``: the held-out sets of
+extractors 2.1 to 2.5, each scored once at the end of its round and then
 retired into development (``pr_devset/LABELLING.md``), as folds 3-4 of ``prs.csv`` were before
 them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of five folds
 (sha256 of ``owner/name#number`` mod 5); the default run prints the development score, each
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/pr_devset/fresh5`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/pr_devset/fresh6`` is a separate set of real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs
@@ -66,12 +66,12 @@ from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
-#: 2.1 (``fresh``), 2.2 (``fresh2``), 2.3 (``fresh3``) and 2.4 (``fresh4``)
-DEV_ROOTS = (DEVSET, DEVSET / "fresh", DEVSET / "fresh2", DEVSET / "fresh3", DEVSET / "fresh4")
+#: 2.1 (``fresh``) … 2.5 (``fresh5``)
+DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5")))
 #: the held-out set of the current round (scored once, at its end)
-HELD = DEVSET / "fresh5"
+HELD = DEVSET / "fresh6"
 #: retired sets, by their ``split`` value in ``prs.csv``
-RETIRED_SPLITS = ("fresh", "fresh2", "fresh3", "fresh4")
+RETIRED_SPLITS = ("fresh", "fresh2", "fresh3", "fresh4", "fresh5")
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
 
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--show-set",
         default=None,
-        help="with --show: only this development set (pr_devset, fresh … fresh4)",
+        help="with --show: only this development set (pr_devset, fresh … fresh5)",
     )
     ap.add_argument(
         "--held",

@@ -63,8 +63,11 @@ FRESH3_ROOT = Path(__file__).resolve().parent / "fresh3"
 #: the held-out set of extractor 2.4 (``split=fresh4``), scored once, then retired into
 #: development for 2.5
 FRESH4_ROOT = Path(__file__).resolve().parent / "fresh4"
-#: the held-out set of the current round (``split=fresh5``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh5"
+#: the held-out set of extractor 2.5 (``split=fresh5``), scored once, then retired into
+#: development for 2.6
+FRESH5_ROOT = Path(__file__).resolve().parent / "fresh5"
+#: the held-out set of the current round (``split=fresh6``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh6"
 
 
 class DevsetError(ValueError):
@@ -111,7 +114,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh4" (retired held-out sets) | "fresh5" (held out); "held" was
+    # "dev" | "fresh" … "fresh5" (retired held-out sets) | "fresh6" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool

@@ -75,7 +75,10 @@ from dagster_project.gains.schema import Measurement
 #: (found in one place, ``table_grids``, for the extractor and the audit), also at the
 #: first column; a ratio column at 1.00x on one row per group names that row the baseline
 #: (``tables.unit_ratio_rows``, read alike by the audit); one ratio beside several metrics
-#: stays on the metric it reproduces; a latency and a throughput column are never two sides
+#: stays on the metric it reproduces; a latency and a throughput column are never two sides;
+#: headers that extend one another ("X", "X w/ A + B") name the longest the PR's state; a
+#: bandwidth ("GB / second") is not a size; a speedup column keeps a table beside an error
+#: column or a correctness check
 EXTRACTOR_VERSION = "2.6"
 
 

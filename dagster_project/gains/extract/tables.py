@@ -60,7 +60,8 @@ _RATIO_CELL = re.compile(r"^\s*[~≈]?\s*\(?\s*[-+]?\d+(?:\.\d+)?\s*[x×X]\s*\)?
 _HEADER_ARROW = re.compile(
     r"^\s*(?P<a>[\w.+-]+)\s*(?:->|→|=>|⟶|\bto\b)\s*(?P<b>[\w.+-]+)\s*(?:\(.*\))?\s*$", re.I
 )
-_SIZE_CELL = re.compile(r"\d\s*(?:[KMGT]i?B|bytes)\b", re.I)
+#: a size ("64 MiB"), not a bandwidth ("12.6 GB / second", "3 GB/s": 2.6)
+_SIZE_CELL = re.compile(r"\d\s*(?:[KMGT]i?B|bytes)\b(?!\s*/\s*s|\s*per\s+s|\s*/\s*sec)", re.I)
 _PCT_CELL = re.compile(r"^\s*\(?\s*[-+\u2212]?\d+(?:\.\d+)?\s*%\s*\)?\s*$")
 
 
@@ -313,9 +314,11 @@ def _measured_rows(grid: Grid, keys: list[Column]) -> tuple[Rows, bool]:
 
 def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     """Every comparison a table states (see module docstring)."""
-    if _accuracy_only(grid, block):
-        return []
     cols = classify(grid)
+    if _accuracy_only(grid, block) and not any(c.kind in ("speedup", "ratio") for c in cols):
+        # (2.6: a table with a speedup column times something, whatever error column or
+        # correctness check stands beside it)
+        return []
     keys = [c for c in cols if c.kind == "key"]
     rows, transposed = _measured_rows(grid, keys)
     out = _column_candidates(grid, block, cols, keys, rows, transposed)
@@ -465,7 +468,41 @@ def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
     stacked = _stacked_changes(valued)
     if stacked is not None:
         groups = stacked
+    nested = _nested_headers(valued)
+    if nested is not None:
+        groups = {
+            "": [
+                Column(nested[0].j, nested[0].header, "variant", Role("baseline", 2), ""),
+                Column(nested[1].j, nested[1].header, "variant", Role("optimized", 2), ""),
+            ]
+        }
     return groups
+
+
+def _nested_headers(valued: list[Column]) -> tuple[Column, Column] | None:
+    """``| vLLM | vLLM w/ caching | vLLM w/ caching + offloading |`` (2.6): headers that
+    extend one another by a change ("+ X", "w/ X", "with X"): the longest is the PR's
+    state and the header it extends (the longest such) its baseline, whatever role words
+    the extensions carry. ``None`` unless at least one header extends another."""
+    ext = re.compile(r"\s*(?:\+|&|\bw/|\bwith\b)\s*\S", re.I)
+
+    def base_of(c: Column) -> Column | None:
+        hs = [
+            b
+            for b in valued
+            if b is not c
+            and c.header.lower().startswith(b.header.lower())
+            and ext.match(c.header[len(b.header) :])
+        ]
+        return max(hs, key=lambda b: len(b.header)) if hs else None
+
+    tops = [(c, b) for c in valued if (b := base_of(c)) is not None]
+    if not tops:
+        return None
+    top, base = max(tops, key=lambda cb: len(cb[0].header))
+    if any(len(c.header) == len(top.header) for c, _b in tops if c is not top):
+        return None
+    return base, top
 
 
 Pair = tuple[str, Column, Column]
@@ -937,6 +974,8 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
         out[sw[1].j] = "optimized"
     if not out and (fit := _pair_by_stated_ratio(rows, valued, speed)) is not None:
         out[fit[0].j], out[fit[1].j] = "baseline", "optimized"
+    if (nested := _nested_headers(valued)) is not None:
+        out[nested[0].j], out[nested[1].j] = "baseline", "optimized"
     return out
 
 

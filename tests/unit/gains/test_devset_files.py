@@ -29,8 +29,10 @@ FRESH2 = ROOT / "fresh2"
 FRESH3 = ROOT / "fresh3"
 #: the held-out set of extractor 2.4 (``split=fresh4``), retired into development for 2.5
 FRESH4 = ROOT / "fresh4"
-#: the held-out set of this round (``split=fresh5``), scored once at its end
-HELD = ROOT / "fresh5"
+#: the held-out set of extractor 2.5 (``split=fresh5``), retired into development for 2.6
+FRESH5 = ROOT / "fresh5"
+#: the held-out set of this round (``split=fresh6``), scored once at its end
+HELD = ROOT / "fresh6"
 #: every committed set: the development sets and the held-out set
 SETS = {
     "dev": ROOT,
@@ -38,7 +40,8 @@ SETS = {
     "fresh2": FRESH2,
     "fresh3": FRESH3,
     "fresh4": FRESH4,
-    "fresh5": HELD,
+    "fresh5": FRESH5,
+    "fresh6": HELD,
 }
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
@@ -236,8 +239,10 @@ def test_loader_reads_committed_files_without_texts() -> None:
     assert {pr.split for pr in fresh3} == {"fresh3"}
     fresh4 = module.load_devset(module.FRESH4_ROOT, require_texts=False)
     assert {pr.split for pr in fresh4} == {"fresh4"}
+    fresh5 = module.load_devset(module.FRESH5_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh5} == {"fresh5"}
     held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh5"}
+    assert {pr.split for pr in held} == {"fresh6"}
     assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
@@ -254,11 +259,12 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     assert fresh3 and not fresh3 & (dev | fresh | fresh2)
     fresh4 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH4)}
     assert fresh4 and not fresh4 & (dev | fresh | fresh2 | fresh3)
+    fresh5 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH5)}
+    assert fresh5 and not fresh5 & (dev | fresh | fresh2 | fresh3 | fresh4)
+    earlier = dev | fresh | fresh2 | fresh3 | fresh4 | fresh5
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
-    assert held and not held & (dev | fresh | fresh2 | fresh3 | fresh4)
-    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & (
-        dev | fresh | fresh2 | fresh3 | fresh4
-    )
+    assert held and not held & earlier
+    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & earlier
 
 
 def test_loader_names_a_missing_text(tmp_path: Path) -> None:

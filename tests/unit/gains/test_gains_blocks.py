@@ -723,3 +723,35 @@ Total tok/s       400.00   600.00     +50%
 Out tok/s          40.00    60.00     +50%
 """
     assert pairs(flat) == [(0.4, 0.6), (400.0, 600.0), (40.0, 60.0)]
+
+
+def test_round_seven_columns() -> None:
+    # a bandwidth written "GB / second" is not a size; headers that extend one another
+    # ("X", "X w/ A", "X w/ A + B") make the longest the PR's state and the one it extends
+    # its baseline; a speedup column makes a table timings even beside an error column
+    bw = """t
+| # of pages | New implementation | Old implementation |
+|---|---|---|
+| Copy 1 page | 1.00 GB / second | 1.00 GB / second |
+| Copy 900 pages | 10.0 GB / second | 2.50 GB / second |"""
+    ms = [m for m in extract_text(bw) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.unit) for m in ms] == [
+        (1.0, 1.0, "GB/s"),
+        (2.5, 10.0, "GB/s"),
+    ]
+    nested = """t
+| Docs | engine | engine w/ reuse | engine w/ reuse + offload |
+|---|---|---|---|
+| 8 | 10.00 | 2.00 | 1.50 |
+| 16 | 20.00 | 9.00 | 3.00 |"""
+    ms = [m for m in extract_text(nested) if m.is_pair]
+    assert [(m.baseline, m.optimized) for m in ms] == [(2.0, 1.5), (9.0, 3.0)]
+    assert all(m.audit_pass for m in ms)
+    err = """t
+Checked against the reference for correctness.
+
+| Case | Main | This PR | Speedup | max_abs_diff |
+| --- | ---: | ---: | ---: | ---: |
+| `S1024` | `40.000 us` | `20.000 us` | `2.00x` | `0.0` |"""
+    ms = [m for m in extract_text(err) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(40.0, 20.0, 2.0)]
