@@ -122,7 +122,7 @@ def candidates(text: str) -> list[Candidate]:
 
 def table_grids(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
     """Every table of the text by block index: a markdown/HTML table as it is, the aligned
-    tables of a code block (or of an unfenced, indented run of aligned lines in a text
+    tables of a code block (or of an unfenced run of aligned lines in a text
     block) each as a table block labelled by its title line. The one place tables are
     found: the extractor and the audit (:mod:`~dagster_project.gains.audit`) both read it."""
     out: dict[int, list[tuple[Block, Grid]]] = {}
@@ -130,47 +130,22 @@ def table_grids(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
         if b.kind == "table" and b.grid is not None:
             out[b.index] = [(b, b.grid)]
         elif b.kind == "text" and _indented_table(b.lines):
-            # 2.5: benchmark output pasted without a fence (indented, aligned columns)
+            # 2.6: benchmark output pasted without a fence (aligned columns)
             out[b.index] = [
-                (
-                    Block(
-                        "table",
-                        b.lines,
-                        b.index,
-                        g,
-                        b.heading,
-                        b.before,
-                        _title_above(b.lines, g) or b.label,
-                        b.after,
-                        b.title,
-                    ),
-                    g,
-                )
+                (_table_block(b, g), g)
                 for g in aligned_grids(b.lines)
                 if len(g.rows) >= 3 and len(g.header) >= 3
             ]
         elif b.kind == "code":
-            subs = []
-            for g in aligned_grids(b.lines):
-                label = _title_above(b.lines, g) or b.label
-                subs.append(
-                    (
-                        Block(
-                            "table",
-                            b.lines,
-                            b.index,
-                            g,
-                            b.heading,
-                            b.before,
-                            label,
-                            b.after,
-                            b.title,
-                        ),
-                        g,
-                    )
-                )
-            out[b.index] = subs
+            out[b.index] = [(_table_block(b, g), g) for g in aligned_grids(b.lines)]
     return out
+
+
+def _table_block(b: Block, g: Grid) -> Block:
+    """An aligned table found inside block ``b`` as a table block of its own, labelled by
+    the title line above its header (else by ``b``'s label)."""
+    label = _title_above(b.lines, g) or b.label
+    return Block("table", b.lines, b.index, g, b.heading, b.before, label, b.after, b.title)
 
 
 def _indented_table(lines: list[str]) -> bool:
