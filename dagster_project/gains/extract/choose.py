@@ -79,7 +79,12 @@ from dagster_project.gains.schema import Measurement
 #: headers that extend one another ("X", "X w/ A + B") name the longest the PR's state; a
 #: bandwidth ("GB / second") is not a size; a speedup column keeps a table beside an error
 #: column or a correctness check
-EXTRACTOR_VERSION = "2.6"
+#: 2.7 (2026-12-02, read off the retired fresh6 set): a setting named before a metric and a
+#: verb of change ("Request Rate 200: Throughput improved a -> b") is the metric's change; a
+#: "Speedup (A/B)" line names the sides of the two readings above it; signed percentages
+#: under a "delta"/"change" header are claims even under the PR's name, one per column;
+#: runs, prompts, failed counts, max-concurrency and n-shot are settings, not measurements
+EXTRACTOR_VERSION = "2.7"
 
 
 def candidates(text: str) -> list[Candidate]:
@@ -229,7 +234,7 @@ def choose(found: list[Candidate]) -> list[Measurement]:
         elif m.stated_speedup is not None:
             stated_only.append(m)
     paired_scopes = {m.scope for m in out}
-    seen_stated: set[tuple[float, str]] = set()
+    seen_stated: set[tuple[float, str, str]] = set()
     for m in stated_only:
         s = m.stated_speedup or 0.0
         if (
@@ -238,7 +243,7 @@ def choose(found: list[Candidate]) -> list[Measurement]:
             and (c_scope_hint(m) in paired_scopes or c_scope_hint(m) is None)
         ):
             continue  # a summary ("overall 1.8x faster") of pairs already read
-        skey = (s, m.evidence or "")
+        skey = (s, m.evidence or "", m.metric or "")  # 2.7: two columns of one row are two
         if skey in seen_stated:
             continue
         seen_stated.add(skey)

@@ -210,7 +210,11 @@ def _transition_refused(s: str, m: re.Match[str], unit: str | None, metric: str)
         s[: m.start("b")].rstrip(" ~≈"),
         re.I,
     )
-    if (_bad_context(lead[-25:]) and not verb) or (not unit and NON_PERF.search(lead)):
+    # 2.7: "Request Rate 200: Throughput improved 184 -> 199": a setting named before a
+    # metric and a verb of change does not make the change a setting
+    if (_bad_context(lead[-25:]) and not verb) or (
+        not unit and NON_PERF.search(lead) and not (verb and metric)
+    ):
         return True
     return bool(re.search(r"\d\s*[-–]\s*$|\bv\d*\.?$|\bsm_?$", lead))
 

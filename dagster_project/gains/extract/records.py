@@ -32,7 +32,7 @@ from dagster_project.gains.extract.vocab import (
     strip_role_words,
     unit_in,
 )
-from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit
+from dagster_project.gains.normalise import UNIT_PATTERN, infer_higher_is_better, normalise_unit
 from dagster_project.gains.numbers import parse_number
 
 _VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
@@ -461,14 +461,61 @@ def inline_candidates(blocks: list[Block]) -> list[Candidate]:
     for b in blocks:
         if b.kind not in ("code", "text"):
             continue
-        for ln in b.lines:
+        for i, ln in enumerate(b.lines):
             if b.kind == "code" and (arrow := _arrow_line(b, ln)) is not None:
                 out.append(arrow)
                 continue
-            cand = _line_pair(b, ln)
+            nxt = next((x for x in b.lines[i + 1 :] if x.strip()), "")
+            cand = _line_pair(b, ln) or _ratio_named_pair(b, ln, nxt)
             if cand is not None:
                 out.append(cand)
     return out
+
+
+#: ``Speedup (SGL/JIT): 1.10x``: a ratio whose two sides the line names, numerator first
+_NAMED_RATIO = re.compile(
+    rf"^\s*[-*]?\s*speed-?up\s*\(\s*(?P<a>[^/()]+?)\s*/\s*(?P<b>[^/()]+?)\s*\)\s*[:=]\s*"
+    rf"(?P<raw>(?P<val>{_VAL})\s*[x×]?)\s*$",
+    re.I,
+)
+
+
+def _ratio_named_pair(b: Block, ln: str, nxt: str) -> Candidate | None:
+    """2.7: ``JIT: 0.0153ms, SGL: 0.0168ms`` above ``Speedup (SGL/JIT): 1.10x``: the ratio
+    line names the sides of the two readings (numerator the baseline for a time, the PR's
+    side for a rate), and its number must be their ratio (2%)."""
+    m = _NAMED_RATIO.match(clean_cell(nxt))
+    recs = parse_records(ln)
+    if m is None or len(recs) != 2:
+        return None
+    by_name = {r.metric.strip().lower(): r for r in recs}
+    ra, rb = by_name.get(m.group("a").strip().lower()), by_name.get(m.group("b").strip().lower())
+    stated = parse_number(m.group("val"))
+    if ra is None or rb is None or not stated or not ra.value or not rb.value:
+        return None
+    if (
+        normalise_unit(ra.unit) != normalise_unit(rb.unit)
+        or abs(ra.value / rb.value / stated - 1) > 0.02
+    ):
+        return None
+    hib = infer_higher_is_better("", ra.unit)
+    if hib is None:
+        return None
+    base, opt = (rb, ra) if hib else (ra, rb)
+    return Candidate(
+        base.value,
+        opt.value,
+        "",
+        opt.unit,
+        b,
+        "records",
+        keys=list(recs[0].keys),
+        baseline_label=base.metric,
+        optimized_label=opt.metric,
+        stated=stated,
+        stated_text=m.group("raw").strip(),
+        evidence=[ln, nxt],
+    )
 
 
 def block_role(b: Block) -> Role | None:

@@ -137,6 +137,8 @@ def _kind_by_cells(h: str, filled: list[str], role: Role) -> str | None:
         return "speedup"  # "AOT->JIT": the change from one column to another
     if filled and _most(filled, _SIZE_CELL, search=True):
         return "skip"  # "64 MiB" cells: sizes, not timings, whatever the header says
+    if filled and _most(filled, _PCT_CELL) and re.search(r"\bdelta\b|\bchange\b", h, re.I):
+        return "speedup"  # 2.7: "Patched TPOT delta" of signed percentages: the PR's change
     if (
         filled
         and _most(filled, _PCT_CELL)

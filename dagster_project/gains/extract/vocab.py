@@ -172,7 +172,8 @@ ACCURACY = re.compile(
 NON_PERF = re.compile(
     r"successful requests|failed requests|"
     r"total (?:input|generated|output)(?: text| vision)? tokens|"
-    r"retokenized|benchmark duration|request rate|max(?:imum)?\.? (?:request )?concurrency|"
+    r"retokenized|benchmark duration|request rate|max(?:imum)?\.?[ _-](?:request[ _-])?concurrency|"
+    r"\bruns?\b|\bprompts?(?:/run)?\b|\bfailed\b|\bn[-_ ]?shots?\b|"
     r"peak concurrent|^concurrency$|num[_ ]prompts|acc(?:ept(?:ance)?)?[ _.]?(?:length|len|rate)|"
     r"\bseed\b|"
     r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|(?<![a-z])std(?![a-z])|std[-_ ]?dev|stddev|"

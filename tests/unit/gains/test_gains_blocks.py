@@ -755,3 +755,48 @@ Checked against the reference for correctness.
 | `S1024` | `40.000 us` | `20.000 us` | `2.00x` | `0.0` |"""
     ms = [m for m in extract_text(err) if m.is_pair]
     assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(40.0, 20.0, 2.0)]
+
+
+def test_round_eight_lines_and_deltas() -> None:
+    # a setting before a metric and a verb of change: the change is the metric's
+    prose = """t
+- Load 100: Throughput improved 150.00 -> 165.00
+"""
+    assert pairs(prose) == [(150.0, 165.0)]
+    # two readings named by a "Speedup (A/B)" line under them: A over B is the ratio, so for
+    # a time A is the baseline; the ratio must be theirs
+    named = """t
+```
+Case 1
+NEW: 0.010000ms, OLD: 0.012000ms
+Speedup (OLD/NEW): 1.20x
+Case 2
+NEW: 0.020000ms, OLD: 0.030000ms
+Speedup (OLD/NEW): 9.99x
+```"""
+    ms = [m for m in extract_text(named) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(0.012, 0.01, 1.2)]
+    # signed percentage deltas of the PR's side, one claim per cell (two columns with the
+    # same number in one row are two claims); run settings are not measurements
+    deltas = """t
+| Round | Patched throughput delta | Patched TPOT delta | Patched ITL delta |
+|---|---:|---:|---:|
+| 1 | `+5.00%` | `-4.00%` | `-4.00%` |"""
+    claims = sorted(m.stated_speedup for m in extract_text(deltas) if not m.is_pair)
+    assert claims == [1.0417, 1.0417, 1.05]
+    settings = """t
+main:
+```
+runs: 3
+max-concurrency: 32
+prompts/run: 384
+duration: 105.7 s
+```
+this PR:
+```
+runs: 3
+max-concurrency: 32
+prompts/run: 384
+duration: 100.8 s
+```"""
+    assert pairs(settings) == [(105.7, 100.8)]
