@@ -8,15 +8,16 @@ hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
 ``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/``, the 52 of ``pr_devset/fresh3/``, the
-50 of ``pr_devset/fresh4/`` and the 45 of ``pr_devset/fresh5/``: the held-out sets of
-extractors 2.1 to 2.5, each scored once at the end of its round and then
+50 of ``pr_devset/fresh4/``, the 45 of ``pr_devset/fresh5/`` and the 41 of
+``pr_devset/fresh6/``: the held-out sets of extractors 2.1 to 2.6, each scored once at the end
+of its round and then
 retired into development (``pr_devset/LABELLING.md``), as folds 3-4 of ``prs.csv`` were before
 them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of five folds
 (sha256 of ``owner/name#number`` mod 5); the default run prints the development score, each
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/pr_devset/fresh6`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/pr_devset/fresh7`` is a separate set of real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs
@@ -66,12 +67,12 @@ from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
-#: 2.1 (``fresh``) … 2.5 (``fresh5``)
-DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5")))
+#: 2.1 (``fresh``) … 2.6 (``fresh6``)
+DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6")))
 #: the held-out set of the current round (scored once, at its end)
-HELD = DEVSET / "fresh6"
+HELD = DEVSET / "fresh7"
 #: retired sets, by their ``split`` value in ``prs.csv``
-RETIRED_SPLITS = ("fresh", "fresh2", "fresh3", "fresh4", "fresh5")
+RETIRED_SPLITS = ("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
 
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--show-set",
         default=None,
-        help="with --show: only this development set (pr_devset, fresh … fresh5)",
+        help="with --show: only this development set (pr_devset, fresh … fresh6)",
     )
     ap.add_argument(
         "--held",

@@ -66,8 +66,11 @@ FRESH4_ROOT = Path(__file__).resolve().parent / "fresh4"
 #: the held-out set of extractor 2.5 (``split=fresh5``), scored once, then retired into
 #: development for 2.6
 FRESH5_ROOT = Path(__file__).resolve().parent / "fresh5"
-#: the held-out set of the current round (``split=fresh6``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh6"
+#: the held-out set of extractor 2.6 (``split=fresh6``), scored once, then retired into
+#: development for 2.7
+FRESH6_ROOT = Path(__file__).resolve().parent / "fresh6"
+#: the held-out set of the current round (``split=fresh7``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh7"
 
 
 class DevsetError(ValueError):
@@ -114,7 +117,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh5" (retired held-out sets) | "fresh6" (held out); "held" was
+    # "dev" | "fresh" … "fresh6" (retired held-out sets) | "fresh7" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool

@@ -31,8 +31,10 @@ FRESH3 = ROOT / "fresh3"
 FRESH4 = ROOT / "fresh4"
 #: the held-out set of extractor 2.5 (``split=fresh5``), retired into development for 2.6
 FRESH5 = ROOT / "fresh5"
-#: the held-out set of this round (``split=fresh6``), scored once at its end
-HELD = ROOT / "fresh6"
+#: the held-out set of extractor 2.6 (``split=fresh6``), retired into development for 2.7
+FRESH6 = ROOT / "fresh6"
+#: the held-out set of this round (``split=fresh7``), scored once at its end
+HELD = ROOT / "fresh7"
 #: every committed set: the development sets and the held-out set
 SETS = {
     "dev": ROOT,
@@ -41,7 +43,8 @@ SETS = {
     "fresh3": FRESH3,
     "fresh4": FRESH4,
     "fresh5": FRESH5,
-    "fresh6": HELD,
+    "fresh6": FRESH6,
+    "fresh7": HELD,
 }
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
@@ -241,8 +244,10 @@ def test_loader_reads_committed_files_without_texts() -> None:
     assert {pr.split for pr in fresh4} == {"fresh4"}
     fresh5 = module.load_devset(module.FRESH5_ROOT, require_texts=False)
     assert {pr.split for pr in fresh5} == {"fresh5"}
+    fresh6 = module.load_devset(module.FRESH6_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh6} == {"fresh6"}
     held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh6"}
+    assert {pr.split for pr in held} == {"fresh7"}
     assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
@@ -261,7 +266,9 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     assert fresh4 and not fresh4 & (dev | fresh | fresh2 | fresh3)
     fresh5 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH5)}
     assert fresh5 and not fresh5 & (dev | fresh | fresh2 | fresh3 | fresh4)
-    earlier = dev | fresh | fresh2 | fresh3 | fresh4 | fresh5
+    fresh6 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH6)}
+    assert fresh6 and not fresh6 & (dev | fresh | fresh2 | fresh3 | fresh4 | fresh5)
+    earlier = dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
     assert held and not held & earlier
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & earlier
