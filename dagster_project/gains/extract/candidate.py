@@ -139,7 +139,7 @@ _KEY_IN_CELL = re.compile(
 
 
 #: a shape written in a key cell, M first ("M=768, N=2112, K=2048 / …"): a GEMM's shape,
-#: whose M is the batch and which makes the measurement a kernel's (2.5)
+#: whose M is the batch and which makes the measurement a kernel's (2.6)
 _LEAD_M = re.compile(r"^\s*M\s*=\s*(\d+)\s*[,;x×]\s*N\s*=", re.I)
 
 
@@ -154,7 +154,7 @@ def _read_keys(c: Candidate) -> _KeyFields:
         if lead_m and f.batch is None and not inner and not BATCH_KEY.match(n):
             f.batch = int(lead_m.group(1))  # "M=1, N=4096, K=4096 / …": a shape cell
         if inner and f.batch is None and not BATCH_KEY.match(n):
-            # 2.5: a key cell that names its own key ("MKN=(16x4096x4096)", "M=64") under a
+            # 2.6: a key cell that names its own key ("MKN=(16x4096x4096)", "M=64") under a
             # header that is a title, not a key name
             n, value = inner.group("k"), inner.group("v")
         if BATCH_KEY.match(n) and f.batch is None:

@@ -134,7 +134,7 @@ def table_grids(blocks: list[Block]) -> dict[int, list[tuple[Block, Grid]]]:
     for b in blocks:
         if b.kind == "table" and b.grid is not None:
             out[b.index] = [(b, b.grid)]
-        elif b.kind == "text" and _indented_table(b.lines):
+        elif b.kind == "text" and _unfenced_table(b.lines):
             # 2.6: benchmark output pasted without a fence (aligned columns)
             out[b.index] = [
                 (_table_block(b, g), g)
@@ -153,7 +153,7 @@ def _table_block(b: Block, g: Grid) -> Block:
     return Block("table", b.lines, b.index, g, b.heading, b.before, label, b.after, b.title)
 
 
-def _indented_table(lines: list[str]) -> bool:
+def _unfenced_table(lines: list[str]) -> bool:
     """Whether a text block holds an unfenced aligned table: a header line and at least
     three lines under it with two or more gaps of two spaces, most of their cells numbers."""
     run = best = 0

@@ -105,7 +105,7 @@ _NUMERIC_CELL = re.compile(r"^\s*[-+~≈]?\s*\d[\d,]*(?:\.\d+)?\s*[A-Za-zµμ/%�
 def _split_open_row(line: str) -> list[str]:
     """Cells of a row of a table written without outer pipes (a spreadsheet paste): every
     pipe separates, so a leading ``| a | b`` has an empty first cell and a trailing
-    ``a | b |  `` an empty last one (2.5)."""
+    ``a | b |  `` an empty last one (2.6)."""
     return [clean_cell(c) for c in re.split(r"(?<!\\)\|", line.rstrip("\n"))]
 
 

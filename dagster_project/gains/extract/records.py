@@ -615,7 +615,7 @@ class _TextRuns:
         self.run: Run | None = None
         self.both_next = False
         #: the one-line baseline run just read (``Baseline (eager): 215.8 s``), whose next
-        #: line may be the PR's value under a name of its own (2.4)
+        #: line may be the PR's value under a name of its own (2.5)
         self.last_base: Run | None = None
         self.last_pr: Run | None = None
 
@@ -650,7 +650,7 @@ class _TextRuns:
 
     def unnamed_after_base(self, ln: str) -> bool:
         """``Speculative model: 133.2 s`` right after ``Baseline (eager): 215.8 s``: one value
-        in the same unit under a name that is no side is the PR's run (2.4); whether ``ln``
+        in the same unit under a name that is no side is the PR's run (2.5); whether ``ln``
         was read so."""
         base, self.last_base = self.last_base, None
         if base is None or len(base.records) != 1:

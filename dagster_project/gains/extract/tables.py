@@ -383,7 +383,7 @@ def _two_weak_sides(
 def _pair_by_stated_ratio(
     rows: Rows, valued: list[Column], speed_cols: list[Column]
 ) -> tuple[Column, Column] | None:
-    """``| torch | triton | cuda | speedup |`` (2.4): three or more implementations named
+    """``| torch | triton | cuda | speedup |`` (2.5): three or more implementations named
     only weakly and one ratio column: the (baseline, optimized) pair is the one ordered pair
     of columns whose ratio the stated column reproduces on most rows (baseline / PR for a
     time, PR / baseline for a rate, the direction from the cells' unit); ``None`` when no
@@ -847,8 +847,9 @@ def unit_ratio_rows(cols: list[Column], rows: Rows) -> tuple[Column, dict[int, s
 
 
 def row_side_overrides(cols: list[Column], rows: Rows) -> dict[int, str]:
-    """Row index -> side for the rows of a two-name key column that role words alone do not
-    name (:func:`_strong_baseline_and_other`): what
+    """Row index -> side for the rows that role words alone do not name: a two-name key
+    column (:func:`_strong_baseline_and_other`), else a unit-ratio column
+    (:func:`unit_ratio_rows`): what
     :mod:`~dagster_project.gains.audit` lets stand on that side, so that the audit and the
     extractor read the rows of one table the same way."""
     for c in cols:
@@ -890,7 +891,7 @@ _VS = re.compile(r"\b(?:vs\.?|versus|over|against)\s+(?P<name>[\w.+-]+)", re.I)
 
 def _cells_unit(rows: Rows, *cols: Column) -> str | None:
     """The unit the cells of ``cols`` are written in (``0.0116 ms``) when every filled cell
-    that names one names the same (2.4: headers such as ``| native | FlashInfer |`` carry
+    that names one names the same (2.5: headers such as ``| native | FlashInfer |`` carry
     none)."""
     units = {
         u for _i, r in rows for c in cols if c.j < len(r) and (u := _cell_unit(r[c.j])) is not None
@@ -1005,7 +1006,7 @@ def _vs_named(valued: list[Column], speed_cols: list[Column]) -> list[tuple[Colu
         want = m.group("name").lower()
         hits = [c for c in valued if want in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()]
         if len(hits) > 1:
-            # 2.5: "Candidate paired with live" also names "live", as what it is compared
+            # 2.6: "Candidate paired with live" also names "live", as what it is compared
             # with; the column that is X is the one that does not ("Live FlashInfer (ms)")
             hits = [
                 c
@@ -1030,7 +1031,7 @@ def _speedup_vs_pairs(
         return []
     rest = [c for c in valued if all(c is not b for b, _ in named)]
     if len(named) > 1 and len(rest) > 1 and rows is not None:
-        # 2.5: each "speedup vs X" column has its own PR column ("Candidate paired with X"):
+        # 2.6: each "speedup vs X" column has its own PR column ("Candidate paired with X"):
         # the one column whose ratio to X's that speedup column states
         # (equal numbers in two such columns: the one between X's column and its speedup's)
         own = []
@@ -1074,7 +1075,9 @@ def _row_sides(
 ) -> list[tuple[_Labelled, _Labelled]]:
     """(baseline row, optimized row) pairs among one key group's rows, by the roles their
     role cells name: each strongest optimized row with its like-named baseline (or, when
-    it is the only one, the strongest baseline)."""
+    it is the only one, the strongest baseline). Rows a unit-ratio column names
+    (``by_ratio``, :func:`unit_ratio_rows`) or a two-name column leaves unnamed
+    (:func:`_strong_baseline_and_other`) take those sides instead of their role words."""
     named = _strong_baseline_and_other(members, role_col)
 
     def side(i: int, cell: str) -> Role:
