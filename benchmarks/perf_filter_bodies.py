@@ -223,7 +223,8 @@ def main() -> None:
         part = [r for r in rows if r["round"] == rnd]
         found = sum(r["signals"] is not None for r in part)
         print(f"round {rnd}: {len(part)} commits, description found for {found}")
-        print(f"  {'variant':7} {'tp':>4} {'fp':>4} {'fn':>4}  precision [95%]          recall [95%]")
+        header = f"  {'variant':7} {'tp':>4} {'fp':>4} {'fn':>4}  precision [95%]"
+        print(f"{header}          recall [95%]")
         for name, fn in VARIANTS.items():
             for r in part:
                 r["pred"] = fn(r["title"], r["signals"])
