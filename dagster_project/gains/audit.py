@@ -161,13 +161,10 @@ class StructureIndex:
 def structure_index(text: str, repo: str | None = None) -> StructureIndex:
     """Rows, records and sentences of ``text`` with their numbers and roles (``repo``: the
     PR's project, which names sides as it does for the extractor)."""
-    from dagster_project.gains.extract.vocab import PROJECT, project_of
+    from dagster_project.gains.extract.vocab import reading
 
-    token = PROJECT.set(project_of(repo))
-    try:
+    with reading(text, repo):
         return _structure_index(text)
-    finally:
-        PROJECT.reset(token)
 
 
 def _row_role(row: list[str]) -> str | None:

@@ -250,6 +250,8 @@ def value_of(cell: str) -> float | None:
     s = cell.strip()
     if not s or re.search(r"\d\s*[-–~]\s*\d+(?:\.\d+)?\s*[x%]", s) or re.search(r"\d[x×]\s*$", s):
         return None
+    if re.search(r"\d\s*[–~]\s*\d", s):
+        return None  # 2.8: "~683–690 TFLOPs", "1.2~1.4 ms": a range in any unit
     if re.match(r"^[±+-]?\s*\d", s) is None and not re.match(r"^[~≈<>]?\s*\*?\*?\d", s):
         return None
     return parse_number(s)

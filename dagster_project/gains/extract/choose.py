@@ -28,7 +28,7 @@ from dagster_project.gains.extract.records import (
     table_runs,
 )
 from dagster_project.gains.extract.tables import table_candidates
-from dagster_project.gains.extract.vocab import PROJECT, project_of
+from dagster_project.gains.extract.vocab import reading
 from dagster_project.gains.normalise import finalise
 from dagster_project.gains.schema import Measurement
 
@@ -84,7 +84,14 @@ from dagster_project.gains.schema import Measurement
 #: "Speedup (A/B)" line names the sides of the two readings above it; signed percentages
 #: under a "delta"/"change" header are claims even under the PR's name, one per column;
 #: runs, prompts, failed counts, max-concurrency and n-shot are settings, not measurements
-EXTRACTOR_VERSION = "2.7"
+#: 2.8 (2026-12-03): two groups of as many runs under "Before" / "After" pair position by
+#: position, a reading repeated as often in both runs pairs in turn, "on A100" names no
+#: side, a revert PR's "before"/"after" are its own after/before, minutes as "12.5m" after
+#: a time metric, KV-cache block counts, range cells ("683–690") and lm_eval tables under
+#: role labels are no measurements, a strong PR column without values keeps a reference
+#: column from its place, "Parent" is the baseline, ``name: a vs b`` lines under a caption
+#: naming the sides, a sign after the hedge ("improved ~ +6.4%")
+EXTRACTOR_VERSION = "2.8"
 
 
 def candidates(text: str) -> list[Candidate]:
@@ -257,11 +264,8 @@ def extract_table(text: str, repo: str | None = None) -> list[Measurement]:
 
     ``repo`` (``vllm``, ``sgl-project/sglang``…) names the PR's own project, so that in a
     ``| vLLM | SGL Kernel |`` table of an SGLang PR the SGLang column is the PR's side."""
-    token = PROJECT.set(project_of(repo))
-    try:
+    with reading(text, repo):
         out = choose(candidates(text))
-    finally:
-        PROJECT.reset(token)
     for m in out:
         m.extractor, m.extractor_version = "table", EXTRACTOR_VERSION
     return out

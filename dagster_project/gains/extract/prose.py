@@ -38,6 +38,12 @@ TRANSITION = re.compile(
     rf"(?:{_ARROW}|\bto\b)\s*[~≈]?\s*(?P<o>{_V})\s*(?P<uo>{_U})?{_END}",
     re.I,
 )
+#: 2.8: "from 26.5m to 17.0m" after a time metric: minutes written as a bare "m" (not in
+#: the unit vocabulary, where it would read "7m tokens" or "m=128" as minutes); both sides
+#: must carry it and the metric must name a time (:func:`transitions`)
+MINUTES = re.compile(
+    rf"\bfrom\s+[~≈]?(?P<b>{_V})\s*(?P<ub>m)\s+to\s+[~≈]?(?P<o>{_V})\s*(?P<uo>m)(?![\w.])"
+)
 INLINE_ROLES = re.compile(
     rf"\b(?:before|baseline|main(?:\s+branch)?)\b\s*[:=(]?\s*[~≈]?\s*(?P<b>{_V})\s*(?P<ub>{_U})?"
     rf"\)?[,;]?\s*(?:and|vs\.?|,|;)?\s*"
@@ -71,7 +77,8 @@ _BEFORE_CUE = re.compile(
     r"(?:speed-?up|improve\w*|gain|uplift|boost|reduc\w*|lower\w*|increas\w*|decreas\w*|faster|"
     r"regress\w*|degrad\w*|drop\w*|cut\w*|accelerat\w*|higher|better)\s+(?:\w+\s+){0,4}?"
     r"(?:by|of|is|was|:)?\s*"
-    r"(?:about|around|roughly|approximately|~|up to|nearly|over|≈)?\s*$",
+    # 2.8: "TTFT improved ~ -5.4%": the sign written after the hedge
+    r"(?:about|around|roughly|approximately|~|up to|nearly|over|≈)?\s*[+\-\u2212]?$",
     re.I,
 )
 #: "up to 3x", "over 1.0x faster", "> 2x": a bound, not a measured value (LABELLING: "up to"
@@ -249,12 +256,15 @@ def transitions(s: str, b: Block) -> list[Candidate]:
         (INLINE_ROLES, "sentence"),
         (VALUE_ROLES, "sentence"),
         (TRANSITION, "sentence"),
+        (MINUTES, "sentence"),
     ):
         for m in rx.finditer(s):
             if any(a <= m.start() < z for a, z in taken):
                 continue
             unit = normalise_unit(m.group("uo") or m.group("ub"))
             metric = _metric_before(s, m.start())
+            if rx is MINUTES and not re.search(r"\btime\b|\bduration\b|\btook\b", metric, re.I):
+                continue
             if rx is TRANSITION and _transition_refused(s, m, unit, metric):
                 continue
             if _pair_refused(s, m, rx):

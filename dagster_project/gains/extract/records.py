@@ -453,6 +453,71 @@ def _line_pair(b: Block, ln: str) -> Candidate | None:
     )
 
 
+#: 2.8: a caption naming both sides in order, "Time of original X vs Y in us:", over lines
+#: ``name: 21.3 vs 14.8`` (the first number is the caption's first side)
+_VS_CAPTION = re.compile(r"^\W*(?P<a>[^:\n]{2,100}?)\s+vs\.?\s+(?P<b>[^:\n]{2,100}?)\s*:\s*$", re.I)
+_VS_LINE = re.compile(
+    rf"^\s*[-*]?\s*(?P<key>[^:\d][^:]{{0,40}}?)\s*[:=]\s*(?P<v1>{_VAL})\s*(?P<u1>{_UNIT})?"
+    rf"\s+vs\.?\s+(?P<v2>{_VAL})\s*(?P<u2>{_UNIT})?\s*$",
+    re.I,
+)
+
+
+def _side_score(r: Role) -> int:
+    """``+strength`` for a baseline, ``-strength`` for the PR's side, 0 for anything else."""
+    return {"baseline": r.strength, "optimized": -r.strength}.get(r.kind or "", 0)
+
+
+def _vs_caption_pairs(b: Block) -> tuple[list[Candidate], set[int]]:
+    """The pairs of ``name: a vs b`` lines under a caption whose two sides name a baseline
+    and the PR's side (one strong name is enough: the other is then the other side; a
+    weak name alone, "kernel time of A vs B", decides nothing), and the indices of the
+    lines read so."""
+    out: list[Candidate] = []
+    used: set[int] = set()
+    sides: tuple[bool, str, str | None] | None = None  # (first is baseline, metric, unit)
+    read = False  # a line was read under the open caption
+    for i, ln in enumerate(b.lines):
+        cap = _VS_CAPTION.match(clean_cell(ln.strip()))
+        if cap and not _VS_LINE.match(ln):
+            # > 0: the first side is the baseline; the stronger naming wins ("original X"
+            # beats another project's name, which is only weakly a baseline)
+            ra, rb = role_of(cap.group("a")), role_of(cap.group("b"))
+            score = _side_score(ra) - _side_score(rb) if 2 in (ra.strength, rb.strength) else 0
+            metric = m.group(0) if (m := METRIC_WORDS.search(cap.group("a"))) else ""
+            unit = unit_in(cap.group("b")) or unit_in(cap.group("a"))
+            sides, read = ((score > 0, metric, unit) if score else None), False
+            continue
+        vs = _VS_LINE.match(ln)
+        if vs is None:
+            if ln.strip() or read:
+                sides, read = None, False  # the caption's lines end at prose or a gap
+            continue
+        if sides is None:
+            continue
+        read = True
+        first_base, metric, unit = sides
+        v1, v2 = parse_number(vs.group("v1")), parse_number(vs.group("v2"))
+        u = normalise_unit(vs.group("u2") or vs.group("u1")) or unit
+        if v1 is None or v2 is None or is_non_measurement(vs.group("key")):
+            continue
+        base, opt = (v1, v2) if first_base else (v2, v1)
+        used.add(i)
+        out.append(
+            Candidate(
+                base,
+                opt,
+                metric or vs.group("key").strip(),
+                u,
+                b,
+                "records",
+                keys=[("case", vs.group("key").strip())],
+                evidence=[ln],
+            )
+        )
+    return out, used
+
+
 def inline_candidates(blocks: list[Block]) -> list[Candidate]:
     """Two readings of one line that differ by one word naming each side
     (``vllm time = 0.0130ms, custom time = 0.0119ms``), or one key whose value is written
@@ -461,7 +526,11 @@ def inline_candidates(blocks: list[Block]) -> list[Candidate]:
     for b in blocks:
         if b.kind not in ("code", "text"):
             continue
+        vs_pairs, used = _vs_caption_pairs(b)
+        out.extend(vs_pairs)
         for i, ln in enumerate(b.lines):
+            if i in used:
+                continue
             if b.kind == "code" and (arrow := _arrow_line(b, ln)) is not None:
                 out.append(arrow)
                 continue
@@ -744,13 +813,21 @@ def _norm_metric(m: str) -> str:
 
 
 def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
-    """Baseline runs with the optimized run next to them, in document order."""
+    """Baseline runs with the optimized run next to them, in document order.
+
+    2.8: a group of runs under one side followed by a group of as many under the other
+    ("## Before" with a cold-start and a warm-start block, then "## After" with the same
+    two) is paired position by position: the n-th baseline run with the n-th optimized one.
+    Otherwise only the last run of a group meets the first of the next, as before.
+    """
     out: list[tuple[Run, Run]] = []
     pending: Run | None = None
     _name_unnamed_beside_baseline(runs)
-    for r in runs:
-        if r.role.kind not in ("baseline", "optimized"):
-            continue
+    sided = [r for r in runs if r.role.kind in ("baseline", "optimized")]
+    grouped = _parallel_groups(sided)
+    if grouped is not None:
+        return grouped
+    for r in sided:
         if (
             pending is not None
             and pending.role.kind == r.role.kind
@@ -767,6 +844,40 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
         out.append((b, o))
         pending = None
     return out
+
+
+def _parallel_groups(sided: list[Run]) -> list[tuple[Run, Run]] | None:
+    """The position-by-position pairs of two parallel groups (see :func:`pair_runs`), or
+    ``None`` when the runs are not exactly two groups of the same size (two or more runs
+    each, every one in a block of its own, all with one strength) whose n-th runs share a
+    metric. Runs sharing no metric with the other side are left out first."""
+    metrics = {
+        kind: {_norm_metric(x.metric) for r in sided if r.role.kind == kind for x in r.records}
+        for kind in ("baseline", "optimized")
+    }
+    # a run with no metric of the other side (the launch command's ``FOO=0``) is no part
+    sided = [
+        r
+        for r in sided
+        if {_norm_metric(x.metric) for x in r.records}
+        & metrics["optimized" if r.role.kind == "baseline" else "baseline"]
+    ]
+    if len(sided) < 4 or len({r.role.strength for r in sided}) != 1:
+        return None
+    first = sided[0].role.kind
+    n = next((i for i, r in enumerate(sided) if r.role.kind != first), len(sided))
+    head, tail = sided[:n], sided[n:]
+    if len(head) != len(tail) or any(r.role.kind == first for r in tail):
+        return None
+    if len({id(r.block) for r in sided}) != len(sided):
+        return None
+    pairs = [(a, b) if first == "baseline" else (b, a) for a, b in zip(head, tail, strict=True)]
+    for b, o in pairs:
+        if not {_norm_metric(x.metric) for x in b.records} & {
+            _norm_metric(x.metric) for x in o.records
+        }:
+            return None
+    return pairs
 
 
 def _name_unnamed_beside_baseline(runs: list[Run]) -> None:
@@ -799,16 +910,13 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
     """Candidates of paired runs (see :func:`run_candidates`)."""
     out: list[Candidate] = []
     for b, o in pair_runs(runs):
-        index: dict[tuple[str, tuple[tuple[str, str], ...]], Rec] = {}
+        index: dict[tuple[str, tuple[tuple[str, str], ...]], list[Rec]] = {}
         for rec in b.records:
-            index.setdefault((_norm_metric(rec.metric), rec.keys), rec)
-        seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+            index.setdefault((_norm_metric(rec.metric), rec.keys), []).append(rec)
+        mine: dict[tuple[str, tuple[tuple[str, str], ...]], list[Rec]] = {}
         for rec in o.records:
-            k = (_norm_metric(rec.metric), rec.keys)
-            if k in seen or k not in index:
-                continue
-            seen.add(k)
-            base = index[k]
+            mine.setdefault((_norm_metric(rec.metric), rec.keys), []).append(rec)
+        for rec, base in _record_pairs(index, mine):
             metric = rec.metric
             if metric and is_non_measurement(metric):
                 continue
@@ -842,6 +950,24 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
     return out
 
 
+def _record_pairs(
+    base: dict[tuple[str, tuple[tuple[str, str], ...]], list[Rec]],
+    mine: dict[tuple[str, tuple[tuple[str, str], ...]], list[Rec]],
+) -> list[tuple[Rec, Rec]]:
+    """(optimized, baseline) records of one metric and keys in both runs, in the
+    optimized run's order: the first reading of each side; 2.8: every reading in turn when
+    both runs repeat the metric as often (three runs logged before, three after)."""
+    out: list[tuple[Rec, Rec]] = []
+    for k, recs in mine.items():
+        if k not in base:
+            continue
+        if len(recs) == len(base[k]):
+            out.extend(zip(recs, base[k], strict=True))
+        else:
+            out.append((recs[0], base[k][0]))
+    return out
+
+
 def _expand_slashes(header: list[str], row: list[str]) -> list[list[str]]:
     """``| 2/4/8 | 512 | 0.0095/0.0091/0.0101 |`` is three rows: one per slash part."""
     parts = [
@@ -858,13 +984,13 @@ def table_runs(blocks: list[Block], grids: list[tuple[Block, Grid]]) -> list[Run
     """Tables without an inner comparison whose label line names a role (``vllm`` table,
     then ``custom allreduce`` table): each is a run of records (row keys × value columns)."""
     from dagster_project.gains.extract.candidate import value_of
-    from dagster_project.gains.extract.tables import classify
+    from dagster_project.gains.extract.tables import _accuracy_only, classify
 
     runs: list[Run] = []
     for b, grid in grids:
         role = block_role(b)
-        if role is None:
-            continue
+        if role is None or _accuracy_only(grid, b):
+            continue  # 2.8: an lm_eval table under "main" / "this PR" is accuracy
         cols = classify(grid)
         keys = [c for c in cols if c.kind == "key"]
         vals = [c for c in cols if c.kind in ("metric", "variant") and c.role.kind is None]

@@ -155,6 +155,10 @@ def _kind_by_cells(h: str, filled: list[str], role: Role) -> str | None:
 def _kind_by_header(j: int, h: str, role: Role, residual: str, share: float) -> str:
     """Key, skipped, variant or metric column: what the header and the numeric share say
     once the cells' shape has decided nothing."""
+    if share < 0.5 and j > 0 and role.kind in ("baseline", "optimized") and role.strength == 2:
+        # 2.8: an "After" column whose cells hold no value ("~683–690" is a range) is a
+        # side without a value, not a key that turns the table into rows of other sides
+        return "skip"
     if (
         share < 0.5
         or (j == 0 and not role.kind and not (METRIC_WORDS.search(h) and unit_in(h)))
@@ -458,7 +462,7 @@ def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
             ]
         }
     if not any(_choose(g)[0] for g in groups.values()) and (
-        sw := _weak_beside_strong_baseline(valued)
+        sw := _weak_beside_strong_baseline(valued, cols)
     ):
         strong, weak = sw
         groups = {
@@ -973,7 +977,7 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
         sides = _sides_by_change(rows, valued[0], valued[1], speed[0])
         if sides is not None:
             out[sides[0].j], out[sides[1].j] = "baseline", "optimized"
-    if not out and (sw := _weak_beside_strong_baseline(valued)):
+    if not out and (sw := _weak_beside_strong_baseline(valued, cols)):
         out[sw[1].j] = "optimized"
     if not out and (fit := _pair_by_stated_ratio(rows, valued, speed)) is not None:
         out[fit[0].j], out[fit[1].j] = "baseline", "optimized"
@@ -982,10 +986,16 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
     return out
 
 
-def _weak_beside_strong_baseline(valued: list[Column]) -> tuple[Column, Column] | None:
+def _weak_beside_strong_baseline(
+    valued: list[Column], cols: list[Column]
+) -> tuple[Column, Column] | None:
     """``| FlashInfer AUTO | Fallback |`` in a vLLM PR: two value columns, one named strongly
-    as the baseline and the other only weakly: (baseline, the PR's side), else None."""
+    as the baseline and the other only weakly: (baseline, the PR's side), else None. 2.8:
+    never when the table has a strongly named PR column without values (``| Before | After
+    | FA3 |`` with a range under "After"): the weak one is then a reference."""
     if len(valued) != 2:
+        return None
+    if any(c.role.kind == "optimized" and c.role.strength == 2 for c in cols if c not in valued):
         return None
     strong = [c for c in valued if c.role.strength == 2 and c.role.kind == "baseline"]
     weak = [c for c in valued if c.role.strength < 2]

@@ -14,6 +14,8 @@ and weak roles for implementation names that only decide when nothing stronger i
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -26,12 +28,16 @@ _BASE_STRONG = re.compile(
     r"\bold\b|\bw/o\b|\bwithout\b|\bprevious\b|\bprev\b|\bupstream\b|\bunpatched\b|\bvanilla\b|"
     r"\bnightly\b|\bdisabled?\b|\boff\b|\bcurrent\b|\bexisting\b|\buntuned\b|\bprior\b|"
     r"\bref(?:erence)? impl|"
-    r"\bheur(?:istics?)?\b|\bfallback\b|\bstock\b",
+    r"\bheur(?:istics?)?\b|\bfallback\b|\bstock\b|"
+    r"\bparent(?:\s+commit)?\b",  # 2.8: "| Parent | This PR |"
     re.I,
 )
 _OPT_STRONG = re.compile(
     r"\bthis\s+(?:pr|branch|change|patch)\b|\bpr\b|\bours\b|\bour\b|\bafter\b|\btuned\b|\bnew\b|"
-    r"\boptimi[sz]ed\b|\bopt\b|\bw/(?!o)|\bwith\b|\bproposed\b|\bpatched\b|\benabled?\b|\bon\b|"
+    r"\boptimi[sz]ed\b|\bopt\b|\bw/(?!o)|\bwith\b|\bproposed\b|\bpatched\b|\benabled?\b|"
+    # 2.8: "on" as in "fusion on", not the hardware a run was on ("On A100-SXM4-40GB")
+    r"\bon\b(?!\s+(?:an?\s+|the\s+|\d+\s*[x×]\s*)?(?:[a-z]*\d|gpus?\b|nvidia|amd\b|rocm|hopper"
+    r"|blackwell|ampere))|"
     r"\bfixed\b|\bimproved\b|\bnow\b|\b(?:pr|feature|my|new)\s+branch\b|\bpr\s*#?\d+|#\d{3,}",
     re.I,
 )
@@ -88,9 +94,39 @@ def project_of(repo: str | None) -> str | None:
     return tail if tail in _PROJECTS else None
 
 
+#: 2.8: whether the PR being read is a revert (its body opens with GitHub's own "Reverts
+#: owner/repo#N"): its "before" and "after" are said of the change it reverts
+REVERTED: ContextVar[bool] = ContextVar("gains_reverted", default=False)
+_REVERT_BODY = re.compile(r"\s*Reverts\s+[\w.-]+/[\w.-]+#\d+\b")
+_BEFORE_AFTER_ONLY = re.compile(r"^\W*(?:before|after)\b[^\d]{0,30}$", re.I)
+
+
+def is_revert(text: str) -> bool:
+    """Whether a PR text (first line title) is GitHub's revert of another PR."""
+    return bool(_REVERT_BODY.match(text.partition("\n")[2]))
+
+
+@contextmanager
+def reading(text: str, repo: str | None) -> Iterator[None]:
+    """While one PR is read, by the extractor or by the audit (both must see the same
+    sides): its project (:data:`PROJECT`) and whether it is a revert (:data:`REVERTED`)."""
+    project = PROJECT.set(project_of(repo))
+    reverted = REVERTED.set(is_revert(text))
+    try:
+        yield
+    finally:
+        REVERTED.reset(reverted)
+        PROJECT.reset(project)
+
+
 def role_of(label: str | None) -> Role:
     """The role a header / label / line prefix names (see module docstring)."""
     role = _role_of(label)
+    if REVERTED.get() and label and _BEFORE_AFTER_ONLY.match(label.strip()):
+        # a revert undoes the change its "before"/"after" runs measured: its own baseline
+        # is "after", its result "before" (a "main" / "this PR" label is its own already)
+        swap = {"baseline": "optimized", "optimized": "baseline"}
+        return Role(swap.get(role.kind or "", role.kind), role.strength)
     own = PROJECT.get()
     if own and label and role.strength < 2 and role.kind != "reference":
         if _PROJECTS[own].search(label):
@@ -179,7 +215,8 @@ NON_PERF = re.compile(
     r"warm-?ups?|iterations?|\biters?\b|\brepeats?\b|(?<![a-z])std(?![a-z])|std[-_ ]?dev|stddev|"
     r"\bmemory\b|"
     r"\bmem\b|"
-    r"kv[ _]cache|cache hit|\bbackend\b|\bstatus\b|\bcount\b|^#|\bptx\b|\bsass\b|\blines?\b|"
+    r"kv[ _]cache|cache hit|\b(?:gpu|cpu|kv)[ _]?blocks\b|"
+    r"\bbackend\b|\bstatus\b|\bcount\b|^#|\bptx\b|\bsass\b|\blines?\b|"
     r"\binstructions?\b|\bregisters?\b|\bregs\b|\bspills?\b|\bshare\b|% of|percent(?:age)?\b|"
     r"\bcalls?\b|\binstances\b|\bnum[_ ]?warps\b|\bnum[_ ]?stages\b|block[_ ]?size|group[_ ]?size|"
     r"\bsplit[_ ]?k\b|\bwaves?\b|occupancy|\bgpu[_ ]?util|\bsize\b|\bbytes\b|\bparams?\b|\bvram\b|"

@@ -800,3 +800,142 @@ prompts/run: 384
 duration: 100.8 s
 ```"""
     assert pairs(settings) == [(105.7, 100.8)]
+
+
+def test_round_nine_parallel_runs_and_repeated_readings() -> None:
+    """2.8: two runs under "Before" and two under "After" pair position by position (not the
+    last baseline run with the first optimized one), a reading logged twice in both runs
+    pairs in turn, and the launch command's ``FOO=0`` is no run of the comparison."""
+    text = """t
+On H200-SXM
+
+## Before
+
+```
+FAST_PATH=0 python3 serve.py --model m
+```
+
+First launch
+```
+[12:00:01] Graph build done. Time elapsed: 41.20 s. mem usage=1.10 GB.
+```
+
+Second launch
+```
+[12:01:01] Graph build done. Time elapsed: 6.10 s. mem usage=1.10 GB.
+[12:02:01] Graph build done. Time elapsed: 6.30 s. mem usage=1.10 GB.
+```
+
+## After
+
+First launch
+```
+[12:10:01] Graph build done. Time elapsed: 39.80 s. mem usage=1.10 GB.
+```
+
+Second launch
+```
+[12:11:01] Graph build done. Time elapsed: 5.90 s. mem usage=1.10 GB.
+[12:12:01] Graph build done. Time elapsed: 5.70 s. mem usage=1.10 GB.
+```"""
+    assert sorted(pairs(text)) == [(6.1, 5.9), (6.3, 5.7), (41.2, 39.8)]
+    # the hardware a run was on names no side ("On H200" is not "fusion on")
+    assert role_of("On H200-SXM").kind is None
+    assert role_of("On 8x MI300X").kind is None
+    assert role_of("fusion on").kind == "optimized"
+
+
+def test_round_nine_revert_and_minutes() -> None:
+    """2.8: a revert PR's "before"/"after" are said of the reverted change, so the PR's own
+    baseline is the "after" run; minutes as a bare "m" only after a time metric; KV-cache
+    block counts are no measurement."""
+    revert = """Revert "faster sampler"
+Reverts acme/engine#1234
+
+It slowed the nightly run down.
+
+before
+Mean latency: 0.50 seconds
+
+after
+Mean latency: 2.00 seconds"""
+    ms = [m for m in extract_text(revert) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.speedup) for m in ms] == [(2.0, 0.5, 4.0)]
+    not_revert = revert.replace("Reverts acme/engine#1234", "Speeds up the sampler.")
+    assert [(m.baseline, m.optimized) for m in extract_text(not_revert) if m.is_pair] == [
+        (0.5, 2.0)
+    ]
+    minutes = "t\n- Cuts the cold start time from 12.5m to 8.0m on one node"
+    ms = [m for m in extract_text(minutes) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.unit, m.speedup) for m in ms] == [(12.5, 8.0, "m", 1.5625)]
+    assert pairs("t\nThe corpus grew from 3m to 5m documents") == []
+    blocks = """t
+before:
+```
+# GPU blocks: 31000, # CPU blocks: 4096
+Mean latency: 2.00 seconds
+```
+after:
+```
+# GPU blocks: 30500, # CPU blocks: 4096
+Mean latency: 1.60 seconds
+```"""
+    assert pairs(blocks) == [(2.0, 1.6)]
+
+
+def test_round_nine_range_cell_and_reference_column() -> None:
+    """2.8: a range in a table cell ("~610–625 TFLOPs") is no value, in any unit; the PR's
+    column is then a side without a value, and the reference column beside the baseline
+    ("FA3") never takes its place. The claim in the prose is then the measurement."""
+    text = """t
+| Before | After | FA3 (reference) |
+|---|---|---|
+| ~480 TFLOPs | ~610–625 TFLOPs | ~700 TFLOPs |
+
+**+28% total improvement** over the series of commits."""
+    ms = extract_text(text)
+    assert [m for m in ms if m.is_pair] == []
+    assert [m.stated_speedup for m in ms if not m.is_pair] == [1.28]
+    one = text.replace("~610–625 TFLOPs", "~615 TFLOPs")
+    assert pairs(one) == [(480.0, 615.0)]
+
+
+def test_round_nine_vs_lines_parent_column_and_accuracy_runs() -> None:
+    """2.8: ``name: a vs b`` lines under a caption naming both sides in order; "Parent" is
+    the baseline column; an lm_eval table under "main" / "this PR" labels is accuracy; a
+    sign written after the hedge ("improved ~ +4.2%") still goes with its cue."""
+    vs = """t
+Kernel time of the old split-K path vs the new persistent kernel in us:
+qkv_proj: 30.5 vs 21.0
+down_proj: 55.0 vs 44.0
+
+Something else: 3 vs 4"""
+    ms = [m for m in extract_text(vs) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.unit) for m in ms] == [
+        (30.5, 21.0, "us"),
+        (55.0, 44.0, "us"),
+    ]
+    assert all(m.audit_pass for m in ms)
+    unnamed = vs.replace("the old split-K path vs the new persistent kernel", "run A vs run B")
+    assert pairs(unnamed) == []
+    parent = """t
+| Metric | Parent | This PR |
+|---|--:|--:|
+| TTFT p50 | 80.5 ms | 61.0 ms |"""
+    assert pairs(parent) == [(80.5, 61.0)]
+    accuracy = """t
+with this PR:
+```
+|Tasks|Version|Filter|n-shot|Metric|Value|Stderr|
+|-----|------:|------|-----:|------|----:|-----:|
+|gsm8k|3|strict-match|5|exact_match|0.9510|0.0060|
+```
+main
+```
+|Tasks|Version|Filter|n-shot|Metric|Value|Stderr|
+|-----|------:|------|-----:|------|----:|-----:|
+|gsm8k|3|strict-match|5|exact_match|0.9530|0.0058|
+```"""
+    assert pairs(accuracy) == []
+    signed = "t\nDecode throughput improved ~ +4.2% on the long-context run."
+    assert [m.stated_speedup for m in extract_text(signed)] == [1.042]
