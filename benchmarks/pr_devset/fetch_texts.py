@@ -69,8 +69,11 @@ FRESH5_ROOT = Path(__file__).resolve().parent / "fresh5"
 #: the held-out set of extractor 2.6 (``split=fresh6``), scored once, then retired into
 #: development for 2.7
 FRESH6_ROOT = Path(__file__).resolve().parent / "fresh6"
-#: the held-out set of the current round (``split=fresh7``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh7"
+#: the held-out set of extractor 2.7 (``split=fresh7``), scored once, then retired into
+#: development for 2.8
+FRESH7_ROOT = Path(__file__).resolve().parent / "fresh7"
+#: the held-out set of the current round (``split=fresh8``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh8"
 
 
 class DevsetError(ValueError):
@@ -117,7 +120,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh6" (retired held-out sets) | "fresh7" (held out); "held" was
+    # "dev" | "fresh" … "fresh7" (retired held-out sets) | "fresh8" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool
