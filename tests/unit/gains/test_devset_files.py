@@ -33,8 +33,10 @@ FRESH4 = ROOT / "fresh4"
 FRESH5 = ROOT / "fresh5"
 #: the held-out set of extractor 2.6 (``split=fresh6``), retired into development for 2.7
 FRESH6 = ROOT / "fresh6"
-#: the held-out set of this round (``split=fresh7``), scored once at its end
-HELD = ROOT / "fresh7"
+#: the held-out set of extractor 2.7 (``split=fresh7``), retired into development for 2.8
+FRESH7 = ROOT / "fresh7"
+#: the held-out set of this round (``split=fresh8``), scored once at its end
+HELD = ROOT / "fresh8"
 #: every committed set: the development sets and the held-out set
 SETS = {
     "dev": ROOT,
@@ -44,7 +46,8 @@ SETS = {
     "fresh4": FRESH4,
     "fresh5": FRESH5,
     "fresh6": FRESH6,
-    "fresh7": HELD,
+    "fresh7": FRESH7,
+    "fresh8": HELD,
 }
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
@@ -246,8 +249,10 @@ def test_loader_reads_committed_files_without_texts() -> None:
     assert {pr.split for pr in fresh5} == {"fresh5"}
     fresh6 = module.load_devset(module.FRESH6_ROOT, require_texts=False)
     assert {pr.split for pr in fresh6} == {"fresh6"}
+    fresh7 = module.load_devset(module.FRESH7_ROOT, require_texts=False)
+    assert {pr.split for pr in fresh7} == {"fresh7"}
     held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh7"}
+    assert {pr.split for pr in held} == {"fresh8"}
     assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
 
 
@@ -268,7 +273,9 @@ def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     assert fresh5 and not fresh5 & (dev | fresh | fresh2 | fresh3 | fresh4)
     fresh6 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH6)}
     assert fresh6 and not fresh6 & (dev | fresh | fresh2 | fresh3 | fresh4 | fresh5)
-    earlier = dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6
+    fresh7 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH7)}
+    assert fresh7 and not fresh7 & (dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6)
+    earlier = dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6 | fresh7
     held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
     assert held and not held & earlier
     assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & earlier
