@@ -91,7 +91,11 @@ from dagster_project.gains.schema import Measurement
 #: role labels are no measurements, a strong PR column without values keeps a reference
 #: column from its place, "Parent" is the baseline, ``name: a vs b`` lines under a caption
 #: naming the sides, a sign after the hedge ("improved ~ +6.4%")
-EXTRACTOR_VERSION = "2.8"
+#: 2.9 (2026-12-03): hyperfine summaries, a stage's "finished in N seconds" log line,
+#: "Stage 49s.", a role line of comma-separated "name value unit" readings, shell commands
+#: and commit shas on role lines, no ratio-only claims from a speedup column between value
+#: columns that name no side, a reading written "a -> b" is not also a run's value
+EXTRACTOR_VERSION = "2.9"
 
 
 def candidates(text: str) -> list[Candidate]:

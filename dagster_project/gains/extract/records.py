@@ -32,6 +32,7 @@ from dagster_project.gains.extract.vocab import (
     strip_role_words,
     unit_in,
 )
+from dagster_project.gains.normalise import TIME_UNITS as _TIME_UNITS
 from dagster_project.gains.normalise import UNIT_PATTERN, infer_higher_is_better, normalise_unit
 from dagster_project.gains.numbers import parse_number
 
@@ -127,6 +128,57 @@ def _json_records(s: str, line: str) -> list[Rec] | None:
     return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
 
 
+#: 2.9: hyperfine's summary lines, ``Time (mean ± σ):  9.37 s ±  0.21 s  [User: 8.95 s,
+#: System: 2.03 s]`` and ``Range (min … max):  8.93 s … 10.01 s  100 runs``
+_HYPERFINE_TIME = re.compile(
+    rf"^Time\s*\(mean\s*±\s*σ\)\s*:\s*(?P<mean>{_VAL})\s*(?P<unit>{_UNIT})\s*±\s*{_VAL}\s*{_UNIT}"
+    rf"(?:\s*\[User:\s*(?P<user>{_VAL})\s*{_UNIT},\s*System:\s*(?P<sys>{_VAL})\s*{_UNIT}\])?",
+    re.I,
+)
+_HYPERFINE_RANGE = re.compile(
+    rf"^Range\s*\(min\s*…\s*max\)\s*:\s*(?P<min>{_VAL})\s*(?P<unit>{_UNIT})\s*…\s*"
+    rf"(?P<max>{_VAL})\s*{_UNIT}",
+    re.I,
+)
+
+
+def _hyperfine_records(s: str, line: str) -> list[Rec] | None:
+    """The readings of one hyperfine summary line (mean, user and system CPU time, min and
+    max); ``None`` when the line is not one. Read as such because ``±`` and ``…`` between
+    two values are not the ``key: value`` shape."""
+    names = {"mean": "time (mean)", "user": "user time", "sys": "system time"}
+    m = _HYPERFINE_TIME.match(s)
+    if m is None:
+        m = _HYPERFINE_RANGE.match(s)
+        names = {"min": "time (min)", "max": "time (max)"}
+    if m is None:
+        return None
+    unit = m.group("unit")
+    return [
+        Rec(name, float(parse_number(m.group(g)) or 0.0), m.group(g), unit, (), line)
+        for g, name in names.items()
+        if m.group(g) is not None
+    ]
+
+
+#: 2.9: a log line's elapsed time, "[12:00:05] [DecodingStage] finished in 3.6521 seconds"
+_LOG_DONE = re.compile(
+    rf"\b(?:finished|completed|done)\s+in\s+(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w/])", re.I
+)
+
+
+def _log_time_records(s: str, line: str) -> list[Rec] | None:
+    """The elapsed time of a log line, named by the last bracketed name before it (the
+    stage); ``None`` when the line is not one (or its unit is not a time)."""
+    m = _LOG_DONE.search(s)
+    if m is None or normalise_unit(m.group("unit")) not in _TIME_UNITS:
+        return None
+    names = re.findall(r"\[([A-Za-z][\w .-]{0,40})\]", s[: m.start()])
+    name = f"{names[-1]} time" if names else "time"
+    v = parse_number(m.group("val"))
+    return [Rec(name, v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
+
+
 def _tqdm_records(s: str, line: str) -> list[Rec]:
     """tqdm's ``9.5it/s`` and ``input: 1234.5 toks/s, output: 234.5 toks/s`` readings."""
     out: list[Rec] = []
@@ -150,6 +202,8 @@ _HEAD_VALUE = re.compile(
     re.I,
 )
 _ALIGNED_PAIR = re.compile(rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$")
+#: 2.9: one identifier and its value with a unit, "DenoisingStage 49s." (a log's stage time)
+_NAME_VALUE = re.compile(rf"^(?P<name>[A-Za-z_][\w.-]*)\s+(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\.?$")
 
 
 def _keyed_records(s: str, line: str) -> list[Rec] | None:
@@ -169,7 +223,7 @@ def _keyed_records(s: str, line: str) -> list[Rec] | None:
             for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head"))
         )
         return [Rec("", v, m.group("val"), m.group("unit"), ks, line)] if v is not None else []
-    m = _ALIGNED_PAIR.match(line.strip())
+    m = _ALIGNED_PAIR.match(line.strip()) or _NAME_VALUE.match(s)
     if m and not re.search(r":\s|:$", m.group("name")):
         v = parse_number(m.group("val"))
         return (
@@ -227,6 +281,12 @@ def parse_records(line: str) -> list[Rec]:
             return out
     if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
         return []
+    hyperfine = _hyperfine_records(s, line)
+    if hyperfine is not None:
+        return hyperfine
+    logged = _log_time_records(s, line)
+    if logged is not None:
+        return logged
     keyed = _keyed_records(s, line)
     if keyed is not None:
         return keyed
@@ -239,7 +299,12 @@ def role_line(line: str) -> Role | None:
     s = re.sub(r"^[-*+>#\s]+", "", s)
     if not s or len(s) > _ROLE_LINE_MAX:
         return None
-    if len(re.findall(r"\d+(?:\.\d+)?", re.sub(r"#\d+|\b[A-Za-z]+\d+\w*|\w+-\d\w*", "", s))) > 1:
+    if _COMMAND.search(s) or re.match(r"^\s*\$\s", line):
+        return None  # 2.9: a shell command ("$ vllm serve …", "python bench.py") names no side
+    # numbers that are names (#123, H100, fp8-e4m3) and, 2.9, commit shas do not count
+    named = re.sub(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", "", s)
+    named = re.sub(r"#\d+|\b[A-Za-z]+\d+\w*|\w+-\d\w*", "", named)
+    if len(re.findall(r"\d+(?:\.\d+)?", named)) > 1:
         return None
     if not (
         line.rstrip().endswith(":") or len(s.split()) <= 6 or re.match(r"^\s*(?:#|\*\*|__)", line)
@@ -254,6 +319,12 @@ def role_line(line: str) -> Role | None:
     return r if r.kind in ("baseline", "optimized") else None
 
 
+#: 2.9: a shell command line: a flag, a script, or a launcher and its verb
+_COMMAND = re.compile(
+    r"(?:^|\s)--[a-z]|\S\.py\b|^(?:python3?|torchrun|bash|uv|pip|sglang|vllm)\s+"
+    r"(?:-m\b|serve\b|bench\b|generate\b|run\b|install\b)",
+    re.I,
+)
 #: a label line that names what the run below is compared with (the baseline)
 _COMPARED_TO = re.compile(
     r"^(?:comparing|compared|comparison|in comparison)\s+(?:to|with|against)\b|^(?:vs\.?|versus)\s",
@@ -310,7 +381,7 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         return recs
     m = re.match(rf"^\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?P<tail>.*)$", rest, re.I)
     if not m:
-        return _clause_record(rest, line)
+        return _named_values(rest, line) or _clause_record(rest, line)
     v = parse_number(m.group("val"))
     tail = m.group("tail") or ""
     if (
@@ -327,6 +398,31 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         ev = parse_number(e.group("val"))
         if ev is not None:
             out.append(Rec(e.group("unit"), ev, e.group("val"), e.group("unit"), (), line))
+    return out
+
+
+_NAMED_VALUE = re.compile(
+    rf"^\s*(?P<name>[A-Za-z][\w ./-]{{0,30}}?)\s+(?P<val>{_VAL})\s*"
+    rf"(?P<unit>{_UNIT}|[KMGT]i?B\b)\s*$"
+)
+
+
+def _named_values(rest: str, line: str) -> list[Rec]:
+    """2.9: ``this PR: total 5384.2 ms, decode 1814.8 ms, peak reserved 31990 MB``: a role
+    line's comma-separated ``name value unit`` readings (sizes are memory, not runs'
+    values); empty unless every part has that shape."""
+    parts = [p for p in re.split(r"[,;]", rest) if p.strip()]
+    found = [_NAMED_VALUE.match(p) for p in parts]
+    if len(parts) < 2 or not all(found):
+        return []
+    out: list[Rec] = []
+    for m in found:
+        assert m is not None
+        v = parse_number(m.group("val"))
+        unit = m.group("unit")
+        if v is None or re.fullmatch(r"[kmgt]i?b|bytes", unit, re.I):
+            continue
+        out.append(Rec(m.group("name").strip(), v, m.group("val"), unit, (), line))
     return out
 
 
@@ -920,6 +1016,8 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
             metric = rec.metric
             if metric and is_non_measurement(metric):
                 continue
+            if _ARROWED.search(rec.line) or _ARROWED.search(base.line):
+                continue  # 2.9: "first moe: 9.11ms -> 2.881ms" is a pair of its own line
             unit = normalise_unit(rec.unit or base.unit)
             unit = unit or unit_in(metric)
             if not metric and not unit:
@@ -948,6 +1046,10 @@ def pair_candidates(runs: list[Run]) -> list[Candidate]:
                 )
             )
     return out
+
+
+#: a reading written as its own change, "9.11ms -> 2.881ms" (read by the line's arrow)
+_ARROWED = re.compile(r"\d\s*[A-Za-zµ/%]*\s*(?:->|→|=>)\s*[~≈]?\d")
 
 
 def _record_pairs(

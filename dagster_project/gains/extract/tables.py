@@ -766,8 +766,15 @@ def _arrow_cell_candidates(
 def _ratio_only_candidates(
     grid: Grid, block: Block, cols: list[Column], keys: list[Column], rows: Rows
 ) -> list[Candidate]:
-    """Ratio-only claims: a speedup column without a pair, or a grid of ratio cells."""
+    """Ratio-only claims: a speedup column without a pair, or a grid of ratio cells.
+
+    2.9: not when the table has two or more value columns none of which names a side
+    (``| Flex (tok/s) | Flash Attention (tok/s) | Speedup |``): the ratio then compares
+    two variants the text never says are the PR's before and after."""
     speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
+    valued = [c for c in cols if c.kind in ("variant", "metric")]
+    if len(valued) >= 2 and not any(c.role.kind in ("baseline", "optimized") for c in valued):
+        return []
     out: list[Candidate] = []
     hib = None
     for c in speed_cols:

@@ -939,3 +939,91 @@ main
     assert pairs(accuracy) == []
     signed = "t\nDecode throughput improved ~ +4.2% on the long-context run."
     assert [m.stated_speedup for m in extract_text(signed)] == [1.042]
+
+
+def test_round_ten_tool_output_and_log_lines() -> None:
+    """2.9: hyperfine's summary lines (mean, user, system, min, max), a stage's elapsed time
+    in a log line, "Stage 41s." and a role line of comma-separated readings (sizes left
+    out); a role heading that carries a commit sha still names its side."""
+    hyperfine = """t
+### before (main at 0a1b2c3d4e5f60718293a4b5c6d7e8f901234567)
+
+```shell
+Benchmark 1: python -c "import engine"
+  Time (mean ± σ):      4.210 s ±  0.100 s    [User: 3.900 s, System: 1.200 s]
+  Range (min … max):    4.050 s …  4.480 s    50 runs
+```
+
+### after (this PR at 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432)
+
+```shell
+Benchmark 1: python -c "import engine"
+  Time (mean ± σ):      3.950 s ±  0.090 s    [User: 3.700 s, System: 1.150 s]
+  Range (min … max):    3.820 s …  4.300 s    50 runs
+```"""
+    assert sorted(pairs(hyperfine)) == [
+        (1.2, 1.15),
+        (3.9, 3.7),
+        (4.05, 3.82),
+        (4.21, 3.95),
+        (4.48, 4.3),
+    ]
+    log = """t
+### Before
+
+```
+[09:00:01] [VaeStage] started...
+[09:00:05] [VaeStage] finished in 4.2500 seconds
+```
+
+### After
+
+```
+[09:10:01] [VaeStage] started...
+[09:10:04] [VaeStage] finished in 3.1000 seconds
+```"""
+    ms = [m for m in extract_text(log) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.metric) for m in ms] == [(4.25, 3.1, "VaeStage time")]
+    stage = "t\nBefore:\n\nUnetStage 52s.\n\nPR:\n\nUnetStage 33s.\n"
+    assert pairs(stage) == [(52.0, 33.0)]
+    listed = """t
+- this PR (`abc1234`): total 812.5 ms, decode 301.0 ms, peak reserved 20480 MB
+- `main` (`def5678`): total 990.0 ms, decode 402.5 ms, peak reserved 24576 MB"""
+    assert sorted(pairs(listed)) == [(402.5, 301.0), (990.0, 812.5)]
+
+
+def test_round_ten_commands_ratio_columns_and_arrowed_readings() -> None:
+    """2.9: a command line over a run names no side (``python bench.py``: "python" is no
+    baseline here); a ratio column between two value columns that name no side is no
+    claim; a reading written as its own change ("a -> b") is not also a run's value."""
+    commands = """t
+Before
+```
+python bench/serve_bench.py --rounds 3
+Accuracy: 0.801
+Latency: 30.500 s
+Output throughput: 900.250 token/s
+```
+After
+```
+python bench/serve_bench.py --rounds 3
+Accuracy: 0.801
+Latency: 20.250 s
+Output throughput: 1350.500 token/s
+```"""
+    assert sorted(pairs(commands)) == [(30.5, 20.25), (900.25, 1350.5)]
+    unnamed = """t
+Batch | Tokens | Flex In (tok/s) | Dense In (tok/s) | In Speedup | Flex Out (tok/s) \
+| Dense Out (tok/s) | Out Speedup
+-- | -- | -- | -- | -- | -- | -- | --
+1 | 300 | 1,100.50 | 1,320.60 | 1.20x | 2,000.00 | 2,400.00 | 1.20x
+2 | 900 | 700.00 | 2,800.00 | 4.00x | 300.00 | 1,500.00 | 5.00x"""
+    assert [m.stated_speedup for m in extract_text(unnamed) if not m.is_pair] == []
+    arrowed = """t
+### before:
+first gemm: 8.20ms
+
+### after:
+first gemm: 8.20ms -> 2.75ms
+"""
+    assert pairs(arrowed) == [(8.2, 2.75)]
