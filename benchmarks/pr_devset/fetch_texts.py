@@ -72,8 +72,11 @@ FRESH6_ROOT = Path(__file__).resolve().parent / "fresh6"
 #: the held-out set of extractor 2.7 (``split=fresh7``), scored once, then retired into
 #: development for 2.8
 FRESH7_ROOT = Path(__file__).resolve().parent / "fresh7"
-#: the held-out set of the current round (``split=fresh8``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh8"
+#: the held-out set of extractor 2.8 (``split=fresh8``), scored once, then retired into
+#: development for 2.9
+FRESH8_ROOT = Path(__file__).resolve().parent / "fresh8"
+#: the held-out set of the current round (``split=fresh9``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh9"
 
 
 class DevsetError(ValueError):
@@ -120,7 +123,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh7" (retired held-out sets) | "fresh8" (held out); "held" was
+    # "dev" | "fresh" … "fresh8" (retired held-out sets) | "fresh9" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool
