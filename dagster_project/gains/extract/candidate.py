@@ -102,12 +102,13 @@ def _unit_of(c: Candidate) -> str | None:
     """The candidate's unit, else one its metric or the block's context names (the label,
     the line above, the text after, the heading, a "units are ..." sentence)."""
     b = c.block
-    unit = (
-        c.unit
-        or unit_in(c.metric)
-        or unit_in(b.label)
-        or unit_in(b.before.split("\n")[-1] if b.before else "")
-    )
+    own = c.unit or unit_in(c.metric)
+    if own is not None:
+        return own
+    unit = unit_in(b.label) or unit_in(b.before.split("\n")[-1] if b.before else "")
+    if unit is not None and _contradicts(c.metric, unit):
+        # 2.9: "- 10 QPS" above a TPOT table is the load, not the TPOT column's unit
+        return None
     if unit is None:
         unit = unit_in(b.after) or unit_in(b.heading)
     if unit is None:
@@ -120,7 +121,15 @@ def _unit_of(c: Candidate) -> str | None:
         )
         if said:
             unit = unit_in(said.group(1) or said.group(2))
-    return unit
+    return None if unit is not None and _contradicts(c.metric, unit) else unit
+
+
+def _contradicts(metric: str, unit: str) -> bool:
+    """Whether a unit read from the context says the opposite direction of the metric's own
+    words (a throughput unit for "TPOT", a time unit for "throughput")."""
+    by_metric = infer_higher_is_better(metric, None)
+    by_unit = infer_higher_is_better(None, unit)
+    return by_metric is not None and by_unit is not None and by_metric != by_unit
 
 
 @dataclass

@@ -95,7 +95,10 @@ from dagster_project.gains.schema import Measurement
 #: "Stage 49s.", a role line of comma-separated "name value unit" readings, shell commands
 #: and commit shas on role lines, no ratio-only claims from a speedup column between value
 #: columns that name no side, a reading written "a -> b" is not also a run's value
-EXTRACTOR_VERSION = "2.9"
+#: 2.10 (2026-12-03): a unit read from the block's context never contradicts the direction
+#: the metric names (a "10 QPS" line over a TPOT table), a unit may end its sentence, a ratio
+#: right after a transition or in an arrow cell's row is the pair's stated ratio
+EXTRACTOR_VERSION = "2.10"
 
 
 def candidates(text: str) -> list[Candidate]:

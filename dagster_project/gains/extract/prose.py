@@ -273,6 +273,7 @@ def transitions(s: str, b: Block) -> list[Candidate]:
             if bv is None or ov is None or bv == ov:
                 continue
             taken.append((m.start(), m.end()))
+            stated = _STATED_AFTER.match(s[m.end() :])
             out.append(
                 Candidate(
                     bv,
@@ -282,10 +283,21 @@ def transitions(s: str, b: Block) -> list[Candidate]:
                     b,
                     structure,
                     scope_hint=_scope_of(s, b),
+                    stated=parse_number(stated.group("n")) if stated else None,
+                    stated_text=stated.group("raw") if stated else None,
                     evidence=[s],
                 )
             )
     return out
+
+
+#: 2.9: the ratio written right after a transition, "6220 ms to 454 ms (~13.7× faster",
+#: "426ms → 0.7ms (**609x faster**": the pair's stated ratio
+_STATED_AFTER = re.compile(
+    r"^[*_\s]*[(,]?[*_\s~≈]*(?P<raw>(?P<n>\d+(?:\.\d+)?)\s*[x×])[*_\s]*"
+    r"(?:faster|speed-?up|improvement|better|quicker|higher throughput|lower latency)\b",
+    re.I,
+)
 
 
 def ratio_claims(blocks: list[Block], title: str) -> list[float]:

@@ -40,7 +40,8 @@ _VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _UNIT = rf"(?:{UNIT_PATTERN}|%)"
 _PART = re.compile(
     rf"(?P<key>(?:\d+(?:\.\d+)?%\s*)?[A-Za-z][\w .()/%#@+\-]*?)\s*(?::|=|\bis\b)\s*\**\s*"
-    rf"(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?![\w.])",
+    # 2.9: a unit may end its sentence ("Time elapsed: 25.39 s. mem usage=…")
+    rf"(?P<val>{_VAL})\s*(?:(?P<unit>{_UNIT})(?!\w)(?!\.[\w.])|(?![\w.]))",
     re.I,
 )
 #: 2.4: up to two words may stand between a further value and its unit ("1022.46 total

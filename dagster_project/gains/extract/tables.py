@@ -755,11 +755,20 @@ def _arrow_cell_candidates(
     """Arrow cells: "12.4 → 10.9" per cell, column by column."""
     t = _Table(grid, block, keys, transposed)
     out: list[Candidate] = []
-    for c in (c for c in cols if c.kind == "arrow"):
+    arrows = [c for c in cols if c.kind == "arrow"]
+    speed = [c for c in cols if c.kind == "speedup"]
+    for c in arrows:
         for _i, row in rows:
             cand = _arrow_cell_candidate(t, c, row)
-            if cand is not None:
-                out.append(cand)
+            if cand is None:
+                continue
+            if cand.stated is None and len(arrows) == 1 and len(speed) == 1:
+                # 2.9: "| 2.67s → 2.13s | 1.25x |": the row's one speedup cell is the
+                # stated ratio of its one arrow cell
+                s = speed[0]
+                if s.j < len(row):
+                    cand.stated, cand.stated_text = _stated_from(row[s.j], s.header)
+            out.append(cand)
     return out
 
 

@@ -1027,3 +1027,44 @@ first gemm: 8.20ms
 first gemm: 8.20ms -> 2.75ms
 """
     assert pairs(arrowed) == [(8.2, 2.75)]
+
+
+def test_round_eleven_direction_units_and_stated_ratios() -> None:
+    """2.10: a unit read from the context ("- 20 QPS" above the table) never overrides the
+    direction the metric names itself (TPOT is lower-better); a unit may end its sentence
+    ("25.4 s."), a range "10.2s..10.9s" is still no value; a ratio written right after a
+    transition or in the row of an arrow cell is that pair's stated ratio."""
+    qps = """t
+- 20 QPS
+
+| metric | main | this PR |
+|---|---|---|
+| TPOT (mean) | 80.00 | 64.00 |"""
+    ms = [m for m in extract_text(qps) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.higher_is_better, m.speedup) for m in ms] == [
+        (80.0, 64.0, False, 1.25)
+    ]
+    sentence = """t
+before:
+```
+Warm cache done. Time elapsed: 12.50 s. mem usage=0.50 GB.
+```
+after:
+```
+Warm cache done. Time elapsed: 10.00 s. mem usage=0.50 GB.
+```"""
+    ms = [m for m in extract_text(sentence) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.unit) for m in ms] == [(12.5, 10.0, "s")]
+    ranged = "t\nmain:\n- duration: 10.2s..10.9s (mean 10.5s)\n\nthis PR:\n- duration: 9.1s..9.4s\n"
+    assert (10.2, 9.1) not in pairs(ranged)
+    prose = "t\nP99 latency improved from **5000 ms to 400 ms** (~**12.5× faster**) here."
+    ms = [m for m in extract_text(prose) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.stated_speedup, m.audit_pass) for m in ms] == [
+        (5000.0, 400.0, 12.5, True)
+    ]
+    cells = """t
+| batch | wall clock | speedup |
+|---|---|---|
+| 4 | 3.00s → 2.40s | 1.25x |"""
+    ms = [m for m in extract_text(cells) if m.is_pair]
+    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(3.0, 2.4, 1.25)]
