@@ -155,11 +155,12 @@ def _hyperfine_records(s: str, line: str) -> list[Rec] | None:
     if m is None:
         return None
     unit = m.group("unit")
-    return [
-        Rec(name, float(parse_number(m.group(g)) or 0.0), m.group(g), unit, (), line)
-        for g, name in names.items()
-        if m.group(g) is not None
-    ]
+    out: list[Rec] = []
+    for g, name in names.items():
+        v = parse_number(m.group(g)) if m.group(g) is not None else None
+        if v is not None:
+            out.append(Rec(name, v, m.group(g), unit, (), line))
+    return out
 
 
 #: 2.9: a log line's elapsed time, "[12:00:05] [DecodingStage] finished in 3.6521 seconds"
