@@ -9,8 +9,9 @@ hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
 ``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/``, the 52 of ``pr_devset/fresh3/``, the
 50 of ``pr_devset/fresh4/``, the 45 of ``pr_devset/fresh5/``, the 41 of
-``pr_devset/fresh6/``, the 36 of ``pr_devset/fresh7/`` and the 40 of ``pr_devset/fresh8/``:
-the held-out sets of extractors 2.1 to 2.8, each scored once at the end
+``pr_devset/fresh6/``, the 36 of ``pr_devset/fresh7/``, the 40 of ``pr_devset/fresh8/`` and the
+15 of ``pr_devset/fresh9/``: the held-out sets of extractors 2.1 to 2.9, each scored once at the
+end
 of its round and then
 retired into development (``pr_devset/LABELLING.md``), as folds 3-4 of ``prs.csv`` were before
 them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of five folds
@@ -18,7 +19,7 @@ them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of fi
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/pr_devset/fresh9`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/pr_devset/fresh10`` is a separate set of real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs
@@ -68,10 +69,10 @@ from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
-#: 2.1 (``fresh``) … 2.8 (``fresh8``)
-DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8")))
+#: 2.1 (``fresh``) … 2.9 (``fresh9``)
+DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9")))
 #: the held-out set of the current round (scored once, at its end)
-HELD = DEVSET / "fresh9"
+HELD = DEVSET / "fresh10"
 #: retired sets, by their ``split`` value in ``prs.csv``
 RETIRED_SPLITS = (
     "fresh",
@@ -82,6 +83,7 @@ RETIRED_SPLITS = (
     "fresh6",
     "fresh7",
     "fresh8",
+    "fresh9",
 )
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
@@ -400,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--show-set",
         default=None,
-        help="with --show: only this development set (pr_devset, fresh … fresh8)",
+        help="with --show: only this development set (pr_devset, fresh … fresh9)",
     )
     ap.add_argument(
         "--held",

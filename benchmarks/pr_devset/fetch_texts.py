@@ -75,8 +75,11 @@ FRESH7_ROOT = Path(__file__).resolve().parent / "fresh7"
 #: the held-out set of extractor 2.8 (``split=fresh8``), scored once, then retired into
 #: development for 2.9
 FRESH8_ROOT = Path(__file__).resolve().parent / "fresh8"
-#: the held-out set of the current round (``split=fresh9``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh9"
+#: the held-out set of extractor 2.9 (``split=fresh9``), scored once, then retired into
+#: development for 2.10
+FRESH9_ROOT = Path(__file__).resolve().parent / "fresh9"
+#: the held-out set of the current round (``split=fresh10``), scored once at its end
+HELD_ROOT = Path(__file__).resolve().parent / "fresh10"
 
 
 class DevsetError(ValueError):
@@ -123,7 +126,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh8" (retired held-out sets) | "fresh9" (held out); "held" was
+    # "dev" | "fresh" … "fresh9" (retired held-out sets) | "fresh10" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool
