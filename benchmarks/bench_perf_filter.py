@@ -26,7 +26,9 @@ import math
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dagster_project.mining.commits import perf_filter
 
@@ -101,6 +103,43 @@ def score(rows: list[dict]) -> dict[str, object]:
         "precision": wilson(tp, tp + fp),
         "recall": wilson(tp, tp + fn),
     }
+
+
+def f1(s: dict) -> float:
+    """F1 of a :func:`score` result (from its point estimates)."""
+    p, r = s["precision"][0], s["recall"][0]
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def report_variants(part: list[dict], variants: dict) -> str:
+    """Print tp/fp/fn, precision and recall with Wilson intervals and F1 of each variant of
+    the title rule on ``part`` (rows with ``title``, ``signals`` and ``label``; a variant is
+    ``fn(title, signals) -> bool``); return the name of the best-F1 variant. Shared by the
+    second-signal experiments (``perf_filter_bodies.py``, ``perf_filter_diffs.py``)."""
+    print(
+        f"  {'variant':7} {'tp':>4} {'fp':>4} {'fn':>4}  precision [95%]        recall [95%]    F1"
+    )
+    best: list[tuple[float, str]] = []
+    for name, fn in variants.items():
+        for r in part:
+            r["pred"] = fn(r["title"], r["signals"])
+        s = score(part)
+        p, r_ = s["precision"], s["recall"]
+        best.append((f1(s), name))
+        print(
+            f"  {name:7} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
+            f"{p[0]:.3f} [{p[1]:.3f}, {p[2]:.3f}]  {r_[0]:.3f} [{r_[1]:.3f}, {r_[2]:.3f}]"
+            f"  {f1(s):.3f}"
+        )
+    return max(best)[1]
+
+
+def report_errors(rows: list[dict], fn: Callable[[bool, Any], bool], rnd: str = "5") -> None:
+    """Print the commits of round ``rnd`` that variant ``fn`` gets wrong (FP/FN)."""
+    for r in rows:
+        pred = fn(r["title"], r["signals"])
+        if r["round"] == rnd and pred != (r["label"] == "perf"):
+            print(f"  {'FP' if pred else 'FN'} {r['repo']:10} {r['sha'][:10]} {r['subject'][:80]}")
 
 
 def weighted(rows: list[dict], meta: dict) -> tuple[float, float]:

@@ -52,7 +52,7 @@ from dagster_project.gains.extract import extract_pr_gains
 from dagster_project.mining.commits import perf_filter
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_perf_filter import SAMPLE, score, subjects  # noqa: E402
+from bench_perf_filter import SAMPLE, report_errors, report_variants, subjects  # noqa: E402
 from perf_filter_sample import SOURCES, source  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -223,23 +223,11 @@ def main() -> None:
         part = [r for r in rows if r["round"] == rnd]
         found = sum(r["signals"] is not None for r in part)
         print(f"round {rnd}: {len(part)} commits, description found for {found}")
-        header = f"  {'variant':7} {'tp':>4} {'fp':>4} {'fn':>4}  precision [95%]"
-        print(f"{header}          recall [95%]")
-        for name, fn in VARIANTS.items():
-            for r in part:
-                r["pred"] = fn(r["title"], r["signals"])
-            s = score(part)
-            p, r_ = s["precision"], s["recall"]
-            print(
-                f"  {name:7} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
-                f"{p[0]:.3f} [{p[1]:.3f}, {p[2]:.3f}]   {r_[0]:.3f} [{r_[1]:.3f}, {r_[2]:.3f}]"
-            )
+        chosen = report_variants(part, VARIANTS)
+        if rnd == "4":
+            print(f"  chosen on round 4 (best F1): {chosen}")
     if args.errors:
-        fn = VARIANTS[args.errors]
-        for r in rows:
-            if r["round"] == "5" and fn(r["title"], r["signals"]) != (r["label"] == "perf"):
-                kind = "FP" if fn(r["title"], r["signals"]) else "FN"
-                print(f"  {kind} {r['repo']:10} {r['sha'][:10]} {r['subject'][:80]} {r['signals']}")
+        report_errors(rows, VARIANTS[args.errors])
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from dagster_project.mining.commits import perf_filter
 from dagster_project.mining.commits.specs import DEFAULT_SPECS
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_perf_filter import SAMPLE, score, subjects  # noqa: E402
+from bench_perf_filter import SAMPLE, report_errors, report_variants, subjects  # noqa: E402
 from perf_filter_sample import SOURCES, source  # noqa: E402
 
 ROUNDS = ("4", "5")
@@ -103,11 +103,6 @@ def _h(title: bool, s: dict[str, bool]) -> bool:
 VARIANTS: dict[str, Variant] = {"title": lambda title, s: title, "E": _e, "G": _g, "H": _h}
 
 
-def _f1(s: dict) -> float:
-    p, r = s["precision"][0], s["recall"][0]
-    return 2 * p * r / (p + r) if p + r else 0.0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--errors", default="", help="list the errors of a variant on round 5")
@@ -118,30 +113,14 @@ def main() -> None:
         r["subject"] = subj[r["sha"]]
         r["title"] = perf_filter.match_title(r["subject"]) is not None
         r["signals"] = signals(r["repo"], r["sha"])
-    chosen = {}
     for rnd in ROUNDS:
         part = [r for r in rows if r["round"] == rnd]
         print(f"round {rnd}: {len(part)} commits")
-        print(f"  {'variant':7} {'tp':>4} {'fp':>4} {'fn':>4}  precision [95%]  recall [95%]  F1")
-        for name, fn in VARIANTS.items():
-            for r in part:
-                r["pred"] = fn(r["title"], r["signals"])
-            s = score(part)
-            p, r_ = s["precision"], s["recall"]
-            chosen.setdefault(rnd, []).append((_f1(s), name))
-            print(
-                f"  {name:7} {s['tp']:>4} {s['fp']:>4} {s['fn']:>4}  "
-                f"{p[0]:.3f} [{p[1]:.3f}, {p[2]:.3f}]  {r_[0]:.3f} [{r_[1]:.3f}, {r_[2]:.3f}]"
-                f"  {_f1(s):.3f}"
-            )
-    pick = max(chosen["4"])[1]
-    print(f"chosen on round 4 (best F1): {pick}")
+        chosen = report_variants(part, VARIANTS)
+        if rnd == "4":
+            print(f"  chosen on round 4 (best F1): {chosen}")
     if args.errors:
-        fn = VARIANTS[args.errors]
-        for r in rows:
-            if r["round"] == "5" and fn(r["title"], r["signals"]) != (r["label"] == "perf"):
-                kind = "FP" if fn(r["title"], r["signals"]) else "FN"
-                print(f"{kind} {r['repo']} {r['sha'][:10]} {r['subject'][:90]}")
+        report_errors(rows, VARIANTS[args.errors])
 
 
 if __name__ == "__main__":

@@ -106,9 +106,6 @@ def _unit_of(c: Candidate) -> str | None:
     if own is not None:
         return own
     unit = unit_in(b.label) or unit_in(b.before.split("\n")[-1] if b.before else "")
-    if unit is not None and _contradicts(c.metric, unit):
-        # 2.9: "- 10 QPS" above a TPOT table is the load, not the TPOT column's unit
-        return None
     if unit is None:
         unit = unit_in(b.after) or unit_in(b.heading)
     if unit is None:
@@ -121,6 +118,7 @@ def _unit_of(c: Candidate) -> str | None:
         )
         if said:
             unit = unit_in(said.group(1) or said.group(2))
+    # 2.10: "- 10 QPS" above a TPOT table is the load, not the TPOT column's unit
     return None if unit is not None and _contradicts(c.metric, unit) else unit
 
 

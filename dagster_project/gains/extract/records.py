@@ -32,8 +32,12 @@ from dagster_project.gains.extract.vocab import (
     strip_role_words,
     unit_in,
 )
-from dagster_project.gains.normalise import TIME_UNITS as _TIME_UNITS
-from dagster_project.gains.normalise import UNIT_PATTERN, infer_higher_is_better, normalise_unit
+from dagster_project.gains.normalise import (
+    TIME_UNITS,
+    UNIT_PATTERN,
+    infer_higher_is_better,
+    normalise_unit,
+)
 from dagster_project.gains.numbers import parse_number
 
 _VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
@@ -173,7 +177,7 @@ def _log_time_records(s: str, line: str) -> list[Rec] | None:
     """The elapsed time of a log line, named by the last bracketed name before it (the
     stage); ``None`` when the line is not one (or its unit is not a time)."""
     m = _LOG_DONE.search(s)
-    if m is None or normalise_unit(m.group("unit")) not in _TIME_UNITS:
+    if m is None or normalise_unit(m.group("unit")) not in TIME_UNITS:
         return None
     names = re.findall(r"\[([A-Za-z][\w .-]{0,40})\]", s[: m.start()])
     name = f"{names[-1]} time" if names else "time"
@@ -1088,12 +1092,12 @@ def table_runs(blocks: list[Block], grids: list[tuple[Block, Grid]]) -> list[Run
     """Tables without an inner comparison whose label line names a role (``vllm`` table,
     then ``custom allreduce`` table): each is a run of records (row keys × value columns)."""
     from dagster_project.gains.extract.candidate import value_of
-    from dagster_project.gains.extract.tables import _accuracy_only, classify
+    from dagster_project.gains.extract.tables import accuracy_only, classify
 
     runs: list[Run] = []
     for b, grid in grids:
         role = block_role(b)
-        if role is None or _accuracy_only(grid, b):
+        if role is None or accuracy_only(grid, b):
             continue  # 2.8: an lm_eval table under "main" / "this PR" is accuracy
         cols = classify(grid)
         keys = [c for c in cols if c.kind == "key"]

@@ -286,7 +286,7 @@ def _metric_for(col_residual: str, row_label: str, transposed: bool, block: Bloc
 Rows = list[tuple[int, list[str]]]
 
 
-def _accuracy_only(grid: Grid, block: Block) -> bool:
+def accuracy_only(grid: Grid, block: Block) -> bool:
     """An accuracy table (by its header or the block's context) with no metric-named row:
     nothing in it is a timing."""
     header_text = " ".join(grid.header)
@@ -321,7 +321,7 @@ def _measured_rows(grid: Grid, keys: list[Column]) -> tuple[Rows, bool]:
 def table_candidates(grid: Grid, block: Block) -> list[Candidate]:
     """Every comparison a table states (see module docstring)."""
     cols = classify(grid)
-    if _accuracy_only(grid, block) and not any(c.kind in ("speedup", "ratio") for c in cols):
+    if accuracy_only(grid, block) and not any(c.kind in ("speedup", "ratio") for c in cols):
         # (2.6: a table with a speedup column times something, whatever error column or
         # correctness check stands beside it)
         return []

@@ -245,61 +245,28 @@ def test_loader_reads_committed_files_without_texts() -> None:
     retired = module.load_devset(ROOT, folds=module.RETIRED_HELD_FOLDS, require_texts=False)
     assert retired and all(pr.fold in module.RETIRED_HELD_FOLDS for pr in retired)
     assert sum(len(pr.labels) for pr in devset) == len(module.read_labels(ROOT))
-    fresh = module.load_devset(module.FRESH_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh} == {"fresh"}
-    assert sum(len(pr.labels) for pr in fresh) == len(module.read_labels(module.FRESH_ROOT))
-    fresh2 = module.load_devset(module.FRESH2_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh2} == {"fresh2"}
-    fresh3 = module.load_devset(module.FRESH3_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh3} == {"fresh3"}
-    fresh4 = module.load_devset(module.FRESH4_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh4} == {"fresh4"}
-    fresh5 = module.load_devset(module.FRESH5_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh5} == {"fresh5"}
-    fresh6 = module.load_devset(module.FRESH6_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh6} == {"fresh6"}
-    fresh7 = module.load_devset(module.FRESH7_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh7} == {"fresh7"}
-    fresh8 = module.load_devset(module.FRESH8_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh8} == {"fresh8"}
-    fresh9 = module.load_devset(module.FRESH9_ROOT, require_texts=False)
-    assert {pr.split for pr in fresh9} == {"fresh9"}
-    held = module.load_devset(module.HELD_ROOT, require_texts=False)
-    assert {pr.split for pr in held} == {"fresh10"}
-    assert sum(len(pr.labels) for pr in held) == len(module.read_labels(module.HELD_ROOT))
+    # every later set loads under its own split; each retired one is the loader's
+    # ``FRESH<n>_ROOT`` and the newest is its ``HELD_ROOT``
+    *older, held_name = [name for name in SETS if name != "dev"]
+    for name in [*older, held_name]:
+        root = module.HELD_ROOT if name == held_name else getattr(module, f"{name.upper()}_ROOT")
+        assert root == SETS[name]
+        prs = module.load_devset(root, require_texts=False)
+        assert {pr.split for pr in prs} == {name}
+        assert sum(len(pr.labels) for pr in prs) == len(module.read_labels(root))
 
 
 def test_fresh_set_shares_no_pr_with_the_dev_set() -> None:
     """A held-out set is only held out if none of its PRs was ever developed on: each set
-    shares no PR with the sets before it (dev, then the retired fresh set)."""
-    dev = {(row["repo"], int(row["number"])) for row in _read_prs(ROOT)}
-    fresh = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH)}
-    assert fresh and not dev & fresh
-    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(FRESH)} & dev
-    fresh2 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH2)}
-    assert fresh2 and not fresh2 & (dev | fresh)
-    fresh3 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH3)}
-    assert fresh3 and not fresh3 & (dev | fresh | fresh2)
-    fresh4 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH4)}
-    assert fresh4 and not fresh4 & (dev | fresh | fresh2 | fresh3)
-    fresh5 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH5)}
-    assert fresh5 and not fresh5 & (dev | fresh | fresh2 | fresh3 | fresh4)
-    fresh6 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH6)}
-    assert fresh6 and not fresh6 & (dev | fresh | fresh2 | fresh3 | fresh4 | fresh5)
-    fresh7 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH7)}
-    assert fresh7 and not fresh7 & (dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6)
-    fresh8 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH8)}
-    assert fresh8 and not fresh8 & (
-        dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6 | fresh7
-    )
-    fresh9 = {(row["repo"], int(row["number"])) for row in _read_prs(FRESH9)}
-    assert fresh9 and not fresh9 & (
-        dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6 | fresh7 | fresh8
-    )
-    earlier = dev | fresh | fresh2 | fresh3 | fresh4 | fresh5 | fresh6 | fresh7 | fresh8 | fresh9
-    held = {(row["repo"], int(row["number"])) for row in _read_prs(HELD)}
-    assert held and not held & earlier
-    assert not {(lab["repo"], int(lab["number"])) for lab in _read_labels(HELD)} & earlier
+    shares no PR with any set before it (``SETS`` is in the order the sets were made)."""
+    earlier: set[tuple[str, int]] = set()
+    for name, root in SETS.items():
+        listed = {(row["repo"], int(row["number"])) for row in _read_prs(root)}
+        labelled = {(lab["repo"], int(lab["number"])) for lab in _read_labels(root)}
+        assert listed, name
+        assert not listed & earlier, f"{name} shares PRs with an earlier set"
+        assert not labelled & earlier, f"{name} labels PRs of an earlier set"
+        earlier |= listed
 
 
 def test_loader_names_a_missing_text(tmp_path: Path) -> None:
