@@ -1,0 +1,284 @@
+"""Import one upstream file, as it was at a commit, without its package.
+
+A kernel_commits row's file lives inside vLLM, SGLang or FlashInfer, none of which is
+installed on the GPU machine (and the package at an old sha would not build there in the
+time a row is worth). The file is imported on its own under a private module name:
+
+* ``triton``, ``torch``, ``numpy`` and the standard library import as written;
+* every module under an engine or compiled-extension root (``STUB_ROOTS``: ``vllm``,
+  ``sglang``, ``sgl_kernel``, ``vllm._C``, ``aiter``, ``deep_gemm`` ...) is a *permissive
+  stub*: a module whose missing attributes are the trivial shims in ``SHIMS`` (``is_hip``
+  is False, ``cdiv`` divides, ``tl``/``triton`` are Triton's own, ``current_platform``
+  says CUDA) or else an inert ``Stub`` that can be called, decorated with, subclassed and
+  tested for truth (False). A kernel that really needs a stubbed name fails at run time
+  and the harness reports the error; it never runs something else silently, because the
+  outputs are compared with an oracle.
+
+Triton reads kernel text with ``inspect.getsource``, so the file is written to disk first.
+Imports only the standard library; torch and triton are imported when a file asks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import logging
+import math
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+#: Top-level module names replaced by permissive stubs.
+STUB_ROOTS: frozenset[str] = frozenset(
+    {
+        "vllm",
+        "sglang",
+        "sgl_kernel",
+        "flashinfer",
+        "aiter",
+        "deep_gemm",
+        "deep_ep",
+        "flash_attn",
+        "vllm_flash_attn",
+        "cutlass",
+        "transformers",
+        "einops",
+        "fla",
+        "triton_kernels",
+        "pynvml",
+        "amdsmi",
+        "psutil",
+        "msgspec",
+        "pydantic",
+        "huggingface_hub",
+        "safetensors",
+        "xformers",
+        "tqdm",
+        "zmq",
+        "flashinfer_jit_cache",
+    }
+)
+
+
+class Stub:
+    """An inert stand-in for a name the harness does not provide.
+
+    Calling it returns another stub, except that calling it with one function (a
+    decorator) returns that function unchanged; it is false in a test, an empty iterable,
+    and a base class that contributes nothing."""
+
+    def __init__(self, name: str = "stub") -> None:
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], Stub):
+            return args[0]
+        return Stub(self._name + "()")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Stub(f"{self._name}.{name}")
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        return (object,)
+
+    def __repr__(self) -> str:
+        return f"<stub {self._name}>"
+
+
+def _false(*_a: Any, **_k: Any) -> bool:
+    return False
+
+
+def _true(*_a: Any, **_k: Any) -> bool:
+    return True
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(a // -b)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+class _Platform:
+    """``current_platform`` of vLLM: a CUDA device, capability read from torch."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in ("is_cuda", "is_cuda_alike"):
+            return _true
+        if name.startswith("is_") or name.startswith("has_"):
+            return _false
+        return Stub(f"current_platform.{name}")
+
+    def fp8_dtype(self) -> Any:
+        import torch
+
+        return torch.float8_e4m3fn
+
+    def get_device_capability(self, device_id: int = 0) -> Any:
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(device_id)
+        cap = types.SimpleNamespace(major=major, minor=minor)
+        cap.to_int = lambda: major * 10 + minor  # type: ignore[attr-defined]
+        cap.as_version_str = lambda: f"{major}.{minor}"  # type: ignore[attr-defined]
+        return cap
+
+    def has_device_capability(self, capability: Any, device_id: int = 0) -> bool:
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(device_id)
+        want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
+        return major * 10 + minor >= want
+
+    def is_device_capability(self, capability: Any, device_id: int = 0) -> bool:
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(device_id)
+        want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
+        return major * 10 + minor == want
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        import torch
+
+        return str(torch.cuda.get_device_name(device_id))
+
+
+def _triton() -> Any:
+    import triton
+
+    return triton
+
+
+def _tl() -> Any:
+    import triton.language as tl
+
+    return tl
+
+
+def _device_capability(*_a: Any, **_k: Any) -> tuple[int, int]:
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
+
+
+#: Names every stubbed module provides (lazily), by attribute name.
+SHIMS: dict[str, Callable[[], Any]] = {
+    "triton": _triton,
+    "tl": _tl,
+    "cdiv": lambda: _cdiv,
+    "ceil_div": lambda: _cdiv,
+    "round_up": lambda: lambda x, y: _cdiv(x, y) * y,
+    "next_power_of_2": lambda: _next_power_of_2,
+    "current_platform": _Platform,
+    "init_logger": lambda: logging.getLogger,
+    "logger": lambda: logging.getLogger("commit_exec"),
+    "is_cuda": lambda: _true,
+    "_is_cuda": lambda: True,
+    "is_cuda_alike": lambda: _true,
+    "get_device_capability": lambda: _device_capability,
+    "get_device_sm": lambda: lambda: _device_capability()[0] * 10 + _device_capability()[1],
+    "direct_register_custom_op": lambda: lambda *a, **k: None,
+    "HAS_TRITON": lambda: True,
+    "log2": lambda: math.log2,
+}
+
+
+def _shim(module: str, name: str) -> Any:
+    if name in SHIMS:
+        return SHIMS[name]()
+    if name.startswith(("is_", "_is_", "use_", "_use_", "has_", "_has_", "should_")):
+        return _false
+    if name.startswith("get_bool_env_var") or name.startswith("envs"):
+        return Stub(f"{module}.{name}")
+    return Stub(f"{module}.{name}")
+
+
+class StubModule(types.ModuleType):
+    """A module of an engine or compiled extension: every attribute a shim or a ``Stub``."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        value = _shim(self.__name__, name)
+        setattr(self, name, value)
+        return value
+
+
+class _StubLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = StubModule(spec.name)
+        module.__path__ = []  # a package: submodules resolve through the finder too
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+class StubFinder(importlib.abc.MetaPathFinder):
+    """Finds every module under ``STUB_ROOTS`` and makes it a ``StubModule``."""
+
+    def __init__(self, roots: frozenset[str] = STUB_ROOTS) -> None:
+        self.roots = roots
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
+        return None
+
+
+_FINDER = StubFinder()
+
+
+def install_stubs() -> None:
+    """Put the stub finder first on ``sys.meta_path`` (idempotent)."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+def package_of(path: str) -> str:
+    """The dotted package a repo path belongs to: ``python/sglang/srt/x.py`` -> ``sglang.srt``."""
+    parts = Path(path).with_suffix("").parts
+    if parts and parts[0] == "python":
+        parts = parts[1:]
+    return ".".join(parts[:-1])
+
+
+@contextlib.contextmanager
+def _quiet_stderr_logging() -> Iterator[None]:
+    level = logging.root.level
+    logging.root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.root.setLevel(level)
+
+
+def load_file(file: Path, name: str, package: str) -> types.ModuleType:
+    """Import ``file`` as module ``name`` whose relative imports resolve in ``package``
+    (stubbed). Raises whatever the file raises at import time."""
+    install_stubs()
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {file}")
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = package
+    sys.modules[name] = module
+    with _quiet_stderr_logging():
+        spec.loader.exec_module(module)
+    return module

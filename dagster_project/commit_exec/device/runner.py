@@ -1,0 +1,294 @@
+"""Run materialised kernel_commits rows through their harness specs, on one GPU.
+
+``python -m dagster_project.commit_exec.device.runner WORK OUT.jsonl`` reads
+``WORK/manifest.json`` (rows: id, repo, sha, path, ``before``/``after`` file names, written
+by ``commit_exec.materialise``) and appends one JSON line per row. Per row, in this one
+process: import both sides (``loader``), check every shape (the spec's named shapes, its
+control and one random shape drawn now from ``os.urandom``) against the oracle (the
+``before`` side; the spec's torch reference is reported beside it), then time before and
+after interleaved A/B/A/B in two scopes:
+
+* ``graph``: one CUDA graph per side that calls the launcher once on each of a rotation of
+  fresh input sets whose bytes exceed 3x the L2 cache, replayed; per call = replay / sets;
+* ``host``: the same rotation called eagerly (launch overhead and host work included),
+  synchronised once at the end; per call = wall time / sets.
+
+Every side is compiled (called on every set) before any timing. Without CUDA (CPU debug
+with ``TRITON_INTERPRET=1``) shapes are checked and nothing is timed. Imports only the
+standard library, torch, triton and this package's device-side modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..specs import Spec, shape_label, spec_for
+from ..specs.base import Inputs, Outputs, Shape
+from . import stats
+from .compare import compare
+from .loader import load_file, package_of
+
+#: Version of the harness (runner, loader, comparison, statistics). Bump it when a change
+#: could change a result; it is stored with every result.
+HARNESS_VERSION = "1"
+
+#: L2 multiple the timing rotation must exceed, and caps on sets and their bytes.
+L2_MULTIPLE = 3
+MAX_SETS = 64
+MAX_ROTATION_BYTES = 6 * 2**30
+REPEATS = 21  # timed samples per side and scope (interleaved)
+
+
+def toolchain() -> dict[str, str]:
+    """GPU, driver, CUDA, torch and Triton versions this process runs with."""
+    import torch
+    import triton
+
+    out = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": str(torch.version.cuda),
+        "python": platform.python_version(),
+    }
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(0)
+        cap = torch.cuda.get_device_capability(0)
+        out["capability"] = f"sm_{cap[0]}{cap[1]}"
+        try:
+            import subprocess
+
+            out["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20, check=False,
+            ).stdout.strip().splitlines()[0]
+        except Exception:  # noqa: BLE001 - a missing nvidia-smi leaves the driver unknown
+            out["driver"] = "unknown"
+    else:
+        out["gpu"] = "cpu (TRITON_INTERPRET)"
+    return out
+
+
+def _bytes(inputs: Inputs) -> int:
+    return sum(v.numel() * v.element_size() for v in inputs.values() if hasattr(v, "numel"))
+
+
+def _clone_mutated(spec: Spec, inputs: Inputs) -> Inputs:
+    return {k: (v.clone() if k in spec.mutated else v) for k, v in inputs.items()}
+
+
+def _runner(spec: Spec, module: Any, sha: str) -> Callable[[Inputs], Outputs]:
+    return lambda inputs: spec.call(module, inputs, sha)
+
+
+def _rotation(spec: Spec, shape: Shape, device: Any, seed: int) -> list[Inputs]:
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    first = spec.make_inputs(shape, gen, device)
+    size = max(1, _bytes(first))
+    l2 = 50 * 2**20
+    if device.type == "cuda":
+        l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", l2))
+    n = min(MAX_SETS, max(2, -(-L2_MULTIPLE * l2 // size)), max(2, MAX_ROTATION_BYTES // size))
+    return [first] + [spec.make_inputs(shape, gen, device) for _ in range(n - 1)]
+
+
+def _graph_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> dict[str, Any]:
+    import torch
+
+    graphs = []
+    for fn, sets in ((fa, sets_a), (fb, sets_b)):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for s in sets:
+                fn(s)
+        torch.cuda.current_stream().wait_stream(stream)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for s in sets:
+                fn(s)
+        graphs.append(g)
+    samples: list[list[float]] = [[], []]
+    for rep in range(REPEATS):
+        order = (0, 1) if rep % 2 == 0 else (1, 0)
+        for side in order:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            graphs[side].replay()
+            end.record()
+            end.synchronize()
+            samples[side].append(start.elapsed_time(end) * 1000 / len(sets_a))
+    return {"before": samples[0], "after": samples[1]}
+
+
+def _host_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> dict[str, Any]:
+    import torch
+
+    samples: list[list[float]] = [[], []]
+    fns = ((fa, sets_a), (fb, sets_b))
+    for rep in range(REPEATS):
+        order = (0, 1) if rep % 2 == 0 else (1, 0)
+        for side in order:
+            fn, sets = fns[side]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for s in sets:
+                fn(s)
+            torch.cuda.synchronize()
+            samples[side].append((time.perf_counter() - t0) * 1e6 / len(sets))
+    return {"before": samples[0], "after": samples[1]}
+
+
+def _summary(samples: dict[str, list[float]], seed: int) -> dict[str, Any]:
+    b, a = samples["before"], samples["after"]
+    lo, hi = stats.bootstrap_ci([(b, a)], seed=seed)
+    return {
+        "before_us": statistics.median(b),
+        "after_us": statistics.median(a),
+        "speedup": stats.ratio_of_medians(b, a),
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "p": stats.mann_whitney_p(b, a),
+        "samples_before": [round(x, 4) for x in b],
+        "samples_after": [round(x, 4) for x in a],
+    }
+
+
+def time_shape(spec: Spec, fa: Callable, fb: Callable, shape: Shape, device: Any) -> dict:
+    """Both scopes for one shape; a scope that fails records its error instead."""
+    seed = random.randrange(2**31)
+    sets_a = _rotation(spec, shape, device, seed)
+    sets_b = [_clone_mutated(spec, s) for s in sets_a]
+    for s in sets_a:  # compile + autotune before anything is timed
+        fa(s)
+    for s in sets_b:
+        fb(s)
+    out: dict[str, Any] = {"sets": len(sets_a), "set_bytes": _bytes(sets_a[0])}
+    for scope, fn in (("graph", _graph_samples), ("host", _host_samples)):
+        try:
+            out[scope] = _summary(fn(fa, fb, sets_a, sets_b), seed)
+        except Exception as exc:  # noqa: BLE001 - e.g. a launcher that syncs cannot be captured
+            out[scope] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return out
+
+
+def check_shape(spec: Spec, sides: dict[str, Callable], shape: Shape, device: Any) -> dict:
+    """Run every side on the same fresh inputs; compare after (and before) with the oracle."""
+    import torch
+
+    seed = random.randrange(2**31)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    base = spec.make_inputs(shape, gen, device)
+    outs = {}
+    for side, fn in sides.items():
+        outs[side] = {k: v.clone() for k, v in fn(_clone_mutated(spec, base)).items()}
+    oracle = outs["before"]
+    res: dict[str, Any] = {"seed": seed, "after_vs_before": compare(outs["after"], oracle, spec.tolerance)}
+    if spec.reference is not None:
+        ref = spec.reference(_clone_mutated(spec, base))
+        res["before_vs_reference"] = compare(outs["before"], ref, spec.tolerance)
+        res["after_vs_reference"] = compare(outs["after"], ref, spec.tolerance)
+    res["equivalent"] = bool(res["after_vs_before"]["ok"])
+    return res
+
+
+def _shapes(spec: Spec, rng: random.Random) -> list[tuple[str, Shape]]:
+    if os.environ.get("COMMIT_EXEC_SMOKE"):  # CPU interpreter: the random shape only
+        return [("random", spec.random_shape(rng))]
+    shapes = [("named", s) for s in spec.shapes]
+    if spec.control is not None:
+        shapes.append(("control", spec.control))
+    shapes.append(("random", spec.random_shape(rng)))
+    return shapes
+
+
+def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[str, Any]:
+    """One row: load, check, time. Never raises: errors become the row's status."""
+    result: dict[str, Any] = {k: row[k] for k in ("id", "repo", "sha", "path")}
+    spec = spec_for(row["repo"], row["sha"], row["path"])
+    if spec is None:
+        return {**result, "status": "no_harness_spec"}
+    result["spec"] = spec.name
+    package = package_of(row["path"])
+    try:
+        mods = {
+            side: load_file(work / row[side], f"_ce_{side}_{row['id']}", package)
+            for side in ("before", "after")
+        }
+        mods["before_copy"] = load_file(work / row["before"], f"_ce_bc_{row['id']}", package)
+    except Exception as exc:  # noqa: BLE001
+        return {**result, "status": "load_error", "error": f"{type(exc).__name__}: {exc}"[:500]}
+    sides = {s: _runner(spec, m, row["sha"]) for s, m in mods.items() if s != "before_copy"}
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    result["shapes"] = []
+    try:
+        for role, shape in _shapes(spec, rng):
+            entry = {"role": role, "shape": shape_label(shape), **check_shape(spec, sides, shape, device)}
+            if timing:
+                entry["timing"] = time_shape(spec, sides["before"], sides["after"], shape, device)
+            result["shapes"].append(entry)
+        if timing and spec.control is None:
+            shape = spec.shapes[0]
+            aa = time_shape(spec, sides["before"], _runner(spec, mods["before_copy"], row["sha"]), shape, device)
+            result["shapes"].append({"role": "control_aa", "shape": shape_label(shape), "equivalent": True, "timing": aa})
+    except Exception as exc:  # noqa: BLE001 - a kernel that faults is a result, not a crash
+        result["status"] = "run_error"
+        result["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        result["traceback"] = traceback.format_exc()[-1500:]
+        return result
+    result["equivalent"] = all(s["equivalent"] for s in result["shapes"])
+    result["status"] = "executed" if result["equivalent"] else "not_equivalent"
+    return result
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    work, out = Path(argv[0]), Path(argv[1])
+    only = set(argv[2].split(",")) if len(argv) > 2 and argv[2] else None
+    manifest = json.loads((work / "manifest.json").read_text())
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    chain = toolchain()
+    with out.open("a") as fh:
+        for row in manifest["rows"]:
+            if only and row["id"] not in only:
+                continue
+            t0 = time.time()
+            res = run_row(row, work, device, timing=cuda)
+            res.update(toolchain=chain, harness_version=HARNESS_VERSION, seconds=round(time.time() - t0, 2))
+            fh.write(json.dumps(res) + "\n")
+            fh.flush()
+            print(_line(res), flush=True)
+    return 0
+
+
+def _line(res: dict[str, Any]) -> str:
+    bits = [res["id"][:8], res.get("spec", "-"), res["status"], f"{res['seconds']}s"]
+    for s in res.get("shapes", []):
+        t = s.get("timing", {}).get("graph", {})
+        h = s.get("timing", {}).get("host", {})
+        bits.append(
+            f"{s['role'][:4]}:{'ok' if s['equivalent'] else 'X'}"
+            + (f" g{t.get('speedup', 0):.2f}" if "speedup" in t else "")
+            + (f" h{h.get('speedup', 0):.2f}" if "speedup" in h else "")
+        )
+    if "error" in res:
+        bits.append(res["error"][:200])
+    return " | ".join(bits)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,54 @@
+"""Write the files of the rows a spec covers, at ``sha^`` and ``sha``, for the GPU runner.
+
+The text comes from ``datasets.kernel_commits`` (``before_code``/``after_code`` are the file
+at ``sha^`` and ``sha``; the diff round-trip gate proves they match the commit) or, given a
+clone, from git itself. The folder holds upstream source, so it is git-ignored
+(``.git/info/exclude``) and travels to the device with ``carry``; it is never committed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import polars as pl
+
+from .specs import spec_for
+
+
+def covered_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """The rows some spec covers."""
+    keep = [spec_for(r, s, p) is not None for r, s, p in rows.select("repo", "sha", "path").iter_rows()]
+    return rows.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def git_file(git_dir: Path, sha: str, path: str) -> str:
+    """``git show sha:path`` of a (bare) clone."""
+    return subprocess.run(
+        ["git", "--git-dir", str(git_dir), "show", f"{sha}:{path}"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+
+
+def materialise(rows: pl.DataFrame, dest: Path) -> list[dict[str, str]]:
+    """Write ``dest/<id>/before.py``, ``after.py`` and ``dest/manifest.json``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest = []
+    for r in covered_rows(rows).iter_rows(named=True):
+        folder = dest / r["id"]
+        folder.mkdir(exist_ok=True)
+        (folder / "before.py").write_text(r["before_code"])
+        (folder / "after.py").write_text(r["after_code"])
+        manifest.append(
+            {
+                "id": r["id"],
+                "repo": r["repo"],
+                "sha": r["sha"],
+                "path": r["path"],
+                "before": f"{r['id']}/before.py",
+                "after": f"{r['id']}/after.py",
+            }
+        )
+    (dest / "manifest.json").write_text(json.dumps({"rows": manifest}, indent=1))
+    return manifest

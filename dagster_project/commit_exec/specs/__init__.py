@@ -1,0 +1,20 @@
+"""Harness specs, one per launcher family (``base.Spec``); ``spec_for`` finds a row's."""
+
+from __future__ import annotations
+
+from .base import DEFAULT_TOLERANCE, Spec, shape_label
+from .simple import SPECS as _SIMPLE
+
+#: Every spec; a row is executable when one of them covers it.
+SPECS: tuple[Spec, ...] = _SIMPLE
+
+
+def spec_for(repo: str, sha: str, path: str) -> Spec | None:
+    """The spec covering this row, or None."""
+    for spec in SPECS:
+        if spec.covers(repo, sha, path):
+            return spec
+    return None
+
+
+__all__ = ["DEFAULT_TOLERANCE", "SPECS", "Spec", "shape_label", "spec_for"]
