@@ -88,12 +88,20 @@ RAW_SCHEMA: dict[str, pl.DataType] = {
     "timing": pl.String(),
     "driver_version": pl.String(),
     "cuda_version": pl.String(),
+    # issue 38: the GPU the result was measured on (normalised from ``device``: a row of
+    # one GPU measured on another is a cross-GPU transfer), and why an older result is
+    # kept but no longer used for labels (``superseded``); both filled at ingestion
+    "measured_on": pl.String(),
+    "superseded_reason": pl.String(),
 }
 
 #: Where measured batches ship with the package: ``<gpu folder>/batch-NNN.parquet``, one
 #: file per device batch, RAW_SCHEMA columns (``kernelhouse gpu pack`` writes them).
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "measured"
-GPU_FOLDERS = {H200: "h200"}
+H100 = "NVIDIA H100"
+GPU_FOLDERS = {H200: "h200", H100: "h100"}
+#: Version of the rule that marks results as superseded (``superseded``).
+SUPERSEDED_RULES = "1"
 
 
 # -- planning ------------------------------------------------------------------------
@@ -224,11 +232,16 @@ def measurable_rows(lake: Lake, gpu: str = H200) -> tuple[list[MeasureRow], dict
     return out, skipped
 
 
-def measured_row_ids(lake: Lake) -> set[str]:
-    """Rows whose tuned config already has a result (any status)."""
+def measured_row_ids(lake: Lake, on: str | None = None) -> set[str]:
+    """Rows whose tuned config already has a result (any status) that is not superseded;
+    with ``on``, only results measured on that GPU (``measured_on``)."""
     if not lake.table_exists("raw", "measured_configs"):
         return set()
-    df = lake.query("SELECT DISTINCT row_id FROM raw.measured_configs WHERE label = 'tuned'")
+    df = lake.query(
+        "SELECT DISTINCT row_id FROM raw.measured_configs WHERE label = 'tuned' "
+        "AND superseded_reason IS NULL AND ($on IS NULL OR measured_on = $on)",
+        {"on": on},
+    )
     return set(df["row_id"].to_list())
 
 
@@ -369,7 +382,7 @@ def plan_batch(
     """The next batch: ``order="files"`` (``select_batch``, harness 1.0.0's plans) or
     ``"reuse"`` (``select_for_reuse``)."""
     rows, skipped = measurable_rows(lake, gpu)
-    done = measured_row_ids(lake)
+    done = measured_row_ids(lake, gpu)
     if order == "reuse":
         return select_for_reuse(rows, done, n_rows), skipped
     if order != "files":
@@ -603,6 +616,85 @@ def ingest_results(lake: Lake, paths: Sequence[Path]) -> IngestReport:
     return _upsert(lake, read_result_files(paths))
 
 
+def measured_on(device: str | None) -> str | None:
+    """The normalised GPU (``"NVIDIA H100"``) of a result's device name
+    (``"NVIDIA H100 80GB HBM3"``): the name ``tuned_configs.gpu`` uses, so a result
+    compares with the row's own GPU. ``None`` for the CPU interpreter or no device."""
+    from dagster_project.mining.configs.names import normalise_gpu
+
+    if not device or device.startswith("cpu"):
+        return None
+    g = normalise_gpu(device)
+    return f"{g.vendor} {g.model}" if g.vendor and g.model else device
+
+
+def grid_mismatch(result: Mapping[str, Any]) -> str | None:
+    """Why one ``ok`` result was launched on a grid the engine would not use (its stored
+    ``details.grid`` against ``plan.engine_grids``), or ``None``. Results without a
+    stored grid, or whose config no longer normalises, are not judged."""
+    from dagster_project.rewards.gpu.plan import engine_grids
+    from dagster_project.rewards.gpu.spec import ConfigError, normalise_config
+
+    if result.get("status") != "ok":
+        return None
+    try:
+        stored = json.loads(result.get("details") or "{}").get("grid")
+        cfg, _ = normalise_config(json.loads(result.get("config") or "{}"))
+    except (ValueError, ConfigError):
+        return None
+    if not stored:
+        return None
+    row = MeasureRow.from_json({**result, "id": result["row_id"], "kernel_source": ""})
+    expected = [list(g) for g in engine_grids(row, cfg)]
+    if expected == stored:
+        return None
+    return (
+        f"grid: harness {result.get('harness_version')} launched {stored}, the engine "
+        f"launches {expected} (small-batch alignment cap; rules {SUPERSEDED_RULES})"
+    )
+
+
+def mark_superseded(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``measured_on`` filled from ``device`` and ``superseded_reason`` set on
+    every candidate of a (row, GPU) table one of whose results was launched on a grid
+    the engine would not use (``grid_mismatch``). Such tables stay in the lake (their
+    times are what was measured) but give no labels (``sql/measured/dataset.sql``)
+    until the row is measured again under harness >= 1.2.0."""
+    df = with_measured_on(df)
+    keys = ["row_id", "measured_on"]
+    reasons: dict[tuple[Any, Any], str] = {}
+    for r in df.filter(pl.col("status") == "ok").iter_rows(named=True):
+        key = (r["row_id"], r["measured_on"])
+        if key not in reasons:
+            why = grid_mismatch(r)
+            if why is not None:
+                reasons[key] = why
+    flagged = pl.DataFrame(
+        {
+            "row_id": [k[0] for k in reasons],
+            "measured_on": [k[1] for k in reasons],
+            "_why": list(reasons.values()),
+        },
+        schema={"row_id": pl.String(), "measured_on": pl.String(), "_why": pl.String()},
+    )
+    return (
+        df.join(flagged, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.col("_why").alias("superseded_reason"))
+        .drop("_why")
+    )
+
+
+def with_measured_on(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``measured_on`` filled from ``device`` where it is null."""
+    devices = {d: measured_on(d) for d in df["device"].unique().to_list()}
+    return df.with_columns(
+        pl.coalesce(
+            pl.col("measured_on"),
+            pl.col("device").replace_strict(devices, default=None, return_dtype=pl.String()),
+        ).alias("measured_on")
+    )
+
+
 def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
     if new.is_empty():
         return IngestReport(0, 0, 0, build_measured_dataset(lake))
@@ -614,14 +706,14 @@ def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
         )
         if old.height:
             frames.insert(0, _to_raw(old))
-    # newest measurement of a (row, candidate) wins; equal times keep the later frame
-    merged = (
-        pl.concat(frames, how="vertical_relaxed")
+    # newest measurement of a (row, GPU, candidate) wins; equal times keep the later frame
+    merged = mark_superseded(
+        with_measured_on(pl.concat(frames, how="vertical_relaxed"))
         .with_row_index("_order")
         .sort(["measured_at", "_order"], nulls_last=False)
-        .unique(["row_id", "label"], keep="last", maintain_order=True)
+        .unique(["row_id", "measured_on", "label"], keep="last", maintain_order=True)
         .drop("_order")
-        .sort(["row_id", "cand_index"])
+        .sort(["row_id", "measured_on", "cand_index"], nulls_last=True)
     )
     lake.replace_rows("raw", "measured_configs", merged, "row_id", ids)
     return IngestReport(new.height, len(ids), merged.height, build_measured_dataset(lake))

@@ -5,12 +5,44 @@
 -- Built from raw.measured_configs alone (each result carries its row's fields since
 -- harness 1.1.0), so the shipped batches make the dataset on a machine whose
 -- tuned_configs came from other snapshots, or without tuned_configs at all.
+-- One row per (tuned row, GPU measured on): a row of one GPU timed on another
+-- (measured_on <> gpu) is a cross-GPU transfer table of its own.
+-- Ties are ties (issue 38): every ok candidate within noise of the fastest (its time
+-- <= the fastest's x (1 + the larger of the two spreads)) is in measured_best_configs;
+-- measured_best_config and best_label name a winner only when it is alone there.
+-- A superseded table (superseded_reason: launched on a grid the engine would not use)
+-- keeps its latency_table and times but gives no labels (they are NULL).
 WITH m AS (
     SELECT * FROM raw.measured_configs
+),
+fastest AS (
+    SELECT
+        row_id,
+        measured_on,
+        min(t_us) AS t_best_us,
+        arg_min(spread, t_us) AS spread_best
+    FROM m
+    WHERE status = 'ok'
+    GROUP BY row_id, measured_on
+),
+ties AS (
+    SELECT
+        m.row_id,
+        m.measured_on,
+        list(m.config ORDER BY m.t_us, m.cand_index) AS best_configs,
+        list(m.label ORDER BY m.t_us, m.cand_index) AS best_labels,
+        count(*) AS n_tied
+    FROM m
+    JOIN fastest f ON f.row_id = m.row_id AND f.measured_on IS NOT DISTINCT FROM m.measured_on
+    WHERE m.status = 'ok'
+      AND m.t_us <= f.t_best_us
+          * (1 + greatest(coalesce(m.spread, 0), coalesce(f.spread_best, 0)))
+    GROUP BY m.row_id, m.measured_on
 ),
 agg AS (
     SELECT
         row_id,
+        measured_on,
         list({'label': label, 'config': config, 'status': status, 't_us': t_us,
               'spread': spread, 'rel_err': rel_err, 'reason': reason}
              ORDER BY cand_index) AS latency_table,
@@ -19,8 +51,9 @@ agg AS (
         max(t_us) FILTER (WHERE label = 'default' AND status = 'ok') AS t_default_us,
         max(spread) FILTER (WHERE label = 'default' AND status = 'ok') AS spread_default,
         min(t_us) FILTER (WHERE status = 'ok') AS t_best_us,
-        arg_min(label, t_us) FILTER (WHERE status = 'ok') AS best_label,
-        arg_min(config, t_us) FILTER (WHERE status = 'ok') AS measured_best_config,
+        arg_min(label, t_us) FILTER (WHERE status = 'ok') AS fastest_label,
+        arg_min(config, t_us) FILTER (WHERE status = 'ok') AS fastest_config,
+        any_value(superseded_reason) AS superseded_reason,
         arg_min(spread, t_us) FILTER (WHERE status = 'ok') AS spread_best,
         max(status) FILTER (WHERE label = 'tuned') AS tuned_status,
         max(status) FILTER (WHERE label = 'default') AS default_status,
@@ -63,7 +96,27 @@ agg AS (
         string_agg(DISTINCT source, ',' ORDER BY source) AS batches,
         max(measured_at) AS measured_at
     FROM m
-    GROUP BY row_id
+    GROUP BY row_id, measured_on
+),
+labelled AS (
+    SELECT
+        agg.*,
+        CASE WHEN superseded_reason IS NULL THEN t_default_us / t_tuned_us END
+            AS measured_speedup_vs_default,
+        CASE WHEN superseded_reason IS NULL THEN ties.best_configs END
+            AS measured_best_configs,
+        CASE WHEN superseded_reason IS NULL THEN ties.best_labels END AS best_labels,
+        CASE WHEN superseded_reason IS NULL THEN ties.n_tied END AS n_best_tied,
+        CASE WHEN superseded_reason IS NULL THEN ties.n_tied > 1 END AS best_is_tie,
+        CASE WHEN superseded_reason IS NULL AND ties.n_tied = 1 THEN fastest_label END
+            AS best_label,
+        CASE WHEN superseded_reason IS NULL AND ties.n_tied = 1 THEN fastest_config END
+            AS measured_best_config,
+        CASE WHEN superseded_reason IS NULL THEN greatest(spread_tuned, spread_best) END
+            AS noise_tuned_vs_best
+    FROM agg
+    LEFT JOIN ties
+        ON ties.row_id = agg.row_id AND ties.measured_on IS NOT DISTINCT FROM agg.measured_on
 )
 SELECT
     row_id AS id,
@@ -72,6 +125,8 @@ SELECT
     dtype,
     quant,
     gpu,
+    measured_on,
+    measured_on IS DISTINCT FROM gpu AS cross_gpu,
     config_path,
     "E",
     "N",
@@ -87,22 +142,32 @@ SELECT
     latency_table,
     t_tuned_us,
     t_default_us,
-    t_default_us / t_tuned_us AS measured_speedup_vs_default,
+    measured_speedup_vs_default,
     documented_speedup_vs_default,
     t_best_us,
+    fastest_label,
     best_label,
     measured_best_config,
-    best_label = 'tuned' AS tuned_is_best,
-    t_tuned_us / t_best_us AS tuned_gap,
+    measured_best_configs,
+    best_labels,
+    n_best_tied,
+    best_is_tie,
+    -- the tuned config alone fastest beyond noise (NULL when superseded)
+    CASE WHEN superseded_reason IS NULL THEN coalesce(best_label = 'tuned', false) END
+        AS tuned_is_best,
+    CASE WHEN superseded_reason IS NULL THEN t_tuned_us / t_best_us END AS tuned_gap,
     spread_tuned,
     spread_default,
     spread_best,
     -- noise of a comparison: the larger spread of the two timings compared
-    greatest(spread_tuned, spread_best) AS noise_tuned_vs_best,
-    t_tuned_us <= t_best_us * (1 + greatest(spread_tuned, spread_best))
+    noise_tuned_vs_best,
+    CASE WHEN superseded_reason IS NULL THEN
+        t_tuned_us <= t_best_us * (1 + greatest(spread_tuned, spread_best)) END
         AS tuned_within_noise_of_best,
-    t_tuned_us > t_default_us * (1 + greatest(spread_tuned, spread_default))
+    CASE WHEN superseded_reason IS NULL THEN
+        t_tuned_us > t_default_us * (1 + greatest(spread_tuned, spread_default)) END
         AS default_faster_beyond_noise,
+    superseded_reason,
     tuned_status,
     default_status,
     n_candidates,
@@ -125,5 +190,5 @@ SELECT
     kernel_source_sha,
     measured_at,
     split
-FROM agg
-ORDER BY kernel, quant, repo, config_path, "M", id
+FROM labelled
+ORDER BY kernel, quant, repo, config_path, "M", id, measured_on

@@ -16,7 +16,16 @@ behaves at the snapshot: vLLM narrows ``EM`` for batches smaller than one block,
 no-sort path for very sparse batches (when the kernel has ``naive_block_assignment``),
 caps ``BLOCK_SIZE_K`` at the quantisation block and forces ``SPLIT_K=1``; SGLang
 reserves one more expert of padding, and on Hopper swaps the dot operands
-(``swap_ab``) for fp8 when ``BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N``.
+(``swap_ab``) for fp8 when ``BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N``. Both shrink the
+alignment buffer, and with it the grid, to ``pairs·BLOCK_SIZE_M`` when a batch has
+fewer (token, expert) pairs than padded experts (``sparse_cap``, harness 1.2.0; 1.1.0
+and earlier launched such batches on the uncapped grid).
+
+The policies were written by reading the launchers (``invoke_fused_moe_kernel``, the
+alignment helper ``moe_align_block_size`` and, for vLLM, the no-sort decision before it)
+at the snapshot the rows' kernel sources come from: vLLM ``28be48fa944d`` (2026-05-24),
+SGLang ``30cb848d4b45`` (2026-08-11). ``tests/unit/rewards/test_engine_grid.py`` pins
+each kernel family's grid to a table of cases derived from that reading.
 """
 
 from __future__ import annotations
@@ -186,11 +195,14 @@ class LaunchPolicy:
     naive_sparsity: int | None = None
     clamp_block_k: bool = False
     swap_ab_sm90: bool = False
+    sparse_cap: bool = False
 
 
 POLICIES: dict[str, LaunchPolicy] = {
-    "vllm": LaunchPolicy("vllm", small_batch_em=True, naive_sparsity=4, clamp_block_k=True),
-    "sglang": LaunchPolicy("sglang", extra_expert_padding=True, swap_ab_sm90=True),
+    "vllm": LaunchPolicy(
+        "vllm", small_batch_em=True, naive_sparsity=4, clamp_block_k=True, sparse_cap=True
+    ),
+    "sglang": LaunchPolicy("sglang", extra_expert_padding=True, swap_ab_sm90=True, sparse_cap=True),
 }
 
 
@@ -250,6 +262,53 @@ def _scale_strides(problem: GemmProblem) -> dict[str, int]:
     return out
 
 
+def moe_extent(
+    problem: GemmProblem, bm: int, policy: LaunchPolicy, names: frozenset[str]
+) -> tuple[bool, int, int]:
+    """(naive, buffer length, ``EM``) of one MoE launch, as the engine's launcher
+    derives them from the batch and ``BLOCK_SIZE_M``; the grid is
+    ``cdiv(EM, BM) · cdiv(N, BN)``. Independent of the routing itself."""
+    naive = (
+        policy.naive_sparsity is not None
+        and "naive_block_assignment" in names
+        and problem.tokens * problem.routed_top_k * policy.naive_sparsity <= problem.experts
+    )
+    if naive:
+        length = problem.num_pairs * bm
+        return True, length, length
+    length = buffer_len(
+        problem.num_pairs,
+        problem.experts,
+        bm,
+        extra_expert=policy.extra_expert_padding,
+        sparse_cap=policy.sparse_cap,
+    )
+    em = length
+    if policy.small_batch_em and problem.rows < bm:
+        em = min(length, problem.rows * problem.top_k * bm)
+    return False, length, em
+
+
+def engine_grids(
+    row: MeasureRow, config: Mapping[str, int], names: frozenset[str] | None = None
+) -> list[tuple[int, ...]]:
+    """The grid of each of a row's launches for a normalised config, without a kernel or
+    routing: what the engine launches (``names`` are the kernel's parameter names; by
+    default the snapshot kernel's, which has vLLM's ``naive_block_assignment``). Used
+    to find results measured on another grid (``rewards.measured.superseded``)."""
+    policy = policy_for(row.repo)
+    names = frozenset({"naive_block_assignment"}) if names is None else names
+    bm, bn = config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"]
+    out: list[tuple[int, ...]] = []
+    for problem in problems_for(row):
+        if problem.kind == "moe":
+            _, _, em = moe_extent(problem, bm, policy, names)
+            out.append((cdiv(em, bm) * cdiv(problem.n, bn),))
+        else:
+            out.append((cdiv(problem.rows, bm) * cdiv(problem.n, bn),))
+    return out
+
+
 def _moe_args(
     problem: GemmProblem,
     cfg: Mapping[str, int],
@@ -264,22 +323,11 @@ def _moe_args(
         if capped != bk:
             notes.append(f"BLOCK_SIZE_K {bk} capped to {capped} by the launcher")
             bk = capped
-    naive = (
-        policy.naive_sparsity is not None
-        and "naive_block_assignment" in names
-        and problem.tokens * problem.routed_top_k * policy.naive_sparsity <= problem.experts
-    )
+    naive, length, em = moe_extent(problem, bm, policy, names)
     if naive:
         al = naive_assignment(routing.topk_ids, bm)
-        em = al.buffer_len
     else:
-        length = buffer_len(
-            problem.num_pairs, problem.experts, bm, extra_expert=policy.extra_expert_padding
-        )
         al = align_block_size(routing.topk_ids, bm, problem.experts, length)
-        em = length
-        if policy.small_batch_em and problem.rows < bm:
-            em = min(length, problem.rows * problem.top_k * bm)
     grid = (cdiv(em, bm) * cdiv(problem.n, bn),)
     int_data = {
         "expert_ids": al.expert_ids,

@@ -68,12 +68,27 @@ class Alignment:
 
 
 def buffer_len(
-    num_pairs: int, num_experts: int, block_m: int, *, extra_expert: bool = False
+    num_pairs: int,
+    num_experts: int,
+    block_m: int,
+    *,
+    extra_expert: bool = False,
+    sparse_cap: bool = False,
 ) -> int:
     """Upper bound of the padded length: vLLM ``pairs + E·(BM-1)``, SGLang reserves one
-    more expert's padding (``extra_expert``)."""
+    more expert's padding (``extra_expert``).
+
+    ``sparse_cap``: both engines' ``moe_align_block_size`` (at the snapshot) shrink the
+    buffer when there are fewer pairs than padded experts (``pairs < E``, or ``E + 1``
+    with the extra expert): no more than ``pairs`` blocks can be non-empty then, so the
+    buffer is ``pairs·BM`` (never more than the uncapped bound). The launch grid covers
+    the buffer, so without the cap a small batch is launched on too many blocks.
+    """
     e = num_experts + (1 if extra_expert else 0)
-    return num_pairs + e * (block_m - 1)
+    bound = num_pairs + e * (block_m - 1)
+    if sparse_cap and num_pairs < e:
+        return min(bound, num_pairs * block_m)
+    return bound
 
 
 def align_block_size(

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 #: Bumped whenever a change would alter measured times or statuses (stored per result).
-HARNESS_VERSION = "1.1.0"  # 1.1.0: compile overlapped with timing, "fast" timing preset
+HARNESS_VERSION = "1.2.0"  # 1.2.0: the engines' small-batch alignment cap (issue 38)
 
 OK = "ok"
 INVALID_CONFIG = "invalid_config"
