@@ -1,0 +1,284 @@
+"""Array backends of the judge inside the candidate's process (numpy, torch).
+
+Each backend generates a call's inputs from a seed, snapshots arrays to host numpy,
+describes an output (exact type, dtype, shape, strides, aliasing) *without* touching a
+non-exact type's data, synchronises, flushes L2 and owns the identities it must verify
+later: its timers, synchronisation and numeric modes, captured when the backend is built,
+which is before any candidate code is loaded. numpy and torch are imported here only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .tasks import input_spec, scales
+
+
+def os_threads() -> int:
+    """Threads of this process (Linux: /proc/self/task; elsewhere Python's own count)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def child_processes() -> int:
+    """Live children of this process (Linux), 0 where it cannot be read."""
+    n = 0
+    for path in glob.glob("/proc/self/task/*/children"):
+        with contextlib.suppress(OSError), open(path) as fh:
+            n += len(fh.read().split())
+    return n
+
+
+class NumpyBackend:
+    """CPU arrays; the clock is ``time.perf_counter`` as captured at construction."""
+
+    type_name = "numpy.ndarray"
+    uses_events = False
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.np = np
+        self.clock: Callable[[], float] = time.perf_counter
+        self.array_type = np.ndarray
+        np.ones((64, 64), dtype=np.float32) @ np.ones((64, 64), dtype=np.float32)
+
+    def inputs(self, shape: tuple[int, int, int], seed: int) -> dict[str, Any]:
+        np = self.np
+        rng = np.random.default_rng(seed)
+        spec = input_spec(shape)
+        sw, s_big = scales(seed)
+        k = shape[1]
+        return {
+            "x": (rng.standard_normal(spec["x"]) * rng.uniform(0.5, 4.0)).astype(np.float32),
+            "w": (rng.uniform(0.5, 1.5, spec["w"]) * sw).astype(np.float32),
+            "W": (rng.standard_normal(spec["W"]) * (s_big / k**0.5)).astype(np.float32),
+        }
+
+    def host(self, arr: Any) -> Any:
+        return self.np.array(arr, copy=True)
+
+    def describe(self, out: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        t = type(out)
+        meta: dict[str, Any] = {
+            "type": f"{t.__module__}.{t.__qualname__}",
+            "exact_type": t is self.array_type,
+        }
+        if not meta["exact_type"]:
+            return meta
+        meta.update(
+            dtype=str(out.dtype),
+            shape=list(out.shape),
+            strides=[s // max(1, out.itemsize) for s in out.strides],
+            aliases_input=any(self.np.may_share_memory(out, v) for v in inputs.values()),
+        )
+        return meta
+
+    def sync(self) -> None:
+        return None
+
+    def flush_l2(self) -> None:
+        return None
+
+    def same_memory(self, a: Any, b: Any) -> bool:
+        return bool(self.np.may_share_memory(a, b))
+
+    def identities(self) -> dict[str, Any]:
+        return {"time.perf_counter": (time, "perf_counter", self.clock)}
+
+    def modes(self) -> dict[str, Any]:
+        return {}
+
+    def persisting_l2(self) -> int | None:
+        return None
+
+    def new_event(self) -> Any:
+        return None
+
+    def record(self, ev: Any) -> None:
+        return None
+
+    def elapsed_ms(self, start: Any, end: Any) -> float | None:
+        return None
+
+
+class TorchBackend:
+    """torch tensors on CUDA when present (else CPU). TF32 and reduced-precision
+    reductions are switched off and the persisting-L2 limit set to 0 before any candidate
+    code loads; both are verified after every phase."""
+
+    type_name = "torch.Tensor"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.cuda = torch.cuda.is_available()
+        self.device = torch.device("cuda" if self.cuda else "cpu")
+        self.uses_events = self.cuda
+        self.clock: Callable[[], float] = time.perf_counter
+        self.array_type = torch.Tensor
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        torch.set_num_threads(1)
+        self._sync: Callable[[], None] = torch.cuda.synchronize
+        self.event_cls: Any = torch.cuda.Event
+        self._record = torch.cuda.Event.record
+        self._elapsed = torch.cuda.Event.elapsed_time
+        (torch.ones((64, 64), device=self.device) @ torch.ones((64, 64), device=self.device)).sum()
+        self._flush: Any = None
+        self._cudart = _cudart() if self.cuda else None
+        if self.cuda:
+            props = torch.cuda.get_device_properties(0)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 60 * 2**20
+            self._flush = torch.empty(2 * l2 // 4, dtype=torch.float32, device=self.device)
+            self.set_persisting_l2_zero()
+            self._sync()
+
+    def inputs(self, shape: tuple[int, int, int], seed: int) -> dict[str, Any]:
+        torch = self.torch
+        g = torch.Generator(device=self.device)
+        g.manual_seed(seed)
+        spec = input_spec(shape)
+        sw, s_big = scales(seed)
+        k = shape[1]
+        kw = {"generator": g, "device": self.device, "dtype": torch.float32}
+        x_scale = 0.5 + 3.5 * float(torch.rand((), generator=g, device=self.device))
+        return {
+            "x": torch.randn(spec["x"], **kw) * x_scale,
+            "w": (torch.rand(spec["w"], **kw) + 0.5) * sw,
+            "W": torch.randn(spec["W"], **kw) * (s_big / k**0.5),
+        }
+
+    def host(self, arr: Any) -> Any:
+        return arr.detach().to("cpu", copy=True).numpy()
+
+    def describe(self, out: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        t = type(out)
+        meta: dict[str, Any] = {
+            "type": f"{t.__module__}.{t.__qualname__}",
+            "exact_type": t is self.array_type,
+        }
+        if not meta["exact_type"]:
+            return meta
+        meta.update(
+            dtype=str(out.dtype).removeprefix("torch."),
+            shape=list(out.shape),
+            strides=list(out.stride()),
+            device=str(out.device),
+            aliases_input=any(self.same_memory(out, v) for v in inputs.values()),
+        )
+        if out.device != self.device:
+            meta["exact_type"] = False
+            meta["type"] += f" on {out.device}"
+        return meta
+
+    def same_memory(self, a: Any, b: Any) -> bool:
+        """Whether two tensors' storages overlap (pointer ranges)."""
+        try:
+            sa, sb = a.untyped_storage(), b.untyped_storage()
+        except Exception:  # noqa: BLE001 - not a plain tensor: treat as aliasing
+            return True
+        a0, b0 = sa.data_ptr(), sb.data_ptr()
+        return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes() and sa.nbytes() > 0
+
+    def sync(self) -> None:
+        if self.cuda:
+            self._sync()
+
+    def flush_l2(self) -> None:
+        if self._flush is not None:
+            self._flush.zero_()
+
+    def identities(self) -> dict[str, Any]:
+        torch = self.torch
+        out: dict[str, Any] = {
+            "time.perf_counter": (time, "perf_counter", self.clock),
+            "torch.cuda.synchronize": (torch.cuda, "synchronize", self._sync),
+            "torch.cuda.Event": (torch.cuda, "Event", self.event_cls),
+            "torch.cuda.Event.record": (self.event_cls, "record", self._record),
+            "torch.cuda.Event.elapsed_time": (self.event_cls, "elapsed_time", self._elapsed),
+        }
+        with contextlib.suppress(Exception):
+            import triton.testing as tt
+
+            out["triton.testing.do_bench"] = (tt, "do_bench", tt.do_bench)
+        return out
+
+    def modes(self) -> dict[str, Any]:
+        torch = self.torch
+        return {
+            "matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "fp16_reduced_reduction": bool(
+                torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+            ),
+        }
+
+    def set_persisting_l2_zero(self) -> None:
+        import ctypes
+
+        if self._cudart is not None:
+            with contextlib.suppress(Exception):
+                self._cudart.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))
+
+    def persisting_l2(self) -> int | None:
+        """The device's persisting-L2 limit in bytes (``None``: cannot be read here)."""
+        import ctypes
+
+        if self._cudart is None:
+            return None
+        value = ctypes.c_size_t(0)
+        rc = self._cudart.cudaDeviceGetLimit(ctypes.byref(value), ctypes.c_int(0x06))
+        return int(value.value) if rc == 0 else None
+
+    def new_event(self) -> Any:
+        return self.event_cls(enable_timing=True) if self.cuda else None
+
+    def record(self, ev: Any) -> None:
+        if ev is not None:
+            self._record(ev)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float | None:
+        if start is None or end is None:
+            return None
+        return float(self._elapsed(start, end))
+
+
+def _cudart() -> Any:
+    """The CUDA runtime library torch loaded (for the persisting-L2 limit), or ``None``."""
+    import ctypes
+
+    import torch
+
+    roots = [os.path.dirname(torch.__file__)]
+    with contextlib.suppress(Exception):
+        import nvidia  # type: ignore[import-not-found]
+
+        roots += list(nvidia.__path__)
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(root, "**", "libcudart.so*"), recursive=True)):
+            with contextlib.suppress(OSError):
+                return ctypes.CDLL(path)
+    with contextlib.suppress(OSError):
+        return ctypes.CDLL("libcudart.so")
+    return None
+
+
+def backend(name: str) -> NumpyBackend | TorchBackend:
+    if name == "numpy":
+        return NumpyBackend()
+    if name == "torch":
+        return TorchBackend()
+    raise ValueError(f"unknown backend {name!r}")
