@@ -208,7 +208,7 @@ def status(
     except Exception as exc:  # noqa: BLE001
         _fail(f"cannot list rows: {str(exc).splitlines()[0]}")
         return
-    done = measured_row_ids(lake)
+    done = measured_row_ids(lake, gpu)
     left = sum(r.id not in done for r in rows)
     console.print(
         f"{gpu}: {len(rows)} measurable rows, {len(rows) - left} measured, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -26,6 +27,7 @@ from tests.unit.test_execution_reward import (
     MOE_SRC_ENGINE,
     MOE_SRC_PLAIN,
     TUNED,
+    emulate_moe,
     mm_row,
     moe_row,
 )
@@ -73,6 +75,33 @@ def test_fused_moe_grid_is_the_engines(
     launches = plan_launches(row, cfg, sig, route(M, E, top_k, seed=3))
     assert [lch.grid for lch in launches] == [(up,), (down,)]
     assert engine_grids(row, cfg) == [(up,), (down,)]
+
+
+@pytest.mark.parametrize(
+    ("repo", "M", "E", "top_k", "bm"),
+    [("sglang", 32, 256, 8, 16), ("sglang", 5, 128, 8, 64), ("vllm", 8, 128, 8, 16)],
+)
+def test_capped_launches_still_compute_every_pair(
+    repo: str, M: int, E: int, top_k: int, bm: int
+) -> None:
+    """The capped buffer holds every padded pair: the kernel, emulated block by block
+    from the planned arguments, writes every (token, expert) output of both GEMMs."""
+    src = MOE_SRC_ENGINE if repo == "vllm" else MOE_SRC_PLAIN
+    row = moe_row(repo=repo, M=M, E=E, top_k=top_k, N=12, K=16, kernel_source=src)
+    r = route(M, E, top_k, seed=7)
+    cfg, _ = normalise_config({**TUNED, "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": 16})
+    rng = np.random.default_rng(1)
+    sig = signature_of(src, "fused_moe_kernel")
+    for lch in plan_launches(row, cfg, sig, r):
+        n, k, tk = lch.args["N"], lch.args["K"], lch.args["top_k"]
+        a = rng.standard_normal((M * top_k // tk, k))
+        b = rng.standard_normal((E, n, k))
+        got = emulate_moe(lch, a, b, r.topk_weights)
+        flat = r.topk_ids.reshape(-1)
+        want = np.stack([a[i // tk] @ b[flat[i]].T for i in range(M * top_k)])
+        if lch.args["MUL_ROUTED_WEIGHT"]:
+            want = want * r.topk_weights.reshape(-1, 1)
+        np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
 @pytest.mark.parametrize(
