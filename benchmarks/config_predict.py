@@ -1,6 +1,7 @@
 """The config-prediction benchmark over the shipped latency tables (issue 38).
 
-    python benchmarks/config_predict.py
+    python benchmarks/config_predict.py          # every baseline on every split
+    python benchmarks/config_predict.py --cv     # also: how KNN_K was chosen (training shapes only)
 
 Runs on a machine without a GPU or a lake: it reads the measured batches shipped in
 ``dagster_project/data/measured/`` and prints every baseline's regret (mean, p90, share
@@ -17,10 +18,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dagster_project.rewards.predict import (  # noqa: E402
+    KNN_K,
     SPLIT_VERSION,
     benchmark,
+    cv_knn,
     shipped_tasks,
     split_sizes,
+    splits,
 )
 
 
@@ -43,6 +47,11 @@ def main() -> None:
             f"{s.split:<36} {s.predictor:<22} {s.n:>5} {s.mean_regret:>8.2%} "
             f"{s.p90_regret:>8.2%} {s.zero_regret_share:>6.1%} {s.failed:>5} {s.fallback:>6}"
         )
+    if "--cv" in sys.argv:
+        train = splits(tasks)[0].train
+        print(f"\nknn_moves k by 4-fold CV over held_out_shape's {len(train)} training tables:")
+        for k, r in cv_knn(train, (3, 5, 10, 20, 40)).items():
+            print(f"  k={k:<3} mean regret {r:.2%}" + ("  <- KNN_K" if k == KNN_K else ""))
     print(f"\n({time.perf_counter() - started:.1f} s)")
 
 

@@ -695,6 +695,19 @@ def with_measured_on(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def merge_results(df: pl.DataFrame) -> pl.DataFrame:
+    """Results as the lake keeps them: the newest measurement of a (row, GPU measured on,
+    candidate) wins (equal times: the later in ``df``), then ``mark_superseded``."""
+    return mark_superseded(
+        with_measured_on(df)
+        .with_row_index("_order")
+        .sort(["measured_at", "_order"], nulls_last=False)
+        .unique(["row_id", "measured_on", "label"], keep="last", maintain_order=True)
+        .drop("_order")
+        .sort(["row_id", "measured_on", "cand_index"], nulls_last=True)
+    )
+
+
 def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
     if new.is_empty():
         return IngestReport(0, 0, 0, build_measured_dataset(lake))
@@ -706,15 +719,7 @@ def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
         )
         if old.height:
             frames.insert(0, _to_raw(old))
-    # newest measurement of a (row, GPU, candidate) wins; equal times keep the later frame
-    merged = mark_superseded(
-        with_measured_on(pl.concat(frames, how="vertical_relaxed"))
-        .with_row_index("_order")
-        .sort(["measured_at", "_order"], nulls_last=False)
-        .unique(["row_id", "measured_on", "label"], keep="last", maintain_order=True)
-        .drop("_order")
-        .sort(["row_id", "measured_on", "cand_index"], nulls_last=True)
-    )
+    merged = merge_results(pl.concat(frames, how="vertical_relaxed"))
     lake.replace_rows("raw", "measured_configs", merged, "row_id", ids)
     return IngestReport(new.height, len(ids), merged.height, build_measured_dataset(lake))
 

@@ -26,11 +26,13 @@ Splits (deterministic; ``SPLIT_VERSION``):
 Predictors (``PREDICTORS``): the upstream ``tuned`` config, the engine's ``default``
 heuristic, ``nearest_shape`` (the nearest training shape on the same GPU, M included:
 its table's ranking of the configs both tables measured), ``same_shape_other_gpu`` (the
-same shape and nearest M measured on another GPU; held-out-GPU split only) and
-``ridge`` (one small learned model: ridge regression of ``log(t / t_best)`` on shape,
-config and shape-config interaction features, per kernel kind, in numpy). Nearest-
-neighbour predictors fall back to the tuned config when no neighbour shares a config
-with the task's table; the fallback rate is reported.
+same shape and nearest M measured on another GPU; held-out-GPU split only) and two
+small learned models in numpy: ``ridge`` (ridge regression of ``log(t / t_tuned)`` on how
+a config differs from the tuned one, times shape features, per kernel kind) and
+``knn_moves`` (the nearest training tables of the same family vote on each move from the
+tuned config, ``BLOCK_SIZE_M*2`` and the like, by its mean ``log(t / t_tuned)``; ``KNN_K``
+chosen by cross-validation inside the training shapes, ``cv_knn``). Neighbour predictors
+fall back to the tuned config when no neighbour can vote; the fallback count is reported.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def _int(v: Any) -> int:
 
 
 def tasks_from_frame(raw: pl.DataFrame) -> list[Task]:
-    """Tasks of a ``RAW_SCHEMA`` frame that went through ``mark_superseded``: one per
+    """Tasks of a ``RAW_SCHEMA`` frame as the lake keeps it (``measured.merge_results``): one per
     (row, GPU measured on), superseded tables and tables with < 2 ``ok`` left out."""
     live = raw.filter(pl.col("superseded_reason").is_null() & pl.col("measured_on").is_not_null())
     out: list[Task] = []
@@ -161,9 +163,9 @@ def _task(g: pl.DataFrame) -> Task:
 
 def shipped_tasks(root: Path | None = None) -> list[Task]:
     """Every task of the batches shipped in the package (no lake, no GPU)."""
-    from dagster_project.rewards.measured import mark_superseded, read_shipped, shipped_batches
+    from dagster_project.rewards.measured import merge_results, read_shipped, shipped_batches
 
-    return tasks_from_frame(mark_superseded(read_shipped(shipped_batches(root))))
+    return tasks_from_frame(merge_results(read_shipped(shipped_batches(root))))
 
 
 # -- splits ---------------------------------------------------------------------------
@@ -361,12 +363,69 @@ def ridge(train: Sequence[Task]) -> Callable[[Task], Pick]:
     return Ridge().fit(train).predict
 
 
+# -- the second learned model: a nearest-neighbour vote on moves from the tuned config --
+
+KNN_K = 20  # chosen by 4-fold CV over the training shapes of held_out_shape (RESULTS)
+OTHER_GPU_DISTANCE = 2.0  # a table of another GPU counts as this many octaves further
+
+
+def moves(task: Task) -> dict[str, float]:
+    """``log(t / t_tuned)`` of every other candidate by label (``BLOCK_SIZE_M*2``,
+    ``default``, ...): labels name the same move from the tuned config in every table. A
+    candidate that did not run counts at the table's slowest time (``regret``'s
+    penalty). Empty when the tuned config did not run."""
+    tuned = next((c for c in task.candidates if c.label == "tuned"), None)
+    if tuned is None or tuned.t_us is None:
+        return {}
+    worst = task.t_worst
+    return {
+        c.label: math.log((c.t_us or worst) / tuned.t_us)
+        for c in task.candidates
+        if c.label != "tuned"
+    }
+
+
+def knn_moves(train: Sequence[Task], k: int = KNN_K) -> Callable[[Task], Pick]:
+    """The ``k`` nearest training tables of the same family (``shape_distance``, a
+    table of another GPU ``OTHER_GPU_DISTANCE`` further) vote on each move by its mean
+    ``log(t / t_tuned)``; the best move is taken when its mean is a gain, else the tuned
+    config stays."""
+    pool: dict[tuple, list[tuple[Task, dict[str, float]]]] = {}
+    for t in train:
+        m = moves(t)
+        if m:
+            pool.setdefault(_family(t), []).append((t, m))
+
+    def distance(task: Task, other: Task) -> float:
+        far = OTHER_GPU_DISTANCE if other.measured_on != task.measured_on else 0.0
+        return shape_distance(task, other) + far
+
+    def predict(task: Task) -> Pick:
+        near = sorted(
+            (x for x in pool.get(_family(task), []) if x[0].row_id != task.row_id),
+            key=lambda x: (distance(task, x[0]), x[0].row_id),
+        )[:k]
+        votes: dict[str, list[float]] = {}
+        for _t, m in near:
+            for label, v in m.items():
+                votes.setdefault(label, []).append(v)
+        labels = {c.label for c in task.candidates}
+        means = {k: sum(v) / len(v) for k, v in votes.items() if k in labels}
+        if not means:
+            return Pick(task.index_of("tuned"), fallback=True)
+        label = min(means, key=lambda k: (means[k], k))
+        return Pick(task.index_of(label if means[label] < 0 else "tuned"))
+
+    return predict
+
+
 PREDICTORS: dict[str, Predictor] = {
     "tuned": by_label("tuned"),
     "default": by_label("default"),
     "nearest_shape": nearest_shape,
     "same_shape_other_gpu": same_shape_other_gpu,
     "ridge": ridge,
+    "knn_moves": knn_moves,
 }
 
 
@@ -437,3 +496,21 @@ def benchmark(tasks: Sequence[Task]) -> list[Score]:
 def split_sizes(tasks: Sequence[Task]) -> dict[str, tuple[int, int]]:
     """(train, test) tasks per split, for the report."""
     return {s.name: (len(s.train), len(s.test)) for s in splits(tasks)}
+
+
+def cv_knn(train: Sequence[Task], ks: Sequence[int], folds: int = 4) -> dict[int, float]:
+    """Mean regret of ``knn_moves`` per ``k`` in ``folds``-fold cross-validation over the
+    training shapes (fold = the second byte of the shape key's SHA-256 modulo ``folds``),
+    so ``KNN_K`` is chosen without looking at the held-out shapes."""
+
+    def fold(t: Task) -> int:
+        return hashlib.sha256(t.shape_key.encode()).digest()[1] % folds
+
+    out = {}
+    for k in ks:
+        regrets = []
+        for f in range(folds):
+            predict = knn_moves([t for t in train if fold(t) != f], k)
+            regrets += [regret(t, predict(t))[0] for t in train if fold(t) == f]
+        out[k] = float(np.mean(regrets))
+    return out

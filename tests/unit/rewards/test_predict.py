@@ -47,9 +47,9 @@ def _table(row_id: str, times: dict[str, float | None], **over: Any) -> list[dic
 
 
 def _tasks(lines: list[dict[str, Any]]) -> list[Task]:
-    schema = {c: t for c, t in measured.RAW_SCHEMA.items() if c != "measured_at"}
+    schema = measured.RAW_SCHEMA
     df = pl.DataFrame([{c: r.get(c) for c in schema} for r in lines], schema=schema, orient="row")
-    return predict.tasks_from_frame(measured.mark_superseded(df))
+    return predict.tasks_from_frame(measured.merge_results(df))
 
 
 def test_regret_scores_the_pick_against_the_best_known_time_and_penalises_failures() -> None:
@@ -129,11 +129,40 @@ def test_ridge_learns_that_larger_m_tiles_win_at_large_batches() -> None:
     assert picks == {"big": "BLOCK_SIZE_M*4", "small": "tuned"}
 
 
+def test_knn_moves_takes_a_move_its_neighbours_gain_by_and_else_keeps_tuned() -> None:
+    """Neighbours of large M gain by BLOCK_SIZE_M*4, those of small M lose by it: an
+    unseen large M takes the move, an unseen small M keeps the tuned config; a
+    duplicate re-measurement of a candidate counts once (the newest)."""
+    lines = []
+    for m in (1, 2, 4, 8, 16, 512, 1024, 2048, 4096, 8192):
+        big = 6.0 if m >= 256 else 15.0
+        lines += _table(f"m{m}", {"tuned": 10.0, "default": 12.0, "BLOCK_SIZE_M*4": big}, M=m)
+    model = predict.knn_moves(_tasks(lines), k=3)
+    test = _tasks(
+        [
+            *_table("big", {"tuned": 10.0, "default": 12.0, "BLOCK_SIZE_M*4": 6.0}, M=3072),
+            *_table("small", {"tuned": 10.0, "default": 12.0, "BLOCK_SIZE_M*4": 15.0}, M=3),
+        ]
+    )
+    picks = {t.row_id: t.candidates[model(t).index].label for t in test}
+    assert picks == {"big": "BLOCK_SIZE_M*4", "small": "tuned"}
+    # a later re-measurement of the tuned config replaces the first (one per label)
+    first = _table("big", {"tuned": 10.0, "default": 12.0}, M=3072)
+    (task,) = _tasks([*first, *_table("big", {"tuned": 9.0}, M=3072)])
+    assert [(c.label, c.t_us) for c in task.candidates] == [("tuned", 9.0), ("default", 12.0)]
+
+
 def test_the_benchmark_runs_over_the_shipped_tables() -> None:
     """The command's data: every shipped table that is not superseded, every baseline
     scored on the held-out-shape split, regrets non-negative."""
     tasks = predict.shipped_tasks()
     assert len(tasks) > 1000
     scores = [s for s in predict.benchmark(tasks) if s.split == "held_out_shape"]
-    assert {s.predictor for s in scores} == {"tuned", "default", "nearest_shape", "ridge"}
+    assert {s.predictor for s in scores} == {
+        "tuned",
+        "default",
+        "nearest_shape",
+        "ridge",
+        "knn_moves",
+    }
     assert all(s.n > 100 and 0 <= s.mean_regret <= s.p90_regret * 10 for s in scores)
