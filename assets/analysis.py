@@ -3,6 +3,7 @@
 import dagster as dg
 
 from dagster_project.execution import policy
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import LakeResource
 
 
@@ -11,13 +12,7 @@ from dagster_project.wiring.resources import LakeResource
     group_name="analysis",
     kinds={"duckdb", "sql"},
     owners=["team:kernelhouse"],
-    deps=[
-        dg.AssetKey("tuned_configs"),
-        dg.AssetKey("kernel_commits"),
-        dg.AssetKey("kernelinfer_sessions"),
-        dg.AssetKey("sim_calibration"),
-        dg.AssetKey("measured_configs"),
-    ],
+    deps=lineage.deps("analysis_views"),
     description="(Re)create the analysis.* views from sql/analysis/*.sql.",
 )
 def analysis_views(lake: LakeResource) -> dg.MaterializeResult:

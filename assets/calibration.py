@@ -17,6 +17,7 @@ import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.sim import GENERATOR_VERSION
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import materialize_result
 
@@ -28,7 +29,7 @@ from dagster_project.wiring.table_metadata import materialize_result
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
     code_version=GENERATOR_VERSION,
-    metadata={"tables": "sim.calibration, sim.calibration_summary, sim.calibration_holdout"},
+    metadata=lineage.tables("sim_calibration"),
     description=(
         "Kernels measured on an H200 (the simulator's own CUDA/Triton templates and PyTorch "
         "references) beside the simulator's predicted times, before and after calibration."

@@ -3,6 +3,9 @@
 import dagster as dg
 
 from dagster_project.execution import policy
+from dagster_project.gains.pipeline import extractor_code_version
+from dagster_project.storage.lineage import PR_NUMBER_TABLES
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import LakeResource, LLMResource
 from dagster_project.wiring.table_metadata import materialize_result
 
@@ -12,8 +15,10 @@ from dagster_project.wiring.table_metadata import materialize_result
     group_name="gains",
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("pr_bodies")],
-    metadata={"table": "derived.pr_gains"},
+    tags={policy.CODE_VERSION_TAG: policy.EXTRACTOR},
+    code_version=extractor_code_version(None),
+    deps=lineage.deps("pr_gains"),
+    metadata=lineage.tables("pr_gains"),
     description=(
         "One row per extracted measurement (table extractor; LLM too when configured), audited "
         "verbatim."
@@ -30,7 +35,7 @@ def pr_gains(
         handle.query(f"SELECT DISTINCT repo, pr_number FROM {table}")
         if handle.table_exists(*table.split("."))
         else None
-        for table in ("derived.config_attribution", "raw.kernel_commit_files")
+        for table in PR_NUMBER_TABLES
     ]
     out = gains_tables(
         handle.read_table_or_none("raw", "pr_bodies"),

@@ -7,6 +7,7 @@ from dagster_project.execution import policy
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.quality.suites import gate_threshold
 from dagster_project.storage.versions import table_version
+from dagster_project.wiring import lineage
 from dagster_project.wiring.partitions import repo_partitions
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import check_result, materialize_result, table_schema
@@ -30,8 +31,8 @@ ORACLE_LOW_SCORE = gate_threshold("kernel_commits", "oracle_patch_reward", "low_
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
     partitions_def=repo_partitions,
-    deps=[dg.AssetKey("repo_clone")],
-    metadata={"table": "raw.perf_commits"},
+    deps=lineage.deps("perf_commits"),
+    metadata=lineage.tables("perf_commits"),
     description=(
         "Non-merge commits touching kernel paths whose title carries a perf signal "
         "(watermark..head only)."
@@ -65,8 +66,8 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
     partitions_def=repo_partitions,
-    deps=[perf_commits],
-    metadata={"table": "raw.kernel_commit_files"},
+    deps=lineage.deps("kernel_commit_files"),
+    metadata=lineage.tables("kernel_commit_files"),
     description=(
         "Modified kernel files of the perf commits (filters, licences, diffs), excluded files with "
         "reasons."
@@ -80,7 +81,7 @@ def kernel_commit_files(
     from dagster_project.mining.commits.lake_sync import refresh_commit_files
 
     repo = context.partition_key
-    git, _ = lake.repo_snapshot(repo)
+    git = lake.repo_git(repo)
     handle = lake.lake()
     counters = refresh_commit_files(handle, git, DEFAULT_SPECS[repo], repo)
     version = table_version(
@@ -107,8 +108,8 @@ def kernel_commit_files(
     group_name=GROUP,
     kinds={"duckdb"},
     owners=["team:kernelhouse"],
-    deps=[kernel_commit_files, dg.AssetKey("pr_gains")],
-    metadata={"table": "datasets.kernel_commits"},
+    deps=lineage.deps("kernel_commits"),
+    metadata=lineage.tables("kernel_commits"),
     check_specs=[
         dg.AssetCheckSpec(
             "diff_roundtrip",

@@ -14,6 +14,7 @@ import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.rewards.measured import NO_GPU, refresh_measured
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import materialize_result
 
@@ -27,8 +28,8 @@ GROUP = "measured"
     group_name=GROUP,
     kinds={"cuda", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("tuned_configs")],
-    metadata={"table": "datasets.measured_configs"},
+    deps=lineage.deps("measured_configs"),
+    metadata=lineage.tables("measured_configs"),
     description="H200 tuned configs re-timed on a GPU with their own Triton kernels: partial "
     "latency table (tuned, default, neighbours), measured speedup vs default.",
 )

@@ -7,6 +7,7 @@ was never checked); the message names the failing expectations.
 import dagster as dg
 
 from dagster_project.execution import policy
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import asset_metadata
 
@@ -28,7 +29,7 @@ def _gate(lake: LakeResource, assets: list[str]) -> None:
     group_name=GROUP,
     kinds={"parquet", "huggingface"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("tuned_configs"), dg.AssetKey("kernel_commits")],
+    deps=lineage.deps("kernel_opt_rl_export"),
     description=(
         "kernel-opt-rl export: Parquet per config and split, dataset card, code/reward.py, "
         "licenses/."
@@ -65,7 +66,7 @@ def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"json", "huggingface"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("kernelinfer_sessions"), dg.AssetKey("sim_compile_validation")],
+    deps=lineage.deps("kernelinfer_export"),
     description=(
         "kernelinfer export: batches/*.jsonl, sessions.jsonl, tasks_holdout.jsonl, stats.json, "
         "card."
@@ -102,7 +103,7 @@ def kernelinfer_export(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"json", "huggingface"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("kernelswarm_episodes")],
+    deps=lineage.deps("kernelswarm_export"),
     description=(
         "kernelswarm export: batches/batch_*.jsonl, episodes.jsonl, tasks_holdout.jsonl, "
         "stats.json, card."
@@ -135,7 +136,7 @@ def kernelswarm_export(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"huggingface"},
     owners=["team:kernelhouse"],
-    deps=[kernel_opt_rl_export, kernelinfer_export, kernelswarm_export],
+    deps=lineage.deps("hub_push"),
     description=(
         "Opt-in push of every export to the Hub (only with KERNELHOUSE_HUB_REPO_PREFIX and "
         "HF_TOKEN)."

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from dagster_project.execution import policy
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import GitHubResource, LakeResource
 from dagster_project.wiring.table_metadata import materialize_result
 
@@ -13,8 +14,8 @@ from dagster_project.wiring.table_metadata import materialize_result
     group_name="pull_requests",
     kinds={"github", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("config_attribution"), dg.AssetKey("kernel_commit_files")],
-    metadata={"table": "raw.pr_bodies"},
+    deps=lineage.deps("pr_bodies"),
+    metadata=lineage.tables("pr_bodies"),
     description=(
         "Bodies of every PR referenced by kernel_commits and tuned-config attribution (only "
         "missing/stale fetched)."

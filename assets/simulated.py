@@ -12,6 +12,7 @@ from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.swarm.spec import SWARM_VERSION
 from dagster_project.sim.verification import VERIFICATION_VERSION
 from dagster_project.storage.versions import table_version
+from dagster_project.wiring import lineage
 from dagster_project.wiring.partitions import kernelinfer_shards, kernelswarm_shards
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import check_result, materialize_result, table_schema
@@ -24,7 +25,7 @@ from dagster_project.wiring.table_metadata import check_result, materialize_resu
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
     code_version=GENERATOR_VERSION,
-    metadata={"tables": "sim.kernelinfer_tasks, sim.kernelinfer_tasks_holdout"},
+    metadata=lineage.tables("sim_tasks"),
     description=(
         "kernelinfer task specs (op, gpu, shape, dtype) and the held-out specs no session uses."
     ),
@@ -59,7 +60,7 @@ def sim_tasks(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
     code_version=f"{GENERATOR_VERSION}+verification-{VERIFICATION_VERSION}",
-    metadata={"table": "sim.rung_verification"},
+    metadata=lineage.tables("sim_rung_verification"),
     description=(
         "Execution-grounded status of every (op, impl, rung, arch family) the simulator can emit: "
         "nvcc compile status under the prompt's flags, H200 correctness and time (shipped CSVs)."
@@ -98,12 +99,12 @@ def sim_rung_verification(
     kinds={"python", "parquet"},
     owners=["team:kernelhouse"],
     partitions_def=kernelinfer_shards,
-    deps=[sim_tasks, sim_rung_verification],
+    deps=lineage.deps("kernelinfer_sessions"),
     code_version=GENERATOR_VERSION,
     check_specs=[
         dg.AssetCheckSpec("session_invariants", asset="kernelinfer_sessions", blocking=True)
     ],
-    metadata={"tables": "sim.kernelinfer_sessions, sim.kernelinfer_steps"},
+    metadata=lineage.tables("kernelinfer_sessions"),
     description="One shard of 100 simulated single-agent optimisation sessions (Parquet).",
 )
 def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
@@ -126,17 +127,12 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     kinds={"python", "parquet"},
     owners=["team:kernelhouse"],
     partitions_def=kernelswarm_shards,
-    deps=[sim_rung_verification],
+    deps=lineage.deps("kernelswarm_episodes"),
     code_version=f"{GENERATOR_VERSION}+swarm-{SWARM_VERSION}",
     check_specs=[
         dg.AssetCheckSpec("episode_invariants", asset="kernelswarm_episodes", blocking=True)
     ],
-    metadata={
-        "tables": (
-            "sim.kernelswarm_episodes, sim.kernelswarm_agents, sim.kernelswarm_messages, "
-            "sim.kernelswarm_tasks_holdout"
-        )
-    },
+    metadata=lineage.tables("kernelswarm_episodes"),
     description=(
         "One shard of 100 simulated multi-agent optimisation episodes with per-result rewards "
         "(Parquet)."
@@ -162,7 +158,7 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
     kinds={"python", "duckdb"},
     owners=["team:kernelhouse"],
     code_version=GENERATOR_VERSION,
-    metadata={"table": "sim.compile_validation"},
+    metadata=lineage.tables("sim_compile_validation"),
     description=(
         "Compiles a stratified sample of CUDA/Triton template instantiations with nvcc / ast; "
         "records agreement with the simulator."

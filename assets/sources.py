@@ -3,6 +3,7 @@
 import dagster as dg
 
 from dagster_project.execution import policy
+from dagster_project.wiring import lineage
 from dagster_project.wiring.partitions import repo_partitions
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import materialize_result
@@ -15,7 +16,7 @@ from dagster_project.wiring.table_metadata import materialize_result
     partitions_def=repo_partitions,
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
-    metadata={"schema": "raw", "table": "raw.repo_heads"},
+    metadata={"schema": "raw", **lineage.tables("repo_clone")},
     description="Blobless clone (first run) or git fetch of one engine repository.",
 )
 def repo_clone(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:

@@ -10,6 +10,7 @@ import polars as pl
 from dagster_project.execution import policy
 from dagster_project.mining.versions import asset_code_version
 from dagster_project.storage.versions import table_version
+from dagster_project.wiring import lineage
 from dagster_project.wiring.resources import LakeResource
 from dagster_project.wiring.table_metadata import materialize_result, table_schema
 
@@ -28,8 +29,8 @@ def _concat(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     group_name=GROUP,
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("repo_clone")],
-    metadata={"table": "raw.config_files"},
+    deps=lineage.deps("config_files"),
+    metadata=lineage.tables("config_files"),
     description=(
         "Every tuned-config JSON at the snapshot commit, name parsed (bad files kept with a "
         "reason)."
@@ -67,8 +68,8 @@ def config_files(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[config_files],
-    metadata={"table": "raw.config_entries"},
+    deps=lineage.deps("config_entries"),
+    metadata=lineage.tables("config_entries"),
     description="One row per (config file, M) with the config JSON; unchanged blobs are reused.",
 )
 def config_entries(lake: LakeResource) -> dg.MaterializeResult:
@@ -80,7 +81,7 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
     previous = handle.read_table_or_none("raw", "config_entries")
     frames = []
     for repo in CONFIG_REPOS:
-        git, _ = lake.repo_snapshot(repo)
+        git = lake.repo_git(repo)
         frames.append(read_config_entries(git, files.filter(pl.col("repo") == repo), previous))
     entries = _concat(frames, ENTRIES_SCHEMA)
     reused = 0
@@ -107,8 +108,8 @@ def config_entries(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[dg.AssetKey("repo_clone")],
-    metadata={"table": "raw.kernel_sources"},
+    deps=lineage.deps("kernel_sources"),
+    metadata=lineage.tables("kernel_sources"),
     description="The Triton kernel each config family drives, extracted at the snapshot commit.",
 )
 def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
@@ -138,7 +139,7 @@ def kernel_sources(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"huggingface", "duckdb"},
     owners=["team:kernelhouse"],
-    metadata={"table": "raw.moe_model_shapes"},
+    metadata=lineage.tables("moe_model_shapes"),
     description=(
         "MoE model shapes (experts, intermediate, hidden, top_k) from the Hub, or the checked-in "
         "snapshot offline."
@@ -178,8 +179,8 @@ def moe_model_shapes(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"git", "duckdb"},
     owners=["team:kernelhouse"],
-    deps=[config_files],
-    metadata={"table": "derived.config_attribution"},
+    deps=lineage.deps("config_attribution"),
+    metadata=lineage.tables("config_attribution"),
     description=(
         "The newest PR whose commit changed each config file's content (rename-aware, one pass per "
         "repo)."
@@ -218,14 +219,8 @@ def config_attribution(lake: LakeResource) -> dg.MaterializeResult:
     group_name=GROUP,
     kinds={"duckdb"},
     owners=["team:kernelhouse"],
-    deps=[
-        config_entries,
-        kernel_sources,
-        moe_model_shapes,
-        config_attribution,
-        dg.AssetKey("pr_gains"),
-    ],
-    metadata={"table": "datasets.tuned_configs"},
+    deps=lineage.deps("tuned_configs"),
+    metadata=lineage.tables("tuned_configs"),
     description=(
         "datasets.tuned_configs: kernel + deployment (shape, GPU, dtype, M) → best launch config."
     ),

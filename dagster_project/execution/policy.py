@@ -12,7 +12,8 @@ Tags (``TAGS``):
 * ``kernelhouse/code_version``: the asset's declared code version is completed when the
   definitions are built. ``sim_params``: it carries the simulator's seed and sizes, so a
   new seed marks the shards stale like a new generator does. ``mining_rules``: the rule
-  versions the miner has loaded now (``mining.versions``).
+  versions the miner has loaded now (``mining.versions``). ``extractor``: the gains
+  extractors' versions and the LLM model when one is configured (``gains.pipeline``).
 * ``kernelhouse/shards``: the settings field that sizes the asset's shard partitions
   (``sim_sessions``, ``sim_episodes``); the declared partitions are the default build's.
 """
@@ -31,7 +32,7 @@ TAGS = (OBSERVER_TAG, CODE_VERSION_TAG, SHARDS_TAG)
 #: Observed services (values of ``kernelhouse/observer``).
 GIT, HUB, GITHUB = "git", "hub", "github"
 #: Values of ``kernelhouse/code_version``.
-SIM_PARAMS, MINING_RULES = "sim_params", "mining_rules"
+SIM_PARAMS, MINING_RULES, EXTRACTOR = "sim_params", "mining_rules", "extractor"
 #: Values of ``kernelhouse/shards``: settings fields that count the items to shard.
 SHARD_SIZES = ("sim_sessions", "sim_episodes")
 
@@ -97,6 +98,10 @@ def resolve(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
         from dagster_project.mining.versions import asset_code_version
 
         code_version = asset_code_version(spec.key.to_user_string())
+    elif kind == EXTRACTOR:
+        from dagster_project.gains.pipeline import extractor_code_version
+
+        code_version = extractor_code_version(settings.llm_model if settings.llm_base_url else None)
     elif kind is not None:
         raise ValueError(f"{spec.key.to_user_string()}: {CODE_VERSION_TAG}={kind!r} is unknown")
 

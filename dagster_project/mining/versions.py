@@ -87,7 +87,11 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
     "config_attribution": ("attribution", "parsing"),
     "kernel_sources": ("kernel_sources",),
     "moe_model_shapes": ("model_shapes",),
+    # lookup and names: loaded_at_runtime comes with raw.config_files, and the row
+    # assembly applies the GPU-name rules (shared-memory and Blackwell classes) itself.
     "tuned_configs": (
+        "config_lookup",
+        "config_names",
         "candidates",
         "defaults",
         "config_split",

@@ -39,18 +39,19 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 import polars as pl
 import tenacity
 
 from dagster_project.settings import ObjectStore, load_object_store
+from dagster_project.storage import lineage
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
-SCHEMAS = ("raw", "derived", "datasets", "sim", "analysis")
+SCHEMAS = lineage.SCHEMAS
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
 
@@ -157,6 +158,10 @@ class Lake:
     # How to reach an s3:// root; None reads the AWS variables when first needed, so
     # every ``Lake(path, root)`` in the code base works unchanged on a bucket.
     object_store: ObjectStore | None = field(default=None, repr=False, compare=False)
+    # The asset this handle was opened for (``LakeResource.lake()`` inside a run): every
+    # statement is checked against its lineage declaration (``storage/lineage.py``), so
+    # an undeclared read fails instead of hiding a dependency. None: no check (CLI, tests).
+    asset: str | None = field(default=None, compare=False)
 
     @property
     def on_object_store(self) -> bool:
@@ -178,7 +183,10 @@ class Lake:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._rebind_once()
         with self._open(read_only=read_only) as con:
-            yield con
+            if self.asset is not None and self.asset in lineage.ASSETS:
+                yield cast(duckdb.DuckDBPyConnection, _DeclaredReads(con, self.asset))
+            else:
+                yield con
 
     @contextlib.contextmanager
     def _open(self, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -344,6 +352,7 @@ class Lake:
             return fetch_frame(con, sql, params)
 
     def table_exists(self, schema: str, table: str) -> bool:
+        lineage.check_reads(self.asset, [f"{schema}.{table}"])
         if not self.path.exists():
             return False
         with self.connect(read_only=True) as con:
@@ -640,6 +649,26 @@ def _view_columns(
             [schema, table],
         ).fetchall()
     ]
+
+
+class _DeclaredReads:
+    """A connection of a lake opened for an asset: ``execute`` and ``sql`` first check
+    the lake tables the statement names against the asset's lineage declaration."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, asset: str) -> None:
+        self._con = con
+        self._asset = asset
+
+    def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        lineage.check_reads(self._asset, lineage.tables_in(sql))
+        return self._con.execute(sql, *args, **kwargs)
+
+    def sql(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        lineage.check_reads(self._asset, lineage.tables_in(sql))
+        return self._con.sql(sql, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
 
 
 def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params: Any) -> pl.DataFrame:

@@ -36,7 +36,21 @@ class LakeResource(dg.ConfigurableResource):
         """The lake of these settings; on an ``s3://`` root, with the store's credentials
         and endpoint already resolved from the same environment."""
         s = self.settings()
-        return Lake(s.lake_path, s.parquet_root, object_store=s.object_store)
+        return Lake(
+            s.lake_path, s.parquet_root, object_store=s.object_store, asset=_current_asset()
+        )
+
+    def repo_git(self, repo: str) -> GitRepo:
+        """The clone of ``repo``, for assets that read blobs their input tables name
+        (so they need no head, and do not read ``raw.repo_heads``)."""
+        s = self.settings()
+        path = s.repo_dir(repo)
+        if not (path / "HEAD").exists():
+            raise dg.Failure(
+                description=f"no clone of {repo} yet: materialise repo_clone[{repo}] first "
+                f"(source {s.env_name(repo)}={s.sources[repo]!r})"
+            )
+        return GitRepo(path)
 
     def repo_snapshot(self, repo: str) -> tuple[GitRepo, str]:
         """The clone of ``repo`` and the head sha ``repo_clone`` recorded for it: every
@@ -52,6 +66,19 @@ class LakeResource(dg.ConfigurableResource):
                 f"(source {s.env_name(repo)}={s.sources[repo]!r})"
             )
         return GitRepo(path), str(row["head_sha"][0])
+
+
+def _current_asset() -> str | None:
+    """The asset whose step is running in this thread (None outside an asset): the lake
+    handle it gets checks its statements against that asset's lineage declaration."""
+    try:
+        context = dg.AssetExecutionContext.get()
+    except Exception:  # noqa: BLE001 - no step is running: a CLI command, a test
+        return None
+    try:
+        return context.asset_key.to_user_string()
+    except Exception:  # noqa: BLE001 - a multi-asset step has no single key
+        return None
 
 
 class GitHubResource(dg.ConfigurableResource):

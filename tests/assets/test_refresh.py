@@ -81,8 +81,10 @@ def test_refresh_runs_only_what_changed(
         and "repo_clone has a new data version" in out.reasons["perf_commits[vllm]"]
     )
     assert "perf_commits[sglang]" not in ran and "kernel_commit_files[vllm]" not in ran
-    assert {"config_files", "kernel_sources", "tuned_configs"} <= ran
-    assert not ran & {"config_entries", "config_attribution", "kernel_commits", "pr_gains"}, sorted(
+    # config_attribution walks the history up to the recorded head (it reads
+    # raw.repo_heads), so it looks too, finds the same PRs and starts nothing after it.
+    assert {"config_files", "kernel_sources", "config_attribution", "tuned_configs"} <= ran
+    assert not ran & {"config_entries", "pr_bodies", "kernel_commits", "pr_gains"}, sorted(
         out.reasons.items()
     )
     now = _snapshot(kh_home)
@@ -183,3 +185,88 @@ def test_automation_sensor_reacts_to_changed_data_only(
     assert moved.get_requested_partitions(dg.AssetKey("perf_commits")) == {"vllm"}
     assert moved.get_num_requested(dg.AssetKey("config_files")) == 1
     assert moved.get_num_requested(dg.AssetKey("kernel_commits")) == 0
+
+
+# -- declared lineage reaches refresh (issue 34) ---------------------------------------------
+def _github_without_measurements(httpserver) -> str:  # noqa: ANN001
+    """A local GitHub REST server whose PRs all say something that holds no measurement,
+    so a new body changes kernel_commits' ``pr_body`` but no gains."""
+    import json
+    import re
+
+    from werkzeug import Request, Response
+
+    def handle(request: Request) -> Response:
+        m = re.match(r".*/repos/([^/]+/[^/]+)/pulls/(\d+)$", request.path)
+        if not m:
+            return Response(json.dumps({"resources": {}}), 200, content_type="application/json")
+        number = int(m.group(2))
+        data = {
+            "number": number,
+            "title": f"Kernel change {number}",
+            "body": "Rewrites the kernel's inner loop; no benchmark numbers here.",
+            "state": "closed",
+            "merged_at": "2025-01-02T03:04:05Z",
+            "html_url": f"https://github.com/{m.group(1)}/pull/{number}",
+            "url": f"http://127.0.0.1/api/repos/{m.group(1)}/pulls/{number}",
+        }
+        return Response(json.dumps(data), 200, content_type="application/json")
+
+    httpserver.expect_request(re.compile(".*")).respond_with_handler(handle)
+    return str(httpserver.url_for("/api")).rstrip("/")
+
+
+def test_a_new_pr_body_reruns_gains_and_kernel_commits(
+    use_engine_repos, kh_home: Path, tmp_path: Path, httpserver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernel_commits reads raw.pr_bodies itself (the PR's title and body are columns), so
+    a body that arrives later re-runs it even when it holds no gains (pr_gains then writes
+    the same rows, and before issue 34 nothing else told kernel_commits)."""
+    instance = _instance(tmp_path)
+    defs = build_definitions()
+    assert run_build(defs, instance, MINED).ok  # GitHub unreachable: no bodies
+    lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
+    assert lake.read_table("datasets", "kernel_commits")["pr_body"].is_null().all()
+
+    monkeypatch.setenv("KERNELHOUSE_GITHUB_API_URL", _github_without_measurements(httpserver))
+    out = run_build(build_definitions(), instance, MINED, refresh=True)
+    assert out.ok, (out.failed, out.skipped)
+    assert {"pr_bodies", "pr_gains", "kernel_commits"} <= _ran(out), sorted(out.reasons.items())
+    assert "pr_bodies has a new data version" in out.reasons["kernel_commits"]
+    bodies = lake.read_table("datasets", "kernel_commits")["pr_body"]
+    assert bodies.drop_nulls().len() > 0
+
+
+def test_a_lookup_or_names_rule_change_reruns_tuned_configs(
+    use_engine_repos, kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tuned_configs applies the engine-lookup rule (through raw.config_files'
+    ``loaded_at_runtime``) and the GPU-name rules: a new version of either re-runs it,
+    even when config_files writes the same rows."""
+    from dagster_project.mining.configs import lookup, names
+
+    instance = _instance(tmp_path)
+    assert run_build(build_definitions(), instance, MINED).ok
+    for module in (lookup, names):
+        monkeypatch.setattr(module, "RULES_VERSION", f"{module.RULES_VERSION}-test")
+        out = run_build(build_definitions(), instance, MINED, refresh=True)
+        assert out.ok, (out.failed, out.skipped)
+        assert "tuned_configs" in _ran(out), (module.__name__, sorted(out.reasons.items()))
+        assert "new code version" in out.reasons["tuned_configs"]
+        out = run_build(build_definitions(), instance, MINED, refresh=True)
+        assert "tuned_configs" not in _ran(out), module.__name__
+
+
+def test_an_extractor_version_change_reruns_pr_gains(
+    use_engine_repos, kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster_project.gains.extract import choose
+
+    instance = _instance(tmp_path)
+    assert run_build(build_definitions(), instance, MINED).ok
+    out = run_build(build_definitions(), instance, MINED, refresh=True)
+    assert "pr_gains" not in _ran(out)
+    monkeypatch.setattr(choose, "EXTRACTOR_VERSION", f"{choose.EXTRACTOR_VERSION}.test")
+    out = run_build(build_definitions(), instance, MINED, refresh=True)
+    assert out.ok, (out.failed, out.skipped)
+    assert "pr_gains" in _ran(out) and "new code version" in out.reasons["pr_gains"]

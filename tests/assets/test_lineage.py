@@ -1,0 +1,89 @@
+"""The lineage declaration (``storage/lineage.py``) against the code, both ways: every
+asset of the definitions is declared and depends on exactly the writers of what it
+declares; a lake handle opened for an asset refuses an undeclared read; and a whole
+build on the fixture repos reads exactly the tables each asset declares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from dagster_project.definitions import build_definitions
+from dagster_project.execution.planner import run_build
+from dagster_project.storage import lineage
+from dagster_project.storage.lake import Lake
+
+
+def _graph():  # noqa: ANN202
+    return build_definitions().resolve_asset_graph()
+
+
+def test_every_asset_is_declared_and_its_deps_come_from_the_declaration() -> None:
+    graph = _graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        if not node.is_materializable:
+            continue
+        name = key.to_user_string()
+        assert name in lineage.ASSETS, f"{name} has no lineage declaration"
+        parents = {k.to_user_string() for k in node.parent_keys}
+        assert parents == set(lineage.upstream(name)), name
+    # One writer per table, and every read table has one (or is a check table).
+    for name in lineage.ASSETS:
+        lineage.upstream(name)
+
+
+def test_the_declared_edges_the_issue_named() -> None:
+    assert {"pr_bodies", "perf_commits", "pr_gains"} <= set(lineage.upstream("kernel_commits"))
+    assert "config_files" in lineage.upstream("tuned_configs")
+
+
+def test_a_lake_opened_for_an_asset_refuses_an_undeclared_read(kh_home: Path) -> None:
+    plain = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
+    plain.execute("CREATE TABLE raw.pr_bodies AS SELECT 1 AS n")
+    plain.execute("CREATE TABLE raw.config_files AS SELECT 1 AS n")
+    lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"), asset="config_entries")
+    assert lake.read_table("raw", "config_files")["n"].to_list() == [1]
+    for read in (
+        lambda: lake.read_table("raw", "pr_bodies"),
+        lambda: lake.read_table_or_none("raw", "pr_bodies"),
+        lambda: lake.query('SELECT * FROM "raw"."pr_bodies" WHERE n = ?', [1]),
+    ):
+        with pytest.raises(lineage.UndeclaredRead, match=r"config_entries reads raw\.pr_bodies"):
+            read()
+    with lake.connect(read_only=True) as con, pytest.raises(lineage.UndeclaredRead):
+        con.execute("SELECT count(*) FROM raw.pr_bodies")
+    # The same handle without an asset (the CLI, tests) reads anything.
+    assert plain.read_table("raw", "pr_bodies").height == 1
+
+
+#: Declared reads that only happen on a path the fixture build does not take.
+CONDITIONAL = {
+    "measured_configs": {"datasets.tuned_configs", "raw.moe_model_shapes"},  # a CUDA GPU
+    "hub_push": {"derived.quality_results"},  # a push configured
+}
+
+
+@pytest.mark.slow
+def test_a_build_reads_exactly_what_each_asset_declares(use_engine_repos, kh_home: Path) -> None:
+    lineage.OBSERVED.clear()
+    defs = build_definitions()
+    outcome = run_build(defs, dg.DagsterInstance.ephemeral(), None)
+    ran = set(outcome.rows)
+    assert {"kernel_commits", "tuned_configs", "pr_gains", "analysis_views"} <= ran, outcome
+    problems = []
+    for name in sorted(ran & set(lineage.ASSETS)):
+        acc = lineage.access(name)
+        seen = {
+            t
+            for t in lineage.OBSERVED.get(name, set())
+            if not any(lineage._matches(w, t) for w in acc.writes)
+        }
+        if seen != set(acc.reads) - CONDITIONAL.get(name, set()):
+            problems.append(
+                f"{name}: read but undeclared {sorted(seen - set(acc.reads))}, "
+                f"declared but unread {sorted(set(acc.reads) - seen)}"
+            )
+    assert not problems, "\n".join(problems)
