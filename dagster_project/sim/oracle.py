@@ -1,0 +1,198 @@
+"""The measurement oracle's answers: real compile, correctness and device time of a rendered
+kernel, looked up by content (issue 36).
+
+A question is (rendered source, shape, dtype, GPU + toolchain); its key is the sha256 of
+those, so a kernel two sessions both wrote is measured once and a source that changed by
+one character is a different question. ``benchmarks/device/sim_oracle.py`` asks the
+questions on the device (nvcc with the prompt's flags, every output and mutated buffer
+against an fp32 / PyTorch reference at the session's own shape and dtype, CUDA-graph
+replay over input sets rotated past L2, repeats with their spread) and ``collect`` writes
+the answers to ``data/measured/<gpu>_answers.csv`` with the toolchain each was measured
+under. Nothing here imports torch or dagster: a GPU-less build reads the answers and
+``measured.py`` replays sessions against them.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+#: Version of the device harness and answer format; an answer measured under another
+#: version is a different answer (it is part of the key).
+ORACLE_VERSION = "1.0.0"
+
+#: The toolchain a GPU's questions are asked under (part of the key): the prompt's compile
+#: flags and the compilers the device image holds. A different toolchain asks anew.
+TOOLCHAIN: dict[str, str] = {
+    "h100": "sm_90a|nvcc -O3 -std=c++17 -arch=sm_90a|nvcc 13|torch 2.11|triton 3.6",
+    "h200": "sm_90a|nvcc -O3 -std=c++17 -arch=sm_90a|nvcc 13|torch 2.11|triton 3.6",
+}
+
+#: Statuses an answer can carry. ``ok`` = compiled, ran and matched the reference at the
+#: session's shape and dtype; every other one is a real failure of that source there.
+ANSWER_STATUSES = (
+    "ok",
+    "wrong_result",
+    "compile_error",
+    "fault",
+    "timeout",
+    "error",
+)
+
+#: Columns of the shipped answers file, in order.
+ANSWER_FIELDS = (
+    "key",
+    "op",
+    "impl",
+    "variant",
+    "dtype",
+    "shape",
+    "params",
+    "status",
+    "max_rel_err",
+    "check",
+    "error",
+    "ms",
+    "spread_pct",
+    "n_timed",
+    "timing",
+    "compile_s",
+    "compile_log",
+    "device",
+    "driver",
+    "nvcc",
+    "torch",
+    "triton",
+    "oracle_version",
+    "measured_at",
+    "uses",
+)
+
+#: Harness failures that say nothing about the kernel (``collect`` drops them: no answer).
+#: Out-of-memory while five checking workers shared the card, a cudaMallocAsync failure
+#: inside a launch wrapper under the same sharing, and a dtype the reference harness lacks.
+HARNESS_FAILURES = ("OutOfMemoryError", "launch returned cudaError 2", "KeyError: 'fp8'")
+
+
+class OracleMiss(KeyError):
+    """A question the shipped answers do not hold: replay must not invent a measurement."""
+
+
+def answer_key(code: str, shape: dict[str, int], dtype: str, gpu: str) -> str:
+    """The content address of a question: sha256 over the exact rendered source, the shape
+    (sorted), the dtype, the GPU, its toolchain and the oracle version."""
+    payload = json.dumps(
+        [code, sorted(shape.items()), dtype, gpu, TOOLCHAIN[gpu], ORACLE_VERSION],
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the device said about one question."""
+
+    key: str
+    op: str
+    impl: str
+    variant: str
+    status: str
+    ms: float | None
+    spread_pct: float | None
+    max_rel_err: float | None
+    error: str
+    stamp: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _float(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
+
+
+def _answer(row: dict[str, str]) -> Answer:
+    stamp = (
+        f"{row['device']}, driver {row['driver']}, {row['nvcc']}, torch {row['torch']}, "
+        f"triton {row['triton']}, oracle {row['oracle_version']}, {row['measured_at']}"
+    )
+    return Answer(
+        key=row["key"],
+        op=row["op"],
+        impl=row["impl"],
+        variant=row["variant"],
+        status=row["status"],
+        ms=_float(row["ms"]),
+        spread_pct=_float(row["spread_pct"]),
+        max_rel_err=_float(row["max_rel_err"]),
+        error=row["error"],
+        stamp=stamp,
+    )
+
+
+def answers_path(gpu: str) -> Path:
+    """Where a GPU's shipped answers live inside the package."""
+    return Path(str(resources.files("dagster_project.sim") / "data" / "measured")) / (
+        f"{gpu}_answers.csv"
+    )
+
+
+def read_answers(path: Path) -> dict[str, Answer]:
+    """Answers of one file by key (an absent file holds none)."""
+    if not path.exists():
+        return {}
+    with path.open(newline="") as fh:
+        return {r["key"]: _answer(r) for r in csv.DictReader(fh)}
+
+
+@lru_cache(maxsize=8)
+def shipped_answers(gpu: str) -> dict[str, Answer]:
+    """The answers shipped for ``gpu`` (empty when none were measured)."""
+    return read_answers(answers_path(gpu))
+
+
+class Oracle:
+    """Looks questions up in the shipped answers; ``strict`` makes a miss an error."""
+
+    def __init__(self, gpu: str, answers: dict[str, Answer] | None = None) -> None:
+        self.gpu = gpu
+        self.answers = shipped_answers(gpu) if answers is None else answers
+
+    def get(self, code: str, shape: dict[str, int], dtype: str) -> Answer | None:
+        return self.answers.get(answer_key(code, shape, dtype, self.gpu))
+
+    def require(self, code: str, shape: dict[str, int], dtype: str, what: str) -> Answer:
+        ans = self.get(code, shape, dtype)
+        if ans is None:
+            raise OracleMiss(
+                f"no measured answer for {what} on {self.gpu} "
+                f"(key {answer_key(code, shape, dtype, self.gpu)[:16]}…): the shipped answers "
+                "do not cover this source; measure it on the device or drop it from the tier"
+            )
+        return ans
+
+
+def question(session: dict[str, Any], step: int, role: str) -> dict[str, Any]:
+    """The device-side description of one step's kernel (what ``prepare`` writes)."""
+    tr = session["trace"][step]
+    code = session["messages"][2 + 2 * step]["content"]
+    return {
+        "key": answer_key(code, session["shape"], session["dtype"], session["gpu"]),
+        "session_id": session["session_id"],
+        "step": step,
+        "role": role,
+        "op": session["op"],
+        "impl": session["impl"],
+        "variant": tr["tag"],
+        "params": tr["params"],
+        "dtype": session["dtype"],
+        "shape": session["shape"],
+        "code": code,
+    }
