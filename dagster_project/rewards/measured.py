@@ -619,11 +619,14 @@ def ingest_results(lake: Lake, paths: Sequence[Path]) -> IngestReport:
 def measured_on(device: str | None) -> str | None:
     """The normalised GPU (``"NVIDIA H100"``) of a result's device name
     (``"NVIDIA H100 80GB HBM3"``): the name ``tuned_configs.gpu`` uses, so a result
-    compares with the row's own GPU. ``None`` for the CPU interpreter or no device."""
+    compares with the row's own GPU. ``"cpu"`` for the CPU interpreter (its times mean
+    nothing), ``None`` when no device is named."""
     from dagster_project.mining.configs.names import normalise_gpu
 
-    if not device or device.startswith("cpu"):
+    if not device:
         return None
+    if device.startswith("cpu"):
+        return "cpu"
     g = normalise_gpu(device)
     return f"{g.vendor} {g.model}" if g.vendor and g.model else device
 
@@ -685,12 +688,15 @@ def mark_superseded(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def with_measured_on(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with ``measured_on`` filled from ``device`` where it is null."""
+    """``df`` with ``measured_on`` filled where it is null: from ``device``, else (a
+    result that names no device) the GPU its row was planned for, since a batch is
+    planned for one GPU's rows (``plan_batch``)."""
     devices = {d: measured_on(d) for d in df["device"].unique().to_list()}
     return df.with_columns(
         pl.coalesce(
             pl.col("measured_on"),
             pl.col("device").replace_strict(devices, default=None, return_dtype=pl.String()),
+            pl.col("gpu"),
         ).alias("measured_on")
     )
 
