@@ -98,6 +98,8 @@ class NumpyBackend:
     def modes(self) -> dict[str, Any]:
         return {}
 
+    l2_base: int | None = None
+
     def persisting_l2(self) -> int | None:
         return None
 
@@ -123,7 +125,9 @@ class TorchBackend:
 
         self.torch = torch
         self.cuda = torch.cuda.is_available()
-        self.device = torch.device("cuda" if self.cuda else "cpu")
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+        )
         self.uses_events = self.cuda
         self.clock: Callable[[], float] = time.perf_counter
         self.array_type = torch.Tensor
@@ -144,6 +148,7 @@ class TorchBackend:
             self._flush = torch.empty(2 * l2 // 4, dtype=torch.float32, device=self.device)
             self.set_persisting_l2_zero()
             self._sync()
+        self.l2_base = self.persisting_l2()
 
     def inputs(self, shape: tuple[int, int, int], seed: int) -> dict[str, Any]:
         torch = self.torch
@@ -178,7 +183,7 @@ class TorchBackend:
             device=str(out.device),
             aliases_input=any(self.same_memory(out, v) for v in inputs.values()),
         )
-        if out.device != self.device:
+        if (out.device.type, out.device.index or 0) != (self.device.type, self.device.index or 0):
             meta["exact_type"] = False
             meta["type"] += f" on {out.device}"
         return meta
@@ -234,7 +239,8 @@ class TorchBackend:
                 self._cudart.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))
 
     def persisting_l2(self) -> int | None:
-        """The device's persisting-L2 limit in bytes (``None``: cannot be read here)."""
+        """The device's persisting-L2 limit in bytes (``None``: cannot be read here); the
+        judge compares it with ``l2_base``, read right after setting it to 0."""
         import ctypes
 
         if self._cudart is None:

@@ -104,7 +104,7 @@ class Judge:
             raise Violation("threads", f"new threads or processes during {phase}")
         if dict(os.environ) != self.env:
             raise Violation("environment", f"environment changed during {phase}")
-        if self.be.persisting_l2() not in (None, 0):
+        if self.be.persisting_l2() not in (None, 0, self.be.l2_base):
             raise Violation("persisting_l2", f"persisting-L2 limit set during {phase}")
         for obj, snap, tag in self.held:
             if not _equal(self.be.host(obj), snap):
@@ -171,7 +171,7 @@ class Judge:
         self.send(event="phase_end", phase=name, total_s=total, calls=records)
 
     def run(self) -> None:
-        self.send(event="ready", threads=self.threads, modes=self.modes)
+        self.send(event="ready", threads=self.threads, modes=self.modes, l2=self.be.l2_base)
         fn = self.load()
         self.verify("import")
         for name in ("warmup", "check", "timed", "reval"):

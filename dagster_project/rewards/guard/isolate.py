@@ -230,7 +230,10 @@ def judge(task: Task, chan: _Channel, *, finished: bool, leftover: bool) -> RunR
         verdict = _check_phase(task, name, phases.get(name))
         if verdict is not None:
             return verdict
-    return _timing(chan, phases)
+    result = _timing(chan, phases)
+    result.details["persisting_l2"] = events["done"].get("persisting_l2")
+    result.details["threads"] = events.get("ready", {}).get("threads")
+    return result
 
 
 def _check_phase(task: Task, name: str, phase: dict[str, Any] | None) -> RunResult | None:
