@@ -9,7 +9,9 @@
 -- (measured_on <> gpu) is a cross-GPU transfer table of its own.
 -- Ties are ties (issue 38): every ok candidate within noise of the fastest (its time
 -- <= the fastest's x (1 + the larger of the two spreads)) is in measured_best_configs;
--- measured_best_config and best_label name a winner only when it is alone there.
+-- measured_best_config and best_label name a winner only when it is alone there
+-- (a config timed under two labels, e.g. a tuned config equal to the default, is one
+-- entry: best_labels then reads 'tuned=default').
 -- A superseded table (superseded_reason: launched on a grid the engine would not use)
 -- keeps its latency_table and times but gives no labels (they are NULL).
 WITH m AS (
@@ -25,19 +27,33 @@ fastest AS (
     WHERE status = 'ok'
     GROUP BY row_id, measured_on
 ),
+-- one entry per distinct config (the tuned and the default config can be the same
+-- config, timed twice): its fastest time and the labels it was timed under
+by_config AS (
+    SELECT
+        row_id,
+        measured_on,
+        config,
+        min(t_us) AS t_us,
+        arg_min(spread, t_us) AS spread,
+        string_agg(label, '=' ORDER BY cand_index) AS label,
+        min(cand_index) AS cand_index
+    FROM m
+    WHERE status = 'ok'
+    GROUP BY row_id, measured_on, config
+),
 ties AS (
     SELECT
-        m.row_id,
-        m.measured_on,
-        list(m.config ORDER BY m.t_us, m.cand_index) AS best_configs,
-        list(m.label ORDER BY m.t_us, m.cand_index) AS best_labels,
+        c.row_id,
+        c.measured_on,
+        list(c.config ORDER BY c.t_us, c.cand_index) AS best_configs,
+        list(c.label ORDER BY c.t_us, c.cand_index) AS best_labels,
         count(*) AS n_tied
-    FROM m
-    JOIN fastest f ON f.row_id = m.row_id AND f.measured_on IS NOT DISTINCT FROM m.measured_on
-    WHERE m.status = 'ok'
-      AND m.t_us <= f.t_best_us
-          * (1 + greatest(coalesce(m.spread, 0), coalesce(f.spread_best, 0)))
-    GROUP BY m.row_id, m.measured_on
+    FROM by_config c
+    JOIN fastest f ON f.row_id = c.row_id AND f.measured_on IS NOT DISTINCT FROM c.measured_on
+    WHERE c.t_us <= f.t_best_us
+          * (1 + greatest(coalesce(c.spread, 0), coalesce(f.spread_best, 0)))
+    GROUP BY c.row_id, c.measured_on
 ),
 agg AS (
     SELECT
@@ -53,6 +69,7 @@ agg AS (
         min(t_us) FILTER (WHERE status = 'ok') AS t_best_us,
         arg_min(label, t_us) FILTER (WHERE status = 'ok') AS fastest_label,
         arg_min(config, t_us) FILTER (WHERE status = 'ok') AS fastest_config,
+        max(config) FILTER (WHERE label = 'tuned') AS tuned_config,
         any_value(superseded_reason) AS superseded_reason,
         arg_min(spread, t_us) FILTER (WHERE status = 'ok') AS spread_best,
         max(status) FILTER (WHERE label = 'tuned') AS tuned_status,
@@ -108,7 +125,7 @@ labelled AS (
         CASE WHEN superseded_reason IS NULL THEN ties.best_labels END AS best_labels,
         CASE WHEN superseded_reason IS NULL THEN ties.n_tied END AS n_best_tied,
         CASE WHEN superseded_reason IS NULL THEN ties.n_tied > 1 END AS best_is_tie,
-        CASE WHEN superseded_reason IS NULL AND ties.n_tied = 1 THEN fastest_label END
+        CASE WHEN superseded_reason IS NULL AND ties.n_tied = 1 THEN ties.best_labels[1] END
             AS best_label,
         CASE WHEN superseded_reason IS NULL AND ties.n_tied = 1 THEN fastest_config END
             AS measured_best_config,
@@ -153,8 +170,8 @@ SELECT
     n_best_tied,
     best_is_tie,
     -- the tuned config alone fastest beyond noise (NULL when superseded)
-    CASE WHEN superseded_reason IS NULL THEN coalesce(best_label = 'tuned', false) END
-        AS tuned_is_best,
+    CASE WHEN superseded_reason IS NULL
+        THEN coalesce(measured_best_config = tuned_config, false) END AS tuned_is_best,
     CASE WHEN superseded_reason IS NULL THEN t_tuned_us / t_best_us END AS tuned_gap,
     spread_tuned,
     spread_default,

@@ -87,6 +87,8 @@ def test_every_shipped_batch_is_in_a_fresh_build(
     tie = live["best_is_tie"]
     assert (live["measured_best_config"].is_null() == tie).all()
     assert (live["measured_best_configs"].list.len() == live["n_best_tied"]).all()
+    # a config timed twice (a tuned config equal to the default) is one member, not a tie
+    assert (live["measured_best_configs"].list.n_unique() == live["n_best_tied"]).all()
     assert ((live["n_best_tied"] > 1) == tie).all() and tie.any() and (~tie).any()
 
 
