@@ -652,7 +652,7 @@ def _row(
     stamps: dict[str, str],
     gpu: str,
 ) -> dict[str, Any]:
-    from dagster_project.sim.oracle import ORACLE_VERSION, answer_key
+    from dagster_project.sim.oracle import ORACLE_VERSION, answer_key, code_sha
 
     code = (SRC_DIR / c["file"]).read_text()
     r = r or {}
@@ -678,6 +678,7 @@ def _row(
         "oracle_version": ORACLE_VERSION,
         "measured_at": stamps.get("measured_at", ""),
         "uses": " ".join(f"{sid}@{step}:{role}" for sid, step, role in c["uses"]),
+        "code_sha": code_sha(code),
     }
 
 

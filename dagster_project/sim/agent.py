@@ -54,7 +54,6 @@ from .variants import (
     tempting_wrong_hw,
     valid,
 )
-from .verification import sound_baseline
 
 #: Parameters that grow shared memory when increased (first ones are cut first on overflow).
 _SMEM_DIMS = (
@@ -150,7 +149,7 @@ class Engineer:
         self.task = env.task
         self.gpu = env.gpu
         rungs = ladder(self.op.family, self.task.impl)
-        self.base_rung = sound_baseline(rungs, self.op.name, self.task.impl, self.gpu.arch)
+        self.base_rung = self.env.sound_baseline(rungs)
         self.mid_rungs = [v for v in rungs if 1 <= v.level <= 3]
         self.hw_rung = hw_choice(self.op.family, self.task.impl, self.gpu)
         self.wrong_hw = tempting_wrong_hw(self.op.family, self.task.impl, self.gpu)
@@ -370,7 +369,7 @@ class Engineer:
             if target in self.explore:
                 self.explore.remove(target)
             return
-        if sub.error_kind == "rung":
+        if sub.error_kind in ("rung", "oom"):
             # the rung itself computes the wrong answer (measured on a real GPU): no config
             # fixes it, so the engineer drops it and goes on from the best kernel so far
             self.bad_rungs.add(v.tag)
@@ -874,7 +873,7 @@ class Policy:
         if o.error == "feature":
             self._after_missing_feature(o, p, v)
             return
-        if o.error == "rung":
+        if o.error in ("rung", "oom"):
             self.bad.add(o.tag)
             self.explore = [x for x in self.explore if x.tag != o.tag]
             return

@@ -31,11 +31,13 @@ from .codegen import FAMILY_BUGS, BugProbe, Slip, inject_slip, render_candidate,
 from .feedback import cluster_error, feature_error, smem_error, wrong_result
 from .hardware import GPU, get_gpu, nvcc_arch_flag
 from .kernels import KernelPlan, plan
+from .memory import fits_memory, footprint_bytes, oom_report
 from .ops import OpSpec, get_op
+from .oracle import Answer, measured_verdict
 from .tasks import TaskSpec
 from .timing import Prediction, benchmark, predict
 from .variants import Params, Variant, features_used, get_variant, knob
-from .verification import mismatch_report, rung_status
+from .verification import mismatch_report, step_status
 
 OK = "ok"
 COMPILE_ERROR = "compile_error"
@@ -305,6 +307,39 @@ class KernelEnv:
             return s["V"] % knob(p, "BLOCK", "threads", default=256) != 0
         return s["Din"] % knob(p, "BLOCK_D", "threads", default=64) != 0
 
+    def sound_baseline(self, rungs: list[Variant]) -> Variant:
+        """The first rung of a ladder that is not measured wrong on this family and whose
+        default configuration fits the card's memory at this shape (a naive rung that
+        materialises a ``B·L·Din·N`` state cannot even allocate on an 80 GB card); the
+        verification module's choice when none fits."""
+        from .variants import default_params
+        from .verification import sound_baseline
+
+        fallback = sound_baseline(rungs, self.op.name, self.task.impl, self.gpu.arch)
+        for v in rungs:
+            if step_status(self.op.name, self.task.impl, v.tag, self.gpu.arch, {}, {}).wrong:
+                continue
+            params = default_params(v, self.op, self.task.dtype, self.shape, self.gpu)
+            if self.missing(v, params) or not self.fits(v, params):
+                continue
+            if fits_memory(self._footprint(self.code(v, params)), self.gpu.mem_gb):
+                return v
+        return fallback
+
+    def _footprint(self, code: str) -> float:
+        """Device bytes the candidate needs: the op's tensors plus its own allocations."""
+        return footprint_bytes(
+            self.op.bytes(self.shape, self.task.dtype), code, self.task.impl, self.shape
+        )
+
+    def _measured(self, code: str) -> Answer | None:
+        """The oracle's failure verdict on this exact source at this shape, if it ran one.
+        Correctness carries between Hopper cards (same sm_90a code, same nvcc); a timeout
+        does not (it may be a slow kernel, not a hung one) and neither does time."""
+        if self.gpu.arch != "sm_90a":
+            return None
+        return measured_verdict(code, self.shape, self.task.dtype)
+
     # -- the harness --------------------------------------------------------------------
     def place_bug(
         self, variant: Variant, params: Params, want: str | None, touched: set[int] | None
@@ -431,16 +466,28 @@ class KernelEnv:
             return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
         pred = self.predicted(v, params)
         assert pred is not None
+        footprint = self._footprint(code)
+        if not fits_memory(footprint, self.gpu.mem_gb):
+            # the harness cannot even allocate it: a runtime error, never ok (issue 36)
+            detail = oom_report(footprint, self.gpu.mem_gb)
+            return Submission(WRONG_RESULT, code, detail, "oom", prediction=pred)
         if cand.bug and cand.bug in self.bugs_for(v, params):
             name, dims = self.op.out(self.shape)
             tail = tuple(d - 1 for d in dims)
             detail = wrong_result(cand.bug, name, dims, rng, tail)
             return Submission(WRONG_RESULT, code, detail, "bug", prediction=pred)
-        rung = rung_status(self.op.name, self.task.impl, v.tag, self.gpu.arch)
+        rung = step_status(self.op.name, self.task.impl, v.tag, self.gpu.arch, params, self.shape)
         if rung.wrong:
-            # measured wrong on the H200: the harness reports the real mismatch, never ok
+            # measured wrong on a Hopper GPU (the rung, or the rung in this parameter
+            # region): the harness reports the real mismatch, never ok
             name, dims = self.op.out(self.shape)
             detail = mismatch_report(rung, name, dims)
+            return Submission(WRONG_RESULT, code, detail, "rung", prediction=pred)
+        measured = self._measured(code)
+        if measured is not None:
+            # this very source was run at this shape and failed: the measured failure
+            name, dims = self.op.out(self.shape)
+            detail = measured_failure_report(measured, name, dims)
             return Submission(WRONG_RESULT, code, detail, "rung", prediction=pred)
         t, spread = benchmark(pred.time_ms, rng, pred.floor_ms)
         return Submission(
@@ -454,6 +501,22 @@ class KernelEnv:
             verified=rung.verified,
             extra={"bug": cand.bug} if cand.bug else {},
         )
+
+
+def measured_failure_report(ans: Answer, out_name: str, dims: tuple[int, ...]) -> str:
+    """The wrong-result text of a source the oracle ran and saw fail (its own words)."""
+    total = 1
+    for d in dims:
+        total *= d
+    what = (
+        f"max_rel_err {ans.max_rel_err:.3g} (rel L2 vs fp32 reference)"
+        if ans.status == "wrong_result" and ans.max_rel_err
+        else (ans.error or ans.status)
+    )
+    return (
+        f"{out_name} [{total} values] does not match the fp32 reference: {what}\n"
+        f"measured: {ans.status} of this source at this shape on {ans.stamp} (sim_oracle)"
+    )
 
 
 def _pick(n: int, tag: str, params: Params) -> int:

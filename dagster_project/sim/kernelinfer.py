@@ -45,7 +45,7 @@ from .rng import stream
 from .tasks import OBJECTIVE, TaskSpec, build_pool, split_holdout
 from .timing import physical_floor_ms
 from .variants import features_used, get_variant
-from .verification import rung_status
+from .verification import step_status
 
 DEFAULT_SEED = KERNELINFER_DEFAULT_SEED
 DEFAULT_SESSIONS = 1899
@@ -642,7 +642,7 @@ def _step_violations(
         return [f"{sid}: step {i} unknown variant {t['tag']}"]
     params = t["params"] if t["kind"] != "baseline" else _baseline_params(session, variant)
     v = _feature_violations(session, op, gpu, t, variant, params)
-    rung = rung_status(op.name, impl, t["tag"], gpu.arch)
+    rung = step_status(op.name, impl, t["tag"], gpu.arch, params, session["shape"])
     if t["status"] in (OK, UNVERIFIED):
         v.extend(_ran_step_violations(session, op, gpu, t, variant, params))
         v.extend(_rung_violations(sid, t, rung, fb))
@@ -817,7 +817,9 @@ def _timestamp_violations(session: dict[str, Any]) -> list[str]:
 
 _RAN = (OK, UNVERIFIED)
 _OVERFLOW = re.compile(r"\((\d+) B\) exceeds the opt-in|Required: (\d+), Hardware limit")
-_MEASURED_WRONG = "(sim_verify_rungs)"
+#: Feedback marks of an error the configuration causes without a textual mistake: a rung
+#: (or parameter region, or this very source) measured wrong, an allocation over the card.
+_MEASURED_WRONG = ("(sim_verify_rungs)", "(sim_oracle)", "CUDA error: out of memory")
 
 
 def step_parent(trace: list[dict[str, Any]], i: int) -> int | None:
@@ -883,7 +885,7 @@ def error_causes(
         p = step_parent(trace, i)
         twin = clean.get(keys[i])
         if twin is None:
-            if m or _MEASURED_WRONG in fb or "ptxas" in fb:
+            if m or any(k in fb for k in _MEASURED_WRONG) or "ptxas" in fb:
                 twin = i  # it cannot run as written: the configuration is the cause
             else:
                 out.append(rec)

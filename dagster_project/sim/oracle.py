@@ -72,6 +72,7 @@ ANSWER_FIELDS = (
     "oracle_version",
     "measured_at",
     "uses",
+    "code_sha",
 )
 
 #: Harness failures that say nothing about the kernel (``collect`` drops them: no answer).
@@ -177,6 +178,38 @@ class Oracle:
                 "do not cover this source; measure it on the device or drop it from the tier"
             )
         return ans
+
+
+#: Answer statuses that say the source itself fails at its shape on any Hopper card.
+_FAILED = ("wrong_result", "fault", "error", "compile_error")
+
+
+@lru_cache(maxsize=1)
+def _hopper_failures() -> dict[tuple[str, str, str], Answer]:
+    """(sha256 of source, shape, dtype) -> a failing answer measured on a Hopper card."""
+    out: dict[tuple[str, str, str], Answer] = {}
+    for gpu in ("h100", "h200"):
+        path = answers_path(gpu)
+        if not path.exists():
+            continue
+        with path.open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r["status"] in _FAILED and r.get("code_sha"):
+                    out[(r["code_sha"], r["shape"], r["dtype"])] = _answer(r)
+    return out
+
+
+def code_sha(code: str) -> str:
+    """sha256 of a rendered source alone (the part of a question every GPU shares)."""
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def measured_verdict(code: str, shape: dict[str, int], dtype: str) -> Answer | None:
+    """A Hopper answer that this exact source failed at this shape and dtype, else None."""
+    fails = _hopper_failures()
+    if not fails:
+        return None
+    return fails.get((code_sha(code), json.dumps(shape, separators=(",", ":")), dtype))
 
 
 def question(session: dict[str, Any], step: int, role: str) -> dict[str, Any]:

@@ -411,6 +411,121 @@ def rung_status(op: str, impl: str, variant: str, family: str) -> RungStatus:
     return st if st is not None else RungStatus(op, impl, variant, family)
 
 
+# --------------------------------------------------------------------------------------
+# parameter regions (issue 36): a rung verified on three random points does not cover
+# the parameter values sessions pick. The measurement oracle ran the sessions' own
+# kernels at their own shapes (``data/measured/<gpu>_answers.csv``); where it found a
+# rung failing inside a named region, that region is not the rung's verified one.
+# --------------------------------------------------------------------------------------
+
+#: Bump with the region rules (it is part of ``VERIFICATION_VERSION``'s meaning).
+REGION_RULES_VERSION = "1.0.0"
+#: Answer statuses that mean the kernel failed at its own shape and parameters.
+_REGION_BAD = ("wrong_result", "fault", "timeout")
+
+
+def region_of(params: dict[str, Any], shape: dict[str, int]) -> str | None:
+    """The named region a kernel's launch parameters fall in: a thread-block cluster of
+    more than one CTA (``cluster_m>1``), or split-K (``split_k>1``); None for neither."""
+    del shape  # the regions are parameter regions; the shape only shows in the evidence
+    if (params.get("cluster_m") or 1) > 1:
+        return "cluster_m>1"
+    if (params.get("split_k") or params.get("SPLIT_K") or 1) > 1:
+        return "split_k>1"
+    return None
+
+
+@dataclass(frozen=True)
+class RegionEvidence:
+    """The oracle's verdicts in one (op, impl, rung, region): counts and the first failure."""
+
+    ok: int
+    bad: int
+    first_bad: str
+
+
+@lru_cache(maxsize=1)
+def region_evidence() -> dict[tuple[str, str, str, str], RegionEvidence]:
+    """(op, impl, rung, region) -> what the shipped answers measured there."""
+    from .oracle import answers_path
+
+    acc: dict[tuple[str, str, str, str], list[Any]] = {}
+    for gpu in ("h100", "h200"):
+        path = answers_path(gpu)
+        if not path.exists():
+            continue
+        with path.open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                reg = region_of(json.loads(r["params"]), json.loads(r["shape"]))
+                if reg is None:
+                    continue
+                a = acc.setdefault((r["op"], r["impl"], r["variant"], reg), [0, 0, ""])
+                if r["status"] == "ok":
+                    a[0] += 1
+                elif r["status"] in _REGION_BAD:
+                    a[1] += 1
+                    if not a[2]:
+                        err = r["max_rel_err"] or r["error"] or "no output"
+                        a[2] = (
+                            f"{r['status']} ({err}) at {r['shape']} with {r['params']} "
+                            f"on {r['device']} (sim_oracle)"
+                        )
+    return {k: RegionEvidence(a[0], a[1], a[2]) for k, a in acc.items()}
+
+
+def _template_fails(impl: str, variant: str, region: str) -> str:
+    """The first failure measured in this region by any op sharing the rung's template."""
+    for (_op, i, v, reg), ev in sorted(region_evidence().items()):
+        if (i, v, reg) == (impl, variant, region) and ev.bad:
+            return ev.first_bad
+    return ""
+
+
+@lru_cache(maxsize=65536)
+def _region_status(op: str, impl: str, variant: str, family: str, region: str) -> RungStatus:
+    base = rung_status(op, impl, variant, family)
+    if base.wrong:
+        return base
+    ev = region_evidence().get((op, impl, variant, region))
+    if ev is not None and ev.bad:
+        # measured failing at the sessions' own parameters: wrong on sm_90a where it ran;
+        # on other families the same code is at best unverified in this region
+        status = WRONG if family == "sm_90a" else UNVERIFIED
+        return RungStatus(
+            op,
+            impl,
+            variant,
+            family,
+            status=status,
+            exec_wrong=ev.bad,
+            mismatch=f"{region}: {ev.first_bad}",
+            evidence=[*base.evidence, f"region {region}: {ev.ok} ok, {ev.bad} failed"],
+        )
+    if base.verified and (ev is None or not ev.ok) and _template_fails(impl, variant, region):
+        # another op's kernels from the same template fail in this region and nothing
+        # measured this op there: the rung's verification does not reach it
+        return RungStatus(
+            op,
+            impl,
+            variant,
+            family,
+            status=UNVERIFIED,
+            evidence=[*base.evidence, f"region {region}: unmeasured, template fails there"],
+        )
+    return base
+
+
+def step_status(
+    op: str, impl: str, variant: str, family: str, params: dict[str, Any], shape: dict[str, int]
+) -> RungStatus:
+    """The status of a rung at a step's own parameters: ``rung_status``, narrowed by the
+    parameter-region evidence of the measurement oracle (``region_of``)."""
+    region = region_of(params, shape)
+    if region is None:
+        return rung_status(op, impl, variant, family)
+    return _region_status(op, impl, variant, family, region)
+
+
 def sound_baseline(rungs: list[Any], op: str, impl: str, family: str) -> Any:
     """The first rung of a ladder not measured wrong on ``family``: the naive reference an
     engineer starts from must at least be right (the CUDA top-k sort baseline faults on the
@@ -487,8 +602,11 @@ __all__ = [
     "RungStatus",
     "best_kernel_violations",
     "mismatch_report",
+    "region_evidence",
+    "region_of",
     "rung_status",
     "sound_baseline",
+    "step_status",
     "structure_allowed",
     "structure_rows",
     "summary",

@@ -20,7 +20,7 @@ from ..kernels import plan
 from ..ops import get_op
 from ..timing import physical_floor_ms
 from ..variants import features_used, get_variant
-from ..verification import rung_status
+from ..verification import rung_status, step_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID
 from .reward_rule import (
     RAN,
@@ -545,7 +545,7 @@ def _gating(
             return [f"{m['time_ms']} ms is under its physical floor {floor:.4g} ms"]
         # "ok" only for a rung executed correct on this family; a rung measured wrong
         # never runs clean
-        rung = rung_status(op.name, impl, variant.tag, gpu.arch)
+        rung = step_status(op.name, impl, variant.tag, gpu.arch, launch, shape)
         if rung.wrong:
             return [f"{variant.tag} is measured wrong on {gpu.arch} but is {st}"]
         if (st == OK) != rung.verified:

@@ -1,0 +1,194 @@
+"""What the measurement oracle's answers say about the simulator (issue 36).
+
+Each shipped answer (``oracle``) is a kernel a simulated session wrote, compiled with the
+prompt's flags and run at the session's own shape and dtype on a real GPU. Here they are
+set beside the model: ``model_points`` predicts each timed kernel on the measuring GPU
+(same op, shape, dtype, rung and launch parameters: the prediction the kernel would get
+had its session been on that GPU) and ``speedup_pairs`` compares, per session whose
+baseline and best kernels were both timed, the measured speedup with the modelled one.
+No answer was used to fit the model, so every figure here is out of sample.
+
+``region_failures`` groups the correctness verdicts by the parameter regions the issue
+names (2-CTA clusters; split-K with a tile taller than the problem) for the labels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .hardware import get_gpu
+from .ops import get_op
+from .oracle import Answer, answers_path, read_answers
+from .timing import InfeasibleConfig, predict
+from .variants import default_params, get_variant
+from .verification import region_of
+
+#: The session id's GPU field: ``<impl>_<op>-<gpu>-<shape>-<dtype>-s<seed>``.
+_SID_GPU = 1
+
+
+@dataclass(frozen=True)
+class Point:
+    """One timed kernel: measured and modelled device time on the measuring GPU."""
+
+    key: str
+    op: str
+    impl: str
+    variant: str
+    uses: tuple[tuple[str, int, str], ...]
+    measured_ms: float
+    modelled_ms: float
+
+    @property
+    def log_err(self) -> float:
+        """log(modelled / measured): > 0 the model is slow, < 0 it is fast."""
+        return math.log(self.modelled_ms / self.measured_ms)
+
+
+def _uses(text: str) -> tuple[tuple[str, int, str], ...]:
+    out = []
+    for u in text.split():
+        sid, _, rest = u.rpartition("@")
+        step, _, role = rest.partition(":")
+        out.append((sid, int(step), role))
+    return tuple(out)
+
+
+def _params(row: dict[str, str], render_gpu: str) -> dict[str, Any]:
+    """The launch parameters the kernel was rendered with: the step's own, or for a
+    baseline (whose trace stores none) the rung's defaults for its session's GPU."""
+    params: dict[str, Any] = json.loads(row["params"])
+    if params:
+        return params
+    op = get_op(row["op"])
+    v = get_variant(op.family, row["impl"], row["variant"])
+    return dict(default_params(v, op, row["dtype"], json.loads(row["shape"]), get_gpu(render_gpu)))
+
+
+def load_rows(gpu: str) -> list[dict[str, str]]:
+    """The shipped answers of ``gpu`` as CSV rows (with the question's metadata)."""
+    import csv
+
+    path = answers_path(gpu)
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def model_points(rows: Iterable[dict[str, str]], gpu: str) -> list[Point]:
+    """Every correct, timed answer beside the model's device time on ``gpu``."""
+    card = get_gpu(gpu)
+    out = []
+    for r in rows:
+        if r["status"] != "ok" or not r["ms"]:
+            continue
+        uses = _uses(r["uses"])
+        render_gpu = uses[0][0].split("-")[_SID_GPU] if uses else gpu
+        op = get_op(r["op"])
+        v = get_variant(op.family, r["impl"], r["variant"])
+        try:
+            pred = predict(op, json.loads(r["shape"]), r["dtype"], card, v, _params(r, render_gpu))
+        except InfeasibleConfig:
+            continue
+        out.append(
+            Point(r["key"], r["op"], r["impl"], r["variant"], uses, float(r["ms"]), pred.device_ms)
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A session whose baseline and best kernels were both timed."""
+
+    session_id: str
+    op: str
+    impl: str
+    measured: float
+    modelled: float
+
+    @property
+    def ratio(self) -> float:
+        """modelled speedup / measured speedup."""
+        return self.modelled / self.measured
+
+
+def speedup_pairs(points: Iterable[Point]) -> list[Pair]:
+    """Measured vs modelled speedup (baseline time / best time) per session."""
+    by: dict[str, dict[str, Point]] = defaultdict(dict)
+    for p in points:
+        for sid, _step, role in p.uses:
+            if role in ("baseline", "best"):
+                by[sid][role] = p
+    out = []
+    for sid, roles in sorted(by.items()):
+        if len(roles) == 2:
+            b, best = roles["baseline"], roles["best"]
+            out.append(
+                Pair(
+                    sid,
+                    b.op,
+                    b.impl,
+                    b.measured_ms / best.measured_ms,
+                    b.modelled_ms / best.modelled_ms,
+                )
+            )
+    return out
+
+
+def error_summary(points: list[Point]) -> dict[str, Any]:
+    """Median |log err|, share within 1.5x and 2x, overall and per op."""
+
+    def figs(ps: list[Point]) -> dict[str, float]:
+        errs = [abs(p.log_err) for p in ps]
+        return {
+            "n": len(ps),
+            "median_abs_log_err": round(statistics.median(errs), 3) if errs else math.nan,
+            "within_1_5x": round(sum(e <= math.log(1.5) for e in errs) / len(errs), 3)
+            if errs
+            else math.nan,
+            "within_2x": round(sum(e <= math.log(2) for e in errs) / len(errs), 3)
+            if errs
+            else math.nan,
+        }
+
+    per: dict[str, list[Point]] = defaultdict(list)
+    for p in points:
+        per[p.op].append(p)
+    return {"all": figs(points), "per_op": {op: figs(ps) for op, ps in sorted(per.items())}}
+
+
+def pair_summary(pairs: list[Pair]) -> dict[str, Any]:
+    """Share of sessions whose modelled speedup is within 2x of the measured one."""
+    if not pairs:
+        return {"n": 0}
+    within = [abs(math.log(p.ratio)) <= math.log(2) for p in pairs]
+    return {
+        "n": len(pairs),
+        "ops": len({p.op for p in pairs}),
+        "within_2x": round(sum(within) / len(pairs), 3),
+        "understated": sum(p.ratio < 0.5 for p in pairs),
+        "overstated": sum(p.ratio > 2 for p in pairs),
+        "median_ratio": round(statistics.median(p.ratio for p in pairs), 3),
+    }
+
+
+def region_failures(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str, str, str], Any]:
+    """(op, impl, rung, region) -> status counts of the answers in that region."""
+    out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in rows:
+        reg = region_of(json.loads(r["params"]), json.loads(r["shape"]))
+        if reg is not None:
+            out[(r["op"], r["impl"], r["variant"], reg)][r["status"]] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
+def answers(gpu: str) -> dict[str, Answer]:
+    """The shipped answers by key (re-exported for callers of this module)."""
+    return read_answers(answers_path(gpu))
