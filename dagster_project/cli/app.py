@@ -227,9 +227,31 @@ def build(
             _fail(str(exc))
     _print_notes(outcome.notes)
     _print_build_summary(outcome, instance)
+    _print_skipped(outcome, offline, settings)
     console.print(f"home: {escape(str(settings.home))}  ({time.monotonic() - started:.1f}s)")
-    if not outcome.ok:
+    # Offline, a build that built everything the reachable sources allow has done its job:
+    # exit 0 with the skipped assets and the command that completes them said above.
+    if not (outcome.ok or (offline and outcome.only_offline_skips)):
         raise typer.Exit(1)
+
+
+def _print_skipped(outcome: BuildOutcome, offline: dict[str, str], settings) -> None:  # noqa: ANN001
+    """Every skipped asset with its reason, and, when only unreachable sources held the
+    build back, the one command that completes the lake."""
+    if not outcome.skipped:
+        return
+    console.print(f"[yellow]skipped[/] ({len(outcome.skipped)}):")
+    for name, why in sorted(outcome.skipped.items()):
+        if why.startswith("source offline:"):
+            repo = name.partition("[")[2].rstrip("]")
+            why = f"source offline ({settings.env_name(repo)} cannot be reached)"
+        console.print(f"  {escape(name)}: {escape(why)}")
+    if offline and outcome.only_offline_skips:
+        sources = " ".join(f"{settings.env_name(r)}=<local clone or URL>" for r in sorted(offline))
+        console.print(
+            "[bold]to complete the lake[/] (runs only what is missing or stale): "
+            f"{escape(sources)} kernelhouse refresh"
+        )
 
 
 def _resolve_workers(workers: int | None) -> int:
@@ -566,7 +588,13 @@ def _read_only_query(lake, text: str) -> pl.DataFrame:  # noqa: ANN001
     except LakeError as exc:
         _fail(str(exc).splitlines()[0])
     except Exception as exc:  # DuckDB's own error for a bad query (binder, catalog, ...)
-        _fail(f"query failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        from dagster_project.report.analysis import explain_missing
+
+        # A missing table says which build step creates it, not DuckDB's "Catalog Error".
+        hint = explain_missing(lake, text) if "Catalog Error" in str(exc) else None
+        _fail(
+            hint or f"query failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        )
     assert isinstance(df, pl.DataFrame)
     return df
 
@@ -771,7 +799,7 @@ def stats(
     dataset: Annotated[str, typer.Argument(help="kernel-opt-rl | kernelinfer | kernelswarm")],
 ) -> None:
     """Our figures beside the dataset card's (SQL in sql/analysis/card_*.sql)."""
-    from dagster_project.report.analysis import card_comparison, create_views
+    from dagster_project.report.analysis import card_comparison, create_views, explain_missing
     from dagster_project.storage.lake import Lake, LakeError
 
     if dataset not in ("kernel-opt-rl", "kernelinfer", "kernelswarm"):
@@ -784,7 +812,9 @@ def stats(
     try:
         df = card_comparison(lake, dataset)
     except (LakeError, Exception) as exc:  # the view is missing until its tables exist
-        _fail(f"{dataset} is not built yet ({str(exc).splitlines()[0][:160]})")
+        view = "analysis.card_" + dataset.replace("-", "_")
+        hint = explain_missing(lake, f"SELECT * FROM {view}")
+        _fail(f"{dataset} is not built yet: {hint or str(exc).splitlines()[0][:160]}")
         return
     table = Table(title=f"{dataset}: ours vs the card")
     for c in ("metric", "card", "ours", "ours / card", "note"):

@@ -61,6 +61,12 @@ class BuildOutcome:
     def ok(self) -> bool:
         return not self.failed and not self.skipped
 
+    @property
+    def only_offline_skips(self) -> bool:
+        """Nothing failed, and everything skipped was skipped only because a repo source
+        could not be reached: what an offline build can do, it did."""
+        return not self.failed and all(r.startswith(OFFLINE_REASONS) for r in self.skipped.values())
+
 
 def _pdef_id(pdef: dg.PartitionsDefinition | None) -> str:
     if pdef is None:
@@ -363,6 +369,10 @@ class _Build:
         self.pending.clear()
 
 
+#: How a skip for an unreachable source starts (its own partition; anything downstream).
+OFFLINE_REASONS = ("source offline:", "needs the offline source")
+
+
 def _blocked_reason(graph: dg.AssetGraph, key: dg.AssetKey, offline: Mapping[str, str]) -> str:
     if offline and any(observed(graph, up) == policy.GIT for up in _upstream(graph, key)):
         return f"needs the offline source(s) {', '.join(sorted(offline))}"
@@ -433,7 +443,10 @@ def _is_blocked(
     failed: set[tuple[dg.AssetKey, str | None]],
 ) -> bool:
     """Blocked when an upstream asset failed for this partition (same partitioning) or
-    for any partition (different partitioning: the input would be incomplete)."""
+    for any partition (different partitioning: the input would be incomplete). An asset
+    tagged ``kernelhouse/partial_inputs`` builds over what exists and is never blocked."""
+    if graph.get(key).tags.get(policy.PARTIAL_TAG) == "true":
+        return False
     mine = _pdef_id(graph.get(key).partitions_def)
     for up in _upstream(graph, key):
         same = graph.has(up) and _pdef_id(graph.get(up).partitions_def) == mine and mine

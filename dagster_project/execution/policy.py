@@ -14,6 +14,10 @@ Tags (``TAGS``):
   new seed marks the shards stale like a new generator does. ``mining_rules``: the rule
   versions the miner has loaded now (``mining.versions``). ``extractor``: the gains
   extractors' versions and the LLM model when one is configured (``gains.pipeline``).
+* ``kernelhouse/partial_inputs``: ``true`` when the asset builds over whichever of its
+  inputs exist (``storage/lineage.py`` ``Access.partial``: the analysis views, the
+  measured configs from the shipped batches), so a build without a repo source still runs
+  it instead of skipping it with everything downstream of that source.
 * ``kernelhouse/shards``: the settings field that sizes the asset's shard partitions
   (``sim_sessions``, ``sim_episodes``); the declared partitions are the default build's.
 """
@@ -27,7 +31,8 @@ from dagster_project.settings import Settings
 OBSERVER_TAG = "kernelhouse/observer"
 CODE_VERSION_TAG = "kernelhouse/code_version"
 SHARDS_TAG = "kernelhouse/shards"
-TAGS = (OBSERVER_TAG, CODE_VERSION_TAG, SHARDS_TAG)
+PARTIAL_TAG = "kernelhouse/partial_inputs"
+TAGS = (OBSERVER_TAG, CODE_VERSION_TAG, SHARDS_TAG, PARTIAL_TAG)
 
 #: Observed services (values of ``kernelhouse/observer``).
 GIT, HUB, GITHUB = "git", "hub", "github"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from dagster_project.storage import lineage
 from dagster_project.storage.lake import Lake, qualified
 from sql import analysis_views
 
@@ -19,6 +20,59 @@ from sql import analysis_views
 class ViewReport:
     created: list[str]
     skipped: dict[str, str]
+
+
+def missing_tables(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]:
+    """The lake tables among ``tables`` (``schema.table``) that do not exist (yet)."""
+    rows = con.execute(
+        "SELECT table_schema || '.' || table_name FROM information_schema.tables"
+    ).fetchall()
+    have = {str(r[0]) for r in rows}
+    return sorted(t for t in tables if t not in have)
+
+
+def why_missing(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+    """For a statement that failed on a missing table: the missing tables and the build
+    steps that create them (for an ``analysis.*`` view: the missing tables under it), or
+    None when every table it names exists."""
+    views = dict(analysis_views())
+    out: list[str] = []
+    for table in missing_tables(con, lineage.tables_in(sql)):
+        name = table.partition(".")[2]
+        if table.startswith("analysis.") and name in views:
+            under = _base_missing(con, views[name], views, {table})
+            out.append(
+                f"{table} waits for tables not built yet: {lineage.build_steps(under)}"
+                if under
+                else f"{table} is created by `kernelhouse build --select analysis_views`"
+            )
+        else:
+            out.append(lineage.build_steps([table]))
+    return "; ".join(out) or None
+
+
+def _base_missing(
+    con: duckdb.DuckDBPyConnection, sql: str, views: dict[str, str], seen: set[str]
+) -> list[str]:
+    """The missing non-view tables ``sql`` reads, through missing analysis views too."""
+    out: list[str] = []
+    for table in missing_tables(con, lineage.tables_in(sql)):
+        name = table.partition(".")[2]
+        if table.startswith("analysis.") and name in views:
+            if table not in seen:
+                seen.add(table)
+                out += _base_missing(con, views[name], views, seen)
+        else:
+            out.append(table)
+    return list(dict.fromkeys(out))
+
+
+def explain_missing(lake: Lake, sql: str) -> str | None:
+    """``why_missing`` on a read-only connection of ``lake`` (None: nothing is missing)."""
+    if not lake.path.exists():
+        return None
+    with lake.connect(read_only=True) as con:
+        return why_missing(con, sql)
 
 
 def create_views(lake: Lake) -> ViewReport:
@@ -36,7 +90,10 @@ def create_views(lake: Lake) -> ViewReport:
                     progress = True
                 except duckdb.Error as exc:
                     left.append((name, sql))
-                    skipped[name] = str(exc).splitlines()[0]
+                    under = _base_missing(con, sql, dict(analysis_views()), set())
+                    skipped[name] = (
+                        lineage.build_steps(under) if under else str(exc).splitlines()[0]
+                    )
             pending = left
             if not progress:
                 break

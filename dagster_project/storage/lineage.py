@@ -44,6 +44,9 @@ class Access:
 
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    #: True: the asset builds over whichever of its reads exist (it checks each one), so
+    #: it runs when an input could not be built, e.g. offline (``kernelhouse/partial_inputs``).
+    partial: bool = False
 
 
 _COMMITS_RAW = ("raw.perf_commits", "raw.mining_watermarks", "raw.kernel_commit_mined")
@@ -99,6 +102,7 @@ ASSETS: dict[str, Access] = {
     "measured_configs": Access(
         reads=("datasets.tuned_configs", "raw.moe_model_shapes"),
         writes=("raw.measured_configs", "datasets.measured_configs"),
+        partial=True,  # without a GPU: the shipped batches alone
     ),
     "sim_tasks": Access(writes=("sim.kernelinfer_tasks", "sim.kernelinfer_tasks_holdout")),
     "sim_rung_verification": Access(writes=("sim.rung_verification",)),
@@ -129,6 +133,7 @@ ASSETS: dict[str, Access] = {
             "sim.calibration",
         ),
         writes=("analysis.*",),
+        partial=True,  # a view whose tables are missing waits (report.analysis)
     ),
     "kernel_opt_rl_export": Access(
         reads=(
@@ -250,3 +255,72 @@ def check_reads(asset: str | None, tables: Iterable[str]) -> None:
             "dagster_project/storage/lineage.py: add it to the asset's reads (which makes "
             "the table's writer a dependency)"
         )
+
+
+#: The asset that clones the engine repositories: what "needs the repo sources" means.
+SOURCE_ASSET = "repo_clone"
+
+
+def needs_sources(asset: str) -> bool:
+    """Whether ``asset`` can only be built from the engine repositories (``repo_clone``
+    is upstream of it and it does not build over partial inputs)."""
+    todo, seen = [asset], set()
+    while todo:
+        name = todo.pop()
+        if name == SOURCE_ASSET:
+            return True
+        if name in seen or (name != asset and access(name).partial):
+            continue
+        seen.add(name)
+        todo.extend(upstream(name))
+    return False
+
+
+SOURCES_HINT = (
+    "`kernelhouse refresh` with KERNELHOUSE_VLLM_SOURCE, KERNELHOUSE_SGLANG_SOURCE and "
+    "KERNELHOUSE_FLASHINFER_SOURCE set to reachable URLs or local clones"
+)
+
+
+def build_steps(tables: Iterable[str]) -> str:
+    """Which build steps create the missing ``tables``, and the command that runs them, in
+    words: what a command that reads a missing table says instead of DuckDB's "Catalog
+    Error". Tables of one kind (needing the repo sources or not) share one sentence."""
+    sourced: dict[str, str] = {}
+    local: dict[str, str] = {}
+    other: list[str] = []
+    for table in dict.fromkeys(tables):
+        writer = writer_of(table)
+        if table in CHECK_TABLES:
+            other.append(f"{table} is written by the quality checks (`kernelhouse check`)")
+        elif writer is None:
+            other.append(f"{table} is not a table of the lake")
+        else:
+            (sourced if needs_sources(writer) else local)[table] = writer
+    out = []
+    if sourced:
+        one = len(set(sourced.values())) == 1
+        out.append(
+            f"{_names(sourced)} not built yet: {_steps(sourced)}; "
+            f"{'it needs' if one else 'they need'} the engine repositories ({SOURCES_HINT})"
+        )
+    if local:
+        select = ",".join(dict.fromkeys(local.values()))
+        out.append(
+            f"{_names(local)} not built yet: {_steps(local)} "
+            f"(`kernelhouse build --select {select}`)"
+        )
+    return "; ".join(out + other)
+
+
+def _names(tables: dict[str, str]) -> str:
+    return ", ".join(tables) + (" is" if len(tables) == 1 else " are")
+
+
+def _steps(tables: dict[str, str]) -> str:
+    steps = list(dict.fromkeys(tables.values()))
+    return (
+        ("step " if len(steps) == 1 else "steps ")
+        + ", ".join(steps)
+        + (" creates it" if len(tables) == 1 else " create them")
+    )

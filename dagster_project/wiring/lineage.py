@@ -18,6 +18,14 @@ def deps(asset: str) -> list[dg.AssetKey]:
     return [dg.AssetKey(name) for name in lineage.upstream(asset)]
 
 
+def tags(asset: str) -> dict[str, str]:
+    """The asset's lineage tags: ``kernelhouse/partial_inputs`` when it builds over
+    whichever inputs exist (the build planner then never skips it for a missing input)."""
+    from dagster_project.execution.policy import PARTIAL_TAG
+
+    return {PARTIAL_TAG: "true"} if lineage.access(asset).partial else {}
+
+
 def tables(asset: str) -> dict[str, str]:
     """Asset metadata naming the tables ``asset`` reads and writes (shown in the UI)."""
     acc = lineage.access(asset)

@@ -87,3 +87,14 @@ def test_a_build_reads_exactly_what_each_asset_declares(use_engine_repos, kh_hom
                 f"declared but unread {sorted(set(acc.reads) - seen)}"
             )
     assert not problems, "\n".join(problems)
+
+
+def test_a_missing_table_names_the_step_that_creates_it() -> None:
+    assert lineage.needs_sources("kernel_commits") and lineage.needs_sources("pr_gains")
+    assert not lineage.needs_sources("measured_configs")  # builds from the shipped batches
+    assert not lineage.needs_sources("sim_tasks")
+    said = lineage.build_steps(["datasets.kernel_commits"])
+    assert "step kernel_commits creates it" in said and "kernelhouse refresh" in said
+    said = lineage.build_steps(["sim.kernelinfer_sessions"])
+    assert "kernelhouse build --select kernelinfer_sessions" in said
+    assert "kernelhouse check" in lineage.build_steps(["derived.quality_results"])
