@@ -269,7 +269,7 @@ def needs_sources(asset: str) -> bool:
         name = todo.pop()
         if name == SOURCE_ASSET:
             return True
-        if name in seen or (name != asset and access(name).partial):
+        if name in seen or access(name).partial:
             continue
         seen.add(name)
         todo.extend(upstream(name))
