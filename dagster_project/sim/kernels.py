@@ -63,6 +63,10 @@ class KernelPlan:
     #: the model charges; past it, a pass over the tile evicts what the next pass needs
     #: (cyclic access through LRU), so every spilled byte goes to L2.
     spill_footprint: float = 0.0
+    #: Special-function-unit operations (MUFU: the ``ex2`` behind ``__expf``/``tl.exp``)
+    #: the op needs at the least (``sfu_ops``): every correct rung evaluates them, so no
+    #: time under ``sfu_ops / (SFU_PER_CLK · SMs · clock)`` is possible (issue 36).
+    sfu_ops: float = 0.0
 
 
 #: Registers a thread can devote to a register-resident tile: the 255-register cap less
@@ -1521,4 +1525,33 @@ def _plan(
         raise ValueError(
             f"variant {variant.tag} is for {variant.family}, op {op.name} is {op.family}"
         )
-    return _apply_minb(_PLANNERS[op.family](op, shape, dtype, gpu, variant, params), params, gpu)
+    kp = _apply_minb(_PLANNERS[op.family](op, shape, dtype, gpu, variant, params), params, gpu)
+    n_sfu = sfu_ops(op.name, shape)
+    return replace(kp, sfu_ops=n_sfu) if n_sfu else kp
+
+
+def sfu_ops(op: str, s: Shape) -> float:
+    """The exponentials an op cannot avoid (one ``ex2`` each on the SFU): one per state
+    element of a selective scan (``exp(Δ·A)``, plus the output gate's SiLU), one per
+    visible score of prefill attention (causal: the lower triangle and the prefix), one
+    per gated element of SiLU ops, one per logit of a full softmax or a sampler that needs
+    the whole distribution. 0 for ops with no unavoidable exponential (or none that could
+    bind: decode attention is memory-bound by a wide margin)."""
+    g = s.get
+    if op == "mamba_scan":
+        return float(s["B"] * s["L"] * s["Din"] * (s["N"] + 1))
+    if op == "mamba_step":
+        return float(s["B"] * s["Din"] * (s["N"] + 1))
+    if op == "flash_prefill":
+        return float(s["B"] * s["Hq"] * s["S"] * (s["S"] + 1) / 2)
+    if op == "chunked_prefill":
+        return float(s["B"] * s["Hq"] * s["C"] * (s["P"] + (s["C"] + 1) / 2))
+    if op == "cross_attn":
+        return float(s["B"] * s["Hq"] * s["Sq"] * s["Senc"])
+    if op == "swiglu_act":
+        return float(s["M"] * s["N"])
+    if op == "conv1d_causal":
+        return float(s["B"] * s["L"] * s["C"])
+    if op in ("logits_softmax", "minp_sample", "nucleus_sample"):
+        return float((g("B") or 1) * s["V"])
+    return 0.0

@@ -72,6 +72,12 @@ MIN_KERNEL_US = 2.0
 #: a candidate's counted bytes and FLOPs allow, and every step is checked against it.
 BW_CAP = 0.925
 FLOP_CAP = 0.82
+#: MUFU (``ex2``, ``rcp``, ``rsqrt``, ``lg2``, ``sin``/``cos``) results per SM per clock on
+#: sm_80 through sm_120 (CUDA programming guide, arithmetic instruction throughput).
+#: ``__expf`` / ``tl.exp`` are one ``ex2`` each: ``KernelPlan.sfu_ops`` of them take at
+#: least ``sfu_ops / (SFU_PER_CLK · SMs · clock)`` (issue 36: 17 of 46 CUDA mamba_scan
+#: bests beat this).
+SFU_PER_CLK = 16.0
 
 
 class InfeasibleConfig(ValueError):
@@ -125,8 +131,9 @@ def physical_floor_ms(kp: KernelPlan, gpu: GPU, impl: str) -> float:
     peak = gpu.peak(kp.path) or gpu.peak("fp16")
     t_bw = kp.bytes / (gpu.bandwidth * BW_CAP)
     t_fl = kp.flops / (peak * FLOP_CAP) if kp.flops else 0.0
+    t_sfu = kp.sfu_ops / (SFU_PER_CLK * gpu.sms * gpu.clock_ghz * 1e9) if kp.sfu_ops else 0.0
     launch_us = gpu.launch_us * (1.4 if impl == "triton" else 1.0)
-    return (max(t_bw, t_fl) + kp.launches * launch_us * 1e-6) * 1e3
+    return (max(t_bw, t_fl, t_sfu) + kp.launches * launch_us * 1e-6) * 1e3
 
 
 def _combine(
