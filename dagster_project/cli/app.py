@@ -716,6 +716,7 @@ def gains_extract(
     """Extract measurements from one PR text and show them with their audit flags."""
     from dagster_project.gains.extract import extract_pr_gains
     from dagster_project.gains.llm_extractor import LLMConfig, LLMExtractor
+    from dagster_project.report.numbers import number
 
     if extractor not in ("table", "llm"):
         _fail(f"--extractor {extractor!r}: use table or llm")
@@ -769,29 +770,17 @@ def gains_extract(
         for c in cols:
             table.add_column(c, overflow="fold")
         for r in rows:
-            table.add_row(
-                *[
-                    ""
-                    if r.get(c) is None
-                    else (f"{r[c]:.3g}" if isinstance(r[c], float) else escape(str(r[c])))
-                    for c in cols
-                ]
-            )
+            table.add_row(*[escape(number(r.get(c))) for c in cols])
         out.print(table)
     if not res.ok:
         _fail(f"extraction failed: {res.error}")
 
 
 def _fmt_num(v: object) -> str:
-    """A card/ours cell: blank for None, thousands separators, two decimals only for
-    non-integral floats."""
-    if v is None:
-        return ""
-    if isinstance(v, float) and not float(v).is_integer():
-        return f"{v:,.2f}"
-    if isinstance(v, int | float):
-        return f"{v:,.0f}"
-    return str(v)
+    """A card/ours cell: the one number format (``report.numbers``)."""
+    from dagster_project.report.numbers import number
+
+    return number(v)
 
 
 @app.command()

@@ -45,12 +45,10 @@ def size_category(rows: int) -> str:
 
 # -- filters: how numbers look in a card -------------------------------------------------
 def _num(value: Any) -> str:
-    """Integers with thousands separators; a missing value is an em dash, not "None"."""
-    if value is None:
-        return "—"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.1f}"
-    return f"{int(value):,}"
+    """The one number format (``report.numbers``); a missing value is an em dash."""
+    from dagster_project.report.numbers import number
+
+    return number(value, missing="—")
 
 
 def _fixed(value: Any, digits: int = 2) -> str:

@@ -32,6 +32,7 @@ import polars as pl
 from dagster_project.storage.lake import Lake, fetch_frame, qualified, write_atomically
 
 from . import svg
+from .numbers import row_cells
 
 __all__ = [
     "SECTIONS",
@@ -605,27 +606,10 @@ def _pivot(
     return labels, lines
 
 
-def _cell(v: Any) -> str:
-    """A table cell: floats to 2-3 significant places, blanks for nulls, lists and dicts as
-    compact text. Thousands separators only from 10,000 up, so years (2023) and small
-    counts (1899) read naturally in the card tables, where both share one column."""
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if (
-        isinstance(v, int | float)
-        and not isinstance(v, bool)
-        and math.isfinite(v)
-        and float(v).is_integer()
-    ):
-        n = int(v)
-        return f"{n:,}" if abs(n) >= 10_000 else str(n)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return str(v)
-        return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
-    return str(v)
+def _cells(row: Sequence[Any]) -> list[str]:
+    """A table row's cells: numbers as ``report.numbers`` writes them (a row naming a year
+    prints it as a label), blanks for nulls, lists and dicts as compact text."""
+    return row_cells(row)
 
 
 def _md_image(alt: str, chart: str) -> str:
@@ -720,9 +704,7 @@ def _html_view(block: Block) -> dict[str, Any]:
         "kind": "table",
         "caption": block.caption,
         "columns": df.columns,
-        "rows": [
-            [(_cell(v), num) for v, num in zip(row, numeric, strict=True)] for row in df.iter_rows()
-        ],
+        "rows": [list(zip(_cells(row), numeric, strict=True)) for row in df.iter_rows()],
         "cut": _cut_note(block),
     }
 
@@ -764,7 +746,7 @@ def _md_block(block: Block) -> str:
         "| " + " | ".join(esc(c) for c in df.columns) + " |",
         "|" + "|".join("---:" if num else "---" for num in numeric) + "|",
     ]
-    lines += ["| " + " | ".join(esc(_cell(v)) for v in row) + " |" for row in df.iter_rows()]
+    lines += ["| " + " | ".join(esc(c) for c in _cells(row)) + " |" for row in df.iter_rows()]
     if not df.columns:
         lines = [f"**{esc(block.caption)}**", "", "(no columns)"]
     cut = _cut_note(block)
