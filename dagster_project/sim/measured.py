@@ -192,3 +192,58 @@ def region_failures(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str, str,
 def answers(gpu: str) -> dict[str, Answer]:
     """The shipped answers by key (re-exported for callers of this module)."""
     return read_answers(answers_path(gpu))
+
+
+# --------------------------------------------------------------------------------------
+# refit on session kernels, validated out of sample
+# --------------------------------------------------------------------------------------
+
+
+def _group(p: Point) -> tuple[str, int]:
+    """What a correction is shared by: the implementation and the rung's level (the
+    residuals split there: naive CUDA baselines run ~3x slower than modelled, Triton
+    level-2 rungs within 1.2x)."""
+    return (p.impl, get_variant(get_op(p.op).family, p.impl, p.variant).level)
+
+
+def fit_corrections(points: Iterable[Point]) -> dict[tuple[str, int], float]:
+    """Per group, the median log(measured / modelled): a multiplicative correction."""
+    by: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for p in points:
+        by[_group(p)].append(-p.log_err)
+    return {g: statistics.median(v) for g, v in by.items()}
+
+
+def corrected(p: Point, corr: dict[tuple[str, int], float]) -> Point:
+    """The point with its modelled time moved by its group's correction (none: as is)."""
+    c = corr.get(_group(p), 0.0)
+    return Point(p.key, p.op, p.impl, p.variant, p.uses, p.measured_ms, p.modelled_ms * math.exp(c))
+
+
+def _sessions_of(p: Point) -> set[str]:
+    return {sid for sid, _s, _r in p.uses}
+
+
+def cross_validate(points: list[Point], by: str) -> tuple[list[Point], list[Pair]]:
+    """Held-out corrected points and pairs: each session (``by="session"``: every kernel
+    of it left out of the fit) or each op (``by="op"``) predicted from a fit on the rest."""
+    folds: dict[str, list[Point]] = defaultdict(list)
+    for p in points:
+        keys = sorted(_sessions_of(p)) if by == "session" else [p.op]
+        folds[keys[0]].append(p)
+    held: list[Point] = []
+    pairs: list[Pair] = []
+    for fold, test in sorted(folds.items()):
+        test_keys = {p.key for p in test}
+        out = set().union(*(_sessions_of(p) for p in test)) if by == "session" else {fold}
+        train = [
+            p
+            for p in points
+            if p.key not in test_keys
+            and not (_sessions_of(p) & out if by == "session" else p.op in out)
+        ]
+        corr = fit_corrections(train)
+        fixed = [corrected(p, corr) for p in test]
+        held.extend(fixed)
+        pairs.extend(pr for pr in speedup_pairs(fixed) if by == "op" or pr.session_id in out)
+    return held, pairs
