@@ -1,5 +1,7 @@
 -- Published rows of the kernel_commits subset for one split ($split), in a stable order.
--- `split` is left out: the split is the file a row lives in.
+-- `split` is left out: the split is the file a row lives in. The quality columns the README
+-- tells users to filter on (rule, hardware_from_code, touches_cpu_kernel, reverted_by,
+-- duplicate_of) are published with the rows.
 SELECT
     id,
     repo,
@@ -7,6 +9,7 @@ SELECT
     pr_number,
     pr_url,
     title,
+    rule,
     authored_at,
     path,
     language,
@@ -16,6 +19,7 @@ SELECT
     prompt,
     models_mentioned,
     hardware_mentioned,
+    hardware_from_code,
     speedup_claims,
     pr_body,
     gains,
@@ -23,7 +27,10 @@ SELECT
     e2e_speedup,
     license,
     touches_kernel_body,
-    is_binding_file
+    touches_cpu_kernel,
+    is_binding_file,
+    reverted_by,
+    duplicate_of
 FROM datasets.kernel_commits
 WHERE split = $split
 ORDER BY authored_at, id

@@ -1,6 +1,7 @@
 -- Published rows of the tuned_configs subset for one split ($split), in a stable order.
 -- The column list is the published schema: `split` is left out because the split is the
--- file a row lives in.
+-- file a row lives in. `loaded_at_runtime` / `not_loaded_reason` (does the engine's own
+-- lookup open this file?) are published so users can filter on them.
 SELECT
     id,
     prompt,
@@ -9,6 +10,8 @@ SELECT
     kernel_source,
     repo,
     config_path,
+    loaded_at_runtime,
+    not_loaded_reason,
     device_name,
     gpu,
     dtype,

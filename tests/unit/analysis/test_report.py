@@ -76,9 +76,12 @@ def test_report_shows_the_card_figures(seeded: Seed, html_report: str, md_report
     n_sessions = seeded.sessions.height
     # kernelinfer: the card's 1,899 sessions beside ours, in both formats
     row = re.search(r"<tr><td>sessions</td><td[^>]*>([^<]*)</td><td[^>]*>([^<]*)</td>", html_report)
-    assert row and row.groups() == ("1899", str(n_sessions))
-    assert f"| sessions | 1899 | {n_sessions} |" in md_report
-    assert "| tuned_configs rows | 19,287 |" in md_report  # separators from 10,000 up
+    # One number format (issue 34): separators on every whole number, so 1,726 never
+    # stands under 19,287; years stay labels.
+    assert row and row.groups() == ("1,899", f"{n_sessions:,}")
+    assert f"| sessions | 1,899 | {n_sessions:,} |" in md_report
+    assert "| tuned_configs rows | 19,287 |" in md_report
+    assert "| first year | 2023 |" in md_report
 
 
 def test_report_on_a_lake_without_datasets_says_what_is_missing(tmp_path: Path) -> None:
@@ -90,7 +93,9 @@ def test_report_on_a_lake_without_datasets_says_what_is_missing(tmp_path: Path) 
     for _, title in SECTIONS:
         assert f"## {title}" in text
     assert "analysis.card_kernel_opt_rl is not available yet" in text
-    assert "tuned_configs does not exist" in text  # the reason names the missing table
+    # The reason names the missing tables and the build step that creates them.
+    assert "datasets.tuned_configs" in text and "step" in text and "tuned_configs" in text
+    assert "Catalog Error" not in text and "kernelhouse refresh" in text
 
 
 def test_unknown_format_is_refused(seeded: Seed, tmp_path: Path) -> None:

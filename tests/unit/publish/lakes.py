@@ -80,6 +80,8 @@ def tuned_configs_frame(rng: random.Random) -> pl.DataFrame:
                     "kernel_source": "@triton.jit\ndef k(): pass\n",
                     "repo": repo,
                     "config_path": path,
+                    "loaded_at_runtime": m != 1,
+                    "not_loaded_reason": "not opened by the lookup" if m == 1 else None,
                     "device_name": device,
                     "gpu": GPUS[device],
                     "dtype": dtype,
@@ -109,6 +111,8 @@ def tuned_configs_frame(rng: random.Random) -> pl.DataFrame:
         "kernel_source": pl.String,
         "repo": pl.String,
         "config_path": pl.String,
+        "loaded_at_runtime": pl.Boolean,
+        "not_loaded_reason": pl.String,
         "device_name": pl.String,
         "gpu": pl.String,
         "dtype": pl.String,
@@ -148,6 +152,7 @@ def kernel_commits_frame(rng: random.Random) -> pl.DataFrame:
                 "pr_number": pr_number,
                 "pr_url": f"https://github.com/x/{repo}/pull/{pr_number}" if pr_number else None,
                 "title": f"[Perf] speed up kernel {i}",
+                "rule": "core" if i % 3 else "broad",
                 "authored_at": start + timedelta(days=47 * i),
                 "path": f"csrc/kernel_{i}{ext}",
                 "language": language,
@@ -168,6 +173,10 @@ def kernel_commits_frame(rng: random.Random) -> pl.DataFrame:
                 "split": "test" if i >= 22 else "train",
                 "touches_kernel_body": i % 2 == 0,
                 "is_binding_file": i % 7 == 0,
+                "hardware_from_code": ["H100"] if i % 2 else [],
+                "touches_cpu_kernel": i % 9 == 0,
+                "reverted_by": "f" * 40 if i == 5 else None,
+                "duplicate_of": f"vllm:{i - 1}" if i == 6 else None,
             }
         )
     schema = {
@@ -177,6 +186,7 @@ def kernel_commits_frame(rng: random.Random) -> pl.DataFrame:
         "pr_number": pl.Int64,
         "pr_url": pl.String,
         "title": pl.String,
+        "rule": pl.String,
         "authored_at": pl.Datetime("us"),
         "path": pl.String,
         "language": pl.String,
@@ -195,6 +205,10 @@ def kernel_commits_frame(rng: random.Random) -> pl.DataFrame:
         "split": pl.String,
         "touches_kernel_body": pl.Boolean,
         "is_binding_file": pl.Boolean,
+        "hardware_from_code": pl.List(pl.String),
+        "touches_cpu_kernel": pl.Boolean,
+        "reverted_by": pl.String,
+        "duplicate_of": pl.String,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
 

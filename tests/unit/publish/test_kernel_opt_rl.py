@@ -33,6 +33,8 @@ TUNED_COLUMNS = [
     "kernel_source",
     "repo",
     "config_path",
+    "loaded_at_runtime",
+    "not_loaded_reason",
     "device_name",
     "gpu",
     "dtype",
@@ -57,6 +59,7 @@ COMMIT_COLUMNS = [
     "pr_number",
     "pr_url",
     "title",
+    "rule",
     "authored_at",
     "path",
     "language",
@@ -66,6 +69,7 @@ COMMIT_COLUMNS = [
     "prompt",
     "models_mentioned",
     "hardware_mentioned",
+    "hardware_from_code",
     "speedup_claims",
     "pr_body",
     "gains",
@@ -73,7 +77,10 @@ COMMIT_COLUMNS = [
     "e2e_speedup",
     "license",
     "touches_kernel_body",
+    "touches_cpu_kernel",
     "is_binding_file",
+    "reverted_by",
+    "duplicate_of",
 ]
 
 
