@@ -654,7 +654,7 @@ def _row(
 ) -> dict[str, Any]:
     from dagster_project.sim.oracle import ORACLE_VERSION, answer_key, code_sha
 
-    code = (SRC_DIR / c["file"]).read_text()
+    code = (Path(c["_root"]) / c["file"]).read_text()
     r = r or {}
     return {
         "key": answer_key(code, c["shape"], c["dtype"], gpu),
@@ -688,7 +688,7 @@ def collect(run_dir: Path, manifest: Path, gpu: str) -> None:
     sys.path.insert(0, str(ROOT))
     from dagster_project.sim.oracle import ANSWER_FIELDS, answers_path
 
-    cases = json.loads(manifest.read_text())
+    cases = [{**c, "_root": str(manifest.parent)} for c in json.loads(manifest.read_text())]
     stamps = json.loads((run_dir / "stamps.json").read_text())
     want = {"h100": "H100", "h200": "H200"}[gpu]
     if want not in stamps.get("device", ""):
