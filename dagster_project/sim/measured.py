@@ -247,3 +247,52 @@ def cross_validate(points: list[Point], by: str) -> tuple[list[Point], list[Pair
         held.extend(fixed)
         pairs.extend(pr for pr in speedup_pairs(fixed) if by == "op" or pr.session_id in out)
     return held, pairs
+
+
+# --------------------------------------------------------------------------------------
+# the measured tier: sessions whose baseline and best kernels were both timed
+# --------------------------------------------------------------------------------------
+
+#: Columns of ``data/measured/<gpu>_tier.csv``.
+TIER_FIELDS = (
+    "session_id",
+    "session_gpu",
+    "measured_on",
+    "op",
+    "impl",
+    "num_steps",
+    "measured_steps",
+    "baseline_step",
+    "best_step",
+    "baseline_key",
+    "best_key",
+    "label_speedup",
+    "measured_speedup",
+    "modelled_speedup_on_measuring_gpu",
+    "generator_version",
+)
+
+
+def tier_path(gpu: str) -> Any:
+    """Where the measured tier of answers measured on ``gpu`` is shipped."""
+    return answers_path(gpu).with_name(f"{gpu}_tier.csv")
+
+
+def replay(session: dict[str, Any], gpu: str, oracle: Any) -> dict[str, Any]:
+    """One regenerated session against the shipped answers: per step ``measured`` (its
+    exact source was answered on ``gpu``) or ``modelled``; its baseline and best must be
+    answered (``OracleMiss`` otherwise: the generator no longer writes what was measured)."""
+    from .oracle import answer_key
+
+    codes = [session["messages"][2 + 2 * i]["content"] for i in range(len(session["trace"]))]
+    keys = [answer_key(c, session["shape"], session["dtype"], gpu) for c in codes]
+    prov = ["measured" if k in oracle.answers else "modelled" for k in keys]
+    best = session["best"]["step"]
+    base = oracle.require(codes[0], session["shape"], session["dtype"], "baseline")
+    top = oracle.require(codes[best], session["shape"], session["dtype"], f"best step {best}")
+    return {
+        "provenance": prov,
+        "baseline_key": keys[0],
+        "best_key": keys[best],
+        "measured_speedup": (base.ms / top.ms) if base.ms and top.ms else None,
+    }

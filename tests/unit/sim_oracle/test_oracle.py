@@ -200,3 +200,27 @@ def test_model_against_measurement_is_reported(rows: list[dict[str, str]]) -> No
     assert all(p.key in keys for p in pts)
     assert shipped_answers("h100")[pts[0].key].ms == pytest.approx(pts[0].measured_ms)
     assert json.loads(rows[0]["shape"])
+
+
+def test_measured_tier_replays_from_the_answers() -> None:
+    """The shipped tier's sessions, regenerated here, write the measured baseline and best
+    byte for byte; each step says measured or modelled; a tier whose answers are gone is
+    a clear error, not an invented measurement."""
+    from dagster_project.sim.measured import replay, tier_path
+
+    with tier_path("h100").open(newline="") as fh:
+        tier = list(csv.DictReader(fh))
+    assert len(tier) >= 60 and len({t["op"] for t in tier}) >= 20
+    tasks = {t.session_id: t for t in build_tasks()[0]}
+    oracle = Oracle("h100")
+    for t in tier[:3]:
+        s = simulate_session(tasks[t["session_id"]])
+        r = replay(s, "h100", oracle)
+        assert (r["baseline_key"], r["best_key"]) == (t["baseline_key"], t["best_key"])
+        assert r["provenance"][0] == "measured" and set(r["provenance"]) <= {
+            "measured",
+            "modelled",
+        }
+        assert r["measured_speedup"] == pytest.approx(float(t["measured_speedup"]), rel=1e-3)
+        with pytest.raises(OracleMiss):
+            replay(s, "h100", Oracle("h100", answers={}))

@@ -1,0 +1,130 @@
+"""What the measurement oracle's shipped answers say (issue 36), GPU-less.
+
+Regenerates every session the answers name (current generator, default seed), replays it
+against the answers (``measured.replay``: each step ``measured`` or ``modelled``; the
+baseline and best must be answered, else ``OracleMiss``), writes the measured tier
+(sessions whose baseline and best were both timed) to
+``dagster_project/sim/data/measured/<gpu>_tier.csv`` and prints the figures of
+``benchmarks/RESULTS.md``: answers by status, model vs measured device time (all out of
+sample), speedup label vs measured speedup, the (impl, rung level) refit validated leaving
+whole sessions and whole ops out, and the parameter-region evidence::
+
+    .venv/bin/python benchmarks/device/sim_oracle_report.py --gpu h100
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from dagster_project.sim import GENERATOR_VERSION  # noqa: E402
+from dagster_project.sim.kernelinfer import build_tasks, simulate_session  # noqa: E402
+from dagster_project.sim.measured import (  # noqa: E402
+    TIER_FIELDS,
+    cross_validate,
+    error_summary,
+    load_rows,
+    model_points,
+    pair_summary,
+    region_failures,
+    replay,
+    speedup_pairs,
+    tier_path,
+)
+from dagster_project.sim.oracle import Oracle, OracleMiss  # noqa: E402
+
+
+def _tier(gpu: str, rows: list[dict[str, str]], pairs: list[Any]) -> list[dict[str, Any]]:
+    """Replay the sessions of the timed pairs; the tier rows of those that replay."""
+    oracle = Oracle(gpu)
+    tasks = {t.session_id: t for t in build_tasks()[0]}
+    modelled = {p.session_id: p.modelled for p in pairs}
+    out, misses = [], 0
+    for sid in sorted(modelled):
+        s = simulate_session(tasks[sid])
+        try:
+            r = replay(s, gpu, oracle)
+        except OracleMiss:
+            misses += 1  # the current generator no longer writes the measured kernels
+            continue
+        if r["measured_speedup"] is None:
+            continue
+        out.append(
+            {
+                "session_id": sid,
+                "session_gpu": s["gpu"],
+                "measured_on": gpu,
+                "op": s["op"],
+                "impl": s["impl"],
+                "num_steps": s["num_steps"],
+                "measured_steps": r["provenance"].count("measured"),
+                "baseline_step": 0,
+                "best_step": s["best"]["step"],
+                "baseline_key": r["baseline_key"],
+                "best_key": r["best_key"],
+                "label_speedup": s["best"]["speedup"],
+                "measured_speedup": round(r["measured_speedup"], 4),
+                "modelled_speedup_on_measuring_gpu": round(modelled[sid], 4),
+                "generator_version": GENERATOR_VERSION,
+            }
+        )
+    print(f"tier: {len(out)} sessions replay their measured baseline and best; {misses} miss")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--no-tier", action="store_true", help="skip regenerating sessions")
+    a = ap.parse_args()
+    rows = load_rows(a.gpu)
+    print(f"answers: {len(rows)}", dict(collections.Counter(r["status"] for r in rows)))
+    print(f"timed: {sum(1 for r in rows if r['ms'])}")
+    pts = model_points(rows, a.gpu)
+    summ = error_summary(pts)
+    print("model vs measured device time (out of sample):", summ["all"])
+    for impl in ("cuda", "triton"):
+        print(f"  {impl}:", error_summary([p for p in pts if p.impl == impl])["all"])
+    for op, f in summ["per_op"].items():
+        print(f"  {op:22s} n={f['n']} med|log|={f['median_abs_log_err']} <=2x={f['within_2x']}")
+    worst = sorted(pts, key=lambda p: abs(p.log_err))[-5:]
+    for p in worst:
+        print(f"  worst: {p.op} {p.impl} {p.variant} {p.measured_ms:.4g} ms vs {p.modelled_ms:.4g}")
+    pairs = speedup_pairs(pts)
+    print("speedup, modelled vs measured (same GPU):", pair_summary(pairs))
+    for p in sorted(pairs, key=lambda p: abs(math.log(p.ratio)))[-5:]:
+        print(f"  worst: {p.session_id} measured {p.measured:.3g}x modelled {p.modelled:.3g}x")
+    for by in ("session", "op"):
+        held, hp = cross_validate(pts, by)
+        print(f"refit held out by {by}:", error_summary(held)["all"], pair_summary(hp))
+    for k, v in sorted(region_failures(rows).items()):
+        print("region", *k, v)
+    if a.no_tier:
+        return
+    tier = _tier(a.gpu, rows, pairs)
+    ratios = [t["label_speedup"] / t["measured_speedup"] for t in tier if t["label_speedup"]]
+    within = sum(abs(math.log(r)) <= math.log(2) for r in ratios)
+    steps = sum(t["num_steps"] for t in tier)
+    measured = sum(t["measured_steps"] for t in tier)
+    print(
+        f"tier label speedup within 2x of the measured one: {within}/{len(ratios)}; "
+        f"steps measured {measured}/{steps} ({measured / max(steps, 1):.1%})"
+    )
+    path = tier_path(a.gpu)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(TIER_FIELDS))
+        w.writeheader()
+        w.writerows(tier)
+    print(f"wrote {len(tier)} rows to {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
