@@ -6,37 +6,18 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from dagster_project.execution.planner import Result, materializable
+from dagster_project.execution.runs import Result, RunSummary, materializable, run_assets
+
+__all__ = ["LocalRuns", "RunSummary", "default_workers"]
 
 
 def default_workers() -> int:
     """Processes a build uses for the partitions of one stage: every core."""
     return max(1, os.cpu_count() or 1)
-
-
-@dataclass
-class RunSummary:
-    """What ``planner.run_build`` reads from a run that ran in another process: the same three
-    views as an ``ExecuteInProcessResult`` (the events are Dagster's own, pickled)."""
-
-    run_id: str
-    success: bool
-    all_events: list[Any]
-
-    def get_asset_materialization_events(self) -> list[Any]:
-        return [e for e in self.all_events if e.is_step_materialization]
-
-    def get_asset_check_evaluations(self) -> list[Any]:
-        return [
-            e.event_specific_data
-            for e in self.all_events
-            if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        ]
 
 
 def _run_in_worker(
@@ -50,13 +31,12 @@ def _run_in_worker(
     from dagster_project.definitions import base_definitions
 
     defs = base_definitions()  # built once per worker process
-    result = dg.materialize(
+    result = run_assets(
         materializable(defs),
-        instance=dg.DagsterInstance.get(),
-        resources=defs.resources or {},
-        partition_key=partition_key,
-        selection=[dg.AssetKey(p) for p in key_paths],
-        raise_on_error=False,
+        defs.resources or {},
+        dg.DagsterInstance.get(),
+        [dg.AssetKey(p) for p in key_paths],
+        partition_key,
         run_config=run_config,
         tags=tags,
     )

@@ -12,25 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union, cast
+from typing import Any, cast
 
 import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.execution.dagster_private import stale_status_resolver
+from dagster_project.execution.runs import (
+    QUIET_RUN_CONFIG,
+    Launch,
+    Result,
+    materializable,
+    run_assets,
+)
 from dagster_project.storage.home import damaged_now, exclusive_build, run_tags
 
-if TYPE_CHECKING:
-    from dagster_project.execution.local import RunSummary
-
-# A run's result: in process (``dg.materialize``) or launched elsewhere (``launch``): a
-# Dask run's result, or the summary of a run in a ``LocalRuns`` worker process.
-Result = Union[dg.ExecuteInProcessResult, dg.JobExecutionResult, "RunSummary"]
-# Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
-Launch = Callable[[list[dg.AssetKey], str | None], Callable[[], Result]]
-
-# The CLI prints its own progress; Dagster's DEBUG event stream would drown it.
-QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+__all__ = [
+    "QUIET_RUN_CONFIG",
+    "BuildOutcome",
+    "Launch",
+    "Result",
+    "Stage",
+    "materializable",
+    "run_build",
+]
 
 
 @dataclass
@@ -229,15 +234,6 @@ def run_build(
     return build.outcome
 
 
-def materializable(defs: dg.Definitions) -> list[dg.AssetsDefinition | dg.AssetSpec]:
-    """Every asset and asset check of ``defs``: what a run materialises from.
-
-    ``Definitions.assets`` is typed to hold source and cacheable assets too; ours come
-    from ``build_definitions`` (``map_asset_specs`` over assets definitions only)."""
-    assets = cast(list[dg.AssetsDefinition | dg.AssetSpec], list(defs.assets or []))
-    return assets + list(defs.asset_checks or [])
-
-
 class _Build:
     """One ``run_build``'s state: the outcome so far, the (asset, partition) pairs that
     failed or were skipped, the refresh's stale-status resolver and service probes, and
@@ -331,13 +327,12 @@ class _Build:
             else:
                 self.pending.append((stage, pkey, run_keys, wait))
             return
-        result = dg.materialize(
+        result = run_assets(
             self.all_assets,
-            instance=self.instance,
-            resources=self.resources,
-            partition_key=pkey,
-            selection=run_keys,
-            raise_on_error=False,
+            self.resources,
+            self.instance,
+            run_keys,
+            pkey,
             run_config=QUIET_RUN_CONFIG if self.quiet else None,
             tags={"kernelhouse/cli": "refresh" if self.refresh else "build", **run_tags()},
         )

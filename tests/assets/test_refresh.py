@@ -146,6 +146,8 @@ def test_simulated_shards_regenerate_only_on_code_version_change(
 
     out = run_build(build_definitions(), instance, select, refresh=True)
     assert out.ok and not _ran(out), _ran(out)
+    # Runs carry the command that started them, not __ephemeral_asset_job__ (issue 34).
+    assert {r.job_name for r in instance.get_runs()} == {"kernelhouse_build"}
 
     # The shards' code version carries the generator version and its parameters: a
     # new seed is a new code version, and every shard regenerates.
@@ -155,6 +157,7 @@ def test_simulated_shards_regenerate_only_on_code_version_change(
     assert "sim_tasks" in _ran(out) and "kernelinfer_sessions[000]" in _ran(out)
     assert "new code version" in out.reasons["kernelinfer_sessions[000]"]
     assert shard0.read_bytes() != first
+    assert {r.job_name for r in instance.get_runs()} == {"kernelhouse_build", "kernelhouse_refresh"}
     out = run_build(build_definitions(), instance, select, refresh=True)
     assert not _ran(out)
 
