@@ -40,14 +40,53 @@ _BLACKWELL_CODE = re.compile(
 _BLACKWELL_TITLE = re.compile(r"blackwell|\bb200\b|\bgb200\b|\bb300\b|sm100|sm_100|5090", re.I)
 #: Engine names whose stand-ins are trivial (``loader.SHIMS`` provides them).
 TRIVIAL_NAMES = frozenset(
-    {"tl", "triton", "cdiv", "next_power_of_2", "current_platform", "init_logger", "is_hip",
-     "is_cuda", "_is_hip", "_is_cuda", "is_rocm", "ceil_div", "round_up", "logger",
-     "direct_register_custom_op", "get_device_capability", "input_guard"}
+    {
+        "tl",
+        "triton",
+        "cdiv",
+        "next_power_of_2",
+        "current_platform",
+        "init_logger",
+        "is_hip",
+        "is_cuda",
+        "_is_hip",
+        "_is_cuda",
+        "is_rocm",
+        "ceil_div",
+        "round_up",
+        "logger",
+        "direct_register_custom_op",
+        "get_device_capability",
+        "input_guard",
+    }
 )
 _STD_ROOTS = frozenset(
-    {"torch", "triton", "numpy", "typing", "math", "functools", "os", "dataclasses", "enum",
-     "__future__", "itertools", "collections", "logging", "contextlib", "abc", "warnings",
-     "inspect", "sys", "re", "time", "typing_extensions", "operator", "copy", "json"}
+    {
+        "torch",
+        "triton",
+        "numpy",
+        "typing",
+        "math",
+        "functools",
+        "os",
+        "dataclasses",
+        "enum",
+        "__future__",
+        "itertools",
+        "collections",
+        "logging",
+        "contextlib",
+        "abc",
+        "warnings",
+        "inspect",
+        "sys",
+        "re",
+        "time",
+        "typing_extensions",
+        "operator",
+        "copy",
+        "json",
+    }
 )
 
 
@@ -151,7 +190,9 @@ def _triton(before: str, after: str, title: str, path: str) -> Census:
     added = tuple(sorted(n for n in ka if n not in kb))
     touched = set(changed) | set(added)
     launch_changed = [
-        n for n in pa if n in pb and ast.unparse(pa[n]) != ast.unparse(pb[n]) and _launched(pa[n]) & set(ka)
+        n
+        for n in pa
+        if n in pb and ast.unparse(pa[n]) != ast.unparse(pb[n]) and _launched(pa[n]) & set(ka)
     ]
     if not touched and not launch_changed:
         return Census("host_side_only", "no @triton function or launch site changed", tier, hw)
@@ -162,9 +203,13 @@ def _triton(before: str, after: str, title: str, path: str) -> Census:
         return Census(
             "no_launcher_found",
             "changed kernels are launched only from methods or from functions added by the commit",
-            tier, hw, changed,
+            tier,
+            hw,
+            changed,
         )
-    return Census("no_harness_spec", "runnable in principle; no spec written", tier, hw, changed, launchers)
+    return Census(
+        "no_harness_spec", "runnable in principle; no spec written", tier, hw, changed, launchers
+    )
 
 
 def census_row(
@@ -176,9 +221,17 @@ def census_row(
         return Census("amd_only", "ROCm/AITER path: code written for AMD GPUs", None, "amd")
     other = _non_triton(language, after, path)
     if other is not None:
-        return Census(other[0], other[1], None, hw or ("blackwell" if other[0] == "blackwell_only" else None))
+        return Census(
+            other[0], other[1], None, hw or ("blackwell" if other[0] == "blackwell_only" else None)
+        )
     census = _triton(before, after, title, path)
     if census.status == "no_harness_spec" and spec_for(repo, sha, path) is not None:
-        return Census("harness_ready", "a spec covers the row", census.import_tier, census.claim_hardware,
-                      census.changed_kernels, census.launchers)
+        return Census(
+            "harness_ready",
+            "a spec covers the row",
+            census.import_tier,
+            census.claim_hardware,
+            census.changed_kernels,
+            census.launchers,
+        )
     return census

@@ -19,7 +19,9 @@ from .specs import spec_for
 
 def covered_rows(rows: pl.DataFrame) -> pl.DataFrame:
     """The rows some spec covers."""
-    keep = [spec_for(r, s, p) is not None for r, s, p in rows.select("repo", "sha", "path").iter_rows()]
+    keep = [
+        spec_for(r, s, p) is not None for r, s, p in rows.select("repo", "sha", "path").iter_rows()
+    ]
     return rows.filter(pl.Series(keep, dtype=pl.Boolean))
 
 
@@ -27,7 +29,9 @@ def git_file(git_dir: Path, sha: str, path: str) -> str:
     """``git show sha:path`` of a (bare) clone."""
     return subprocess.run(
         ["git", "--git-dir", str(git_dir), "show", f"{sha}:{path}"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 

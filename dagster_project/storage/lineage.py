@@ -104,6 +104,8 @@ ASSETS: dict[str, Access] = {
         writes=("raw.measured_configs", "datasets.measured_configs"),
         partial=True,  # without a GPU: the shipped batches alone
     ),
+    # Issue 35: reads only the device batches shipped in the package (no table).
+    "executed_commits": Access(writes=("derived.commit_exec_runs", "derived.commit_exec_shapes")),
     "sim_tasks": Access(writes=("sim.kernelinfer_tasks", "sim.kernelinfer_tasks_holdout")),
     "sim_rung_verification": Access(writes=("sim.rung_verification",)),
     "kernelinfer_sessions": Access(

@@ -135,8 +135,8 @@ class _Platform:
 
         major, minor = torch.cuda.get_device_capability(device_id)
         cap = types.SimpleNamespace(major=major, minor=minor)
-        cap.to_int = lambda: major * 10 + minor  # type: ignore[attr-defined]
-        cap.as_version_str = lambda: f"{major}.{minor}"  # type: ignore[attr-defined]
+        cap.to_int = lambda: major * 10 + minor
+        cap.as_version_str = lambda: f"{major}.{minor}"
         return cap
 
     def has_device_capability(self, capability: Any, device_id: int = 0) -> bool:
@@ -174,7 +174,7 @@ def _tl() -> Any:
 def _device_capability(*_a: Any, **_k: Any) -> tuple[int, int]:
     import torch
 
-    return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
+    return tuple(torch.cuda.get_device_capability())
 
 
 #: Names every stubbed module provides (lazily), by attribute name.
@@ -196,6 +196,9 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "direct_register_custom_op": lambda: lambda *a, **k: None,
     "HAS_TRITON": lambda: True,
     "log2": lambda: math.log2,
+    "RCP_LN2": lambda: 1.0 / math.log(2.0),
+    "LN2": lambda: math.log(2.0),
+    "PAD_SLOT_ID": lambda: -1,
 }
 
 
@@ -242,13 +245,80 @@ class StubFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+class _Version:
+    """``packaging.version.Version`` for release numbers (``2.1.0+cu121`` -> (2, 1, 0))."""
+
+    def __init__(self, text: str) -> None:
+        head = str(text).split("+")[0]
+        parts = []
+        for piece in head.split("."):
+            digits = "".join(ch for ch in piece if ch.isdigit())
+            if not digits:
+                break
+            parts.append(int(digits))
+        self.release = tuple(parts)
+
+    def _key(self, other: object) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        theirs = other if isinstance(other, _Version) else _Version(str(other))
+        n = max(len(self.release), len(theirs.release))
+        pad = (0,) * n
+        return (self.release + pad)[:n], (theirs.release + pad)[:n]
+
+    def __lt__(self, other: object) -> bool:
+        a, b = self._key(other)
+        return a < b
+
+    def __le__(self, other: object) -> bool:
+        a, b = self._key(other)
+        return a <= b
+
+    def __gt__(self, other: object) -> bool:
+        a, b = self._key(other)
+        return a > b
+
+    def __ge__(self, other: object) -> bool:
+        a, b = self._key(other)
+        return a >= b
+
+    def __eq__(self, other: object) -> bool:
+        a, b = self._key(other)
+        return a == b
+
+    def __hash__(self) -> int:
+        return hash(self.release)
+
+
+class _FallbackFinder(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path``: ``packaging`` (used for version tests) when not installed."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname in ("packaging", "packaging.version"):
+            return importlib.machinery.ModuleSpec(fullname, _PackagingLoader(), is_package=True)
+        return None
+
+
+class _PackagingLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        module.Version = _Version  # type: ignore[attr-defined]
+        module.parse = _Version  # type: ignore[attr-defined]
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
 _FINDER = StubFinder()
+_FALLBACK = _FallbackFinder()
 
 
 def install_stubs() -> None:
-    """Put the stub finder first on ``sys.meta_path`` (idempotent)."""
+    """Put the stub finder first on ``sys.meta_path`` and the fallback last (idempotent)."""
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
+    if _FALLBACK not in sys.meta_path:
+        sys.meta_path.append(_FALLBACK)
 
 
 def package_of(path: str) -> str:

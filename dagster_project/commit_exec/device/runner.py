@@ -67,10 +67,17 @@ def toolchain() -> dict[str, str]:
         try:
             import subprocess
 
-            out["driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20, check=False,
-            ).stdout.strip().splitlines()[0]
+            out["driver"] = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                    check=False,
+                )
+                .stdout.strip()
+                .splitlines()[0]
+            )
         except Exception:  # noqa: BLE001 - a missing nvidia-smi leaves the driver unknown
             out["driver"] = "unknown"
     else:
@@ -195,7 +202,10 @@ def check_shape(spec: Spec, sides: dict[str, Callable], shape: Shape, device: An
     for side, fn in sides.items():
         outs[side] = {k: v.clone() for k, v in fn(_clone_mutated(spec, base)).items()}
     oracle = outs["before"]
-    res: dict[str, Any] = {"seed": seed, "after_vs_before": compare(outs["after"], oracle, spec.tolerance)}
+    res: dict[str, Any] = {
+        "seed": seed,
+        "after_vs_before": compare(outs["after"], oracle, spec.tolerance),
+    }
     if spec.reference is not None:
         ref = spec.reference(_clone_mutated(spec, base))
         res["before_vs_reference"] = compare(outs["before"], ref, spec.tolerance)
@@ -235,14 +245,27 @@ def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[
     result["shapes"] = []
     try:
         for role, shape in _shapes(spec, rng):
-            entry = {"role": role, "shape": shape_label(shape), **check_shape(spec, sides, shape, device)}
+            entry = {
+                "role": role,
+                "shape": shape_label(shape),
+                **check_shape(spec, sides, shape, device),
+            }
             if timing:
                 entry["timing"] = time_shape(spec, sides["before"], sides["after"], shape, device)
             result["shapes"].append(entry)
         if timing and spec.control is None:
             shape = spec.shapes[0]
-            aa = time_shape(spec, sides["before"], _runner(spec, mods["before_copy"], row["sha"]), shape, device)
-            result["shapes"].append({"role": "control_aa", "shape": shape_label(shape), "equivalent": True, "timing": aa})
+            aa = time_shape(
+                spec, sides["before"], _runner(spec, mods["before_copy"], row["sha"]), shape, device
+            )
+            result["shapes"].append(
+                {
+                    "role": "control_aa",
+                    "shape": shape_label(shape),
+                    "equivalent": True,
+                    "timing": aa,
+                }
+            )
     except Exception as exc:  # noqa: BLE001 - a kernel that faults is a result, not a crash
         result["status"] = "run_error"
         result["error"] = f"{type(exc).__name__}: {exc}"[:500]
@@ -268,7 +291,9 @@ def main(argv: list[str]) -> int:
                 continue
             t0 = time.time()
             res = run_row(row, work, device, timing=cuda)
-            res.update(toolchain=chain, harness_version=HARNESS_VERSION, seconds=round(time.time() - t0, 2))
+            res.update(
+                toolchain=chain, harness_version=HARNESS_VERSION, seconds=round(time.time() - t0, 2)
+            )
             fh.write(json.dumps(res) + "\n")
             fh.flush()
             print(_line(res), flush=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from .base import DEFAULT_TOLERANCE, Spec, shape_label
+from .bound import SPECS as _BOUND
 from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
-SPECS: tuple[Spec, ...] = _SIMPLE
+SPECS: tuple[Spec, ...] = _SIMPLE + _BOUND
 
 
 def spec_for(repo: str, sha: str, path: str) -> Spec | None:

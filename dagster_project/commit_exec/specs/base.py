@@ -66,9 +66,7 @@ class Spec:
     mutated: tuple[str, ...] = ()
 
     def covers(self, repo: str, sha: str, path: str) -> bool:
-        return any(
-            repo == r and sha.startswith(s) and path == p for r, s, p in self.rows
-        )
+        return any(repo == r and sha.startswith(s) and path == p for r, s, p in self.rows)
 
 
 def shape_label(shape: Shape) -> str:

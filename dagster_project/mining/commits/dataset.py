@@ -45,6 +45,7 @@ def kernel_commits_dataset(
 ) -> KernelCommits:
     """Union the repos' files, attach PR bodies and gains, mentions and prompt, temporal
     split; the metadata the UI shows (plots, counts, exclusions, preview)."""
+    from dagster_project.commit_exec.columns import attach_execution
     from dagster_project.gains.pipeline import attach_commit_gains
     from dagster_project.mining.commits.lake_sync import assemble_kernel_commits
     from dagster_project.mining.commits.mine import EXCLUDED_SCHEMA, exclusion_counts
@@ -52,6 +53,7 @@ def kernel_commits_dataset(
 
     rows = attach_commit_gains(files, pr_gains, pr_bodies)
     rows, cutoff = assemble_kernel_commits(rows, perf_commits)
+    rows = attach_execution(rows)
     excl = exclusion_counts(
         excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA)
     )
@@ -84,6 +86,8 @@ def kernel_commits_dataset(
         "excluded": Json(excl),
         "languages": Json(dict(rows.group_by("language").len().iter_rows())),
         "with_kernel_speedup": int(rows["kernel_speedup"].is_not_null().sum()),
+        "executed": int(rows["executed"].sum()),
+        "exec_status": Json(dict(rows.group_by("exec_status").len().iter_rows())),
         "preview": Markdown(
             md_table(rows.select("repo", "pr_number", "title", "path", "language", "split"))
         ),

@@ -1,0 +1,124 @@
+"""The execution columns of ``datasets.kernel_commits``: census + shipped measurements.
+
+Every row gets its census (``exec_status``, ``exec_reason``, ``exec_import_tier``,
+``exec_claim_hardware``, ``exec_census_version``). Rows a shipped batch ran get the
+result of their *first* session (later sessions re-measure; they live in
+``derived.commit_exec_runs``): ``exec_status`` becomes the run's status (``executed`` when
+every shape matched the oracle), ``executed``, ``equivalent``,
+``measured_kernel_speedup`` (CUDA-graph replay, geometric mean over the named and the
+held-out random shapes) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
+inclusive per call) with its CI, ``exec_toolchain`` (GPU, driver, CUDA, torch, Triton,
+harness version). A speedup is evidence only where ``equivalent`` is true; elsewhere it is
+null. Rows never run keep nulls: no evidence, no label.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .census import CENSUS_VERSION, census_row
+from .ingest import shipped
+
+EXEC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
+    "exec_status": pl.String,
+    "exec_reason": pl.String,
+    "exec_import_tier": pl.String,
+    "exec_claim_hardware": pl.String,
+    "exec_census_version": pl.String,
+    "executed": pl.Boolean,
+    "equivalent": pl.Boolean,
+    "measured_kernel_speedup": pl.Float64,
+    "measured_kernel_speedup_ci_lo": pl.Float64,
+    "measured_kernel_speedup_ci_hi": pl.Float64,
+    "measured_host_speedup": pl.Float64,
+    "measured_host_speedup_ci_lo": pl.Float64,
+    "measured_host_speedup_ci_hi": pl.Float64,
+    "exec_toolchain": pl.String,
+}
+
+
+def census_frame(rows: pl.DataFrame) -> pl.DataFrame:
+    """id + the census columns of every row."""
+    out = []
+    cols = ("id", "repo", "sha", "path", "language", "title", "before_code", "after_code")
+    for r in rows.select(cols).iter_rows(named=True):
+        c = census_row(
+            r["repo"],
+            r["sha"],
+            r["path"],
+            r["language"],
+            r["title"] or "",
+            r["before_code"] or "",
+            r["after_code"] or "",
+        )
+        out.append(
+            {
+                "id": r["id"],
+                "census_status": c.status,
+                "exec_reason": c.reason,
+                "exec_import_tier": c.import_tier,
+                "exec_claim_hardware": c.claim_hardware,
+            }
+        )
+    schema = {
+        "id": pl.String,
+        "census_status": pl.String,
+        "exec_reason": pl.String,
+        "exec_import_tier": pl.String,
+        "exec_claim_hardware": pl.String,
+    }
+    return pl.DataFrame(out, schema=schema).with_columns(exec_census_version=pl.lit(CENSUS_VERSION))
+
+
+def first_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """Each row's result in its first shipped batch (batches sort by name)."""
+    return runs.sort("batch").unique("id", keep="first", maintain_order=True)
+
+
+def _toolchain() -> pl.Expr:
+    return pl.concat_str(
+        [
+            pl.col("gpu"),
+            pl.lit("driver ") + pl.col("driver"),
+            pl.lit("CUDA ") + pl.col("cuda"),
+            pl.lit("torch ") + pl.col("torch"),
+            pl.lit("Triton ") + pl.col("triton"),
+            pl.lit("harness ") + pl.col("harness_version"),
+        ],
+        separator="; ",
+        ignore_nulls=True,
+    )
+
+
+def attach_execution(rows: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.DataFrame:
+    """``rows`` with the execution columns (``runs`` defaults to the shipped batches)."""
+    if runs is None:
+        runs = shipped()[0]
+    census = census_frame(rows)
+    first = first_runs(runs)
+    ok = pl.col("equivalent").fill_null(False)
+    measured = first.select(
+        "id",
+        pl.col("status").alias("run_status"),
+        (pl.col("status") == "executed").alias("executed"),
+        pl.col("equivalent"),
+        pl.when(ok).then(pl.col("graph_speedup")).alias("measured_kernel_speedup"),
+        pl.when(ok).then(pl.col("graph_ci_lo")).alias("measured_kernel_speedup_ci_lo"),
+        pl.when(ok).then(pl.col("graph_ci_hi")).alias("measured_kernel_speedup_ci_hi"),
+        pl.when(ok).then(pl.col("host_speedup")).alias("measured_host_speedup"),
+        pl.when(ok).then(pl.col("host_ci_lo")).alias("measured_host_speedup_ci_lo"),
+        pl.when(ok).then(pl.col("host_ci_hi")).alias("measured_host_speedup_ci_hi"),
+        _toolchain().alias("exec_toolchain"),
+    )
+    drop = [c for c in EXEC_COLUMNS if c in rows.columns]
+    out = (
+        rows.drop(drop)
+        .join(census, on="id", how="left")
+        .join(measured, on="id", how="left")
+        .with_columns(
+            exec_status=pl.coalesce("run_status", "census_status"),
+            executed=pl.col("executed").fill_null(False),
+        )
+        .drop("run_status", "census_status")
+    )
+    return out.with_columns([pl.col(c).cast(t) for c, t in EXEC_COLUMNS.items()])

@@ -1,0 +1,94 @@
+"""The child process of ``commit_exec.sandbox.run_candidate``: one candidate file against
+the row's ``before`` file, through the row's harness spec.
+
+``python -m dagster_project.commit_exec.device.candidate JOB.json RESULT.json``. The job
+names the row (repo, sha, path, id), the two files and how many fresh random shapes to
+check. Every random shape is drawn here, from ``os.urandom``, after the candidate is
+imported, so nothing in the candidate can know it. The candidate's outputs (and mutated
+inputs) are compared with ``before``'s on each shape, then the two are timed by CUDA-graph
+replay, interleaved, on those shapes. Writes one JSON object: ``status`` (``ok``,
+``import_error``, ``run_error``, ``wrong_output``, ``no_spec``), ``speedup`` with its 95%
+CI and ``significant``, per-shape details. Imports only stdlib/torch/triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..specs import shape_label, spec_for
+from . import stats
+from .loader import load_file, package_of
+from .runner import check_shape, time_shape
+
+
+def evaluate(job: dict[str, Any]) -> dict[str, Any]:
+    """Run the job (see the module docstring); never raises."""
+    spec = spec_for(job["repo"], job["sha"], job["path"])
+    if spec is None:
+        return {"status": "no_spec"}
+    import torch
+
+    package = package_of(job["path"])
+    try:
+        before = load_file(Path(job["before"]), f"_cand_before_{job['id']}", package)
+        cand = load_file(Path(job["candidate"]), f"_cand_{job['id']}", package)
+    except Exception as exc:  # noqa: BLE001 - a candidate that does not import is a result
+        return {"status": "import_error", "error": f"{type(exc).__name__}: {exc}"[:400]}
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    shapes = [spec.random_shape(rng) for _ in range(int(job.get("random_shapes", 2)))]
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sides = {
+        "before": lambda x: spec.call(before, x, job["sha"]),
+        "after": lambda x: spec.call(cand, x, job["sha"]),
+    }
+    out: dict[str, Any] = {"shapes": []}
+    try:
+        for shape in shapes:
+            check = check_shape(spec, sides, shape, device)
+            entry = {
+                "shape": shape_label(shape),
+                "equivalent": check["equivalent"],
+                "why": check["after_vs_before"]["why"],
+            }
+            out["shapes"].append(entry)
+            if not check["equivalent"]:
+                return {**out, "status": "wrong_output"}
+        if job.get("time", True) and device.type == "cuda":
+            pairs = []
+            for shape, entry in zip(shapes, out["shapes"], strict=True):
+                t = time_shape(spec, sides["before"], sides["after"], shape, device)["graph"]
+                entry["speedup"] = t.get("speedup")
+                if "samples_before" in t:
+                    pairs.append((t["samples_before"], t["samples_after"]))
+            if pairs:
+                lo, hi = stats.bootstrap_ci(pairs, seed=1)
+                out.update(
+                    speedup=stats.geomean_ratio(pairs),
+                    ci_lo=lo,
+                    ci_hi=hi,
+                    significant=stats.significant(lo, hi),
+                )
+    except Exception as exc:  # noqa: BLE001
+        return {
+            **out,
+            "status": "run_error",
+            "error": f"{type(exc).__name__}: {exc}"[:400],
+            "traceback": traceback.format_exc()[-800:],
+        }
+    return {**out, "status": "ok"}
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[0]).read_text())
+    Path(argv[1]).write_text(json.dumps(evaluate(job)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

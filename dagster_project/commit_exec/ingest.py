@@ -1,0 +1,205 @@
+"""Device results (the runner's JSON lines) -> compact Parquet batches shipped in the
+package, and the batches -> the frames the lake holds.
+
+A batch is two files under ``commit_exec/data/``: ``<batch>.runs.parquet`` (one row per
+kernel_commits row run: status, equivalence, both scopes' speedups with 95% CIs, the
+toolchain stamp) and ``<batch>.shapes.parquet`` (one row per shape: role, oracle checks,
+medians, speedup, CI, Mann-Whitney p, the raw samples). The row-level speedup of a scope
+is the geometric mean over the row's named and random shapes of before/after medians, with
+a bootstrap CI over all of them (``device.stats``); the control shape is reported, never
+averaged in. Ingestion needs no GPU: a fresh build reads the shipped batches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .device import stats
+
+#: Where shipped batches live.
+DATA_DIR = Path(__file__).parent / "data"
+
+RUN_SCHEMA: dict[str, Any] = {
+    "batch": pl.String,
+    "id": pl.String,
+    "repo": pl.String,
+    "sha": pl.String,
+    "path": pl.String,
+    "spec": pl.String,
+    "status": pl.String,
+    "error": pl.String,
+    "equivalent": pl.Boolean,
+    "shapes_checked": pl.Int64,
+    "graph_speedup": pl.Float64,
+    "graph_ci_lo": pl.Float64,
+    "graph_ci_hi": pl.Float64,
+    "host_speedup": pl.Float64,
+    "host_ci_lo": pl.Float64,
+    "host_ci_hi": pl.Float64,
+    "heldout_graph_speedup": pl.Float64,
+    "control_graph_speedup": pl.Float64,
+    "control_graph_ci_lo": pl.Float64,
+    "control_graph_ci_hi": pl.Float64,
+    "control_kind": pl.String,
+    "gpu": pl.String,
+    "driver": pl.String,
+    "cuda": pl.String,
+    "torch": pl.String,
+    "triton": pl.String,
+    "harness_version": pl.String,
+    "seconds": pl.Float64,
+}
+
+SHAPE_SCHEMA: dict[str, Any] = {
+    "batch": pl.String,
+    "id": pl.String,
+    "role": pl.String,
+    "shape": pl.String,
+    "equivalent": pl.Boolean,
+    "max_abs_err": pl.Float64,
+    "why": pl.String,
+    "before_matches_reference": pl.Boolean,
+    "after_matches_reference": pl.Boolean,
+    "scope": pl.String,
+    "before_us": pl.Float64,
+    "after_us": pl.Float64,
+    "speedup": pl.Float64,
+    "ci_lo": pl.Float64,
+    "ci_hi": pl.Float64,
+    "p": pl.Float64,
+    "sets": pl.Int64,
+    "samples_before": pl.List(pl.Float64),
+    "samples_after": pl.List(pl.Float64),
+    "error": pl.String,
+}
+
+SCOPES = ("graph", "host")
+
+
+def _scope_rows(batch: str, rid: str, shape: dict[str, Any]) -> list[dict[str, Any]]:
+    base = {
+        "batch": batch,
+        "id": rid,
+        "role": shape["role"],
+        "shape": shape["shape"],
+        "equivalent": shape.get("equivalent"),
+        "max_abs_err": (shape.get("after_vs_before") or {}).get("max_abs_err"),
+        "why": (shape.get("after_vs_before") or {}).get("why") or None,
+        "before_matches_reference": (shape.get("before_vs_reference") or {}).get("ok"),
+        "after_matches_reference": (shape.get("after_vs_reference") or {}).get("ok"),
+    }
+    timing = shape.get("timing")
+    if not timing:
+        return [{**base, "scope": None}]
+    out = []
+    for scope in SCOPES:
+        t = timing.get(scope) or {}
+        out.append(
+            {
+                **base,
+                "scope": scope,
+                "sets": timing.get("sets"),
+                "error": t.get("error"),
+                **{
+                    k: t.get(k) for k in ("before_us", "after_us", "speedup", "ci_lo", "ci_hi", "p")
+                },
+                "samples_before": t.get("samples_before"),
+                "samples_after": t.get("samples_after"),
+            }
+        )
+    return out
+
+
+def _row_speedup(shapes: list[dict[str, Any]], scope: str, roles: tuple[str, ...]) -> tuple:
+    pairs = [
+        (s["timing"][scope]["samples_before"], s["timing"][scope]["samples_after"])
+        for s in shapes
+        if s["role"] in roles and "speedup" in (s.get("timing") or {}).get(scope, {})
+    ]
+    if not pairs:
+        return None, None, None
+    lo, hi = stats.bootstrap_ci(pairs, seed=len(pairs))
+    return stats.geomean_ratio(pairs), lo, hi
+
+
+def run_record(batch: str, res: dict[str, Any]) -> dict[str, Any]:
+    """One runner line -> one runs row."""
+    shapes = res.get("shapes", [])
+    chain = res.get("toolchain", {})
+    row: dict[str, Any] = {
+        "batch": batch,
+        **{k: res.get(k) for k in ("id", "repo", "sha", "path", "spec", "status", "error")},
+        "equivalent": res.get("equivalent"),
+        "shapes_checked": len([s for s in shapes if s["role"] != "control_aa"]),
+        **{k: chain.get(k) for k in ("gpu", "driver", "cuda", "torch", "triton")},
+        "harness_version": res.get("harness_version"),
+        "seconds": res.get("seconds"),
+    }
+    for scope in SCOPES:
+        sp, lo, hi = _row_speedup(shapes, scope, ("named", "random"))
+        row.update({f"{scope}_speedup": sp, f"{scope}_ci_lo": lo, f"{scope}_ci_hi": hi})
+    row["heldout_graph_speedup"] = _row_speedup(shapes, "graph", ("random",))[0]
+    control = [s for s in shapes if s["role"] in ("control", "control_aa")]
+    if control:
+        sp, lo, hi = _row_speedup(control, "graph", (control[0]["role"],))
+        row.update(
+            control_graph_speedup=sp,
+            control_graph_ci_lo=lo,
+            control_graph_ci_hi=hi,
+            control_kind="path" if control[0]["role"] == "control" else "before_vs_before",
+        )
+    return row
+
+
+def frames(batch: str, lines: Iterable[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(runs, shapes) of one batch from the runner's JSON lines (blank lines skipped)."""
+    runs, shapes = [], []
+    for line in lines:
+        if not line.strip():
+            continue
+        res = json.loads(line)
+        runs.append(run_record(batch, res))
+        for shape in res.get("shapes", []):
+            shapes.extend(_scope_rows(batch, res["id"], shape))
+    return (
+        pl.DataFrame(runs, schema=RUN_SCHEMA),
+        pl.DataFrame(shapes, schema=SHAPE_SCHEMA),
+    )
+
+
+def write_batch(batch: str, results: Path, dest: Path = DATA_DIR) -> tuple[Path, Path]:
+    """Convert a results file into the two shipped Parquet files of ``batch``."""
+    runs, shapes = frames(batch, results.read_text().splitlines())
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = (dest / f"{batch}.runs.parquet", dest / f"{batch}.shapes.parquet")
+    runs.write_parquet(paths[0], compression="zstd")
+    shapes.write_parquet(paths[1], compression="zstd")
+    return paths
+
+
+def shipped(dest: Path = DATA_DIR) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every shipped batch, concatenated (empty frames with the schemas when none)."""
+    runs = [pl.read_parquet(p) for p in sorted(dest.glob("*.runs.parquet"))]
+    shapes = [pl.read_parquet(p) for p in sorted(dest.glob("*.shapes.parquet"))]
+    return (
+        pl.concat(runs, how="diagonal_relaxed") if runs else pl.DataFrame(schema=RUN_SCHEMA),
+        pl.concat(shapes, how="diagonal_relaxed") if shapes else pl.DataFrame(schema=SHAPE_SCHEMA),
+    )
+
+
+def main(argv: list[str]) -> int:
+    """``python -m dagster_project.commit_exec.ingest BATCH RESULTS.jsonl``."""
+    for p in write_batch(argv[0], Path(argv[1])):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

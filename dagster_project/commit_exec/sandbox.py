@@ -1,0 +1,97 @@
+"""The process boundary of the execution reward: ``run_candidate``.
+
+A policy's candidate file is untrusted code. It runs in its own Python process, started
+here, with a wall-clock limit, in a fresh temporary folder that holds only the two files
+and the job; the parent never imports it and reads back one JSON object. This is the one
+function the exploit-hardening work (``dagster_project/rewards/guard/``) wraps: keep every
+launch of candidate code behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Default wall-clock limit of one candidate's process, seconds (compile + check + time).
+DEFAULT_TIMEOUT_S = 300.0
+
+#: The package root the child imports ``dagster_project`` from.
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """What the child reported (``status`` ``timeout``/``crashed`` when it reported nothing)."""
+
+    status: str
+    speedup: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    significant: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def run_candidate(
+    row: dict[str, str],
+    before_code: str,
+    candidate_code: str,
+    *,
+    random_shapes: int = 2,
+    time_it: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    python: str = sys.executable,
+) -> CandidateResult:
+    """Check and time ``candidate_code`` against ``before_code`` through the row's harness
+    (``row``: ``id``, ``repo``, ``sha``, ``path``) in a separate process."""
+    with tempfile.TemporaryDirectory(prefix="commit_exec_cand_") as tmp:
+        folder = Path(tmp)
+        (folder / "before.py").write_text(before_code)
+        (folder / "candidate.py").write_text(candidate_code)
+        job = {
+            **{k: row[k] for k in ("id", "repo", "sha", "path")},
+            "before": str(folder / "before.py"),
+            "candidate": str(folder / "candidate.py"),
+            "random_shapes": random_shapes,
+            "time": time_it,
+        }
+        (folder / "job.json").write_text(json.dumps(job))
+        result = folder / "result.json"
+        env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            proc = subprocess.run(
+                [
+                    python,
+                    "-m",
+                    "dagster_project.commit_exec.device.candidate",
+                    str(folder / "job.json"),
+                    str(result),
+                ],
+                cwd=folder,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:
+            return CandidateResult("timeout", detail={"timeout_s": timeout_s})
+        if not result.exists():
+            return CandidateResult(
+                "crashed", detail={"rc": proc.returncode, "stderr": proc.stderr[-800:]}
+            )
+        data = json.loads(result.read_text())
+    return CandidateResult(
+        status=data.get("status", "crashed"),
+        speedup=data.get("speedup"),
+        ci_lo=data.get("ci_lo"),
+        ci_hi=data.get("ci_hi"),
+        significant=bool(data.get("significant", False)),
+        detail=data,
+    )

@@ -1,0 +1,336 @@
+"""Specs whose launchers are called by parameter name (``bind.call_by_name``): per-token
+group quantisation (fp8, int8), vLLM's unified paged attention, Mamba2's
+``selective_state_update``. Shapes name their source (models: Llama-3-8B, DeepSeek-V3,
+Qwen3-32B, Mamba-Codestral-7B / Nemotron-H, gpt-oss with its sliding window)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .base import Inputs, Outputs, Shape, Spec
+from .bind import call_by_name
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+# --- per_token_group_quant_fp8 / _int8 (vLLM): x -> (q, scale per group of 128) ---
+
+
+def _group_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    x = torch.randn(shape["tokens"], shape["hidden"], generator=gen, device=device) * 3
+    x[:, : shape["hidden"] // 64] *= 20  # outlier channels: groups with very different scales
+    return {"x": x.to(torch.bfloat16), "group_size": shape.get("group", 128)}
+
+
+def _group_call(fn_name: str) -> Any:
+    def call(mod: Any, x: Inputs, sha: str) -> Outputs:
+        q, s = call_by_name(
+            getattr(mod, fn_name), {**x, "column_major_scales": False, "eps": 1e-10}
+        )
+        return {"q": q.float(), "scale": s.float().contiguous()}
+
+    return call
+
+
+def _group_reference(qmax: float, integer: bool) -> Any:
+    def ref(x: Inputs) -> Outputs:
+        torch = _torch()
+        t, h = x["x"].shape
+        g = x["x"].float().view(t, h // x["group_size"], x["group_size"])
+        s = g.abs().amax(-1, keepdim=True).clamp_min(1e-10) / qmax
+        q = (g / s).clamp(-qmax, qmax)
+        q = q.round() if integer else q.to(torch.float8_e4m3fn).float()
+        return {"q": q.view(t, h), "scale": s.view(t, -1)}
+
+    return ref
+
+
+_GROUP_SHAPES = (
+    {"name": "dsv3-decode", "tokens": 64, "hidden": 7168},
+    {"name": "dsv3-prefill", "tokens": 4096, "hidden": 7168},
+    {"name": "qwen3-32b-prefill", "tokens": 2048, "hidden": 5120},
+    {"name": "dsv3-moe-down-in", "tokens": 512, "hidden": 2048},
+)
+
+
+def _group_random(r: random.Random) -> Shape:
+    return {
+        "name": "random",
+        "tokens": r.choice([1, 9, 300, 1500]),
+        "hidden": r.choice([1024, 4096, 7168]),
+    }
+
+
+PER_TOKEN_GROUP_FP8 = Spec(
+    name="vllm_per_token_group_quant_fp8",
+    launcher="per_token_group_quant_fp8",
+    rows=tuple(
+        ("vllm", sha, "vllm/model_executor/layers/quantization/utils/fp8_utils.py")
+        for sha in ("5cf2daea", "42d440c2", "774d0c01", "af0444bf", "d08b356e")
+    ),
+    shapes=_GROUP_SHAPES,
+    random_shape=_group_random,
+    make_inputs=_group_inputs,
+    call=_group_call("per_token_group_quant_fp8"),
+    reference=_group_reference(448.0, integer=False),
+    tolerance={"q": (0.0, 0.126), "scale": (1e-9, 1e-5)},
+    tolerance_why="q is fp8 e4m3: a value on a rounding boundary may round either way when "
+    "the scale differs in its last float bit (one fp8 step, 12.5%); scales are one fp32 "
+    "max and one division: 1e-5 relative",
+)
+
+PER_TOKEN_GROUP_INT8 = Spec(
+    name="vllm_per_token_group_quant_int8",
+    launcher="per_token_group_quant_int8",
+    rows=(("vllm", "75d29cf4", "vllm/model_executor/layers/quantization/utils/int8_utils.py"),),
+    shapes=_GROUP_SHAPES,
+    random_shape=_group_random,
+    make_inputs=_group_inputs,
+    call=_group_call("per_token_group_quant_int8"),
+    reference=_group_reference(127.0, integer=True),
+    tolerance={"q": (1.0, 0.0), "scale": (1e-9, 1e-5)},
+    tolerance_why="int8 rounding of a value within float error of .5 may go either way: one "
+    "integer step; scales 1e-5 relative",
+)
+
+
+# --- unified_attention (vLLM, paged KV, varlen queries) ---
+
+
+def _ua_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, ql, kl = shape["batch"], shape["q_len"], shape["kv_len"]
+    hq, hk, d, bs = shape["hq"], shape["hk"], shape["head"], 16
+    dt = torch.bfloat16
+    q_lens = [ql] * b
+    kv_lens = [kl + i * 7 for i in range(b)]
+    blocks_per = -(-max(kv_lens) // bs)
+    nblocks = b * blocks_per + 8
+    perm = torch.randperm(nblocks, generator=gen, device="cpu")[: b * blocks_per]
+    cu = [0]
+    for n in q_lens:
+        cu.append(cu[-1] + n)
+    return {
+        "q": torch.randn(cu[-1], hq, d, generator=gen, device=device).to(dt),
+        "k": torch.randn(nblocks, bs, hk, d, generator=gen, device=device).to(dt),
+        "v": torch.randn(nblocks, bs, hk, d, generator=gen, device=device).to(dt),
+        "out": torch.empty(cu[-1], hq, d, device=device, dtype=dt),
+        "cu_seqlens_q": torch.tensor(cu, dtype=torch.int32, device=device),
+        "max_seqlen_q": ql,
+        "seqused_k": torch.tensor(kv_lens, dtype=torch.int32, device=device),
+        "max_seqlen_k": max(kv_lens),
+        "softmax_scale": d**-0.5,
+        "causal": True,
+        "window_size": (shape.get("window", -1), 0 if shape.get("window") else -1),
+        "block_table": perm.view(b, blocks_per).to(device=device, dtype=torch.int32),
+        "softcap": 0.0,
+        "q_descale": None,
+        "k_descale": None,
+        "v_descale": None,
+    }
+
+
+def _ua_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.unified_attention, x)
+    return {"out": x["out"]}
+
+
+def _ua_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    outs = []
+    cu, lens = x["cu_seqlens_q"].tolist(), x["seqused_k"].tolist()
+    hq, hk = x["q"].shape[1], x["k"].shape[2]
+    bs = x["k"].shape[1]
+    win = x["window_size"][0]
+    for i, kl in enumerate(lens):
+        blocks = x["block_table"][i, : -(-kl // bs)].long()
+        k = x["k"][blocks].reshape(-1, hk, x["k"].shape[-1])[:kl].float()
+        v = x["v"][blocks].reshape(-1, hk, x["v"].shape[-1])[:kl].float()
+        q = x["q"][cu[i] : cu[i + 1]].float()
+        ql = q.shape[0]
+        qpos = torch.arange(kl - ql, kl, device=q.device)[:, None]
+        kpos = torch.arange(kl, device=q.device)[None, :]
+        mask = kpos <= qpos
+        if win > 0:
+            mask &= kpos > qpos - win - 1
+        k = k.repeat_interleave(hq // hk, 1).transpose(0, 1)
+        v = v.repeat_interleave(hq // hk, 1).transpose(0, 1)
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(0, 1), k, v, attn_mask=mask, scale=x["softmax_scale"]
+        )
+        outs.append(o.transpose(0, 1))
+    return {"out": torch.cat(outs).to(x["out"].dtype)}
+
+
+UNIFIED_ATTENTION = Spec(
+    name="vllm_unified_attention",
+    launcher="unified_attention",
+    rows=tuple(
+        ("vllm", sha, "vllm/attention/ops/triton_unified_attention.py")
+        for sha in ("01c22335", "22dd9c27", "9a161307", "a2a5f79e")
+    )
+    + (("vllm", "b8bf5c45", "vllm/v1/attention/ops/triton_unified_attention.py"),),
+    shapes=(
+        {
+            "name": "llama3-8b-decode",
+            "batch": 32,
+            "q_len": 1,
+            "kv_len": 1024,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+        },
+        {
+            "name": "llama3-8b-prefill",
+            "batch": 2,
+            "q_len": 1024,
+            "kv_len": 1024,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+        },
+        {
+            "name": "qwen3-32b-chunked",
+            "batch": 4,
+            "q_len": 256,
+            "kv_len": 2048,
+            "hq": 64,
+            "hk": 8,
+            "head": 128,
+        },
+        {
+            "name": "gpt-oss-swa-decode",
+            "batch": 16,
+            "q_len": 1,
+            "kv_len": 4096,
+            "hq": 64,
+            "hk": 8,
+            "head": 64,
+            "window": 128,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 8]),
+        "q_len": r.choice([1, 1, 5, 64]),
+        "kv_len": r.choice([100, 700, 3000]),
+        "hq": 16,
+        "hk": r.choice([2, 4, 16]),
+        "head": r.choice([64, 128]),
+    },
+    make_inputs=_ua_inputs,
+    call=_ua_call,
+    reference=_ua_reference,
+    mutated=("out",),
+    tolerance={"out": (2e-2, 2e-2)},
+    tolerance_why="online softmax over <= 4k keys, fp32 accumulators, bf16 P@V and output: "
+    "bf16 default plus an absolute floor for outputs near zero",
+)
+
+
+# --- selective_state_update (Mamba2 decode step): state and out are both written ---
+
+
+def _ssu_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, h, p, n, g = (
+        shape["batch"],
+        shape["heads"],
+        shape["head_dim"],
+        shape["dstate"],
+        shape["groups"],
+    )
+    f32, bf = torch.float32, torch.bfloat16
+
+    def rnd(*s: int, dtype: Any = bf, scale: float = 1.0) -> Any:
+        return (torch.randn(*s, generator=gen, device=device) * scale).to(dtype)
+
+    A = -torch.rand(h, generator=gen, device=device).to(f32)
+    return {
+        "state": rnd(b, h, p, n, dtype=f32, scale=0.5),
+        "x": rnd(b, h, p),
+        "dt": rnd(b, h, dtype=bf)[:, :, None].expand(b, h, p),  # tie_hdim: dt per head
+        "A": A[:, None, None].expand(h, p, n),
+        "B": rnd(b, g, n),
+        "C": rnd(b, g, n),
+        "D": rnd(h, dtype=f32)[:, None].expand(h, p),
+        "z": rnd(b, h, p),
+        "dt_bias": rnd(h, dtype=f32)[:, None].expand(h, p),
+        "dt_softplus": True,
+        "state_batch_indices": None,
+        "pad_slot_id": -1,
+        "out": torch.empty(b, h, p, device=device, dtype=bf),
+    }
+
+
+def _ssu_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    got = call_by_name(mod.selective_state_update, x)
+    out = got if got is not None else x["out"]
+    return {"out": out, "state": x["state"]}
+
+
+SELECTIVE_STATE_UPDATE = Spec(
+    name="mamba_selective_state_update",
+    launcher="selective_state_update",
+    rows=(
+        ("vllm", "b690e348", "vllm/model_executor/layers/mamba/ops/mamba_ssm.py"),
+        ("vllm", "f4a0921c", "vllm/model_executor/layers/mamba/ops/mamba_ssm.py"),
+        ("vllm", "7faba503", "vllm/model_executor/layers/mamba/ops/mamba_ssm.py"),
+        ("sglang", "38ae22e0", "python/sglang/srt/layers/attention/mamba/ops/mamba_ssm.py"),
+    ),
+    shapes=(
+        {
+            "name": "codestral-7b-b1",
+            "batch": 1,
+            "heads": 128,
+            "head_dim": 64,
+            "dstate": 128,
+            "groups": 8,
+        },
+        {
+            "name": "codestral-7b-b64",
+            "batch": 64,
+            "heads": 128,
+            "head_dim": 64,
+            "dstate": 128,
+            "groups": 8,
+        },
+        {
+            "name": "nemotron-h-b32",
+            "batch": 32,
+            "heads": 128,
+            "head_dim": 64,
+            "dstate": 128,
+            "groups": 8,
+        },
+        {"name": "test-small", "batch": 4, "heads": 8, "head_dim": 32, "dstate": 16, "groups": 1},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([2, 7, 48]),
+        "heads": r.choice([16, 64]),
+        "head_dim": r.choice([32, 64]),
+        "dstate": r.choice([16, 64, 128]),
+        "groups": r.choice([1, 4]),
+    },
+    make_inputs=_ssu_inputs,
+    call=_ssu_call,
+    mutated=("state", "out"),
+    tolerance={"state": (1e-4, 1e-4), "out": (1.6e-2, 1.6e-2)},
+    tolerance_why="one recurrence step: the fp32 state from one exp and a multiply-add (fp32 "
+    "default); out is a bf16 sum over dstate<=128 (bf16 default)",
+)
+
+
+SPECS: tuple[Spec, ...] = (
+    PER_TOKEN_GROUP_FP8,
+    PER_TOKEN_GROUP_INT8,
+    UNIFIED_ATTENTION,
+    SELECTIVE_STATE_UPDATE,
+)

@@ -1,0 +1,71 @@
+"""Importing one engine file alone: stubbed engine modules, trivial shims, relative imports,
+stub base classes and decorators; the ``packaging`` fallback. Files written here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dagster_project.commit_exec.device.loader import (
+    Stub,
+    StubModule,
+    load_file,
+    package_of,
+)
+
+ENGINE_FILE = """
+import functools
+from vllm.platforms import current_platform
+from vllm.utils import cdiv, next_power_of_2
+from sglang.srt.utils import is_hip, get_bool_env_var, custom_decorator
+from .sibling import helper
+import sgl_kernel
+from packaging.version import Version
+
+_is_hip = is_hip()
+HAS_NEW = Version("3.6.0+cu130") >= Version("3.4")
+
+
+class Layer(helper.BaseLayer):
+    pass
+
+
+@custom_decorator
+def launcher(n):
+    return cdiv(n, 128), next_power_of_2(n)
+
+
+FLAG = bool(get_bool_env_var("X"))
+ROCM = current_platform.is_rocm()
+CUDA = current_platform.is_cuda()
+"""
+
+
+def test_engine_file_imports_with_stubs(tmp_path: Path) -> None:
+    f = tmp_path / "engine_file.py"
+    f.write_text(ENGINE_FILE)
+    mod = load_file(f, "_test_engine_file", "sglang.srt.layers")
+    assert mod.launcher(300) == (3, 512)  # the decorator stub returned the function
+    assert mod._is_hip is False
+    assert mod.HAS_NEW is True
+    assert mod.FLAG is False
+    assert mod.ROCM is False and mod.CUDA is True
+    assert issubclass(mod.Layer, object)
+    assert isinstance(sys.modules["sgl_kernel"], StubModule)
+    assert isinstance(mod.sgl_kernel.anything, Stub)
+
+
+def test_a_file_that_fails_raises(tmp_path: Path) -> None:
+    f = tmp_path / "bad.py"
+    f.write_text("import definitely_not_a_module_here\n")
+    try:
+        load_file(f, "_test_bad", "vllm")
+    except ModuleNotFoundError as exc:
+        assert "definitely_not_a_module_here" in str(exc)
+    else:
+        raise AssertionError("expected the import error")
+
+
+def test_package_of() -> None:
+    assert package_of("python/sglang/srt/layers/x.py") == "sglang.srt.layers"
+    assert package_of("vllm/attention/ops/y.py") == "vllm.attention.ops"

@@ -1,0 +1,74 @@
+"""The execution reward's plumbing: edits (the patch parser), the score of every sandbox
+status (recorded results), monotonicity, and the process boundary with a real subprocess."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dagster_project.commit_exec import reward as R
+from dagster_project.commit_exec.sandbox import CandidateResult, run_candidate
+from dagster_project.rewards.patch import oracle_edit
+
+BEFORE = "def f(x):\n    return x * 2\n\n\ndef g(x):\n    return x + 1\n"
+AFTER = "def f(x):\n    return x << 1\n\n\ndef g(x):\n    return x + 1\n"
+
+
+def test_patched_applies_the_oracle_edit() -> None:
+    assert R.patched(oracle_edit(BEFORE, AFTER, "a.py"), BEFORE) == AFTER
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "no edit at all",
+        "<<<<<<< SEARCH\nreturn x * 3\n=======\nreturn x\n>>>>>>> REPLACE\n",  # no match
+        "<<<<<<< SEARCH\nreturn x * 2\n=======\n",  # unterminated
+    ],
+)
+def test_malformed_or_non_applying_scores_minus_one(completion: str) -> None:
+    row = {"id": "x", "repo": "vllm", "sha": "0" * 40, "path": "a.py", "before_code": BEFORE}
+    assert R.execution_reward(completion, row) == R.MALFORMED_REWARD
+
+
+# Recorded sandbox results (the shapes of what device/candidate.py writes).
+RECORDED = [
+    (CandidateResult("import_error", detail={"error": "SyntaxError"}), R.ERROR_REWARD),
+    (CandidateResult("run_error", detail={"error": "CompilationError"}), R.ERROR_REWARD),
+    (CandidateResult("timeout"), R.ERROR_REWARD),
+    (CandidateResult("crashed"), R.ERROR_REWARD),
+    (CandidateResult("wrong_output"), R.WRONG_REWARD),
+    (CandidateResult("ok", 1.02, 0.97, 1.06, False), R.CORRECT_REWARD),
+    (CandidateResult("ok", 2.0, 1.9, 2.1, True), 0.6),
+    (CandidateResult("ok", 8.0, 7.0, 9.0, True), 1.0),
+    (CandidateResult("ok", 0.5, 0.45, 0.55, True), -0.15),
+]
+
+
+@pytest.mark.parametrize(("result", "expected"), RECORDED)
+def test_reward_of_each_status(result: CandidateResult, expected: float) -> None:
+    assert math.isclose(R.reward_from(result), expected)
+
+
+def test_speedup_reward_is_monotone() -> None:
+    values = [R.speedup_reward(s / 10) for s in range(3, 60)]
+    assert all(a <= b for a, b in zip(values, values[1:], strict=False))
+    assert R.speedup_reward(1.0) == R.CORRECT_REWARD
+    assert min(values) > R.ERROR_REWARD
+
+
+def test_sandbox_reports_a_row_without_spec_from_its_own_process() -> None:
+    row = {"id": "nospec", "repo": "vllm", "sha": "0" * 40, "path": "nowhere.py"}
+    res = run_candidate(row, BEFORE, AFTER, time_it=False, timeout_s=60)
+    assert res.status == "no_spec"
+    assert R.reward_from(res) == R.ERROR_REWARD
+
+
+def test_sandbox_kills_a_process_past_its_limit(tmp_path) -> None:  # noqa: ANN001
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    row = {"id": "slow", "repo": "vllm", "sha": "0" * 40, "path": "a.py"}
+    res = run_candidate(row, BEFORE, AFTER, timeout_s=1, python=str(slow))
+    assert res.status == "timeout"
