@@ -46,7 +46,9 @@ def perf_commits(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Ma
     repo = context.partition_key
     git, head = lake.repo_snapshot(repo)
     handle = lake.lake()
-    counters = refresh_perf_commits(handle, git, DEFAULT_SPECS[repo], repo, head)
+    counters = refresh_perf_commits(
+        handle, git, DEFAULT_SPECS[repo], repo, head, rules=asset_code_version("perf_commits")
+    )
     version = table_version(handle, "raw.perf_commits", where="repo = ?", params=[repo])
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version),
@@ -83,7 +85,9 @@ def kernel_commit_files(
     repo = context.partition_key
     git = lake.repo_git(repo)
     handle = lake.lake()
-    counters = refresh_commit_files(handle, git, DEFAULT_SPECS[repo], repo)
+    counters = refresh_commit_files(
+        handle, git, DEFAULT_SPECS[repo], repo, rules=asset_code_version("kernel_commit_files")
+    )
     version = table_version(
         handle,
         "raw.kernel_commit_files",

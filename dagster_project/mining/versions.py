@@ -42,6 +42,18 @@ from dagster_project.mining.configs import (
 from dagster_project.mining.configs import dataset as config_dataset
 from dagster_project.mining.configs import prompt as config_prompt
 from dagster_project.mining.configs import split as config_split
+from dagster_project.mining.rule_versions import changed_rules, format_versions, parse_versions
+
+__all__ = [
+    "ASSET_RULES",
+    "RULE_MODULES",
+    "asset_code_version",
+    "changed_rules",
+    "format_versions",
+    "miner_version",
+    "parse_versions",
+    "rule_versions",
+]
 
 #: rule name -> module, for every module whose rules decide mined rows.
 RULE_MODULES: dict[str, ModuleType] = {
@@ -108,21 +120,6 @@ def rule_versions(rules: tuple[str, ...] | None = None) -> dict[str, str]:
     return {r: str(RULE_MODULES[r].RULES_VERSION) for r in names_}
 
 
-def format_versions(versions: dict[str, str]) -> str:
-    """``rule=v,rule=v`` in a fixed order: readable in the UI and stable as a code version."""
-    return ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
-
-
-def parse_versions(text: str | None) -> dict[str, str]:
-    """Inverse of ``format_versions``; an empty or missing string (old lakes) gives {}."""
-    out: dict[str, str] = {}
-    for part in (text or "").split(","):
-        key, sep, value = part.partition("=")
-        if sep:
-            out[key] = value
-    return out
-
-
 def asset_code_version(asset: str) -> str:
     """The ``code_version`` of a mined asset: the versions of the rules it applies."""
     return format_versions(rule_versions(ASSET_RULES[asset]))
@@ -131,18 +128,3 @@ def asset_code_version(asset: str) -> str:
 def miner_version() -> str:
     """Every rule's version: what the whole mined output is a function of."""
     return format_versions(rule_versions())
-
-
-def changed_rules(stored: str | None, current: str) -> list[str]:
-    """Human-readable differences, e.g. ``['title_filter 1 -> 2']``; [] when equal.
-
-    A stored string of an older lake that recorded no version reports ``'no version
-    recorded'`` so a refresh says why it re-mines.
-    """
-    if stored == current:
-        return []
-    old, new = parse_versions(stored), parse_versions(current)
-    if not old:
-        return ["no version recorded"]
-    keys = sorted(set(old) | set(new))
-    return [f"{k} {old.get(k, '-')} -> {new.get(k, '-')}" for k in keys if old.get(k) != new.get(k)]

@@ -37,8 +37,9 @@ from dagster_project.mining.commits.mine import (
 )
 from dagster_project.mining.commits.prompt import build_prompt
 from dagster_project.mining.commits.specs import RepoSpec
-from dagster_project.mining.commits.split import assign_temporal_split
+from dagster_project.mining.commits.split import TEST_FRACTION, assign_temporal_split
 from dagster_project.mining.git import GitRepo
+from dagster_project.mining.rule_versions import changed_rules
 from dagster_project.storage.lake import Lake
 
 #: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it
@@ -77,16 +78,15 @@ def watermark_row(lake: Lake, repo: str) -> tuple[str | None, str | None]:
 
 
 def refresh_perf_commits(
-    lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str
+    lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, head: str, *, rules: str
 ) -> dict[str, Any]:
-    """Mine new perf commits of ``repo`` up to ``head``; returns counters for metadata."""
-    from dagster_project.mining import versions  # imported here: versions imports this module
-
+    """Mine new perf commits of ``repo`` up to ``head`` under ``rules`` (the asset's code
+    version, ``versions.asset_code_version("perf_commits")``: the caller passes it, since
+    ``versions`` imports this module); returns counters for metadata."""
     started = time.monotonic()
     target = effective_head(git, spec, head)
     old, old_rules = watermark_row(lake, repo)
-    rules = versions.asset_code_version("perf_commits")
-    changed = versions.changed_rules(old_rules, rules) if old is not None else []
+    changed = changed_rules(old_rules, rules) if old is not None else []
     if old == target and not changed:
         total = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA).height
         return {
@@ -162,24 +162,20 @@ def refresh_perf_commits(
     return out
 
 
-def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) -> dict[str, Any]:
-    """Mine the files of perf commits not mined yet; drop rows whose commit vanished."""
-    from dagster_project.mining import versions  # imported here: versions imports this module
-
+def refresh_commit_files(
+    lake: Lake, git: GitRepo, spec: RepoSpec, repo: str, *, rules: str
+) -> dict[str, Any]:
+    """Mine the files of perf commits not mined yet under ``rules`` (the asset's code
+    version, passed by the caller); drop rows whose commit vanished."""
     started = time.monotonic()
     commits = _repo_rows(lake, "perf_commits", repo, PERF_COMMITS_SCHEMA)
     done = _repo_rows(lake, "kernel_commit_mined", repo, MINED_SCHEMA)
-    rules = versions.asset_code_version("kernel_commit_files")
     if "rules_version" not in done.columns:  # a lake mined before versions were recorded
         done = done.with_columns(rules_version=pl.lit(None, dtype=pl.String()))
     # Commits mined under other file rules count as not mined: re-mined, never kept.
     older = done.filter(pl.col("rules_version").is_null() | (pl.col("rules_version") != rules))
     changed = sorted(
-        {
-            c
-            for v in older["rules_version"].unique().to_list()
-            for c in versions.changed_rules(v, rules)
-        }
+        {c for v in older["rules_version"].unique().to_list() for c in changed_rules(v, rules)}
     )
     done = done.filter(pl.col("rules_version") == rules)
     live = commits["sha"].implode()
@@ -235,7 +231,7 @@ def refresh_commit_files(lake: Lake, git: GitRepo, spec: RepoSpec, repo: str) ->
 
 
 def assemble_kernel_commits(
-    rows: pl.DataFrame, commits: pl.DataFrame, test_fraction: float = 0.10
+    rows: pl.DataFrame, commits: pl.DataFrame, test_fraction: float = TEST_FRACTION
 ) -> tuple[pl.DataFrame, datetime | None]:
     """Recompute mentions with the PR body (when fetched), rebuild the prompt with them,
     and assign the temporal split. ``rows`` already carries pr_body and gains."""

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any
 
 from dagster_project.mining.commits.license import APACHE_2
+from dagster_project.mining.commits.perf_filter import DEFAULT_RULE
 
 #: Version of kernel path globs and binding-file rules per repo. Bump it whenever mined
 #: output changes: it is part of the miner version (``mining/versions.py``); a bump
@@ -107,7 +108,7 @@ class RepoSpec:
     stop_at: str | None = None
     trim_unnumbered_tip: bool = False
     default_license: str = APACHE_2
-    title_rule: str = "mid"
+    title_rule: str = DEFAULT_RULE
     extra_excludes: tuple[str, ...] = field(default_factory=tuple)
 
     def pr_url(self, number: int | None) -> str | None:

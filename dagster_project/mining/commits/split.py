@@ -27,6 +27,9 @@ import polars as pl
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "1"
 
+#: The share of rows (newest first) in the test split: this rule's one home.
+TEST_FRACTION = 0.10
+
 
 def _group_key() -> pl.Expr:
     """One key per PR, or per commit when the subject has no PR number."""
@@ -38,7 +41,7 @@ def _group_key() -> pl.Expr:
 
 
 def assign_temporal_split(
-    rows: pl.DataFrame, test_fraction: float = 0.10
+    rows: pl.DataFrame, test_fraction: float = TEST_FRACTION
 ) -> tuple[pl.DataFrame, datetime | None]:
     """Add ``split`` ("train"/"test") to ``rows``; return them with the cut-off instant.
 

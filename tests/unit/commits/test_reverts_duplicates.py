@@ -53,6 +53,7 @@ def test_revert_of_a_revert_cancels(tmp_path) -> None:
 
 def test_a_later_revert_reaches_an_old_row_on_an_incremental_refresh(tmp_path) -> None:
     from dagster_project.mining.commits.lake_sync import refresh_perf_commits
+    from dagster_project.mining.versions import asset_code_version
     from dagster_project.storage.lake import Lake
     from tests.fixtures.factory import RepoBuilder
 
@@ -65,10 +66,17 @@ def test_a_later_revert_reaches_an_old_row_on_an_incremental_refresh(tmp_path) -
     first = b.commit("[Perf] Faster k (#2)")
     lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "parts"))
     git = GitRepo(b.path)
-    assert refresh_perf_commits(lake, git, spec, "vllm", git.head("HEAD"))["mode"] == "full"
+    rules = asset_code_version("perf_commits")  # what the asset passes
+    assert (
+        refresh_perf_commits(lake, git, spec, "vllm", git.head("HEAD"), rules=rules)["mode"]
+        == "full"
+    )
     assert lake.read_table("raw", "perf_commits")["reverted_by"].to_list() == [None]
     b.write(k, "__global__ void k() {}\n")
     rev = b.commit('Revert "[Perf] Faster k (#2)" (#3)')
-    assert refresh_perf_commits(lake, git, spec, "vllm", git.head("HEAD"))["mode"] == "incremental"
+    assert (
+        refresh_perf_commits(lake, git, spec, "vllm", git.head("HEAD"), rules=rules)["mode"]
+        == "incremental"
+    )
     got = lake.read_table("raw", "perf_commits")
     assert got.filter(pl.col("sha") == first)["reverted_by"].to_list() == [rev]
