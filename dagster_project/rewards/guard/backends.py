@@ -18,15 +18,29 @@ from typing import Any
 
 from .tasks import input_spec, scales
 
+#: OS thread names of the CUDA driver and its libraries, which start threads of their own
+#: on first use of a feature (not counted: only threads the candidate could start count).
+DRIVER_THREADS = ("cuda", "nvidia", "cupti")
+
 
 def os_threads() -> int:
-    """Threads of this process (Linux: /proc/self/task; elsewhere Python's own count)."""
+    """Threads of this process that are not the CUDA driver's (Linux: /proc/self/task and
+    each thread's name; elsewhere Python's own count)."""
     try:
-        return len(os.listdir("/proc/self/task"))
+        tids = os.listdir("/proc/self/task")
     except OSError:
         import threading
 
         return threading.active_count()
+    n = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as fh:
+                name = fh.read().strip().lower()
+        except OSError:
+            continue
+        n += not name.startswith(DRIVER_THREADS)
+    return n
 
 
 def child_processes() -> int:
@@ -49,6 +63,7 @@ class NumpyBackend:
 
         self.np = np
         self.clock: Callable[[], float] = time.perf_counter
+        self.cpu_clock: Callable[[], float] = time.process_time
         self.array_type = np.ndarray
         np.ones((64, 64), dtype=np.float32) @ np.ones((64, 64), dtype=np.float32)
 
@@ -93,7 +108,10 @@ class NumpyBackend:
         return bool(self.np.may_share_memory(a, b))
 
     def identities(self) -> dict[str, Any]:
-        return {"time.perf_counter": (time, "perf_counter", self.clock)}
+        return {
+            "time.perf_counter": (time, "perf_counter", self.clock),
+            "time.process_time": (time, "process_time", self.cpu_clock),
+        }
 
     def modes(self) -> dict[str, Any]:
         return {}
@@ -130,6 +148,7 @@ class TorchBackend:
         )
         self.uses_events = self.cuda
         self.clock: Callable[[], float] = time.perf_counter
+        self.cpu_clock: Callable[[], float] = time.process_time
         self.array_type = torch.Tensor
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -209,6 +228,7 @@ class TorchBackend:
         torch = self.torch
         out: dict[str, Any] = {
             "time.perf_counter": (time, "perf_counter", self.clock),
+            "time.process_time": (time, "process_time", self.cpu_clock),
             "torch.cuda.synchronize": (torch.cuda, "synchronize", self._sync),
             "torch.cuda.Event": (torch.cuda, "Event", self.event_cls),
             "torch.cuda.Event.record": (self.event_cls, "record", self._record),

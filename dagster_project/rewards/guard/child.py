@@ -120,12 +120,15 @@ class Judge:
         self.be.flush_l2()
         self.be.sync()
         start, end = self.be.new_event(), self.be.new_event()
-        t0 = self.clock()
+        c0, t0 = self.be.cpu_clock(), self.clock()
         self.be.record(start)
         out = fn(inputs["x"], inputs["w"], inputs["W"], EPS)
         self.be.record(end)
         self.be.sync()
         record["wall_s"] = self.clock() - t0
+        record["cpu_s"] = self.be.cpu_clock() - c0
+        if os_threads() > self.threads:  # alive at return: work continuing off the clock
+            raise Violation("threads", f"a thread outlived call {tag}")
         record["event_s"] = _ms_to_s(self.be.elapsed_ms(start, end))
         if snap:
             self._snapshot(record, out, inputs, before, tag)

@@ -40,6 +40,9 @@ KEEP_ENV = ("PATH", "HOME", "LANG", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "
 #: ``EVENT_SLACK_US`` of launch and synchronisation): the rest ran off the timed stream.
 MIN_EVENT_SHARE = 0.5
 EVENT_SLACK_US = 30.0
+#: The process's CPU time of a call may not exceed its wall time by more than this factor
+#: plus 0.5 ms (one thread: CPU time <= wall time); more means the wall clock was slowed.
+MAX_CPU_OVER_WALL = 1.2
 
 
 @dataclass
@@ -288,6 +291,12 @@ def _timing(chan: _Channel, phases: dict[str, dict[str, Any]]) -> RunResult:
         if why is not None:
             return RunResult(False, "wall_clock", why)
     t_us = statistics.median(walls) * 1e6
+    cpus = [float(c["cpu_s"]) for c in calls if c.get("cpu_s") is not None]
+    if cpus:
+        cpu_us = statistics.median(cpus) * 1e6
+        if cpu_us > MAX_CPU_OVER_WALL * t_us + 500.0:
+            why = f"CPU time {cpu_us:.1f} us per call exceeds the wall clock's {t_us:.1f} us"
+            return RunResult(False, "wall_clock", why + ": the judge's clock was slowed")
     ev_us: float | None = None
     if all(e is not None for e in events) and events:
         ev_us = statistics.median(float(e) for e in events if e is not None) * 1e6
