@@ -15,7 +15,12 @@ from dagster_project.storage.versions import table_version
 from dagster_project.wiring import lineage
 from dagster_project.wiring.partitions import kernelinfer_shards, kernelswarm_shards
 from dagster_project.wiring.resources import LakeResource
-from dagster_project.wiring.table_metadata import check_result, materialize_result, table_schema
+from dagster_project.wiring.table_metadata import (
+    check_result,
+    materialize_result,
+    table_rows,
+    table_schema,
+)
 
 
 @dg.asset(
@@ -116,7 +121,8 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     out = kernelinfer_shard(
         handle, context.partition_key, seed=s.sim_seed, n_sessions=s.sim_sessions
     )
-    yield materialize_result(handle, out.metadata, data_version=out.data_version)
+    metadata = {**out.metadata, **table_rows(handle, "sim.kernelinfer_sessions")}
+    yield materialize_result(handle, metadata, data_version=out.data_version)
     yield check_result(out.check)
 
 
@@ -147,7 +153,8 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
     out = kernelswarm_shard(
         handle, context.partition_key, seed=s.sim_seed, n_episodes=s.sim_episodes
     )
-    yield materialize_result(handle, out.metadata, data_version=out.data_version)
+    metadata = {**out.metadata, **table_rows(handle, "sim.kernelswarm_episodes")}
+    yield materialize_result(handle, metadata, data_version=out.data_version)
     yield check_result(out.check)
 
 
