@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # Issue 35: run materialised kernel_commits rows through their harness specs on the GPU.
-# Here:   .venv/bin/python -m dagster_project.commit_exec.materialise_cli HOME .commit_exec_work
-# Device: bash benchmarks/device/commit_exec.sh [SECONDS] [ROW_IDS,...]   (carry .commit_exec_work)
-# Writes $OUT/results.jsonl (one JSON line per row, toolchain-stamped) and $OUT/nvidia-smi.txt;
-# ingest here with: .venv/bin/python -m dagster_project.commit_exec.ingest_cli OUT/results.jsonl
+# Here:   .venv/bin/python -m dagster_project.commit_exec.materialise HOME .commit_exec_work
+# Device: bash benchmarks/device/commit_exec.sh [SECONDS] [ROW_IDS,...] [REWARD_SECONDS]
+#         (run with carry=[".commit_exec_work"]; upstream files never enter a commit)
+# Writes $OUT/results.jsonl (one JSON line per row, toolchain-stamped), $OUT/nvidia-smi.txt
+# and, when REWARD_SECONDS > 0, $OUT/reward_check.jsonl from tests/gpu/test_commit_exec_gpu.py
+# (rows in $COMMIT_EXEC_REWARD_ROWS). Ingest here with:
+#   .venv/bin/python -m dagster_project.commit_exec.ingest BATCH OUT/results.jsonl
 set -uo pipefail
 LIMIT=${1:-240}
 ROWS=${2:-}
+REWARD=${3:-0}
 OUT=${OUT:-/tmp/commit_exec_out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$(pwd)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 timeout "$LIMIT" python3 -m dagster_project.commit_exec.device.runner .commit_exec_work "$OUT/results.jsonl" "$ROWS"
 echo "runner exit $?"
+if [ "$REWARD" -gt 0 ]; then
+  if python3 -c "import pytest" 2>/dev/null; then
+    OUT=$OUT timeout "$REWARD" python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_commit_exec_gpu.py 2>&1 | tail -15
+  else
+    echo "no pytest on this machine: reward check skipped"
+  fi
+fi

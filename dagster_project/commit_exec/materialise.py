@@ -56,3 +56,20 @@ def materialise(rows: pl.DataFrame, dest: Path) -> list[dict[str, str]]:
         )
     (dest / "manifest.json").write_text(json.dumps({"rows": manifest}, indent=1))
     return manifest
+
+
+def main(argv: list[str]) -> int:
+    """``python -m dagster_project.commit_exec.materialise HOME DEST``: the rows of HOME's
+    ``datasets.kernel_commits`` that a spec covers, written under DEST."""
+    from dagster_project.storage.lake import Lake
+
+    home, dest = Path(argv[0]), Path(argv[1])
+    rows = Lake(home / "lake.duckdb", str(home / "lake")).read_table("datasets", "kernel_commits")
+    print(f"{len(materialise(rows, dest))} rows written to {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

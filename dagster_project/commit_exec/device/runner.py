@@ -272,8 +272,20 @@ def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[
         result["traceback"] = traceback.format_exc()[-1500:]
         return result
     result["equivalent"] = all(s["equivalent"] for s in result["shapes"])
-    result["status"] = "executed" if result["equivalent"] else "not_equivalent"
+    result["status"] = _status(result["shapes"], result["equivalent"])
     return result
+
+
+def _status(shapes: list[dict[str, Any]], equivalent: bool) -> str:
+    """``executed`` needs after == before on every shape and, where the spec has a torch
+    reference, before == reference on every shape: a harness that feeds both sides
+    inputs they misread would otherwise pass as 'equivalent' garbage."""
+    if not equivalent:
+        return "not_equivalent"
+    refs = [s["before_vs_reference"]["ok"] for s in shapes if "before_vs_reference" in s]
+    if refs and not all(refs):
+        return "reference_mismatch"
+    return "executed"
 
 
 def main(argv: list[str]) -> int:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from .base import DEFAULT_TOLERANCE, Spec, shape_label
 from .bound import SPECS as _BOUND
+from .decode import SPECS as _DECODE
+from .moe import SPECS as _MOE
 from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
-SPECS: tuple[Spec, ...] = _SIMPLE + _BOUND
+SPECS: tuple[Spec, ...] = _SIMPLE + _BOUND + _DECODE + _MOE
 
 
 def spec_for(repo: str, sha: str, path: str) -> Spec | None:

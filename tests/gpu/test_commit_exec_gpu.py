@@ -1,0 +1,79 @@
+"""Issue 35 on a GPU: the execution reward of real kernel_commits rows, end to end through
+the sandbox (its own process), on rows materialised into ``.commit_exec_work`` (git-ignored
+upstream files: ``python -m dagster_project.commit_exec.materialise HOME .commit_exec_work``).
+
+For each row named in ``COMMIT_EXEC_REWARD_ROWS`` (comma-separated ids; default: every
+materialised row): the oracle edit (the commit itself as SEARCH/REPLACE) earns a reward
+consistent with the row's significant measured speedup, the unchanged ``before_code``
+earns no gain, a broken edit earns the error reward. Results are written to
+``$OUT/reward_check.jsonl`` when ``OUT`` is set. Skipped without a CUDA GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU here", allow_module_level=True)
+
+from dagster_project.commit_exec import reward as R  # noqa: E402
+from dagster_project.commit_exec.sandbox import run_candidate  # noqa: E402
+from dagster_project.rewards.patch import oracle_edit  # noqa: E402
+
+WORK = Path(__file__).resolve().parents[2] / ".commit_exec_work"
+
+
+def _rows() -> list[dict]:
+    if not (WORK / "manifest.json").exists():
+        return []
+    rows = json.loads((WORK / "manifest.json").read_text())["rows"]
+    wanted = os.environ.get("COMMIT_EXEC_REWARD_ROWS")
+    if wanted:
+        rows = [r for r in rows if r["id"] in set(wanted.split(","))]
+    return rows
+
+
+def _record(entry: dict) -> None:
+    out = os.environ.get("OUT")
+    if out:
+        with (Path(out) / "reward_check.jsonl").open("a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+@pytest.mark.parametrize("row", _rows(), ids=lambda r: r["id"][:8])
+def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
+    before = (WORK / row["before"]).read_text()
+    after = (WORK / row["after"]).read_text()
+    full = {**row, "before_code": before}
+    res = run_candidate(row, before, after)
+    oracle = R.reward_from(res)
+    same = R.reward_from(run_candidate(row, before, before, random_shapes=1))
+    broken_code = before + "\nraise RuntimeError('broken edit')\n"
+    broken = R.reward_from(run_candidate(row, before, broken_code, time_it=False))
+    malformed = R.execution_reward(
+        "<<<<<<< SEARCH\nnot in the file\n=======\n>>>>>>> REPLACE", full
+    )
+    edit_reward = R.execution_reward(oracle_edit(before, after, row["path"]), full)
+    _record(
+        {
+            "id": row["id"],
+            "status": res.status,
+            "speedup": res.speedup,
+            "ci": [res.ci_lo, res.ci_hi],
+            "significant": res.significant,
+            "oracle_reward": oracle,
+            "oracle_edit_reward": edit_reward,
+            "unchanged_reward": same,
+            "broken_reward": broken,
+        }
+    )
+    assert broken == R.ERROR_REWARD
+    assert malformed == R.MALFORMED_REWARD
+    assert same <= R.CORRECT_REWARD + 1e-9
+    if res.status == "ok" and res.significant and res.speedup and res.speedup > 1:
+        assert oracle > R.CORRECT_REWARD
