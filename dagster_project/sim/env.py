@@ -476,7 +476,9 @@ class KernelEnv:
             tail = tuple(d - 1 for d in dims)
             detail = wrong_result(cand.bug, name, dims, rng, tail)
             return Submission(WRONG_RESULT, code, detail, "bug", prediction=pred)
-        rung = step_status(self.op.name, self.task.impl, v.tag, self.gpu.arch, params, self.shape)
+        rung = step_status(
+            self.op.name, self.task.impl, v.tag, self.gpu.arch, params, self.shape, self.task.dtype
+        )
         if rung.wrong:
             # measured wrong on a Hopper GPU (the rung, or the rung in this parameter
             # region): the harness reports the real mismatch, never ok

@@ -642,7 +642,9 @@ def _step_violations(
         return [f"{sid}: step {i} unknown variant {t['tag']}"]
     params = t["params"] if t["kind"] != "baseline" else _baseline_params(session, variant)
     v = _feature_violations(session, op, gpu, t, variant, params)
-    rung = step_status(op.name, impl, t["tag"], gpu.arch, params, session["shape"])
+    rung = step_status(
+        op.name, impl, t["tag"], gpu.arch, params, session["shape"], session["dtype"]
+    )
     if t["status"] in (OK, UNVERIFIED):
         v.extend(_ran_step_violations(session, op, gpu, t, variant, params))
         v.extend(_rung_violations(sid, t, rung, fb))

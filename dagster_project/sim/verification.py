@@ -515,15 +515,77 @@ def _region_status(op: str, impl: str, variant: str, family: str, region: str) -
     return base
 
 
+#: Element bytes of each dtype: evidence at one dtype covers another of the same width
+#: (fp16 and bf16 renders differ only in the element type's name; fp32 or fp8 data read
+#: by a kernel written for 16-bit elements is another program).
+_WIDTH = {"fp16": 2.0, "bf16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "fp4": 0.5}
+
+
+@lru_cache(maxsize=1)
+def _dtype_coverage() -> dict[tuple[str, str, str], frozenset[float]]:
+    """(op, impl, rung) -> element widths it ran correct at on a Hopper card: the rung
+    executions (sm_90a) and the oracle's answers (each fed data of its own dtype)."""
+    from .oracle import answers_path
+
+    acc: dict[tuple[str, str, str], set[float]] = {}
+    _comp, exe = _evidence_rows()
+    for r in exe:
+        if r.get("family") == "sm_90a" and r.get("status") == "ok" and r.get("dtype"):
+            acc.setdefault((r["op"], r["impl"], r["variant"]), set()).add(
+                _WIDTH.get(r.get("dtype", ""), 0.0)
+            )
+    for gpu in ("h100", "h200"):
+        path = answers_path(gpu)
+        if path.exists():
+            with path.open(newline="") as fh:
+                for r in csv.DictReader(fh):
+                    if r["status"] == "ok":
+                        acc.setdefault((r["op"], r["impl"], r["variant"]), set()).add(
+                            _WIDTH.get(r["dtype"], 0.0)
+                        )
+    return {k: frozenset(v) for k, v in acc.items()}
+
+
+@lru_cache(maxsize=65536)
+def _dtype_status(op: str, impl: str, variant: str, family: str, dtype: str) -> RungStatus:
+    base = rung_status(op, impl, variant, family)
+    width = _WIDTH.get(dtype)
+    if not base.verified or width is None:
+        return base
+    if width in _dtype_coverage().get((op, impl, variant), frozenset()):
+        return base
+    return RungStatus(
+        op,
+        impl,
+        variant,
+        family,
+        status=UNVERIFIED,
+        evidence=[*base.evidence, f"no correct run fed {dtype} data ({width:g}-byte elements)"],
+    )
+
+
 def step_status(
-    op: str, impl: str, variant: str, family: str, params: dict[str, Any], shape: dict[str, int]
+    op: str,
+    impl: str,
+    variant: str,
+    family: str,
+    params: dict[str, Any],
+    shape: dict[str, int],
+    dtype: str | None = None,
 ) -> RungStatus:
-    """The status of a rung at a step's own parameters: ``rung_status``, narrowed by the
-    parameter-region evidence of the measurement oracle (``region_of``)."""
+    """The status of a rung at a step's own parameters and dtype: ``rung_status``, narrowed
+    by the parameter-region evidence of the measurement oracle (``region_of``) and, with
+    ``dtype``, to the element widths it ran correct at (issue 36: sessions' fp32 samplers
+    and fp8 caches had only 16-bit evidence)."""
     region = region_of(params, shape)
-    if region is None:
-        return rung_status(op, impl, variant, family)
-    return _region_status(op, impl, variant, family, region)
+    st = (
+        rung_status(op, impl, variant, family)
+        if region is None
+        else _region_status(op, impl, variant, family, region)
+    )
+    if dtype is None or not st.verified:
+        return st
+    return _dtype_status(op, impl, variant, family, dtype)
 
 
 def sound_baseline(rungs: list[Any], op: str, impl: str, family: str) -> Any:

@@ -545,7 +545,7 @@ def _gating(
             return [f"{m['time_ms']} ms is under its physical floor {floor:.4g} ms"]
         # "ok" only for a rung executed correct on this family; a rung measured wrong
         # never runs clean
-        rung = step_status(op.name, impl, variant.tag, gpu.arch, launch, shape)
+        rung = step_status(op.name, impl, variant.tag, gpu.arch, launch, shape, dtype)
         if rung.wrong:
             return [f"{variant.tag} is measured wrong on {gpu.arch} but is {st}"]
         if (st == OK) != rung.verified:

@@ -47,7 +47,7 @@ from ..feedback import (
 from ..rng import stream
 from ..timing import benchmark, noise_sigma
 from ..variants import Params, Variant, default_params, hw_choice, iter_params, ladder, param_space
-from ..verification import rung_status
+from ..verification import rung_status, step_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID, SwarmAgent, draw_skill, make_agent
 from .review import fail_note, pass_note, read_candidate
 from .reward_rule import (
@@ -871,8 +871,14 @@ class Runtime:
         speedup = episode_speedup(self.baseline_ms, best)
         e.reward = verdict_reward(speedup)
         e.time_ms = best
-        base_ok = rung_status(
-            self.op.name, self.task.impl, self.base_rung.tag, self.gpu.arch
+        base_ok = step_status(
+            self.op.name,
+            self.task.impl,
+            self.base_rung.tag,
+            self.gpu.arch,
+            dict(self.base_params),
+            self.task.shape,
+            self.dtype,
         ).verified
         e.status = (
             "improved"

@@ -224,3 +224,21 @@ def test_measured_tier_replays_from_the_answers() -> None:
         assert r["measured_speedup"] == pytest.approx(float(t["measured_speedup"]), rel=1e-3)
         with pytest.raises(OracleMiss):
             replay(s, "h100", Oracle("h100", answers={}))
+
+
+def test_a_dtype_the_rung_never_ran_is_not_verified() -> None:
+    """Rung evidence fed 16-bit data does not cover a session in fp32 (or fp8): the same
+    rung is verified for bf16 (fp16's width) and unverified for fp32 unless an fp32 run
+    of it passed (the oracle feeds each session's own dtype)."""
+    from dagster_project.sim.verification import _dtype_coverage
+
+    key = ("logits_softmax", "cuda", "v1_block_reduce")
+    assert rung_status(*key, "sm_90a").verified
+    assert 4.0 not in _dtype_coverage().get(key, frozenset())
+    assert step_status(*key, "sm_90a", {}, {}, "bf16").verified
+    assert not step_status(*key, "sm_90a", {}, {}, "fp32").verified
+    covered = [
+        k for k, w in _dtype_coverage().items() if 4.0 in w and rung_status(*k, "sm_90a").verified
+    ]
+    assert covered, "the oracle's fp32 answers cover some verified rungs"
+    assert all(step_status(*k, "sm_90a", {}, {}, "fp32").verified for k in covered)
