@@ -308,8 +308,9 @@ class KernelEnv:
         return s["Din"] % knob(p, "BLOCK_D", "threads", default=64) != 0
 
     def sound_baseline(self, rungs: list[Variant]) -> Variant:
-        """The first rung of a ladder that is not measured wrong on this family and whose
-        default configuration fits the card's memory at this shape (a naive rung that
+        """The first rung of a ladder that is not measured wrong on this family, whose
+        default configuration the oracle did not see fail at this shape, and which fits the
+        card's memory at this shape (a naive rung that
         materialises a ``B·L·Din·N`` state cannot even allocate on an 80 GB card); the
         verification module's choice when none fits."""
         from .variants import default_params
@@ -322,7 +323,8 @@ class KernelEnv:
             params = default_params(v, self.op, self.task.dtype, self.shape, self.gpu)
             if self.missing(v, params) or not self.fits(v, params):
                 continue
-            if fits_memory(self._footprint(self.code(v, params)), self.gpu.mem_gb):
+            code = self.code(v, params)
+            if fits_memory(self._footprint(code), self.gpu.mem_gb) and self._measured(code) is None:
                 return v
         return fallback
 
