@@ -25,6 +25,7 @@ from typing import Any
 import dagster as dg
 
 from dagster_project.frames import CheckOutcome, ColumnSchema, Json, Markdown
+from dagster_project.storage.columns import description
 from dagster_project.storage.versions import table_version
 from sql import load_sql
 
@@ -50,6 +51,7 @@ def table_schema(lake: Any, table: str) -> dict[str, Any]:
         dg.TableColumn(
             name=str(col),
             type=str(dtype),
+            description=description(table, str(col)),
             constraints=dg.TableColumnConstraints(nullable=bool(nullable)),
         )
         for col, dtype, nullable in rows

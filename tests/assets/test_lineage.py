@@ -88,6 +88,15 @@ def test_a_build_reads_exactly_what_each_asset_declares(use_engine_repos, kh_hom
             )
     assert not problems, "\n".join(problems)
 
+    # Every column of the two mined datasets has a description in the UI (issue 34).
+    from dagster_project.storage.columns import COLUMNS
+
+    lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
+    for table, described in COLUMNS.items():
+        schema, _, name = table.partition(".")
+        columns = set(lake.read_table(schema, name).columns)
+        assert columns == set(described), (table, columns ^ set(described))
+
 
 def test_a_missing_table_names_the_step_that_creates_it() -> None:
     assert lineage.needs_sources("kernel_commits") and lineage.needs_sources("pr_gains")
