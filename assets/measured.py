@@ -36,6 +36,13 @@ GROUP = "measured"
 )
 def measured_configs(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Measure a batch where a GPU is present; always rebuild and export the dataset."""
+    from dagster_project.publish.measured import DATASET, write_measured_card
+
     handle = lake.lake()
-    metadata = refresh_measured(handle, lake.settings(), context.log.info)
+    settings = lake.settings()
+    metadata = refresh_measured(handle, settings, context.log.info)
+    prefix = settings.hub_repo_prefix
+    write_measured_card(
+        handle, settings.exports_dir / DATASET, f"{prefix}-{DATASET}" if prefix else None
+    )
     return materialize_result(handle, metadata, version=("datasets.measured_configs",))

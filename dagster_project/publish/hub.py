@@ -173,7 +173,9 @@ def hub_push(
 
 #: The exports a build pushes, in push order; only kernel-opt-rl is mined data, so only
 #: it carries the mined snapshot and is held back by the blocking gates of its tables.
-PUSHED_EXPORTS = ("kernel-opt-rl", "kernelinfer", "kernelswarm")
+PUSHED_EXPORTS = ("kernel-opt-rl", "kernelinfer", "kernelswarm", "measured_configs")
+#: Exports built from the simulator's seed (their commit message names it).
+SIMULATED_EXPORTS = ("kernelinfer", "kernelswarm")
 #: The asset checks whose failure blocks pushing kernel-opt-rl.
 GATED_ASSETS = ("tuned_configs", "kernel_commits", "pr_gains")
 
@@ -195,7 +197,8 @@ def push_exports(lake: Lake, settings: Settings, log: Callable[[str], None]) -> 
         if not folder.exists():
             continue
         mined = name == "kernel-opt-rl"
-        snapshot = read_snapshot(lake) if mined else {"dataset": name, "seed": settings.sim_seed}
+        seed = {"seed": settings.sim_seed} if name in SIMULATED_EXPORTS else {}
+        snapshot = read_snapshot(lake) if mined else {"dataset": name, **seed}
         res = hub_push(
             folder,
             f"{settings.hub_repo_prefix}-{name}",

@@ -168,7 +168,12 @@ ASSETS: dict[str, Access] = {
 #: rung verification from the seed and the shipped evidence, the same pure functions whose
 #: tables ``sim_tasks`` and ``sim_rung_verification`` write, so it follows them.
 FILE_DEPS: dict[str, tuple[str, ...]] = {
-    "hub_push": ("kernel_opt_rl_export", "kernelinfer_export", "kernelswarm_export"),
+    "hub_push": (
+        "kernel_opt_rl_export",
+        "kernelinfer_export",
+        "kernelswarm_export",
+        "measured_configs",
+    ),
     "kernelinfer_sessions": ("sim_tasks", "sim_rung_verification"),
     "kernelswarm_episodes": ("sim_rung_verification",),
 }

@@ -90,6 +90,17 @@ def test_every_shipped_batch_is_in_a_fresh_build(
     # a config timed twice (a tuned config equal to the default) is one member, not a tie
     assert (live["measured_best_configs"].list.n_unique() == live["n_best_tied"]).all()
     assert ((live["n_best_tied"] > 1) == tie).all() and tie.any() and (~tie).any()
+    # issue 34: the export has a dataset card declaring the file and its schema
+    from dagster_project.publish.cards import parse_front_matter
+
+    card = (kh_home / "exports" / "measured_configs" / "README.md").read_text()
+    meta = parse_front_matter(card)
+    assert meta["configs"][0]["data_files"] == [
+        {"split": "train", "path": "measured_configs.parquet"}
+    ]
+    declared = [f["name"] for f in meta["dataset_info"][0]["features"]]
+    assert declared == exported.columns
+    assert f"| rows | {exported.height:,} |" in card and "load_dataset(" in card
 
 
 def test_gpu_disable_keeps_the_asset_off_a_present_gpu(
