@@ -554,6 +554,11 @@ def sql(
         return
     if fmt == "table":
         _print_sql_table(df, limit)
+        if df.height == 0:
+            from dagster_project.report.analysis import explain_empty
+
+            why = explain_empty(lake, text)
+            console.print(f"[dim]no rows{': ' + escape(why) if why else ''}[/]")
         return
     text_out = _sql_text_output(df, fmt)
     if output:

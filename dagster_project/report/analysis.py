@@ -67,6 +67,46 @@ def _base_missing(
     return list(dict.fromkeys(out))
 
 
+def _base_tables(sql: str, views: dict[str, str], seen: set[str]) -> set[str]:
+    """The non-view lake tables ``sql`` reads, through the analysis views it names."""
+    out: set[str] = set()
+    for table in lineage.tables_in(sql):
+        name = table.partition(".")[2]
+        if table.startswith("analysis.") and name in views:
+            if table not in seen:
+                seen.add(table)
+                out |= _base_tables(views[name], views, seen)
+        else:
+            out.add(table)
+    return out
+
+
+def explain_empty(lake: Lake, sql: str) -> str | None:
+    """Why a query that ran returned no rows, when the lake can say: the tables under it
+    that are empty, and the gains state when it reads ``derived.pr_gains`` and no PR body
+    was readable (the README's first example query printed an empty table, no word why)."""
+    if not lake.path.exists():
+        return None
+    with lake.connect(read_only=True) as con:
+        tables = _base_tables(sql, dict(analysis_views()), set())
+        present = [t for t in sorted(tables) if not missing_tables(con, {t})]
+        empty = [
+            t
+            for t in present
+            if con.execute(f"SELECT count(*) FROM {qualified(*t.split('.', 1))}").fetchone() == (0,)
+        ]
+        notes = (
+            [f"{', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no rows"] if empty else []
+        )
+        if "derived.pr_gains" in tables and not missing_tables(con, {"derived.pr_gains_state"}):
+            row = con.execute(
+                "SELECT reason FROM derived.pr_gains_state WHERE NOT extracted LIMIT 1"
+            ).fetchone()
+            if row and row[0]:
+                notes.append(str(row[0]))
+    return "; ".join(notes) or None
+
+
 def explain_missing(lake: Lake, sql: str) -> str | None:
     """``why_missing`` on a read-only connection of ``lake`` (None: nothing is missing)."""
     if not lake.path.exists():

@@ -39,6 +39,10 @@ def test_build_then_sql(use_engine_repos, kh_home: Path) -> None:
     rows = json.loads(q.stdout)
     assert [r["repo"] for r in rows] == ["flashinfer", "sglang", "vllm"]
     assert all(r["commit_count"] > 3 for r in rows)
+    # The README's first example query: without PR bodies it has no rows, and says why.
+    q = _kh("sql", "SELECT scope, prs FROM analysis.gains_by_kernel_gpu", env={"COLUMNS": "300"})
+    assert q.returncode == 0, q.stderr
+    assert "no rows: derived.pr_gains has no rows; gains not extracted" in q.stdout + q.stderr
     st = _kh(
         "status", env={"GITHUB_TOKEN": "ghp_statusNeverShowsMe", "KERNELHOUSE_GPU_BATCH_ROWS": "40"}
     )
