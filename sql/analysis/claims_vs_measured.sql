@@ -16,9 +16,9 @@ text_claims AS (
     SELECT id, 'text' AS claim_source, claim AS claim_text,
            greatest(
                list_max(list_transform(
-                   regexp_extract_all(claim, '(\d+(?:\.\d+)?)\s*[xX×]', 1), v -> v::DOUBLE)),
+                   regexp_extract_all(claim, '(\d+(?:\.\d+)?)\s*[xX×]', 1), lambda v: v::DOUBLE)),
                1 + list_max(list_transform(
-                   regexp_extract_all(claim, '(\d+(?:\.\d+)?)\s*%', 1), v -> v::DOUBLE)) / 100
+                   regexp_extract_all(claim, '(\d+(?:\.\d+)?)\s*%', 1), lambda v: v::DOUBLE)) / 100
            ) AS claim_value
     FROM (SELECT id, unnest(speedup_claims) AS claim FROM executed)
 ),

@@ -10,7 +10,7 @@ time a row is worth). The file is imported on its own under a private module nam
   stub*: a module whose missing attributes are the trivial shims in ``SHIMS`` (``is_hip``
   is False, ``cdiv`` divides, ``tl``/``triton`` are Triton's own, ``current_platform``
   says CUDA) or else an inert ``Stub`` that can be called, decorated with, subclassed and
-  tested for truth (False). A kernel that really needs a stubbed name fails at run time
+  tested for truth (False), and a context manager that does nothing. A kernel that really needs a stubbed name fails at run time
   and the harness reports the error; it never runs something else silently, because the
   outputs are compared with an oracle.
 
@@ -92,6 +92,18 @@ class Stub:
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         return (object,)
+
+    def __or__(self, other: object) -> Any:
+        return self
+
+    def __ror__(self, other: object) -> Any:
+        return self
+
+    def __enter__(self) -> Stub:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
     def __repr__(self) -> str:
         return f"<stub {self._name}>"
@@ -199,6 +211,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "RCP_LN2": lambda: 1.0 / math.log(2.0),
     "LN2": lambda: math.log(2.0),
     "PAD_SLOT_ID": lambda: -1,
+    "fast_exp": lambda: _tl().exp,  # vLLM's @triton.jit exp helper: Triton's own exp
 }
 
 

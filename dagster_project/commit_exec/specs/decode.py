@@ -27,6 +27,14 @@ def _torch() -> Any:
     return torch
 
 
+def _cpu_gen(gen: Any, device: Any) -> Any:
+    """A CPU generator seeded from ``gen`` (permutations are drawn on the CPU; harness 1
+    passed the device generator there, which CUDA generators refuse)."""
+    torch = _torch()
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=device).item())
+    return torch.Generator().manual_seed(seed)
+
+
 def _inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     torch = _torch()
     b, hq, hk, d = shape["batch"], shape["hq"], shape["hk"], shape["head"]
@@ -34,7 +42,7 @@ def _inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     lens = [max(1, shape["kv_len"] - (i * 37) % max(1, shape["kv_len"] // 2)) for i in range(b)]
     total = sum(lens)
     slots = total + 64
-    perm = torch.randperm(slots, generator=gen, device="cpu")[:total].to(torch.int64)
+    perm = torch.randperm(slots, generator=_cpu_gen(gen, device))[:total].to(torch.int64)
     max_len = max(lens)
     req_to_token = torch.zeros(b, max_len, dtype=torch.int32)
     start, starts = 0, []

@@ -364,8 +364,17 @@ def _silu_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
 def _silu_call(mod: Any, x: Inputs, sha: str) -> Outputs:
     q, s = mod.silu_mul_fp8_quant_deep_gemm(x["y"], x["tokens_per_expert"], 128)
     # only the rows each expert really has are defined
-    mask = _valid_rows(x["tokens_per_expert"], q.shape[1], q.device)
-    return {"q": q.float() * mask[:, :, None], "scale": s.float() * mask[:, :, None]}
+    mask = _valid_rows(x["tokens_per_expert"], q.shape[1], q.device)[:, :, None] > 0
+    # rows past an expert's count are undefined (never written): zero them on both sides,
+    # with where() (harness 1 multiplied, and inf * 0 is NaN)
+    return {
+        "q": torch_where(mask, q.float(), 0.0),
+        "scale": torch_where(mask, s.float(), 0.0),
+    }
+
+
+def torch_where(mask: Any, values: Any, other: float) -> Any:
+    return _torch().where(mask, values, _torch().full_like(values, other))
 
 
 def _valid_rows(counts: Any, t: int, device: Any) -> Any:

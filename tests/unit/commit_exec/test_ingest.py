@@ -1,0 +1,167 @@
+"""Runner lines -> shipped Parquet -> kernel_commits columns and lake tables, on a GPU-less
+machine; the claims view on a real DuckDB; the shipped batches' invariants."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from dagster_project.commit_exec import ingest
+from dagster_project.commit_exec.columns import attach_execution
+from dagster_project.commit_exec.tables import metadata
+from sql import load_sql
+
+CHAIN = {
+    "gpu": "NVIDIA H100 80GB HBM3",
+    "driver": "580.1",
+    "cuda": "13.0",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+}
+
+
+def _timing(before: float, after: float) -> dict:
+    sb = [before * (1 + 0.01 * (i % 3)) for i in range(9)]
+    sa = [after * (1 + 0.01 * (i % 3)) for i in range(9)]
+    scope = {
+        "before_us": before,
+        "after_us": after,
+        "speedup": before / after,
+        "ci_lo": 0,
+        "ci_hi": 0,
+        "p": 0.0,
+        "samples_before": sb,
+        "samples_after": sa,
+    }
+    return {"sets": 8, "set_bytes": 1000, "graph": scope, "host": dict(scope)}
+
+
+def _shape(role: str, before: float, after: float, ok: bool = True) -> dict:
+    check = {"ok": ok, "max_abs_err": 0.0 if ok else 3.0, "worst": "o", "why": "" if ok else "o: 9"}
+    return {
+        "role": role,
+        "shape": f"{role}[n=1]",
+        "equivalent": ok,
+        "after_vs_before": check,
+        "before_vs_reference": {"ok": True},
+        "timing": _timing(before, after),
+    }
+
+
+def _line(rid: str, sha: str, shapes: list[dict], status: str = "executed") -> str:
+    return json.dumps(
+        {
+            "id": rid,
+            "repo": "vllm",
+            "sha": sha,
+            "path": "vllm/x.py",
+            "spec": "s",
+            "status": status,
+            "equivalent": all(s["equivalent"] for s in shapes),
+            "shapes": shapes,
+            "toolchain": CHAIN,
+            "harness_version": "1",
+            "seconds": 3.0,
+        }
+    )
+
+
+def _lines() -> list[str]:
+    fast = [_shape("named", 20.0, 10.0) for _ in range(4)] + [
+        _shape("random", 20.0, 10.0),
+        _shape("control_aa", 10.0, 10.0),
+    ]
+    wrong = [_shape("named", 20.0, 10.0), _shape("random", 20.0, 10.0, ok=False)]
+    return [_line("r1", "a" * 40, fast), _line("r2", "b" * 40, wrong, "not_equivalent")]
+
+
+def test_frames_compute_row_speedups_from_samples(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(_lines()) + "\n")
+    ingest.write_batch("s01", results, tmp_path)
+    runs, shapes = ingest.shipped(tmp_path)
+    r1 = runs.filter(pl.col("id") == "r1").row(0, named=True)
+    assert r1["graph_speedup"] == pytest.approx(2.0, rel=1e-6)
+    assert r1["graph_ci_lo"] <= 2.0 <= r1["graph_ci_hi"]
+    assert r1["control_kind"] == "before_vs_before"
+    assert r1["control_graph_ci_lo"] <= 1.0 <= r1["control_graph_ci_hi"]
+    assert r1["shapes_checked"] == 5
+    assert r1["gpu"] == CHAIN["gpu"]
+    assert shapes.filter(pl.col("id") == "r1").height == 12  # 6 shapes x 2 scopes
+    meta = metadata(runs, shapes)
+    assert meta["executed_rows"] == 1
+
+
+def test_attach_execution_labels_only_equivalent_rows(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(_lines()) + "\n")
+    ingest.write_batch("s01", results, tmp_path)
+    runs, _ = ingest.shipped(tmp_path)
+    code = "import triton\n"
+    rows = pl.DataFrame(
+        {
+            "id": ["r1", "r2", "r3"],
+            "repo": ["vllm"] * 3,
+            "sha": ["a" * 40, "b" * 40, "c" * 40],
+            "path": ["vllm/x.py"] * 3,
+            "language": ["Triton", "Triton", "CUDA"],
+            "title": ["x", "y", "z"],
+            "before_code": [code] * 3,
+            "after_code": [code] * 3,
+        }
+    )
+    out = attach_execution(rows, runs).sort("id")
+    assert out["exec_status"].to_list() == [
+        "executed",
+        "not_equivalent",
+        "needs_cuda_extension_build",
+    ]
+    assert out["executed"].to_list() == [True, False, False]
+    assert out["measured_kernel_speedup"][0] == pytest.approx(2.0, rel=1e-6)
+    assert out["measured_kernel_speedup"][1] is None  # no evidence where outputs differ
+    assert "H100" in out["exec_toolchain"][0]
+
+
+def test_claims_view_parses_claims_and_flags_reproduction() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA datasets")
+    con.execute(
+        """CREATE TABLE datasets.kernel_commits AS SELECT * FROM (VALUES
+        ('r1', 'vllm', 'a', 'p', 't', ['2-5x speedup'], NULL::DOUBLE, NULL::DOUBLE, TRUE,
+         4.0, 3.5, 4.5, 1.2, 1.1, 1.3, NULL, 'tc'),
+        ('r2', 'vllm', 'b', 'p', 't', ['25% better'], 1.3, NULL, TRUE,
+         1.0, 0.98, 1.02, 1.0, 0.9, 1.1, 'amd', 'tc'),
+        ('r3', 'vllm', 'c', 'p', 't', []::VARCHAR[], NULL, NULL, FALSE,
+         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+        ) t(id, repo, sha, path, title, speedup_claims, kernel_speedup, e2e_speedup, equivalent,
+            measured_kernel_speedup, measured_kernel_speedup_ci_lo, measured_kernel_speedup_ci_hi,
+            measured_host_speedup, measured_host_speedup_ci_lo, measured_host_speedup_ci_hi,
+            exec_claim_hardware, exec_toolchain)"""
+    )
+    rows = con.execute(
+        load_sql("analysis/claims_vs_measured") + " ORDER BY id, claim_source, scope"
+    ).fetchall()
+    cols = [d[0] for d in con.description]
+    got = [dict(zip(cols, r, strict=True)) for r in rows]
+    r1 = [g for g in got if g["id"] == "r1"]
+    assert {g["claim_value"] for g in r1} == {5.0}
+    assert {(g["scope"], g["reproduces"]) for g in r1} == {("graph", True), ("host", False)}
+    r2 = [g for g in got if g["id"] == "r2" and g["claim_source"] == "text"]
+    assert r2[0]["claim_value"] == pytest.approx(1.25)
+    assert {g["hardware"] for g in r2} == {"amd"}
+    assert not [g for g in got if g["id"] == "r3"]  # not equivalent: no measurement
+
+
+def test_shipped_batches_hold_their_invariants() -> None:
+    runs, shapes = ingest.shipped()
+    if runs.is_empty():
+        pytest.skip("no batch shipped yet")
+    assert runs["gpu"].null_count() == 0 and runs["triton"].null_count() == 0
+    executed = runs.filter(pl.col("status") == "executed")
+    assert (executed["shapes_checked"] >= 5).all()
+    assert executed["equivalent"].all()
+    assert set(shapes["id"].unique()) <= set(runs["id"].unique())
