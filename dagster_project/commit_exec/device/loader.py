@@ -10,9 +10,9 @@ time a row is worth). The file is imported on its own under a private module nam
   stub*: a module whose missing attributes are the trivial shims in ``SHIMS`` (``is_hip``
   is False, ``cdiv`` divides, ``tl``/``triton`` are Triton's own, ``current_platform``
   says CUDA) or else an inert ``Stub`` that can be called, decorated with, subclassed and
-  tested for truth (False), and a context manager that does nothing. A kernel that really needs a stubbed name fails at run time
-  and the harness reports the error; it never runs something else silently, because the
-  outputs are compared with an oracle.
+  tested for truth (False), and a context manager that does nothing. A kernel that
+  really needs a stubbed name fails at run time and the harness reports the error; it
+  never runs something else silently, because the outputs are compared with an oracle.
 
 Triton reads kernel text with ``inspect.getsource``, so the file is written to disk first.
 Imports only the standard library; torch and triton are imported when a file asks.
