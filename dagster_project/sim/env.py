@@ -331,7 +331,11 @@ class KernelEnv:
     def _footprint(self, code: str) -> float:
         """Device bytes the candidate needs: the op's tensors plus its own allocations."""
         return footprint_bytes(
-            self.op.bytes(self.shape, self.task.dtype), code, self.task.impl, self.shape
+            self.op.bytes(self.shape, self.task.dtype),
+            code,
+            self.task.impl,
+            self.shape,
+            self.task.signature,
         )
 
     def _measured(self, code: str) -> Answer | None:

@@ -16,6 +16,7 @@ import ast
 import operator
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 #: Version of the rule; it feeds the session labels (``kernelinfer``).
 MEMORY_RULE_VERSION = "1.0.0"
@@ -60,7 +61,7 @@ _LOCAL = re.compile(r"const\s+(?:int|int64_t|long|size_t|unsigned)\s+(\w+)\s*=\s
 _MALLOC = re.compile(r"cudaMallocAsync\(\s*&\s*\w+\s*,\s*([^;]*?),\s*stream\s*\)")
 _SIZEOF_RE = re.compile(r"sizeof\(\s*([\w ]+?)\s*\)")
 _CAST = re.compile(r"static_cast<[^>]*>|\b(?:int64_t|size_t|int|unsigned|long)(?=\()")
-_PY_ASSIGN = re.compile(r"^\s*(\w+)\s*=\s*([^\n#]+)$", re.M)
+_PY_ASSIGN = re.compile(r"^\s*(\w+(?:\s*,\s*\w+)*)\s*=\s*([^\n#=][^\n#]*)$", re.M)
 _EMPTY = re.compile(r"torch\.empty\(\s*\(([^()]*)\)[^)]*?dtype\s*=\s*([\w.{}]+)")
 
 _BINOPS: dict[type, Callable[[int, int], int]] = {
@@ -124,15 +125,54 @@ def cuda_workspace_bytes(code: str) -> int:
     return total
 
 
-def triton_workspace_bytes(code: str, shape: Mapping[str, int]) -> int:
+_SIG_TENSOR = re.compile(r"(\w+)\[([^\]]+)\]")
+_SHAPE_OF = re.compile(r"^(\w+)\.shape$")
+_SHAPE_AT = re.compile(r"^(\w+)\.shape\[(-?\d+)\]$")
+
+
+def signature_dims(signature: str, shape: Mapping[str, int]) -> dict[str, list[int | None]]:
+    """Each tensor of a task signature (``q[B,S,Hq,D] fp16, ...``) -> its dimensions over
+    the shape (None where a dimension is not a shape expression, e.g. ``num_blocks``)."""
+    out: dict[str, list[int | None]] = {}
+    for name, dims in _SIG_TENSOR.findall(signature):
+        out[name] = [_eval(d.replace("/", "//"), shape) for d in dims.split(",")]
+    return out
+
+
+def _py_value(rhs: str, names: Mapping[str, int], dims: Mapping[str, list[int | None]]) -> Any:
+    """An assignment's value: ``X.shape`` (a tuple), ``X.shape[i]``, or integer arithmetic."""
+    rhs = rhs.strip()
+    m = _SHAPE_OF.match(rhs)
+    if m:
+        return dims.get(m.group(1))
+    parts = [x.strip() for x in rhs.split(",")]
+    vals: list[int | None] = []
+    for part in parts:
+        at = _SHAPE_AT.match(part)
+        if at:
+            d = dims.get(at.group(1)) or []
+            i = int(at.group(2))
+            vals.append(d[i] if -len(d) <= i < len(d) else None)
+        else:
+            vals.append(_eval(part, names))
+    return vals if len(parts) > 1 else vals[0]
+
+
+def triton_workspace_bytes(code: str, shape: Mapping[str, int], signature: str = "") -> int:
     """Bytes of the ``torch.empty`` buffers a Triton entry point allocates whose dimensions
-    resolve over its integer assignments (and the shape's own names, lower-cased)."""
+    resolve over its integer assignments: integer arithmetic, the shape's own names
+    (lower-cased too), and ``X.shape`` / ``X.shape[i]`` of a tensor the task signature
+    sizes (``a, b = q.shape[0], q.shape[2]`` in the entry point)."""
     names: dict[str, int] = {k.lower(): v for k, v in shape.items()}
     names.update(shape)
-    for name, expr in _PY_ASSIGN.findall(code):
-        val = _eval(expr, names)
-        if val is not None:
-            names[name] = val
+    dims = signature_dims(signature, shape) if signature else {}
+    for lhs, rhs in _PY_ASSIGN.findall(code):
+        val = _py_value(rhs, names, dims)
+        targets = [t.strip() for t in lhs.split(",")]
+        if len(targets) == 1 and isinstance(val, int):
+            names[targets[0]] = val
+        elif len(targets) > 1 and isinstance(val, list) and len(val) == len(targets):
+            names.update({t: v for t, v in zip(targets, val, strict=True) if isinstance(v, int)})
     total = 0
     for dims, dtype in _EMPTY.findall(code):
         n = 1
@@ -146,9 +186,15 @@ def triton_workspace_bytes(code: str, shape: Mapping[str, int]) -> int:
     return total
 
 
-def footprint_bytes(tensor_bytes: float, code: str, impl: str, shape: Mapping[str, int]) -> float:
+def footprint_bytes(
+    tensor_bytes: float, code: str, impl: str, shape: Mapping[str, int], signature: str = ""
+) -> float:
     """The candidate's device memory: its tensors plus its own allocations."""
-    extra = cuda_workspace_bytes(code) if impl == "cuda" else triton_workspace_bytes(code, shape)
+    extra = (
+        cuda_workspace_bytes(code)
+        if impl == "cuda"
+        else triton_workspace_bytes(code, shape, signature)
+    )
     return float(tensor_bytes) + float(extra)
 
 

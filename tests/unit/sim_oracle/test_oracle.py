@@ -242,3 +242,29 @@ def test_a_dtype_the_rung_never_ran_is_not_verified() -> None:
     ]
     assert covered, "the oracle's fp32 answers cover some verified rungs"
     assert all(step_status(*k, "sm_90a", {}, {}, "fp32").verified for k in covered)
+
+
+def test_triton_workspace_is_read_from_the_entry_point() -> None:
+    """The naive Triton prefill materialises its score matrix: ``batch, sq, hq, _ =
+    q.shape`` sized by the signature's ``q[B,S,Hq,D]``; on a 24 GB card a 35 GB workspace
+    is a runtime error and the session's baseline starts from the next rung."""
+    from dagster_project.sim.memory import signature_dims, triton_workspace_bytes
+
+    task = next(
+        t
+        for t in build_tasks()[0]
+        if t.session_id.startswith("triton_chunked_prefill-a10-B=2,C=2048,P=65536")
+    )
+    env = KernelEnv(task)
+    op = get_op(task.op)
+    v0 = env.variant("v0_naive")
+    p = default_params(v0, op, task.dtype, task.shape, env.gpu)
+    dims = signature_dims(task.signature, task.shape)
+    assert dims["q"][0] == task.shape["B"]
+    ws = triton_workspace_bytes(env.code(v0, p), task.shape, task.signature)
+    s = task.shape
+    assert ws == 4 * s["B"] * s["Hq"] * s["C"] * (s["P"] + s["C"])
+    sub = env.submit(Candidate.of(v0, p), random.Random(0))
+    assert sub.status == WRONG_RESULT and sub.error_kind == "oom"
+    session = simulate_session(task)
+    assert session["trace"][0]["tag"] != "v0_naive" and check_session(session) == []
