@@ -7,7 +7,8 @@ result of their *first* session (later sessions re-measure; they live in
 every shape matched the oracle), ``executed``, ``equivalent``,
 ``measured_kernel_speedup`` (CUDA-graph replay, geometric mean over the named and the
 held-out random shapes) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
-inclusive per call) with its CI, ``exec_toolchain`` (GPU, driver, CUDA, torch, Triton,
+inclusive per call) with its CI, ``measured_*_significant`` (the CI clears the 2% effect
+floor of ``device.stats.significant``), ``exec_toolchain`` (GPU, driver, CUDA, torch, Triton,
 harness version). A speedup is evidence only where ``equivalent`` is true; elsewhere it is
 null. Rows never run keep nulls: no evidence, no label.
 """
@@ -33,6 +34,8 @@ EXEC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "measured_host_speedup": pl.Float64,
     "measured_host_speedup_ci_lo": pl.Float64,
     "measured_host_speedup_ci_hi": pl.Float64,
+    "measured_kernel_significant": pl.Boolean,
+    "measured_host_significant": pl.Boolean,
     "exec_toolchain": pl.String,
 }
 
@@ -108,6 +111,8 @@ def attach_execution(rows: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl
         pl.when(ok).then(pl.col("host_speedup")).alias("measured_host_speedup"),
         pl.when(ok).then(pl.col("host_ci_lo")).alias("measured_host_speedup_ci_lo"),
         pl.when(ok).then(pl.col("host_ci_hi")).alias("measured_host_speedup_ci_hi"),
+        pl.when(ok).then(pl.col("graph_significant")).alias("measured_kernel_significant"),
+        pl.when(ok).then(pl.col("host_significant")).alias("measured_host_significant"),
         _toolchain().alias("exec_toolchain"),
     )
     drop = [c for c in EXEC_COLUMNS if c in rows.columns]

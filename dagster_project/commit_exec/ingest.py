@@ -42,6 +42,8 @@ RUN_SCHEMA: dict[str, Any] = {
     "host_speedup": pl.Float64,
     "host_ci_lo": pl.Float64,
     "host_ci_hi": pl.Float64,
+    "graph_significant": pl.Boolean,
+    "host_significant": pl.Boolean,
     "heldout_graph_speedup": pl.Float64,
     "control_graph_speedup": pl.Float64,
     "control_graph_ci_lo": pl.Float64,
@@ -177,6 +179,7 @@ def run_record(batch: str, res: dict[str, Any]) -> dict[str, Any]:
     for scope in SCOPES:
         sp, lo, hi = _row_speedup(shapes, scope, ("named", "random"))
         row.update({f"{scope}_speedup": sp, f"{scope}_ci_lo": lo, f"{scope}_ci_hi": hi})
+        row[f"{scope}_significant"] = None if lo is None else stats.significant(lo, hi)
     row["heldout_graph_speedup"] = _row_speedup(shapes, "graph", ("random",))[0]
     control = [s for s in shapes if s["role"] in ("control", "control_aa")]
     if control:

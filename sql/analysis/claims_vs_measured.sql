@@ -43,6 +43,8 @@ scoped AS (
                 ELSE e.measured_host_speedup_ci_lo END AS measured_ci_lo,
            CASE s.scope WHEN 'graph' THEN e.measured_kernel_speedup_ci_hi
                 ELSE e.measured_host_speedup_ci_hi END AS measured_ci_hi,
+           CASE s.scope WHEN 'graph' THEN e.measured_kernel_significant
+                ELSE e.measured_host_significant END AS significant,
            coalesce(e.exec_claim_hardware, 'match') AS hardware,
            e.exec_toolchain
     FROM executed e
@@ -50,7 +52,6 @@ scoped AS (
     CROSS JOIN (VALUES ('graph'), ('host')) s(scope)
 )
 SELECT *,
-       measured_ci_lo > 1 OR measured_ci_hi < 1 AS significant,
        CASE WHEN claim_value IS NULL OR measured IS NULL THEN NULL
             ELSE measured BETWEEN claim_value / 2 AND claim_value * 2 END AS reproduces
 FROM scoped

@@ -132,14 +132,15 @@ def test_claims_view_parses_claims_and_flags_reproduction() -> None:
     con.execute(
         """CREATE TABLE datasets.kernel_commits AS SELECT * FROM (VALUES
         ('r1', 'vllm', 'a', 'p', 't', ['2-5x speedup'], NULL::DOUBLE, NULL::DOUBLE, TRUE,
-         4.0, 3.5, 4.5, 1.2, 1.1, 1.3, NULL, 'tc'),
+         4.0, 3.5, 4.5, 1.2, 1.1, 1.3, TRUE, TRUE, NULL, 'tc'),
         ('r2', 'vllm', 'b', 'p', 't', ['25% better'], 1.3, NULL, TRUE,
-         1.0, 0.98, 1.02, 1.0, 0.9, 1.1, 'amd', 'tc'),
+         1.0, 0.98, 1.02, 1.0, 0.9, 1.1, FALSE, FALSE, 'amd', 'tc'),
         ('r3', 'vllm', 'c', 'p', 't', []::VARCHAR[], NULL, NULL, FALSE,
-         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
         ) t(id, repo, sha, path, title, speedup_claims, kernel_speedup, e2e_speedup, equivalent,
             measured_kernel_speedup, measured_kernel_speedup_ci_lo, measured_kernel_speedup_ci_hi,
             measured_host_speedup, measured_host_speedup_ci_lo, measured_host_speedup_ci_hi,
+            measured_kernel_significant, measured_host_significant,
             exec_claim_hardware, exec_toolchain)"""
     )
     rows = con.execute(

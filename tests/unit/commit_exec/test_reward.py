@@ -72,3 +72,48 @@ def test_sandbox_kills_a_process_past_its_limit(tmp_path) -> None:  # noqa: ANN0
     row = {"id": "slow", "repo": "vllm", "sha": "0" * 40, "path": "a.py"}
     res = run_candidate(row, BEFORE, AFTER, timeout_s=1, python=str(slow))
     assert res.status == "timeout"
+
+
+def _shipped_executed() -> list[dict]:
+    from dagster_project.commit_exec.ingest import shipped
+
+    runs, _ = shipped()
+    return [r for r in runs.iter_rows(named=True) if r["status"] == "executed"]
+
+
+def test_reward_of_recorded_oracle_runs_follows_the_measurement() -> None:
+    """On every shipped executed row: the commit's own after_code, scored from its recorded
+    graph-replay result, gains exactly when its speedup is significant and faster."""
+    rows = _shipped_executed()
+    if not rows:
+        pytest.skip("no batch shipped")
+    for r in rows:
+        sig = r["graph_significant"]
+        res = CandidateResult("ok", r["graph_speedup"], r["graph_ci_lo"], r["graph_ci_hi"], sig)
+        got = R.reward_from(res)
+        if sig and r["graph_speedup"] > 1:
+            assert got > R.CORRECT_REWARD, r["id"]
+        elif sig:
+            assert got < R.CORRECT_REWARD, r["id"]
+        else:
+            assert got == R.CORRECT_REWARD, r["id"]
+
+
+def test_recorded_before_against_itself_earns_no_gain() -> None:
+    """The A/A controls (before timed against a second copy of itself) are what the
+    unchanged before_code would measure: none may clear the effect floor."""
+    from dagster_project.commit_exec.device.stats import significant
+
+    rows = [r for r in _shipped_executed() if r["control_graph_ci_lo"] is not None]
+    if not rows:
+        pytest.skip("no batch shipped")
+    for r in rows:
+        sig = significant(r["control_graph_ci_lo"], r["control_graph_ci_hi"])
+        res = CandidateResult(
+            "ok",
+            r["control_graph_speedup"],
+            r["control_graph_ci_lo"],
+            r["control_graph_ci_hi"],
+            sig,
+        )
+        assert R.reward_from(res) == R.CORRECT_REWARD, r["id"]
