@@ -133,6 +133,7 @@ ASSETS: dict[str, Access] = {
             "sim.kernelinfer_tasks_holdout",
             "sim.kernelswarm_episodes",
             "sim.calibration",
+            "datasets.measured_configs",
         ),
         writes=("analysis.*",),
         partial=True,  # a view whose tables are missing waits (report.analysis)

@@ -452,6 +452,33 @@ def calibration(rng: random.Random) -> pl.DataFrame:
     return _frame(rows, CALIBRATION_SCHEMA)
 
 
+def measured_configs(rng: random.Random) -> pl.DataFrame:
+    """datasets.measured_configs rows (the columns the analysis view reads): two kernels,
+    one superseded table the view leaves out."""
+    rows = [
+        {
+            "measured_on": "NVIDIA H200",
+            "kernel": ["fused_moe_kernel", "_w8a8_block_fp8_matmul"][i % 2],
+            "quant": ["bf16", "fp8_block"][i % 2],
+            "measured_speedup_vs_default": round(rng.uniform(0.9, 2.0), 3),
+            "tuned_within_noise_of_best": i % 3 != 0,
+            "default_faster_beyond_noise": i % 5 == 0,
+            "superseded_reason": "launch grid not the engine's" if i == 7 else None,
+        }
+        for i in range(12)
+    ]
+    schema = {
+        "measured_on": pl.String,
+        "kernel": pl.String,
+        "quant": pl.String,
+        "measured_speedup_vs_default": pl.Float64,
+        "tuned_within_noise_of_best": pl.Boolean,
+        "default_faster_beyond_noise": pl.Boolean,
+        "superseded_reason": pl.String,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
 def build(root: Path) -> Seed:
     """Write every seeded table into a fresh lake under ``root`` (the sessions and steps
     as Parquet partitions behind views, as the real build stores them)."""
@@ -475,6 +502,7 @@ def build(root: Path) -> Seed:
     lake.replace_table("sim", "kernelinfer_tasks_holdout", holdout)
     lake.replace_table("sim", "kernelswarm_episodes", swarm)
     lake.replace_table("sim", "calibration", calib)
+    lake.replace_table("datasets", "measured_configs", measured_configs(rng))
     return Seed(lake, tuned, commits, gains, sessions, steps, holdout, swarm, calib)
 
 

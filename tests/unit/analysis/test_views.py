@@ -417,3 +417,39 @@ def test_tuned_vs_default(seeded: Seed, views: ViewReport) -> None:
     _assert_rows(df, expected, ["repo", "kernel", "key"])
     order = [(r["repo"], r["kernel"], r["key"]) for r in df.iter_rows(named=True)]
     assert order == sorted(order)
+
+
+def test_measured_speedup_by_kernel(seeded: Seed, views: ViewReport) -> None:
+    rows = [
+        r
+        for r in seeded.lake.read_table("datasets", "measured_configs").to_dicts()
+        if r["superseded_reason"] is None
+    ]
+    expected = []
+    for (gpu, kernel, quant), grp in _group(
+        rows, lambda r: (r["measured_on"], r["kernel"], r["quant"])
+    ).items():
+        speedups = [r["measured_speedup_vs_default"] for r in grp]
+        expected.append(
+            {
+                "gpu": gpu,
+                "kernel": kernel,
+                "quant": quant,
+                "rows": len(grp),
+                "median_speedup_vs_default": median(speedups),
+                "p10_speedup_vs_default": quantile_cont(speedups, 0.1),
+                "p90_speedup_vs_default": quantile_cont(speedups, 0.9),
+                "share_tuned_within_noise_of_best": sum(
+                    r["tuned_within_noise_of_best"] for r in grp
+                )
+                / len(grp),
+                "share_default_faster_beyond_noise": sum(
+                    r["default_faster_beyond_noise"] for r in grp
+                )
+                / len(grp),
+            }
+        )
+    assert sum(e["rows"] for e in expected) == 11  # the superseded table is left out
+    _assert_rows(
+        _view(seeded, views, "measured_speedup_by_kernel"), expected, ["gpu", "kernel", "quant"]
+    )
