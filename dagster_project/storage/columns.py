@@ -60,6 +60,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "measured_host_speedup": "measured speedup per call, host time included",
         "measured_host_speedup_ci_lo": "lower bound of its confidence interval",
         "measured_host_speedup_ci_hi": "upper bound of its confidence interval",
+        "measured_kernel_significant": "its CI clears the 2% effect floor",
+        "measured_host_significant": "its CI clears the 2% effect floor",
         "exec_toolchain": "GPU, driver, CUDA, torch, Triton and harness version of the run",
     },
     "datasets.tuned_configs": {
