@@ -86,6 +86,18 @@ COMMITS_SCHEMA: dict[str, pl.DataType] = {
     "lines_changed": pl.Int64(),
     "rule": pl.String(),
     "split": pl.String(),
+    # issue 35: execution columns (commit_exec.columns)
+    "equivalent": pl.Boolean(),
+    "measured_kernel_speedup": pl.Float64(),
+    "measured_kernel_speedup_ci_lo": pl.Float64(),
+    "measured_kernel_speedup_ci_hi": pl.Float64(),
+    "measured_host_speedup": pl.Float64(),
+    "measured_host_speedup_ci_lo": pl.Float64(),
+    "measured_host_speedup_ci_hi": pl.Float64(),
+    "measured_kernel_significant": pl.Boolean(),
+    "measured_host_significant": pl.Boolean(),
+    "exec_claim_hardware": pl.String(),
+    "exec_toolchain": pl.String(),
 }
 
 GAINS_SCHEMA: dict[str, pl.DataType] = {
@@ -275,6 +287,8 @@ def kernel_commits(rng: random.Random) -> pl.DataFrame:
         year, month = 2023 + (3 + month_index) // 12, (3 + month_index) % 12 + 1
         pr = 5000 + i // 2 if i % 5 else None
         has_gain = rng.random() < 0.6
+        ran = i % 3 == 0  # issue 35: every third row executed, equivalent
+        graph, host = round(rng.uniform(0.8, 3.0), 3), round(rng.uniform(0.8, 2.0), 3)
         rows.append(
             {
                 "id": f"{repo}:{i}",
@@ -292,7 +306,11 @@ def kernel_commits(rng: random.Random) -> pl.DataFrame:
                 "prompt": "Optimise.\n" + "x" * rng.randrange(10, 3000),
                 "models_mentioned": [],
                 "hardware_mentioned": ["H100"],
-                "speedup_claims": [],
+                "speedup_claims": ["up to 2-3x faster"]
+                if i % 6 == 0
+                else ["25% better"]
+                if i % 4 == 1
+                else [],
                 "pr_body": "body",
                 "gains": "[]",
                 "kernel_speedup": round(rng.uniform(1.0, 4.0), 3) if has_gain else None,
@@ -305,6 +323,17 @@ def kernel_commits(rng: random.Random) -> pl.DataFrame:
                 "lines_changed": 2,
                 "rule": "title",
                 "split": "test" if i >= 30 else "train",
+                "equivalent": ran,
+                "measured_kernel_speedup": graph if ran else None,
+                "measured_kernel_speedup_ci_lo": round(graph * 0.97, 3) if ran else None,
+                "measured_kernel_speedup_ci_hi": round(graph * 1.03, 3) if ran else None,
+                "measured_host_speedup": host if ran else None,
+                "measured_host_speedup_ci_lo": round(host * 0.9, 3) if ran else None,
+                "measured_host_speedup_ci_hi": round(host * 1.1, 3) if ran else None,
+                "measured_kernel_significant": (abs(graph - 1) > 0.06) if ran else None,
+                "measured_host_significant": (abs(host - 1) > 0.2) if ran else None,
+                "exec_claim_hardware": "amd" if ran and i % 12 == 0 else None,
+                "exec_toolchain": "H100; Triton 3.6.0" if ran else None,
             }
         )
     return _frame(rows, COMMITS_SCHEMA)

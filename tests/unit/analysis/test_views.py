@@ -453,3 +453,68 @@ def test_measured_speedup_by_kernel(seeded: Seed, views: ViewReport) -> None:
     _assert_rows(
         _view(seeded, views, "measured_speedup_by_kernel"), expected, ["gpu", "kernel", "quant"]
     )
+
+
+def _claim_value(text: str) -> float | None:
+    """The claim parser of claims_vs_measured.sql, in Python: the largest 'Nx' factor or
+    1 + the largest 'N%' / 100, whichever is larger."""
+    import re
+
+    xs = [float(v) for v in re.findall(r"(\d+(?:\.\d+)?)\s*[xX×]", text)]
+    pct = [1 + float(v) / 100 for v in re.findall(r"(\d+(?:\.\d+)?)\s*%", text)]
+    vals = [max(xs)] if xs else []
+    vals += [max(pct)] if pct else []
+    return max(vals) if vals else None
+
+
+def _claims(r: dict[str, Any]) -> list[tuple[str, str | None, float | None]]:
+    out: list[tuple[str, str | None, float | None]] = []
+    for c in r["speedup_claims"] or []:
+        value = _claim_value(c)
+        if value is not None:
+            out.append(("text", c, value))
+    if r["kernel_speedup"] is not None:
+        out.append(("pr_kernel", None, r["kernel_speedup"]))
+    if r["e2e_speedup"] is not None:
+        out.append(("pr_e2e", None, r["e2e_speedup"]))
+    return out or [("none", None, None)]
+
+
+def test_claims_vs_measured(seeded: Seed, views: ViewReport) -> None:
+    """Issue 35: every claim of an equivalent executed row beside both measured scopes."""
+    expected = []
+    for r in seeded.commits.to_dicts():
+        if not r["equivalent"]:
+            continue
+        for source, text, value in _claims(r):
+            for scope, col, sig in (
+                ("graph", "measured_kernel_speedup", "measured_kernel_significant"),
+                ("host", "measured_host_speedup", "measured_host_significant"),
+            ):
+                measured = r[col]
+                expected.append(
+                    {
+                        "id": r["id"],
+                        "repo": r["repo"],
+                        "sha": r["sha"],
+                        "path": r["path"],
+                        "title": r["title"],
+                        "claim_source": source,
+                        "claim_text": text,
+                        "claim_value": value,
+                        "scope": scope,
+                        "measured": measured,
+                        "measured_ci_lo": r[f"{col}_ci_lo"],
+                        "measured_ci_hi": r[f"{col}_ci_hi"],
+                        "significant": r[sig],
+                        "hardware": r["exec_claim_hardware"] or "match",
+                        "exec_toolchain": r["exec_toolchain"],
+                        "reproduces": None
+                        if value is None or measured is None
+                        else value / 2 <= measured <= value * 2,
+                    }
+                )
+    assert {e["claim_source"] for e in expected} >= {"text", "none"}
+    _assert_rows(
+        _view(seeded, views, "claims_vs_measured"), expected, ["id", "claim_source", "scope"]
+    )
