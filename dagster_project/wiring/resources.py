@@ -70,7 +70,9 @@ class LakeResource(dg.ConfigurableResource):
 
 def _current_asset() -> str | None:
     """The asset whose step is running in this thread (None outside an asset): the lake
-    handle it gets checks its statements against that asset's lineage declaration."""
+    handle it gets checks its statements against that asset's lineage declaration. A
+    separate asset check's step has no asset key (None): the checks write
+    ``derived.quality_results``, which ``lineage.CHECK_TABLES`` names."""
     try:
         context = dg.AssetExecutionContext.get()
     except Exception:  # noqa: BLE001 - no step is running: a CLI command, a test
