@@ -424,3 +424,64 @@ GATED_RMSNORM_VLLM = Spec(
 )
 
 SPECS = (*SPECS, GATED_RMSNORM_SGLANG, GATED_RMSNORM_VLLM)
+
+
+# --- chunk-local cumulative sum of the FLA gated-delta-rule layers (gates g, per chunk) ---
+
+
+def _cumsum_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, t, h = shape["batch"], shape["seq"], shape["heads"]
+    dims = (b, t, h, shape["dk"]) if shape.get("dk") else (b, t, h)
+    # log-space gates: negative, as the layers feed them (logsigmoid of a projection)
+    g = torch.nn.functional.logsigmoid(torch.randn(*dims, generator=gen, device=device))
+    return {"g": g.float(), "chunk_size": 64, "reverse": shape.get("reverse", False)}
+
+
+def _cumsum_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    return {"out": call_by_name(mod.chunk_local_cumsum, x)}
+
+
+def _cumsum_reference(x: Inputs) -> Outputs:
+    g, c = x["g"].double(), x["chunk_size"]
+    t = g.shape[1]
+    pad = (-t) % c
+    gp = _torch().nn.functional.pad(g.movedim(1, -1), (0, pad)).movedim(-1, 1)
+    chunks = gp.reshape(g.shape[0], -1, c, *g.shape[2:])
+    if x["reverse"]:
+        out = chunks.flip(2).cumsum(2).flip(2)
+    else:
+        out = chunks.cumsum(2)
+    return {"out": out.reshape(gp.shape)[:, :t].float()}
+
+
+CHUNK_LOCAL_CUMSUM = Spec(
+    name="fla_chunk_local_cumsum",
+    launcher="chunk_local_cumsum",
+    rows=(
+        ("vllm", "cb10b7e8", "vllm/model_executor/layers/fla/ops/cumsum.py"),
+        ("sglang", "48daa831", "python/sglang/srt/layers/attention/fla/cumsum.py"),
+        ("sglang", "a61a14f4", "python/sglang/srt/layers/attention/fla/cumsum.py"),
+    ),
+    shapes=(
+        {"name": "qwen3-next-gdn-scalar-4k", "batch": 1, "seq": 4096, "heads": 32},
+        {"name": "qwen3-next-gdn-scalar-b8", "batch": 8, "seq": 1024, "heads": 32},
+        {"name": "kimi-linear-kda-vector", "batch": 1, "seq": 4096, "heads": 32, "dk": 128},
+        {"name": "test-reverse-odd", "batch": 2, "seq": 1000, "heads": 4, "reverse": True},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3]),
+        "seq": r.choice([63, 500, 2049]),
+        "heads": r.choice([4, 16]),
+        "dk": r.choice([None, 64]),
+    },
+    make_inputs=_cumsum_inputs,
+    call=_cumsum_call,
+    reference=_cumsum_reference,
+    tolerance={"out": (1e-4, 1e-4)},
+    tolerance_why="fp32 prefix sums of <= 64 values of magnitude <= ~5 (a scan in a different "
+    "order, or tl.cumsum against a sequential sum): a few fp32 ulps of sums up to ~300",
+)
+
+SPECS = (*SPECS, CHUNK_LOCAL_CUMSUM)
