@@ -448,10 +448,7 @@ def _cumsum_reference(x: Inputs) -> Outputs:
     pad = (-t) % c
     gp = _torch().nn.functional.pad(g.movedim(1, -1), (0, pad)).movedim(-1, 1)
     chunks = gp.reshape(g.shape[0], -1, c, *g.shape[2:])
-    if x["reverse"]:
-        out = chunks.flip(2).cumsum(2).flip(2)
-    else:
-        out = chunks.cumsum(2)
+    out = chunks.flip(2).cumsum(2).flip(2) if x["reverse"] else chunks.cumsum(2)
     return {"out": out.reshape(gp.shape)[:, :t].float()}
 
 
