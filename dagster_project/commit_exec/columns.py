@@ -2,8 +2,8 @@
 
 Every row gets its census (``exec_status``, ``exec_reason``, ``exec_import_tier``,
 ``exec_claim_hardware``, ``exec_census_version``). Rows a shipped batch ran get the
-result of their *first* session (later sessions re-measure; they live in
-``derived.commit_exec_runs``): ``exec_status`` becomes the run's status (``executed`` when
+result of their label run (``first_runs``: the first executed session, else the latest;
+every session lives in ``derived.commit_exec_runs``): ``exec_status`` becomes the run's status (``executed`` when
 every shape matched the oracle), ``executed``, ``equivalent``,
 ``measured_kernel_speedup`` (CUDA-graph replay, geometric mean over the named and the
 held-out random shapes) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
@@ -74,8 +74,17 @@ def census_frame(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def first_runs(runs: pl.DataFrame) -> pl.DataFrame:
-    """Each row's result in its first shipped batch (batches sort by name)."""
-    return runs.sort("batch").unique("id", keep="first", maintain_order=True)
+    """Each row's label run: its first executed run (batches sort by name; later sessions
+    re-measure, they do not relabel), else its latest run (a re-run after a harness fix
+    replaces an older failure)."""
+    executed = runs.filter(pl.col("status") == "executed").sort("batch")
+    first = executed.unique("id", keep="first", maintain_order=True)
+    rest = (
+        runs.filter(~pl.col("id").is_in(first["id"].implode()))
+        .sort("batch")
+        .unique("id", keep="last", maintain_order=True)
+    )
+    return pl.concat([first, rest], how="vertical_relaxed")
 
 
 def _toolchain() -> pl.Expr:

@@ -166,3 +166,18 @@ def test_shipped_batches_hold_their_invariants() -> None:
     assert (executed["shapes_checked"] >= 5).all()
     assert executed["equivalent"].all()
     assert set(shapes["id"].unique()) <= set(runs["id"].unique())
+
+
+def test_label_run_is_first_executed_else_latest() -> None:
+    from dagster_project.commit_exec.columns import first_runs
+
+    runs = pl.DataFrame(
+        {
+            "batch": ["s01", "s02", "s03", "s01", "s02"],
+            "id": ["a", "a", "a", "b", "b"],
+            "status": ["run_error", "executed", "executed", "run_error", "load_error"],
+            "graph_speedup": [None, 1.5, 1.6, None, None],
+        }
+    )
+    got = {r["id"]: (r["batch"], r["status"]) for r in first_runs(runs).iter_rows(named=True)}
+    assert got == {"a": ("s02", "executed"), "b": ("s02", "load_error")}
