@@ -3,8 +3,8 @@
 Every row gets its census (``exec_status``, ``exec_reason``, ``exec_import_tier``,
 ``exec_claim_hardware``, ``exec_census_version``). Rows a shipped batch ran get the
 result of their label run (``first_runs``: the first executed session, else the latest;
-every session lives in ``derived.commit_exec_runs``): ``exec_status`` becomes the run's status (``executed`` when
-every shape matched the oracle), ``executed``, ``equivalent``,
+every session lives in ``derived.commit_exec_runs``): ``exec_status`` becomes the run's
+status (``executed`` when every shape matched the oracle), ``executed``, ``equivalent``,
 ``measured_kernel_speedup`` (CUDA-graph replay, geometric mean over the named and the
 held-out random shapes) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
 inclusive per call) with its CI, ``measured_*_significant`` (the CI clears the 2% effect
