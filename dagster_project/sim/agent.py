@@ -26,7 +26,10 @@ cap or at a size that already overflowed is not submitted); re-benchmarks only a
 whose gain is within the measured spread; abandons rungs measured well slower than the
 best; and stops tuning at a plateau (the session ends with a re-benchmark of the best).
 Skill sets how noisy its estimates are and how patient it is, not what it can see.
-The older helpers (``_neighbors``, ``_maybe_mistake``...) stay for the swarm's ``Hands``.
+``Engineer`` keeps only the runner and the per-candidate craft the swarm's ``Hands`` wraps
+(``_neighbors``, ``_shrink_for_smem``, ``_maybe_mistake``, ``_durations``...); the older
+step-by-step engineer (``propose``/``submit`` and its hill-climber), which no generator had
+called since 1.7.0, was removed (issue 34): the sessions and episodes are byte-identical.
 """
 
 from __future__ import annotations
@@ -127,14 +130,6 @@ class StepRecord:
         return self.variant.tag
 
 
-@dataclass
-class _RungState:
-    best_params: Params | None = None
-    best_time: float = math.inf
-    tried: set[tuple[tuple[str, object], ...]] = field(default_factory=set)
-    good_dir: dict[str, int] = field(default_factory=dict)
-
-
 class Engineer:
     """Runs one session of ``n_steps`` steps (step 0 is the baseline)."""
 
@@ -150,33 +145,18 @@ class Engineer:
         self.gpu = env.gpu
         rungs = ladder(self.op.family, self.task.impl)
         self.base_rung = self.env.sound_baseline(rungs)
-        self.mid_rungs = [v for v in rungs if 1 <= v.level <= 3]
         self.hw_rung = hw_choice(self.op.family, self.task.impl, self.gpu)
         self.wrong_hw = tempting_wrong_hw(self.op.family, self.task.impl, self.gpu)
-        self.state: dict[str, _RungState] = {}
         self.records: list[StepRecord] = []
         self.best_time = math.inf
         self.best_step = 0
         self.best_variant: Variant = self.base_rung
         self.best_params: Params = {}
         self.baseline_ms = math.inf
-        self.pending: Candidate | None = None  # the fix to submit next
-        self.pending_kind = "fix"
-        self.explore: list[Variant] = []
-        self.steps_since_rebench = 0
-        self.avoid: set[str] = set()  # features a compile error taught this engineer to avoid
-        self.bad_rungs: set[str] = set()  # rungs whose result was wrong as written
-        self._last_dir: tuple[str, str, int, float] = ("", "", 0, math.inf)
 
     # ------------------------------------------------------------------ helpers
-    def _rs(self, v: Variant) -> _RungState:
-        return self.state.setdefault(v.tag, _RungState())
-
     def _defaults(self, v: Variant) -> Params:
         return default_params(v, self.op, self.task.dtype, self.task.shape, self.gpu)
-
-    def _key(self, p: Params) -> tuple[tuple[str, object], ...]:
-        return tuple(sorted(p.items()))
 
     def _neighbors(self, v: Variant, p: Params) -> list[tuple[Params, str, int]]:
         out = []
@@ -285,34 +265,11 @@ class Engineer:
             pol.observe(observe(rec))
         return self.records
 
-    # ------------------------------------------------------------------ public hooks
-    # A multi-agent generator drives several engineers step by step instead of ``run``:
-    # ``propose`` asks for the next candidate (optionally on an assigned rung) and
-    # ``submit`` evaluates it in the shared environment and updates this engineer's state.
-
-    def propose(self, variant: Variant | None = None) -> Candidate | None:
-        """Next candidate: the pending fix, else a tuning move on ``variant`` (or own choice)."""
-        if self.pending is not None:
-            cand, self.pending = self.pending, None
-            return cand
-        if variant is None:
-            return self._propose_tune()
-        if variant.tag not in self.state:
-            return self._maybe_mistake(variant, self._defaults(variant), "variant")
-        return self._propose_on(variant, self._rs(variant))
-
-    def submit(self, cand: Candidate, kind: str = "tune") -> StepRecord:
-        """Evaluate ``cand`` in the environment and record the outcome (timestamps unset)."""
-        if not self.records:
-            return self._submit("baseline", cand)
-        return self._submit(kind, cand)
-
     def _record(self, kind: str, cand: Candidate, sub: Submission) -> StepRecord:
         v = cand.variant
         p = cand.param_dict
         kept = False
         step = len(self.records)
-        rs = self._rs(v)
         if sub.status == OK and kind != "rebench":
             t = sub.time_ms or math.inf
             if kind == "baseline":
@@ -322,154 +279,13 @@ class Engineer:
             elif t < self.best_time * 0.997:
                 kept = True
                 self.best_time, self.best_step, self.best_variant, self.best_params = t, step, v, p
-            if t < rs.best_time:
-                rs.best_time, rs.best_params = t, p
-        rs.tried.add(self._key(p))
         think, comp, bench = self._durations(kind, sub, v)
         rec = StepRecord(step, v, kind, p, sub, kept, "", think, comp, bench, self.best_step)
         self.records.append(rec)
         return rec
 
-    def _submit(self, kind: str, cand: Candidate) -> StepRecord:
-        sub = self.env.submit(cand, self.rng, runs=1000 if kind == "rebench" else 200)
-        rec = self._record(kind, cand, sub)
-        self._plan_fix(cand, sub)
-        if kind == "rebench":
-            self.steps_since_rebench = 0
-        else:
-            self.steps_since_rebench += 1
-        return rec
-
-    def _baseline(self) -> None:
-        v = self.base_rung
-        self._submit("baseline", Candidate.of(v, self._defaults(v)))
-
-    def _plan_fix(self, cand: Candidate, sub: Submission) -> None:
-        self.pending = None
-        v, p = cand.variant, cand.param_dict
-        if sub.status == OK:
-            return
-        if sub.error_kind == "feature":
-            self.avoid |= set(sub.missing)
-            q = dequantised_fix(v.tag, p, sub.missing)
-            if q is not None:
-                self.pending = Candidate.of(v, q)
-                return
-            target = self.hw_rung or self.best_variant
-            if target.tag == v.tag:
-                target = self.best_variant
-            params = (
-                self._defaults(target)
-                if target is not self.best_variant
-                else dict(self.best_params)
-            )
-            if not self.env.fits(target, params):
-                params = self._shrink_for_smem(target, params) or params
-            self.pending = Candidate.of(target, params)
-            if target in self.explore:
-                self.explore.remove(target)
-            return
-        if sub.error_kind in ("rung", "oom"):
-            # the rung itself computes the wrong answer (measured on a real GPU): no config
-            # fixes it, so the engineer drops it and goes on from the best kernel so far
-            self.bad_rungs.add(v.tag)
-            self.explore = [x for x in self.explore if x.tag != v.tag]
-            return
-        if sub.error_kind == "smem":
-            q = self._shrink_for_smem(v, p)
-            if q is not None:
-                self.pending = Candidate.of(v, q)
-            return
-        # slips and bugs: same config, fixed
-        self.pending = Candidate.of(v, p)
-
-    def _tunable_rungs(self) -> list[tuple[Variant, _RungState]]:
-        out = []
-        for tag, rs in self.state.items():
-            if rs.best_params is None or tag == self.base_rung.tag or tag in self.bad_rungs:
-                continue
-            out.append((self.env.variant(tag), rs))
-        out.sort(key=lambda x: x[1].best_time)
-        return out
-
-    def _propose_tune(self) -> Candidate | None:
-        rungs = self._tunable_rungs()
-        if not rungs:
-            rungs = [(self.best_variant, self._rs(self.best_variant))]
-        r = self.rng.random()
-        first = (
-            0
-            if r < 0.8 or len(rungs) == 1
-            else (1 if r < 0.95 or len(rungs) == 2 else self.rng.randrange(len(rungs)))
-        )
-        order = [rungs[first]] + [x for i, x in enumerate(rungs) if i != first]
-        for v, rs in order:
-            cand = self._propose_on(v, rs)
-            if cand is not None:
-                return cand
-        return None
-
-    def _avoided(self, v: Variant, q: Params) -> bool:
-        return bool(self.avoid) and bool(features_used(v, self.op, self.task.dtype, q) & self.avoid)
-
     def _notices_overflow(self) -> bool:
         return self.rng.random() < self.prof.p_smem_check * (0.6 + 0.4 * self.prof.skill)
-
-    def _open_neighbors(
-        self, v: Variant, rs: _RungState, p: Params
-    ) -> list[tuple[Params, str, int]]:
-        """``p``'s one-notch neighbours not tried yet, not using an avoided feature, and not
-        noticed to overflow (those are marked tried without a submission)."""
-        neigh = []
-        for q, d, s in self._neighbors(v, p):
-            if self._key(q) in rs.tried or self._avoided(v, q):
-                continue
-            if not self.env.fits(v, q) and self._notices_overflow():
-                rs.tried.add(self._key(q))  # worked out the footprint, never submitted
-                continue
-            neigh.append((q, d, s))
-        return neigh
-
-    def _plateau_jump(self, v: Variant, rs: _RungState) -> Candidate | None:
-        """Plateau: an untried random config of the rung (a longer jump), or None."""
-        pool = param_pool(v, self.op, self.task.dtype)
-        for _ in range(24):
-            q = dict(pool[self.rng.randrange(len(pool))])
-            if self._key(q) in rs.tried or self._avoided(v, q):
-                continue
-            if not self.env.fits(v, q) and self._notices_overflow():
-                rs.tried.add(self._key(q))
-                continue
-            self._last_dir = (v.tag, "", 0, rs.best_time)
-            return self._maybe_mistake(v, q, "tune")
-        return None
-
-    def _propose_on(self, v: Variant, rs: _RungState) -> Candidate | None:
-        p = rs.best_params or self._defaults(v)
-        neigh = self._open_neighbors(v, rs, p)
-        if not neigh:
-            return self._plateau_jump(v, rs)
-        # skill: weigh a few options "in the head" and keep the most promising
-        k = (
-            1
-            + int(self.rng.random() < self.prof.skill)
-            + int(self.rng.random() < self.prof.skill * 0.5)
-        )
-        opts = self.rng.sample(neigh, min(k, len(neigh)))
-        for q, d, s in opts:
-            if rs.good_dir.get(d) == s:
-                opts = [(q, d, s)]
-                break
-
-        def guess(o: tuple[Params, str, int]) -> float:
-            pred = self.env.predicted(v, o[0])
-            t = pred.time_ms if pred else self.best_time
-            return t * self.rng.lognormvariate(0, 0.25 * (1.2 - self.prof.skill))
-
-        q, d, s = min(opts, key=guess)
-        self._last_dir = (v.tag, d, s, rs.best_time)
-        return self._maybe_mistake(v, q, "tune")
-
 
 # ======================================================================================
 # The observation-only policy (generator 1.7.0)
