@@ -287,6 +287,7 @@ class Engineer:
     def _notices_overflow(self) -> bool:
         return self.rng.random() < self.prof.p_smem_check * (0.6 + 0.4 * self.prof.skill)
 
+
 # ======================================================================================
 # The observation-only policy (generator 1.7.0)
 # ======================================================================================

@@ -34,7 +34,7 @@ from . import GENERATOR_VERSION
 from .ops import KERNELSWARM_OPS
 from .rng import stream
 from .swarm.checks import MESSAGE_KINDS, check_episode
-from .swarm.reward_rule import RESULT_STATUSES
+from .swarm.reward_rule import BUCKET_ORDER, RESULT_STATUSES, reward_bucket
 from .swarm.runtime import Runtime
 from .swarm.scenarios import PROTOCOLS
 from .swarm.spec import (
@@ -415,7 +415,7 @@ class SwarmStats:
                 self.reward_sum[st] += m["reward"]
                 positive = m["reward"] > 0
                 self.kept += positive
-                self.reward_hist[_bucket(m["reward"])] += 1
+                self.reward_hist[reward_bucket(m["reward"])] += 1
                 row = self.band[self._band(skill.get(m["recipient"], 0.0))]
                 row[0] += 1
                 row[1] += st not in ("ok", "unverified")  # an unverified kernel ran
@@ -514,7 +514,7 @@ class SwarmStats:
                     if self.statuses[k]
                 },
                 "histogram": dict(
-                    sorted(self.reward_hist.items(), key=lambda kv: _BUCKET_ORDER.index(kv[0]))
+                    sorted(self.reward_hist.items(), key=lambda kv: BUCKET_ORDER.index(kv[0]))
                 ),
                 "mean_verdict_reward": sum(self.verdicts) / max(1, len(self.verdicts)),
                 "max_verdict_reward": max(self.verdicts, default=0.0),
@@ -543,17 +543,6 @@ class SwarmStats:
                 for k, v in CARD_STATS.items()
             },
         }
-
-
-_BUCKET_ORDER = ("-0.3", "-0.1", "-0.05", "(0, 0.1]", "(0.1, 0.5]", "(0.5, 1)", "1")
-
-
-def _bucket(r: float) -> str:
-    if r <= 0:
-        return {-0.3: "-0.3", -0.1: "-0.1", -0.05: "-0.05"}.get(r, "-0.05")
-    if r >= 1.0:
-        return "1"
-    return "(0, 0.1]" if r <= 0.1 else ("(0.1, 0.5]" if r <= 0.5 else "(0.5, 1)")
 
 
 def swarm_stats(episodes_iter: Iterable[dict[str, Any]], check: bool = False) -> dict[str, Any]:

@@ -90,3 +90,18 @@ def test_the_kernel_commits_test_fraction_has_one_home() -> None:
         default = inspect.signature(fn).parameters["test_fraction"].default
         assert default is split.TEST_FRACTION, fn.__name__
     assert "0.1" not in inspect.getsource(lake_sync), "a second home of the test fraction"
+
+
+def test_the_swarm_reward_buckets_follow_the_reward_rule() -> None:
+    """The statistics' reward histogram used to spell the penalties (-0.3, -0.1, -0.05) a
+    second time in ``sim/kernelswarm.py``; its buckets now come from ``reward_rule``."""
+    from dagster_project.sim import kernelswarm
+    from dagster_project.sim.swarm import reward_rule
+
+    penalties = {reward_rule.NO_IMPROVEMENT, *reward_rule.PENALTY.values()}
+    for value in penalties:
+        bucket = reward_rule.reward_bucket(value)
+        assert bucket == f"{value:g}" and bucket in reward_rule.BUCKET_ORDER
+    assert reward_rule.reward_bucket(1.0) == reward_rule.BUCKET_ORDER[-1]
+    source = inspect.getsource(kernelswarm)
+    assert not any(f"{v:g}" in source for v in penalties), "a second home of the penalties"

@@ -77,6 +77,32 @@ def result_reward(status: str, time_ms: float | None, prev_best: float) -> tuple
         raise ValueError(f"unknown result status {status!r}") from None
 
 
+#: The histogram buckets the swarm statistics report, derived from the rule above (every
+#: non-positive reward a result can earn has its own bucket, most negative first; positive
+#: rewards, capped at 1, in three bands), so a changed penalty moves its bucket with it.
+_NON_POSITIVE: tuple[float, ...] = tuple(sorted({NO_IMPROVEMENT, *PENALTY.values()}))
+_POSITIVE_BANDS: tuple[tuple[float, str], ...] = ((0.1, "(0, 0.1]"), (0.5, "(0.1, 0.5]"))
+BUCKET_ORDER: tuple[str, ...] = (
+    *(f"{v:g}" for v in _NON_POSITIVE),
+    *(label for _, label in _POSITIVE_BANDS),
+    "(0.5, 1)",
+    "1",
+)
+
+
+def reward_bucket(reward: float) -> str:
+    """The histogram bucket of one result reward (a value outside the rule's penalties
+    falls into the mildest one, as the statistics always counted it)."""
+    if reward <= 0:
+        return f"{reward:g}" if reward in _NON_POSITIVE else f"{max(_NON_POSITIVE):g}"
+    if reward >= 1.0:
+        return "1"
+    for upper, label in _POSITIVE_BANDS:
+        if reward <= upper:
+            return label
+    return "(0.5, 1)"
+
+
 def withdrawal_reward(result_reward: float | None) -> float | None:
     """Reward of an ``unstable`` verify message: a kept gain is taken back, else nothing."""
     if result_reward is not None and result_reward > 0:
