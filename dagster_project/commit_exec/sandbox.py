@@ -2,7 +2,13 @@
 
 A policy's candidate file is untrusted code. It runs in its own Python process, started
 here, with a wall-clock limit, in a fresh temporary folder that holds only the two files
-and the job; the parent never imports it and reads back one JSON object. This is the one
+and the job; the parent never imports it and reads back one JSON object. The verdict
+comes back through a pipe, not a file: the child's judge writes it tagged with a random
+token the parent sent on stdin (read before the candidate is imported), and the parent
+takes the first message carrying that token. A candidate can write into its folder and
+the pipe too, but cannot know the token: a forged ``result.json`` (which once earned the
+maximum reward, found by the exploit suite) or a message written before or after the
+judge's is ignored. This is the one
 function the exploit-hardening work (``dagster_project/rewards/guard/``) wraps: keep every
 launch of candidate code behind it.
 """
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -61,8 +68,9 @@ def run_candidate(
             "time": time_it,
         }
         (folder / "job.json").write_text(json.dumps(job))
-        result = folder / "result.json"
+        token = secrets.token_hex(16)
         env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.run(
                 [
@@ -70,23 +78,29 @@ def run_candidate(
                     "-m",
                     "dagster_project.commit_exec.device.candidate",
                     str(folder / "job.json"),
-                    str(result),
+                    str(write_fd),
                 ],
                 cwd=folder,
                 env=env,
+                input=token + "\n",
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
                 check=False,
                 start_new_session=True,
+                pass_fds=(write_fd,),
             )
         except subprocess.TimeoutExpired:
+            os.close(read_fd)
             return CandidateResult("timeout", detail={"timeout_s": timeout_s})
-        if not result.exists():
+        finally:
+            os.close(write_fd)
+        with os.fdopen(read_fd, "r") as channel:
+            data = _verdict(channel.read(), token)
+        if data is None:
             return CandidateResult(
                 "crashed", detail={"rc": proc.returncode, "stderr": proc.stderr[-800:]}
             )
-        data = json.loads(result.read_text())
     return CandidateResult(
         status=data.get("status", "crashed"),
         speedup=data.get("speedup"),
@@ -95,3 +109,16 @@ def run_candidate(
         significant=bool(data.get("significant", False)),
         detail=data,
     )
+
+
+def _verdict(channel: str, token: str) -> dict[str, Any] | None:
+    """The first message on the channel that carries ``token`` (its payload), else None."""
+    for line in channel.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("token") == token:
+            payload = message.get("result")
+            return payload if isinstance(payload, dict) else None
+    return None

@@ -1,14 +1,17 @@
 """The child process of ``commit_exec.sandbox.run_candidate``: one candidate file against
 the row's ``before`` file, through the row's harness spec.
 
-``python -m dagster_project.commit_exec.device.candidate JOB.json RESULT.json``. The job
+``python -m dagster_project.commit_exec.device.candidate JOB.json FD`` with the parent's
+token on stdin (read before any candidate code is imported). The job
 names the row (repo, sha, path, id), the two files and how many fresh random shapes to
 check. Every random shape is drawn here, from ``os.urandom``, after the candidate is
 imported, so nothing in the candidate can know it. The candidate's outputs (and mutated
 inputs) are compared with ``before``'s on each shape, then the two are timed by CUDA-graph
 replay, interleaved, on those shapes. Writes one JSON object: ``status`` (``ok``,
 ``import_error``, ``run_error``, ``wrong_output``, ``no_spec``), ``speedup`` with its 95%
-CI and ``significant``, per-shape details. Imports only stdlib/torch/triton.
+CI and ``significant``, per-shape details, as one line ``{"token", "result"}`` on the
+inherited pipe ``FD``; then the process ends at once (``os._exit``), so no exit handler or
+thread a candidate left behind runs after the verdict. Imports only stdlib/torch/triton.
 """
 
 from __future__ import annotations
@@ -85,9 +88,14 @@ def evaluate(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    token = sys.stdin.readline().strip()
     job = json.loads(Path(argv[0]).read_text())
-    Path(argv[1]).write_text(json.dumps(evaluate(job)))
-    return 0
+    verdict = evaluate(job)
+    message = (json.dumps({"token": token, "result": verdict}) + "\n").encode()
+    fd = int(argv[1])
+    while message:
+        message = message[os.write(fd, message) :]
+    os._exit(0)
 
 
 if __name__ == "__main__":

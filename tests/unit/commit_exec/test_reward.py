@@ -4,6 +4,7 @@ status (recorded results), monotonicity, and the process boundary with a real su
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -117,3 +118,23 @@ def test_recorded_before_against_itself_earns_no_gain() -> None:
             sig,
         )
         assert R.reward_from(res) == R.CORRECT_REWARD, r["id"]
+
+
+def test_sandbox_ignores_a_verdict_the_candidate_forged(tmp_path) -> None:  # noqa: ANN001
+    """A child taken over by its candidate writes an 8x verdict into its folder and onto
+    the verdict pipe, without the parent's token: the parent reads no verdict (this earned
+    the maximum reward before the pipe and token, found by the exploit suite)."""
+    forged = tmp_path / "python"
+    forged.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "claim = {'status': 'ok', 'speedup': 8.0, 'significant': True}\n"
+        "open('result.json', 'w').write(json.dumps(claim))\n"
+        "msg = json.dumps({'token': 'guess', 'result': claim}) + '\\n'\n"
+        "os.write(int(sys.argv[4]), msg.encode())\n"
+    )
+    forged.chmod(0o755)
+    row = {"id": "forged", "repo": "vllm", "sha": "0" * 40, "path": "a.py"}
+    res = run_candidate(row, BEFORE, AFTER, timeout_s=30, python=str(forged))
+    assert res.status == "crashed" and res.speedup is None
+    assert R.reward_from(res) < 0
