@@ -152,6 +152,7 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
         handle.read_table_or_none("raw", "pr_bodies"),
         handle.read_table("raw", "perf_commits"),
         handle.read_table_or_none("raw", "kernel_commit_excluded"),
+        handle.read_table_or_none("derived", "commit_exec_runs"),
     )
     handle.replace_table("datasets", "kernel_commits", out.table)
     handle.replace_rows("derived", "build_properties", out.properties, "key", [PROPERTY_KEY])

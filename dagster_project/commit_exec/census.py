@@ -30,6 +30,9 @@ from .specs import spec_for
 
 #: Bump when any decision below changes.
 CENSUS_VERSION = "1"
+#: The name ``mining/versions.py`` reads: the census is part of kernel_commits' rules, so a
+#: new census version makes the dataset stale.
+RULES_VERSION = CENSUS_VERSION
 
 _AMD_PATH = re.compile(r"(rocm|aiter|/hip|_hip|amd)", re.IGNORECASE)
 _AMD_TITLE = re.compile(r"\[(amd|rocm|hip)\]|\b(mi300|mi325|mi355|mi250|rocm)\b", re.IGNORECASE)

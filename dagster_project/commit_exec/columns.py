@@ -18,7 +18,7 @@ from __future__ import annotations
 import polars as pl
 
 from .census import CENSUS_VERSION, census_row
-from .ingest import shipped
+from .ingest import RUN_SCHEMA, shipped
 
 EXEC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "exec_status": pl.String,
@@ -102,8 +102,16 @@ def _toolchain() -> pl.Expr:
     )
 
 
+def empty_runs() -> pl.DataFrame:
+    """No run at all: every row keeps its census and null measurements."""
+    return pl.DataFrame(schema=RUN_SCHEMA)
+
+
 def attach_execution(rows: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl.DataFrame:
-    """``rows`` with the execution columns (``runs`` defaults to the shipped batches)."""
+    """``rows`` with the execution columns. ``runs`` is ``derived.commit_exec_runs`` in a
+    build (the kernel_commits asset declares that read, so a new shipped batch reaches the
+    dataset through the executed_commits asset); it defaults to the shipped batches for
+    callers outside a build (tests, scripts)."""
     if runs is None:
         runs = shipped()[0]
     census = census_frame(rows)

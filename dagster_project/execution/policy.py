@@ -14,6 +14,8 @@ Tags (``TAGS``):
   new seed marks the shards stale like a new generator does. ``mining_rules``: the rule
   versions the miner has loaded now (``mining.versions``). ``extractor``: the gains
   extractors' versions and the LLM model when one is configured (``gains.pipeline``).
+  ``shipped_data``: a fingerprint of the device batches shipped in the package that the
+  asset ingests (``storage/lineage.py`` ``Access.shipped``), so a new batch re-runs it.
 * ``kernelhouse/partial_inputs``: ``true`` when the asset builds over whichever of its
   inputs exist (``storage/lineage.py`` ``Access.partial``: the analysis views, the
   measured configs from the shipped batches), so a build without a repo source still runs
@@ -38,6 +40,7 @@ TAGS = (OBSERVER_TAG, CODE_VERSION_TAG, SHARDS_TAG, PARTIAL_TAG)
 GIT, HUB, GITHUB = "git", "hub", "github"
 #: Values of ``kernelhouse/code_version``.
 SIM_PARAMS, MINING_RULES, EXTRACTOR = "sim_params", "mining_rules", "extractor"
+SHIPPED = "shipped_data"
 #: Values of ``kernelhouse/shards``: settings fields that count the items to shard.
 SHARD_SIZES = ("sim_sessions", "sim_episodes")
 
@@ -85,6 +88,20 @@ def daily() -> dg.AutomationCondition:
     ).with_label("daily")
 
 
+def _shipped_version(asset: str, declared: str | None) -> str:
+    """The declared code version (if any) plus the fingerprint of the shipped batches the
+    asset's lineage entry names."""
+    from pathlib import Path
+
+    import dagster_project
+    from dagster_project.storage import lineage
+    from dagster_project.storage.versions import files_version
+
+    root = Path(dagster_project.__file__).parent
+    data = files_version(root, lineage.access(asset).shipped)
+    return f"{declared}+data.{data}" if declared else f"data.{data}"
+
+
 def resolve(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
     """Complete what an asset's tags say depends on settings or on loaded rules: its
     code version (``kernelhouse/code_version``) and its shard keys (``kernelhouse/shards``).
@@ -107,6 +124,8 @@ def resolve(spec: dg.AssetSpec, settings: Settings) -> dg.AssetSpec:
         from dagster_project.gains.pipeline import extractor_code_version
 
         code_version = extractor_code_version(settings.llm_model if settings.llm_base_url else None)
+    elif kind == SHIPPED:
+        code_version = _shipped_version(spec.key.to_user_string(), spec.code_version)
     elif kind is not None:
         raise ValueError(f"{spec.key.to_user_string()}: {CODE_VERSION_TAG}={kind!r} is unknown")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from dagster_project.commit_exec import census as exec_census
 from dagster_project.mining.commits import (
     kernel_body,
     lake_sync,
@@ -67,6 +68,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "mentions": mentions,
     "commit_prompt": commit_prompt,
     "commit_rows": lake_sync,
+    "exec_census": exec_census,
     "config_layout": discover,
     "config_names": names,
     "parsing": entries,
@@ -93,7 +95,7 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
         "mentions",
         "commit_prompt",
     ),
-    "kernel_commits": ("commit_split", "mentions", "commit_prompt", "commit_rows"),
+    "kernel_commits": ("commit_split", "mentions", "commit_prompt", "commit_rows", "exec_census"),
     "config_files": ("config_layout", "config_names", "parsing", "config_lookup"),
     "config_entries": ("parsing",),
     "config_attribution": ("attribution", "parsing"),

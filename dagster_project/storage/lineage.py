@@ -47,6 +47,11 @@ class Access:
     #: True: the asset builds over whichever of its reads exist (it checks each one), so
     #: it runs when an input could not be built, e.g. offline (``kernelhouse/partial_inputs``).
     partial: bool = False
+    #: Package folders (relative to ``dagster_project/``) of device results shipped as data
+    #: that the asset ingests: their content joins the asset's code version
+    #: (``execution.policy``, ``kernelhouse/code_version=shipped_data``), so a new batch
+    #: makes it stale for ``kernelhouse refresh`` like a new rule version does.
+    shipped: tuple[str, ...] = ()
 
 
 _COMMITS_RAW = ("raw.perf_commits", "raw.mining_watermarks", "raw.kernel_commit_mined")
@@ -83,6 +88,8 @@ ASSETS: dict[str, Access] = {
             "raw.perf_commits",
             "raw.pr_bodies",
             "derived.pr_gains",
+            # issue 35: the label run of every executed row (the executed_commits asset)
+            "derived.commit_exec_runs",
         ),
         writes=("datasets.kernel_commits", "derived.build_properties"),
     ),
@@ -103,9 +110,13 @@ ASSETS: dict[str, Access] = {
         reads=("datasets.tuned_configs", "raw.moe_model_shapes"),
         writes=("raw.measured_configs", "datasets.measured_configs"),
         partial=True,  # without a GPU: the shipped batches alone
+        shipped=("data/measured",),
     ),
     # Issue 35: reads only the device batches shipped in the package (no table).
-    "executed_commits": Access(writes=("derived.commit_exec_runs", "derived.commit_exec_shapes")),
+    "executed_commits": Access(
+        writes=("derived.commit_exec_runs", "derived.commit_exec_shapes"),
+        shipped=("commit_exec/data",),
+    ),
     "sim_tasks": Access(writes=("sim.kernelinfer_tasks", "sim.kernelinfer_tasks_holdout")),
     "sim_rung_verification": Access(writes=("sim.rung_verification",)),
     "kernelinfer_sessions": Access(

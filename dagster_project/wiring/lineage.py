@@ -20,10 +20,15 @@ def deps(asset: str) -> list[dg.AssetKey]:
 
 def tags(asset: str) -> dict[str, str]:
     """The asset's lineage tags: ``kernelhouse/partial_inputs`` when it builds over
-    whichever inputs exist (the build planner then never skips it for a missing input)."""
-    from dagster_project.execution.policy import PARTIAL_TAG
+    whichever inputs exist (the build planner then never skips it for a missing input);
+    ``kernelhouse/code_version=shipped_data`` when it ingests batches shipped as data."""
+    from dagster_project.execution.policy import CODE_VERSION_TAG, PARTIAL_TAG, SHIPPED
 
-    return {PARTIAL_TAG: "true"} if lineage.access(asset).partial else {}
+    acc = lineage.access(asset)
+    out = {PARTIAL_TAG: "true"} if acc.partial else {}
+    if acc.shipped:
+        out[CODE_VERSION_TAG] = SHIPPED
+    return out
 
 
 def tables(asset: str) -> dict[str, str]:

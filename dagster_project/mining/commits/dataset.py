@@ -42,10 +42,13 @@ def kernel_commits_dataset(
     pr_bodies: pl.DataFrame | None,
     perf_commits: pl.DataFrame,
     excluded: pl.DataFrame | None,
+    exec_runs: pl.DataFrame | None = None,
 ) -> KernelCommits:
     """Union the repos' files, attach PR bodies and gains, mentions and prompt, temporal
-    split; the metadata the UI shows (plots, counts, exclusions, preview)."""
-    from dagster_project.commit_exec.columns import attach_execution
+    split, the execution census and the label runs of executed rows
+    (``derived.commit_exec_runs``; None: no row was run); the metadata the UI shows
+    (plots, counts, exclusions, preview)."""
+    from dagster_project.commit_exec.columns import attach_execution, empty_runs
     from dagster_project.gains.pipeline import attach_commit_gains
     from dagster_project.mining.commits.lake_sync import assemble_kernel_commits
     from dagster_project.mining.commits.mine import EXCLUDED_SCHEMA, exclusion_counts
@@ -53,7 +56,7 @@ def kernel_commits_dataset(
 
     rows = attach_commit_gains(files, pr_gains, pr_bodies)
     rows, cutoff = assemble_kernel_commits(rows, perf_commits)
-    rows = attach_execution(rows)
+    rows = attach_execution(rows, exec_runs if exec_runs is not None else empty_runs())
     excl = exclusion_counts(
         excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA)
     )
