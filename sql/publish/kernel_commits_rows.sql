@@ -1,7 +1,9 @@
 -- Published rows of the kernel_commits subset for one split ($split), in a stable order.
 -- `split` is left out: the split is the file a row lives in. The quality columns the README
 -- tells users to filter on (rule, hardware_from_code, touches_cpu_kernel, reverted_by,
--- duplicate_of) are published with the rows.
+-- duplicate_of) are published with the rows, and so is the execution evidence (issue 35:
+-- exec_status and its reason for every row; for rows run on a GPU, equivalence, both
+-- measured speedups with their 95% CIs and significance, and the toolchain they ran on).
 SELECT
     id,
     repo,
@@ -30,7 +32,20 @@ SELECT
     touches_cpu_kernel,
     is_binding_file,
     reverted_by,
-    duplicate_of
+    duplicate_of,
+    exec_status,
+    exec_reason,
+    executed,
+    equivalent,
+    measured_kernel_speedup,
+    measured_kernel_speedup_ci_lo,
+    measured_kernel_speedup_ci_hi,
+    measured_kernel_significant,
+    measured_host_speedup,
+    measured_host_speedup_ci_lo,
+    measured_host_speedup_ci_hi,
+    measured_host_significant,
+    exec_toolchain
 FROM datasets.kernel_commits
 WHERE split = $split
 ORDER BY authored_at, id

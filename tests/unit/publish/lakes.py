@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from dagster_project.commit_exec.columns import attach_execution, empty_runs
 from dagster_project.sim.kernelinfer import session_frames
 from dagster_project.storage.lake import Lake
 
@@ -210,7 +211,9 @@ def kernel_commits_frame(rng: random.Random) -> pl.DataFrame:
         "reverted_by": pl.String,
         "duplicate_of": pl.String,
     }
-    return pl.DataFrame(rows, schema=schema, orient="row")
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    # The execution census of every row (the real rule, on these rows' code), no run.
+    return attach_execution(frame, empty_runs())
 
 
 def repo_heads_frame() -> pl.DataFrame:

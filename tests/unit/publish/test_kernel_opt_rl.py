@@ -81,6 +81,19 @@ COMMIT_COLUMNS = [
     "is_binding_file",
     "reverted_by",
     "duplicate_of",
+    "exec_status",
+    "exec_reason",
+    "executed",
+    "equivalent",
+    "measured_kernel_speedup",
+    "measured_kernel_speedup_ci_lo",
+    "measured_kernel_speedup_ci_hi",
+    "measured_kernel_significant",
+    "measured_host_speedup",
+    "measured_host_speedup_ci_lo",
+    "measured_host_speedup_ci_hi",
+    "measured_host_significant",
+    "exec_toolchain",
 ]
 
 
