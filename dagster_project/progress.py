@@ -6,8 +6,9 @@ Two halves that never import each other's heavy dependencies:
   writing batch files, a compile check) to say how far it is. It imports nothing (no
   dagster, no rich) and costs nothing when no one listens, so domain code may call it.
 * ``BuildProgress`` — the CLI's display (``rich.progress``): a bar per stage with runs
-  done of total, elapsed time and ETA, the running asset and partition named, and one bar
-  per task that ``report`` announces while its step runs. On a console that is not a
+  done of total, elapsed time and an ETA from the stage's own pace (``stage_eta``), the
+  running asset and partition named, and one bar per task that ``report`` announces while
+  its step runs. On a console that is not a
   terminal (a log file, CI) it prints one line per run instead, as before.
 
 Reports reach the display only from steps that run in the CLI's own process (the
@@ -47,6 +48,35 @@ def listening(listener: Listener) -> Iterator[None]:
             _listeners.remove(listener)
 
 
+def stage_eta(elapsed: float | None, done: float, total: float | None) -> float | None:
+    """Seconds left in a stage: its elapsed time per finished run, times the runs left.
+
+    Why not rich's own ``TimeRemainingColumn``: it divides by the speed of the last
+    completions only, and partition runs finish in bursts (the workers' runs end within the
+    same second), so two shards done at once read as "1 s left" with minutes to go. The
+    stage's own average since it started is what the remaining runs will take. None until
+    a run has finished, or when nothing is left."""
+    if not total or not elapsed or done <= 0 or done >= total:
+        return None
+    return elapsed / done * (total - done)
+
+
+def _eta_column() -> Any:
+    """A rich column showing ``stage_eta`` (rich is imported only with a live display)."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class StageEta(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            left = stage_eta(task.elapsed, task.completed, task.total)
+            if left is None:
+                return Text("")
+            minutes, seconds = divmod(int(round(left)), 60)
+            return Text(f"ETA {minutes}:{seconds:02d}", style="progress.remaining")
+
+    return StageEta()
+
+
 def _sid(stage: Any) -> tuple[str, ...]:
     return tuple(k.to_user_string() for k in stage.keys)
 
@@ -81,7 +111,6 @@ class BuildProgress:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,
             )
 
             self._progress = Progress(
@@ -89,8 +118,7 @@ class BuildProgress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
+                _eta_column(),
                 console=self.console,
                 transient=False,
             )
