@@ -35,6 +35,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+#: The vocabulary's own version: every name list here decides mined rows (commit mentions,
+#: device names) and gains attribution, so a change bumps it, and the assets that apply it
+#: (``mining/versions.py`` rule ``gpu_names``; the ``pr_gains`` extractor version) go stale.
+RULES_VERSION = 1
+
 PROSE = "prose"
 TEXT = "text"
 EXACT = "exact"

@@ -141,10 +141,12 @@ def extractor_code_version(llm_model: str | None) -> str:
     """The ``pr_gains`` asset's code version: the deterministic extractor's version, and the
     LLM prompt's version and model when an endpoint is configured. Read from the modules at
     call time, so a new extractor version marks pr_gains stale and ``refresh`` re-runs it."""
+    from dagster_project import gpus
     from dagster_project.gains import llm_extractor
     from dagster_project.gains.extract import choose
 
-    version = f"table-{choose.EXTRACTOR_VERSION}"
+    # GPU names decide gains attribution (gains/mentions.py), so their version is part of it.
+    version = f"table-{choose.EXTRACTOR_VERSION}+gpus-{gpus.RULES_VERSION}"
     if llm_model:
         version += f"+llm-{llm_extractor.PROMPT_VERSION}:{llm_model}"
     return version

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from dagster_project import gpus
 from dagster_project.commit_exec import census as exec_census
 from dagster_project.mining.commits import (
     kernel_body,
@@ -69,6 +70,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "commit_prompt": commit_prompt,
     "commit_rows": lake_sync,
     "exec_census": exec_census,
+    "gpu_names": gpus,
     "config_layout": discover,
     "config_names": names,
     "parsing": entries,
@@ -94,9 +96,17 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
         "kernel_body",
         "mentions",
         "commit_prompt",
+        "gpu_names",
     ),
-    "kernel_commits": ("commit_split", "mentions", "commit_prompt", "commit_rows", "exec_census"),
-    "config_files": ("config_layout", "config_names", "parsing", "config_lookup"),
+    "kernel_commits": (
+        "commit_split",
+        "mentions",
+        "commit_prompt",
+        "commit_rows",
+        "exec_census",
+        "gpu_names",
+    ),
+    "config_files": ("config_layout", "config_names", "parsing", "config_lookup", "gpu_names"),
     "config_entries": ("parsing",),
     "config_attribution": ("attribution", "parsing"),
     "kernel_sources": ("kernel_sources",),
@@ -106,6 +116,7 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
     "tuned_configs": (
         "config_lookup",
         "config_names",
+        "gpu_names",
         "candidates",
         "defaults",
         "config_split",

@@ -105,3 +105,32 @@ def test_the_swarm_reward_buckets_follow_the_reward_rule() -> None:
     assert reward_rule.reward_bucket(1.0) == reward_rule.BUCKET_ORDER[-1]
     source = inspect.getsource(kernelswarm)
     assert not any(f"{v:g}" in source for v in penalties), "a second home of the penalties"
+
+
+def test_the_gpu_vocabulary_versions_every_asset_that_applies_it() -> None:
+    """``gpus.py`` decides commit mentions, device names and gains attribution; it carries
+    its own version, and every asset applying one of those rules carries it too."""
+    from dagster_project import gpus
+    from dagster_project.gains.pipeline import extractor_code_version
+    from dagster_project.mining.versions import ASSET_RULES, RULE_MODULES
+
+    assert RULE_MODULES["gpu_names"] is gpus
+    users = {"mentions", "config_names"}
+    for asset, rules in ASSET_RULES.items():
+        if users & set(rules):
+            assert "gpu_names" in rules, f"{asset} applies GPU names without their version"
+    assert f"gpus-{gpus.RULES_VERSION}" in extractor_code_version(None)
+    importers = [
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if "from dagster_project import gpus" in p.read_text()
+    ]
+    # the two miners and the gains mentions, each covered by a versioned rule above, and
+    # the two modules that compose those versions
+    assert sorted(importers) == [
+        "gains/mentions.py",
+        "gains/pipeline.py",
+        "mining/commits/mentions.py",
+        "mining/configs/names.py",
+        "mining/versions.py",
+    ], importers
