@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -177,6 +179,19 @@ def test_kernelinfer_loads_with_datasets(infer_export: SimExport, hf_cache: Path
         str(out), "tasks_holdout", split="test", cache_dir=str(hf_cache)
     )
     assert holdout.num_rows == 5
+    # The card's TRL snippet, up to the trainer (TRL is not a dependency): the filtered
+    # `messages` column is the conversational format SFTTrainer takes as it is.
+    train = default.filter(lambda s: s["best"] is not None).select_columns(["messages"])
+    assert train.num_rows == sum(1 for r in infer_export.rows if r["best"] is not None) > 0
+    for row in train:
+        roles = [m["role"] for m in row["messages"]]
+        assert set(roles) <= {"system", "user", "assistant"} and "assistant" in roles
+        assert all(isinstance(m["content"], str) and m["content"] for m in row["messages"])
+    readme = (out / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert any("SFTTrainer" in b for b in blocks)
+    for block in blocks:
+        ast.parse(block)
 
 
 def test_kernelinfer_stats_json(infer_export: SimExport) -> None:
