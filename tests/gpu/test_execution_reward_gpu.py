@@ -21,6 +21,10 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 if not INTERPRET and not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here", allow_module_level=True)
 
+# The two toy kernels (a block-scaled fp8 matmul in the engines' parameter naming, imported
+# the way vLLM imports Triton, so the shim path is exercised too, and a bf16 fused-MoE GEMM)
+# and their tuned config live with the exploit suite, which runs its config exploits on them.
+from dagster_project.rewards.exploits.rows import BLOCK_MM, MOE, TUNED  # noqa: E402
 from dagster_project.rewards.gpu import Candidate, MeasureRow, execution_reward  # noqa: E402
 from dagster_project.rewards.gpu import run_batch as rb  # noqa: E402
 from dagster_project.rewards.gpu.device import measure_candidates  # noqa: E402
@@ -30,92 +34,6 @@ from dagster_project.rewards.gpu.spec import (  # noqa: E402
     OUT_OF_RESOURCES,
     WRONG_RESULT,
 )
-
-# A block-scaled fp8 matmul in the engines' parameter naming, imported the way vLLM
-# imports Triton (through its own module), so the shim path is exercised too.
-BLOCK_MM = """
-from toyengine.triton_utils import tl, triton
-
-
-@triton.jit
-def _w8a8_block_fp8_matmul(
-    A, B, C, As, Bs, M, N, K, group_n, group_k,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    stride_As_m, stride_As_k, stride_Bs_k, stride_Bs_n,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
-):
-    pid = tl.program_id(axis=0)
-    n_tiles = tl.cdiv(N, BLOCK_SIZE_N)
-    rows = (pid // n_tiles) * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    cols = (pid % n_tiles) * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    ks = tl.arange(0, BLOCK_SIZE_K)
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_SIZE_K):
-        kk = k0 + ks
-        a = tl.load(A + rows[:, None] * stride_am + kk[None, :] * stride_ak,
-                    mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0)
-        b = tl.load(B + kk[:, None] * stride_bk + cols[None, :] * stride_bn,
-                    mask=(kk[:, None] < K) & (cols[None, :] < N), other=0.0)
-        # one scale per K step: right only while BLOCK_SIZE_K <= group_k
-        sa = tl.load(As + rows * stride_As_m + (k0 // group_k) * stride_As_k,
-                     mask=rows < M, other=0.0)
-        sb = tl.load(Bs + (cols // group_n) * stride_Bs_n + (k0 // group_k) * stride_Bs_k,
-                     mask=cols < N, other=0.0)
-        acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
-    tl.store(C + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
-             acc.to(C.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
-"""
-
-# A bf16 fused-MoE GEMM over the aligned (token, expert) pairs, plain row-major tiles.
-MOE = """
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def fused_moe_kernel(
-    a_ptr, b_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr,
-    num_tokens_post_padded_ptr, N, K, EM, num_valid_tokens,
-    stride_am, stride_ak, stride_be, stride_bk, stride_bn, stride_cm, stride_cn,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, top_k: tl.constexpr,
-    compute_type: tl.constexpr,
-):
-    pid = tl.program_id(axis=0)
-    n_tiles = tl.cdiv(N, BLOCK_SIZE_N)
-    pid_m = pid // n_tiles
-    if pid_m * BLOCK_SIZE_M >= tl.load(num_tokens_post_padded_ptr):
-        return
-    slots = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    pair = tl.load(sorted_token_ids_ptr + slots)
-    live = pair < num_valid_tokens
-    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-    cols = (pid % n_tiles) * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    ks = tl.arange(0, BLOCK_SIZE_K)
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_SIZE_K):
-        kk = k0 + ks
-        a = tl.load(a_ptr + (pair // top_k)[:, None] * stride_am + kk[None, :] * stride_ak,
-                    mask=live[:, None] & (kk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + expert * stride_be + kk[:, None] * stride_bk
-                    + cols[None, :] * stride_bn,
-                    mask=(kk[:, None] < K) & (cols[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
-    if MUL_ROUTED_WEIGHT:
-        acc = acc * tl.load(topk_weights_ptr + pair, mask=live, other=0.0)[:, None]
-    tl.store(c_ptr + pair[:, None] * stride_cm + cols[None, :] * stride_cn,
-             acc.to(compute_type), mask=live[:, None] & (cols[None, :] < N))
-"""
-
-TUNED = {
-    "BLOCK_SIZE_M": 32,
-    "BLOCK_SIZE_N": 64,
-    "BLOCK_SIZE_K": 64,
-    "GROUP_SIZE_M": 1,
-    "num_warps": 4,
-    "num_stages": 3,
-}
 
 
 def mm_row(source: str = BLOCK_MM) -> MeasureRow:
