@@ -2,7 +2,7 @@
 
 The measurements are ours, committed with the simulator
 (``dagster_project/sim/data/calibration/h200_measured.csv``, written by
-``benchmarks/gpu_calibrate.py``); this asset recomputes the predictions with the packaged
+``benchmarks/device/gpu_calibrate.py``); this asset recomputes the predictions with the packaged
 efficiency tables and with the pre-calibration baseline, so the lake always shows how far
 the current simulator is from the hardware and what calibration bought. ``code_version``
 is the generator version: new tables or new measurements come with a version bump.

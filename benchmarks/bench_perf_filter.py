@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from perf_filter_sample import SOURCES, source  # noqa: E402
 
 HERE = Path(__file__).parent
-SAMPLE = HERE / "data" / "perf_filter_sample.csv"
-META = HERE / "data" / "perf_filter_sample.json"
-SECOND_READER = HERE / "data" / "perf_filter_second_reader.csv"
+SAMPLE = HERE / "labelled" / "data" / "perf_filter_sample.csv"
+META = HERE / "labelled" / "data" / "perf_filter_sample.json"
+SECOND_READER = HERE / "labelled" / "data" / "perf_filter_second_reader.csv"
 
 
 def agreement(first: dict[str, str], second: dict[str, str]) -> dict[str, float]:

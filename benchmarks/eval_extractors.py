@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/eval_extractors.py [--json] [--show [--show-folds 0,1,2,3]]
     .venv/bin/python benchmarks/eval_extractors.py --held [--json]   # once per round
 
-Data: ``benchmarks/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions, labelled by
+Data: ``benchmarks/labelled/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions, labelled by
 hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
@@ -19,7 +19,7 @@ them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of fi
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/pr_devset/fresh10`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/labelled/pr_devset/fresh10`` is a separate set of real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs
@@ -67,7 +67,7 @@ from dagster_project.gains.extract import extract_pr_gains  # noqa: E402
 from dagster_project.gains.normalise import normalise_unit  # noqa: E402
 from dagster_project.gains.schema import Measurement  # noqa: E402
 
-DEVSET = ROOT / "benchmarks" / "pr_devset"
+DEVSET = ROOT / "benchmarks" / "labelled" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
 #: 2.1 (``fresh``) … 2.9 (``fresh9``)
 DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9")))

@@ -56,8 +56,8 @@ from bench_perf_filter import SAMPLE, report_errors, report_variants, subjects  
 from perf_filter_sample import SOURCES, source  # noqa: E402
 
 HERE = Path(__file__).parent
-CACHE = HERE / "data" / "perf_filter_bodies"
-MANIFEST = HERE / "data" / "perf_filter_bodies.csv"
+CACHE = HERE / "labelled" / "data" / "perf_filter_bodies"
+MANIFEST = HERE / "labelled" / "data" / "perf_filter_bodies.csv"
 FULL = {
     "vllm": "vllm-project/vllm",
     "sglang": "sgl-project/sglang",

@@ -32,7 +32,7 @@ from perf_filter_sample import source  # noqa: E402
 
 from dagster_project.mining.commits import perf_filter  # noqa: E402
 
-SAMPLE = Path(__file__).parent / "data" / "perf_filter_sample.csv"
+SAMPLE = Path(__file__).parent / "labelled" / "data" / "perf_filter_sample.csv"
 Model = tuple[dict[bool, Counter[str]], Counter[bool]]
 
 

@@ -40,8 +40,8 @@ from dagster_project.mining.commits.specs import DEFAULT_SPECS
 from dagster_project.mining.git import GitRepo
 
 HERE = Path(__file__).parent
-OUT = HERE / "data" / "perf_filter_sample.csv"
-META = HERE / "data" / "perf_filter_sample.json"
+OUT = HERE / "labelled" / "data" / "perf_filter_sample.csv"
+META = HERE / "labelled" / "data" / "perf_filter_sample.json"
 SOURCES = {
     "vllm": "/work/.mirror/local-inference-lab+vllm/repo",
     "sglang": "/work/.mirror/nokiaMS+sglang/repo",

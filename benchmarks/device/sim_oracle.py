@@ -11,7 +11,7 @@ not fit the card (``sim.memory``) are left out: their steps are runtime errors, 
 questions.
 
 ``run`` (device: stdlib, torch, triton, numpy; the references of
-``benchmarks/sim_verify_rungs.py`` and ``benchmarks/gpu_calibrate.py``): compiles the CUDA
+``benchmarks/device/sim_verify_rungs.py`` and ``benchmarks/device/gpu_calibrate.py``): compiles the CUDA
 sources with the prompt's flags (``nvcc -O3 -std=c++17 -arch=sm_90a``, as a shared library)
 on a thread pool, checks every case in watched worker processes in priority order (a fault
 or hang costs one case) against an fp32 / PyTorch reference fed data *of the session's
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "device"))
 SRC_DIR = ROOT / ".oracle"
 PREFIX = "@@RESULT "
 COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/device/sim_oracle.py run --out $OUT"

@@ -1,10 +1,10 @@
 """``kernelhouse gpu``: plan GPU measurement batches, ingest their results, show progress.
 
 The GPU machine has neither the lake nor this CLI's dependencies, so a measurement round
-trip is three steps (``benchmarks/gpu_measure_configs.sh`` is the middle one)::
+trip is three steps (``benchmarks/device/gpu_measure_configs.sh`` is the middle one)::
 
     kernelhouse gpu plan --rows 36                 # -> .gpu/batch-001.jsonl (git-ignored)
-    bash benchmarks/gpu_measure_configs.sh .gpu/batch-001.jsonl "$OUT"   # on the GPU
+    bash benchmarks/device/gpu_measure_configs.sh .gpu/batch-001.jsonl "$OUT"   # on the GPU
     kernelhouse gpu ingest .../out-001.jsonl       # -> raw/datasets.measured_configs
 
 Registered in ``cli/app.py`` as ``app.add_typer(gpu_app, name="gpu")``.
@@ -115,7 +115,7 @@ def plan(
             + "[/]"
         )
     console.print(
-        f"on the GPU machine: bash benchmarks/gpu_measure_configs.sh {path} "
+        f"on the GPU machine: bash benchmarks/device/gpu_measure_configs.sh {path} "
         "$OUT/out.jsonl   then: kernelhouse gpu ingest <that file>"
     )
 

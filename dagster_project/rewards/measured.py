@@ -827,7 +827,7 @@ def run_local_batch(
 
 NO_GPU = (
     "skipped: no CUDA GPU here; ingest device results with `kernelhouse gpu ingest` "
-    "(see benchmarks/gpu_measure_configs.sh)"
+    "(see benchmarks/device/gpu_measure_configs.sh)"
 )
 
 

@@ -8,7 +8,7 @@ this module closes the loop with measurements:
   shapes drawn from the simulator's own shape sets, every rung of both ladders (the
   simulator's *own* rendered CUDA and Triton templates, so a measured kernel is exactly the
   variant it calibrates) plus PyTorch's library kernels mapped to the rung they resemble;
-* ``benchmarks/gpu_calibrate.py`` renders and measures them on the device and writes
+* ``benchmarks/device/gpu_calibrate.py`` renders and measures them on the device and writes
   ``data/calibration/h200_measured.csv`` (our own measurements, committed);
 * ``error_metrics`` compares predictions with measurements (median |log ratio|, share
   within 1.5x, Spearman rank correlation among the variants of an op at one shape);

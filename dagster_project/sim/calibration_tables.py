@@ -32,7 +32,7 @@ from .calibration import (
 )
 
 #: The script that measured the points (``source_script`` of every row).
-SOURCE_SCRIPT = "benchmarks/gpu_calibrate.py"
+SOURCE_SCRIPT = "benchmarks/device/gpu_calibrate.py"
 
 _POINT_SCHEMA = {
     "measured_ms": pl.Float64,

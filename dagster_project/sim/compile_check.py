@@ -23,7 +23,7 @@ are not cached (they say how loaded the machine was, not what nvcc thinks).
 
 **Shipped answers.** The same answers for the default build's sample, measured with
 one nvcc build, ship with the package (``data/verification/nvcc_answers.csv``, written by
-``benchmarks/ship_nvcc_answers.py``). The toolchain part of the key is nvcc's own
+``benchmarks/device/ship_nvcc_answers.py``). The toolchain part of the key is nvcc's own
 ``--version`` text (release and build id), not its path, so on any machine with that
 same nvcc build and templates that render the same source the key is the same and the
 shipped answer is nvcc's answer: a cold build need not compile again what was compiled

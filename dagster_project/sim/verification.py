@@ -4,14 +4,14 @@ The simulator may only say a candidate is *correct* when the rung it instantiate
 executed and checked on that arch family. This module joins the shipped evidence:
 
 * ``data/verification/nvcc_compile.csv`` — every (op, CUDA rung, arch family) compiled
-  here with the flags the prompt states (``benchmarks/sim_nvcc_check.py``), every Triton
+  here with the flags the prompt states (``benchmarks/device/sim_nvcc_check.py``), every Triton
   rung parsed with ``ast``;
 * ``data/verification/h200_rung_exec.csv`` — rungs executed on the H200 against an fp32 /
-  PyTorch reference (``benchmarks/sim_verify_rungs.py``): sm_90a renders at 3 shapes, the
+  PyTorch reference (``benchmarks/device/sim_verify_rungs.py``): sm_90a renders at 3 shapes, the
   A100 / A10 renders as ``compute_80`` / ``compute_86`` PTX the H200's driver compiles (the
   code an sm_80 / sm_86 build runs), the RTX 5090's non-FP4 renders built for compute_90;
 * ``data/calibration/h200_compile_check.csv`` — the calibration run's sm_90a points
-  (``benchmarks/gpu_calibrate.py``, 7 ops × 3 shapes).
+  (``benchmarks/device/gpu_calibrate.py``, 7 ops × 3 shapes).
 
 and decides, per (op, impl, rung, family):
 

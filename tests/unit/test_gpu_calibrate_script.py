@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_calibrate.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "device" / "gpu_calibrate.py"
 
 
 def _script() -> ModuleType:

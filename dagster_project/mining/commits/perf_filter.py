@@ -29,7 +29,7 @@ through any ``compil*`` spelling ("compiliation time" slipped through), and a "w
 mention no longer vetoes a title that also names a perf *regression* fix.
 
 **Measured (issue 21).** The table above predates a labelled sample. Since then the rule
-is scored on hand-labelled commits of the real clones (``benchmarks/data/
+is scored on hand-labelled commits of the real clones (``benchmarks/labelled/data/
 perf_filter_sample.csv``, ``benchmarks/bench_perf_filter.py``), drawn in rounds: each
 round's held-out half (or whole round) is scored once, then the rule is tuned on it and a
 fresh round is drawn. Versions 2-4 widened ("Opt …", "Improve(d) … kernel", fusions
@@ -203,7 +203,7 @@ class TitleMatch:
     matched: str
 
 
-# -- v2 vetoes (measured on the dev half of benchmarks/data/perf_filter_sample.csv) ------
+# -- v2 vetoes (measured on the dev half of benchmarks/labelled/data/perf_filter_sample.csv) ------
 
 #: Leading tags and conventional-commit prefixes: ``[Kernel][ROCm] ``, ``perf(moe): ``.
 _LEAD_RE = re.compile(r"^\s*(?:(?:\[[^\]]*\]|[A-Za-z][\w-]*(?:\([^)]*\))?!?:)\s*)+")

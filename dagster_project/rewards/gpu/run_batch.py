@@ -12,7 +12,7 @@ Before a candidate runs its name goes to ``OUT.jsonl.attempts``. A candidate att
 twice without a result (it crashed the process twice) is recorded as
 ``launch_failed`` instead of being retried forever. When a launch leaves the CUDA context
 unusable the runner writes that candidate's failure and exits with
-``EXIT_CONTEXT_LOST`` (75): run it in a loop (``benchmarks/gpu_measure_configs.sh``)
+``EXIT_CONTEXT_LOST`` (75): run it in a loop (``benchmarks/device/gpu_measure_configs.sh``)
 and the next process carries on from there.
 
 With ``--workers`` > 0 every distinct kernel variant of the batch is first compiled in

@@ -1,4 +1,4 @@
-"""The committed real-PR development set (benchmarks/pr_devset) is well-formed.
+"""The committed real-PR development set (benchmarks/labelled/pr_devset) is well-formed.
 
 These checks run on the committed files only (``prs.csv``, ``labels.jsonl``); the PR texts are
 third-party and live in a git-ignored cache, so nothing here needs them. What they guard: every
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "pr_devset"
+ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "labelled" / "pr_devset"
 #: the held-out set of extractor 2.1 (``split=fresh``), retired into development for 2.2
 FRESH = ROOT / "fresh"
 #: the held-out set of extractor 2.2 (``split=fresh2``), retired into development for 2.3

@@ -169,7 +169,7 @@ def test_the_shipped_answers_cover_the_default_build_sample(
 ) -> None:
     """The package's answers are those of today's templates: a cold default build with the
     nvcc build they were made with compiles nothing. Fails after a template change that
-    alters the sample's sources: run ``benchmarks/ship_nvcc_answers.py`` again."""
+    alters the sample's sources: run ``benchmarks/device/ship_nvcc_answers.py`` again."""
     import csv
 
     from dagster_project.settings import DEFAULT_SIM_SEED

@@ -10,8 +10,8 @@ stopped. ``collect`` writes the committed table
 nvcc version and the generator version it was measured under) and prints the agreement
 of nvcc with the simulator's compile verdicts per stratum and arch family::
 
-    nice -n 10 .venv/bin/python benchmarks/sim_nvcc_check.py run --jobs 2 --log /tmp/nvcc.jsonl
-    .venv/bin/python benchmarks/sim_nvcc_check.py collect --log /tmp/nvcc.jsonl
+    nice -n 10 .venv/bin/python benchmarks/device/sim_nvcc_check.py run --jobs 2 --log /tmp/nvcc.jsonl
+    .venv/bin/python benchmarks/device/sim_nvcc_check.py collect --log /tmp/nvcc.jsonl
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from dagster_project.sim import GENERATOR_VERSION  # noqa: E402

@@ -8,7 +8,7 @@ sm_90a and Triton templates for the H200 — plus one instance of every op's Hop
 rung (compile check only), and writes them with a manifest into ``.calib/`` (ignored by
 git, carried to the device)::
 
-    .venv/bin/python benchmarks/gpu_calibrate.py prepare
+    .venv/bin/python benchmarks/device/gpu_calibrate.py prepare
 
 ``run`` (on the device: python3 with torch, triton and numpy; nothing of this project is
 imported) compiles every CUDA source with ``nvcc -gencode=arch=compute_90a,code=sm_90a``
@@ -19,20 +19,20 @@ sets to exceed the 60 MB L2, and takes the median of the replays. Points run in 
 process watched by a per-point timeout, so a hung or faulting kernel (a CUDA error
 poisons its context) costs one point, not the run::
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_calibrate.py run --out $OUT
+    PYTHONUNBUFFERED=1 python3 benchmarks/device/gpu_calibrate.py run --out $OUT
 
 ``collect`` (here) turns the returned ``results.jsonl`` and ``compile.jsonl`` into the
 committed ``dagster_project/sim/data/calibration/h200_measured.csv`` and
 ``h200_compile_check.csv``::
 
-    .venv/bin/python benchmarks/gpu_calibrate.py collect --run <run 1 dir> --run <run 2 dir>
+    .venv/bin/python benchmarks/device/gpu_calibrate.py collect --run <run 1 dir> --run <run 2 dir>
 
 (each run directory: the files the device returned plus the manifest.json it ran with).
 
 ``fit`` (here) prints the error metrics before/after and the proposed efficiencies, and with
 ``--apply`` writes the H200 table and the H100 table scaled by the same factors::
 
-    .venv/bin/python benchmarks/gpu_calibrate.py fit [--apply] [--full]
+    .venv/bin/python benchmarks/device/gpu_calibrate.py fit [--apply] [--full]
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CALIB_DIR = ROOT / ".calib"
 NVCC_FLAGS = ("-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a")
 L2_ROTATE_BYTES = 3 * 60 * 2**20  # input sets cycled per graph: three times the L2
-COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_calibrate.py run --out $OUT"
+COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/device/gpu_calibrate.py run --out $OUT"
 
 
 # ======================================================================================

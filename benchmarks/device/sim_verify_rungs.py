@@ -14,22 +14,22 @@ with random valid launch parameters:
 
 and writes them with a manifest into ``.verify/`` (git-ignored; carried to the device).
 ``--ops a,b`` renders only those ops. References: the 7 calibration ops through
-``gpu_calibrate.py``, 20 ops below, and 12 more in ``benchmarks/verify_refs/`` (one module
+``gpu_calibrate.py``, 20 ops below, and 12 more in ``benchmarks/device/verify_refs/`` (one module
 per op family: attention, quantised GEMM/GEMV, MoE/scan/conv).
 
 ``run`` (device: python3 with torch and triton; nothing of the project is imported except
-``benchmarks/gpu_calibrate.py``'s reference harness for the 7 calibration ops) compiles the
+``benchmarks/device/gpu_calibrate.py``'s reference harness for the 7 calibration ops) compiles the
 CUDA renders in a thread pool, then checks every case against an fp32 / PyTorch reference
 in watched worker processes (a fault or hang costs one case), then times the sm_90a cases
 that were correct (CUDA events over graph-free replays, median). Results go to
 ``$OUT/verify.jsonl``::
 
-    PYTHONUNBUFFERED=1 python3 benchmarks/sim_verify_rungs.py run --out $OUT
+    PYTHONUNBUFFERED=1 python3 benchmarks/device/sim_verify_rungs.py run --out $OUT
 
 ``collect`` (here) writes the committed
 ``dagster_project/sim/data/verification/h200_rung_exec.csv``::
 
-    .venv/bin/python benchmarks/sim_verify_rungs.py collect --run <dir with verify.jsonl>
+    .venv/bin/python benchmarks/device/sim_verify_rungs.py collect --run <dir with verify.jsonl>
 """
 
 from __future__ import annotations
@@ -52,16 +52,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "device"))
 from verify_refs import SETUPS as MORE_SETUPS  # noqa: E402 - needs the path above
 from verify_refs.attention import heads_first_gqa  # noqa: E402
 
 SRC_DIR = ROOT / ".verify"
 OUT_CSV = ROOT / "dagster_project" / "sim" / "data" / "verification" / "h200_rung_exec.csv"
-COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/sim_verify_rungs.py run --out $OUT"
+COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/device/sim_verify_rungs.py run --out $OUT"
 
-#: Ops whose reference is h18's calibration harness (benchmarks/gpu_calibrate.py).
+#: Ops whose reference is h18's calibration harness (benchmarks/device/gpu_calibrate.py).
 CALIB_OPS = (
     "rmsnorm",
     "gemm_fp16",
@@ -96,7 +96,7 @@ OWN_OPS = (
     "minp_sample",
     "mamba_step",
 )
-#: Ops with a reference in ``benchmarks/verify_refs/`` (one module per op family).
+#: Ops with a reference in ``benchmarks/device/verify_refs/`` (one module per op family).
 MORE_OPS = tuple(MORE_SETUPS)
 #: (GPU rendered for, arch family, nvcc -gencode for its CUDA renders, shapes).
 FAMILIES = (
@@ -320,7 +320,7 @@ def _smi() -> str:
 
 def _libcuda_dir() -> str | None:
     """Where libcuda.so is for ``-lcuda`` (the TMA rungs encode tensor maps through it)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "device"))
     import gpu_calibrate  # h18's device helpers
 
     return gpu_calibrate._libcuda_dir()
@@ -625,7 +625,7 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     import triton
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "device"))
     import gpu_calibrate as gc  # h18's calibration harness: references of 7 ops
 
     with contextlib.suppress(OSError):

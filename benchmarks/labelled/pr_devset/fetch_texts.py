@@ -6,8 +6,8 @@ pull-request descriptions. Those texts are third-party, so they are never commit
 prefix) and ``labels.jsonl`` (the measurements we read in it) are. This script brings the texts
 back on a fresh clone and proves they are the very prefixes the labels were made on:
 
-    GITHUB_TOKEN=... python benchmarks/pr_devset/fetch_texts.py   # fetch bodies, cut, verify
-    python benchmarks/pr_devset/fetch_texts.py --check            # offline: verify texts/
+    GITHUB_TOKEN=... python benchmarks/labelled/pr_devset/fetch_texts.py   # fetch bodies, cut, verify
+    python benchmarks/labelled/pr_devset/fetch_texts.py --check            # offline: verify texts/
 
 A fetched body is normalised (``\\r\\n`` -> ``\\n``), cut to ``n_chars`` and hashed; a mismatch
 (the author edited the description since, or the labelled text came from a search excerpt that
@@ -18,7 +18,7 @@ It is also the loader: :func:`load_devset` returns every PR with its text and la
 ``benchmarks/eval_extractors.py``. Import it by path (``benchmarks`` is not a package)::
 
     spec = importlib.util.spec_from_file_location(
-        "pr_devset", "benchmarks/pr_devset/fetch_texts.py"
+        "pr_devset", "benchmarks/labelled/pr_devset/fetch_texts.py"
     )
 """
 
@@ -244,12 +244,12 @@ def load_devset(
             if not text_matches(text, row):
                 raise DevsetError(
                     f"{path}: sha256 does not match prs.csv (re-run "
-                    "benchmarks/pr_devset/fetch_texts.py, or the labels are for another text)"
+                    "benchmarks/labelled/pr_devset/fetch_texts.py, or the labels are for another text)"
                 )
         elif require_texts:
             raise DevsetError(
                 f"{path}: text missing; fill the cache with "
-                "`GITHUB_TOKEN=... python benchmarks/pr_devset/fetch_texts.py`"
+                "`GITHUB_TOKEN=... python benchmarks/labelled/pr_devset/fetch_texts.py`"
             )
         out.append(
             DevPR(

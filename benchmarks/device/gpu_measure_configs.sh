@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measure one batch of tuned configs on a CUDA GPU (the lent H200 machine), resumably.
 #
-#   bash benchmarks/gpu_measure_configs.sh IN.jsonl OUT.jsonl [BUDGET_S] [WORKERS]
+#   bash benchmarks/device/gpu_measure_configs.sh IN.jsonl OUT.jsonl [BUDGET_S] [WORKERS]
 #
 # IN.jsonl comes from `kernelhouse gpu plan` (it holds the rows' kernel sources, so it
 # lives in the git-ignored .gpu/ folder and travels with `carry: [".gpu"]`); OUT.jsonl

@@ -10,7 +10,7 @@ render the same sources then reads those answers instead of compiling; anything 
 compiles as before. Run it again after a generator change that alters the sample's
 sources (the build's ``answers`` metadata shows how many cases had to be compiled)::
 
-    .venv/bin/python benchmarks/ship_nvcc_answers.py [--jobs 2]
+    .venv/bin/python benchmarks/device/ship_nvcc_answers.py [--jobs 2]
 """
 
 from __future__ import annotations

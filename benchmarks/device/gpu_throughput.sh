@@ -3,7 +3,7 @@
 # .gpu/before/) and after (this checkout), on the same rows in one device call, each
 # with an empty Triton cache; then the rest of the time on a large batch (resumable).
 #
-#   bash benchmarks/gpu_throughput.sh SMALL.jsonl BIG.jsonl.xz TOTAL_S [WORKERS]
+#   bash benchmarks/device/gpu_throughput.sh SMALL.jsonl BIG.jsonl.xz TOTAL_S [WORKERS]
 #
 # SMALL.jsonl is read by both harnesses (1.0.0 reads plain JSONL only); results go to
 # $OUT/out-small-v100.jsonl, $OUT/out-small.jsonl and $OUT/out-big.jsonl, wall times to
@@ -43,7 +43,7 @@ fi
 left=$(( TOTAL - ($(date +%s) - start) - 10 ))
 t0=$(date +%s.%N)
 TRITON_CACHE_DIR=/tmp/tc-after KERNELHOUSE_GPU_CACHE=/tmp/khg-after \
-  bash benchmarks/gpu_measure_configs.sh "$BIG" "$OUT/out-big.jsonl" "$left" "$WORKERS" \
+  bash benchmarks/device/gpu_measure_configs.sh "$BIG" "$OUT/out-big.jsonl" "$left" "$WORKERS" \
   > "$OUT/big.log" 2>&1
 t1=$(date +%s.%N)
 log "big: $(tail -1 "$OUT/big.log")"
