@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/eval_extractors.py [--json] [--show [--show-folds 0,1,2,3]]
     .venv/bin/python benchmarks/eval_extractors.py --held [--json]   # once per round
 
-Data: ``benchmarks/labelled/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions, labelled by
-hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
+Data: ``benchmarks/labelled/pr_devset`` (real vLLM / SGLang / FlashInfer PR descriptions,
+labelled by hand; the texts are a git-ignored cache refilled by ``fetch_texts.py``).
 
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
 ``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/``, the 52 of ``pr_devset/fresh3/``, the
@@ -19,7 +19,8 @@ them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of fi
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/labelled/pr_devset/fresh10`` is a separate set of real PRs,
+The **headline** is ``--held``: ``benchmarks/labelled/pr_devset/fresh10`` is a separate set of
+real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
 last look, the misses and false positives grouped by the layout families of their PRs

@@ -10,7 +10,8 @@ stopped. ``collect`` writes the committed table
 nvcc version and the generator version it was measured under) and prints the agreement
 of nvcc with the simulator's compile verdicts per stratum and arch family::
 
-    nice -n 10 .venv/bin/python benchmarks/device/sim_nvcc_check.py run --jobs 2 --log /tmp/nvcc.jsonl
+    nice -n 10 .venv/bin/python benchmarks/device/sim_nvcc_check.py run --jobs 2 \
+        --log /tmp/nvcc.jsonl
     .venv/bin/python benchmarks/device/sim_nvcc_check.py collect --log /tmp/nvcc.jsonl
 """
 

@@ -11,7 +11,8 @@ not fit the card (``sim.memory``) are left out: their steps are runtime errors, 
 questions.
 
 ``run`` (device: stdlib, torch, triton, numpy; the references of
-``benchmarks/device/sim_verify_rungs.py`` and ``benchmarks/device/gpu_calibrate.py``): compiles the CUDA
+``benchmarks/device/sim_verify_rungs.py`` and ``benchmarks/device/gpu_calibrate.py``):
+compiles the CUDA
 sources with the prompt's flags (``nvcc -O3 -std=c++17 -arch=sm_90a``, as a shared library)
 on a thread pool, checks every case in watched worker processes in priority order (a fault
 or hang costs one case) against an fp32 / PyTorch reference fed data *of the session's

@@ -6,7 +6,8 @@ pull-request descriptions. Those texts are third-party, so they are never commit
 prefix) and ``labels.jsonl`` (the measurements we read in it) are. This script brings the texts
 back on a fresh clone and proves they are the very prefixes the labels were made on:
 
-    GITHUB_TOKEN=... python benchmarks/labelled/pr_devset/fetch_texts.py   # fetch bodies, cut, verify
+    # fetch bodies, cut, verify:
+    GITHUB_TOKEN=... python benchmarks/labelled/pr_devset/fetch_texts.py
     python benchmarks/labelled/pr_devset/fetch_texts.py --check            # offline: verify texts/
 
 A fetched body is normalised (``\\r\\n`` -> ``\\n``), cut to ``n_chars`` and hashed; a mismatch
@@ -244,7 +245,8 @@ def load_devset(
             if not text_matches(text, row):
                 raise DevsetError(
                     f"{path}: sha256 does not match prs.csv (re-run "
-                    "benchmarks/labelled/pr_devset/fetch_texts.py, or the labels are for another text)"
+                    "benchmarks/labelled/pr_devset/fetch_texts.py, or the labels are for another "
+                    "text)"
                 )
         elif require_texts:
             raise DevsetError(
