@@ -5,11 +5,17 @@ from __future__ import annotations
 from .base import DEFAULT_TOLERANCE, Spec, shape_label
 from .bound import SPECS as _BOUND
 from .decode import SPECS as _DECODE
+from .fla import SPECS as _FLA
+from .lora import SPECS as _LORA
+from .misc_sglang import SPECS as _MISC_SGLANG
+from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
 from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
-SPECS: tuple[Spec, ...] = _SIMPLE + _BOUND + _DECODE + _MOE
+SPECS: tuple[Spec, ...] = (
+    _SIMPLE + _BOUND + _DECODE + _MOE + _LORA + _FLA + _MISC_VLLM + _MISC_SGLANG
+)
 
 
 def spec_for(repo: str, sha: str, path: str) -> Spec | None:
