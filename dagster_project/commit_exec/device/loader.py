@@ -212,7 +212,27 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "LN2": lambda: math.log(2.0),
     "PAD_SLOT_ID": lambda: -1,
     "fast_exp": lambda: _tl().exp,  # vLLM's @triton.jit exp helper: Triton's own exp
+    # FLA helpers (fla/op.py, index.py, utils.py of vLLM and SGLang): see fla_shims
+    "exp": lambda: _tl().exp,
+    "exp2": lambda: _tl().exp2,
+    "log": lambda: _tl().log,
+    "gather": lambda: _tl().gather,
+    "safe_exp": lambda: _fla("safe_exp"),
+    "prepare_lens": lambda: _fla("prepare_lens"),
+    "prepare_chunk_indices": lambda: _fla("prepare_chunk_indices"),
+    "prepare_chunk_offsets": lambda: _fla("prepare_chunk_offsets"),
+    "FLA_CHUNK_SIZE": lambda: 64,
+    "autotune_cache_kwargs": lambda: {},
+    "check_shared_mem": lambda: _true,  # Hopper's 228 KiB pass every FLA threshold
+    "use_cuda_graph": lambda: False,  # a flag there (FLA_USE_CUDA_GRAPH unset), not a call
+    "is_amd": lambda: False,  # a flag in fla/utils.py, not a call
 }
+
+
+def _fla(name: str) -> Any:
+    from . import fla_shims
+
+    return getattr(fla_shims, name)
 
 
 def _shim(module: str, name: str) -> Any:
