@@ -189,6 +189,20 @@ def _device_capability(*_a: Any, **_k: Any) -> tuple[int, int]:
     return tuple(torch.cuda.get_device_capability())
 
 
+def _supports_pdl(*_a: Any, **_k: Any) -> bool:
+    """vLLM's ``supports_pdl``: programmatic dependent launch needs a CUDA sm_90+ device
+    (False on the CPU interpreter, which cannot run the PDL intrinsics)."""
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9)
+
+
+def _identity_decorator_factory(*_a: Any, **_k: Any) -> Callable[[Any], Any]:
+    """A decorator factory whose decorator returns the function unchanged (SGLang's
+    ``cached_triton_kernel(key_fn)``: the kernel runs through Triton's own launch path)."""
+    return lambda fn: fn
+
+
 #: Names every stubbed module provides (lazily), by attribute name.
 SHIMS: dict[str, Callable[[], Any]] = {
     "triton": _triton,
@@ -226,6 +240,8 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "check_shared_mem": lambda: _true,  # Hopper's 228 KiB pass every FLA threshold
     "use_cuda_graph": lambda: False,  # a flag there (FLA_USE_CUDA_GRAPH unset), not a call
     "is_amd": lambda: False,  # a flag in fla/utils.py, not a call
+    "supports_pdl": lambda: _supports_pdl,
+    "cached_triton_kernel": lambda: _identity_decorator_factory,
 }
 
 
