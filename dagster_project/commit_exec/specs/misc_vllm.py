@@ -1,8 +1,493 @@
-"""Specs for the misc vllm rows of the execution census (issue 35, stop 35): filled in by
-the spec work of this round; empty means none written yet."""
+"""Specs for the misc vLLM rows of the execution census (issue 35): sampling kernels of the
+model runner V2 (Gumbel sampling, penalties, logprobs), the int8 scaled GEMM, the
+batch-invariant BMM and the v1 merge of attention states.
+
+Shapes name their source. Vocabularies: Llama-3 (128256), Qwen2/3 (151936), Llama-2 and
+Mistral (32000). Llama-3-8B projections: qkv 4096 -> 6144, down 14336 -> 4096. DeepSeek-V3
+MLA: 128 heads, latent 512, nope head 128. Sampling batches follow the engine's decode
+batches (one row per request; ``1 + k`` rows per request with k speculative tokens).
+"""
 
 from __future__ import annotations
 
-from .base import Spec
+import contextlib
+import dataclasses
+import random
+import types
+from collections.abc import Iterator
+from typing import Any
 
-SPECS: tuple[Spec, ...] = ()
+from .base import Inputs, Outputs, Shape, Spec
+from .bind import call_by_name
+from .simple import MERGE_ATTN_STATES
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _cpu_gen(gen: Any, device: Any) -> Any:
+    """A CPU generator seeded from ``gen`` (for ``randperm``, which CUDA generators refuse
+    when the tensor lives on the CPU)."""
+    torch = _torch()
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=device).item())
+    return torch.Generator().manual_seed(seed)
+
+
+def _perm(n: int, gen: Any, device: Any) -> Any:
+    torch = _torch()
+    return torch.randperm(n, generator=_cpu_gen(gen, device)).to(device)
+
+
+# --- merge_attn_states, v1 path (vLLM 3bc2734d): the new fp8 output scale is optional ---
+
+#: 3bc2734d adds an optional ``output_scale`` (fp8 output); ``before`` has no such path, so
+#: both sides run the bf16/fp16 path the commit rewrote around (the shared-path question).
+MERGE_ATTN_STATES_V1 = dataclasses.replace(
+    MERGE_ATTN_STATES,
+    name="vllm_merge_attn_states_v1",
+    rows=(("vllm", "3bc2734d", "vllm/v1/attention/ops/triton_merge_attn_states.py"),),
+)
+
+
+# --- triton_scaled_mm (vLLM compressed-tensors w8a8): C = (A @ B) * sa * sb ---
+
+
+def _scaled_mm_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    m, k, n = shape["m"], shape["k"], shape["n"]
+
+    def i8(*s: int) -> Any:
+        return torch.randint(-127, 128, s, generator=gen, device=device, dtype=torch.int8)
+
+    def scale(rows: int) -> Any:
+        return torch.rand(rows, 1, generator=gen, device=device) * 0.01 + 1e-3
+
+    return {
+        "input": i8(m, k),
+        # the layer stores the weight as [N, K] and passes its transpose (weak contiguous)
+        "weight": i8(n, k).t(),
+        "scale_a": scale(m) if shape.get("per_token", True) else scale(1),
+        "scale_b": scale(n),
+        "out_dtype": torch.bfloat16,
+    }
+
+
+def _scaled_mm_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    return {"c": call_by_name(mod.triton_scaled_mm, x)}
+
+
+def _scaled_mm_reference(x: Inputs) -> Outputs:
+    acc = x["input"].double() @ x["weight"].double()
+    out = acc * x["scale_a"].double() * x["scale_b"].double().T
+    return {"c": out.to(x["out_dtype"])}
+
+
+TRITON_SCALED_MM = Spec(
+    name="vllm_triton_scaled_mm",
+    launcher="triton_scaled_mm",
+    rows=(
+        (
+            "vllm",
+            "526de822",
+            "vllm/model_executor/layers/quantization/compressed_tensors/triton_scaled_mm.py",
+        ),
+    ),
+    shapes=(
+        {"name": "test-m1-llama3-8b-qkv", "m": 1, "k": 4096, "n": 6144},
+        {"name": "llama3-8b-down-m32", "m": 32, "k": 14336, "n": 4096},
+        {"name": "llama3-8b-up-m128", "m": 128, "k": 4096, "n": 14336},
+        {"name": "llama3-8b-qkv-prefill", "m": 2048, "k": 4096, "n": 6144},
+        {"name": "test-per-tensor-m64", "m": 64, "k": 4096, "n": 4096, "per_token": False},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "m": r.choice([1, 5, 40, 130]),
+        "k": r.choice([256, 512, 1024]),
+        "n": r.choice([256, 384, 1000]),
+        "per_token": r.choice([True, False]),
+    },
+    make_inputs=_scaled_mm_inputs,
+    call=_scaled_mm_call,
+    reference=_scaled_mm_reference,
+    tolerance_why="int8 x int8 products summed in int32 (exact in any order), then two fp32 "
+    "scales and one bf16 rounding: the bf16 default (4 ulp) covers the fp32 scale order",
+)
+
+
+# --- bmm_batch_invariant (vLLM batch-invariant mode): (B, M, K) x (B, K, N) ---
+
+
+@contextlib.contextmanager
+def _cpu_device_properties(device: Any) -> Iterator[None]:
+    """On the CPU interpreter only: ``torch.cuda.get_device_properties`` answers an H100's
+    SM count (the ``before`` side sizes its persistent grid with it; a CPU build of torch
+    has no CUDA to ask). On a GPU nothing is replaced."""
+    torch = _torch()
+    if device.type == "cuda":
+        yield
+        return
+    saved = torch.cuda.get_device_properties
+    torch.cuda.get_device_properties = lambda *_a, **_k: types.SimpleNamespace(
+        multi_processor_count=132
+    )
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_properties = saved
+
+
+def _bmm_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, m, k, n = shape["batch"], shape["m"], shape["k"], shape["n"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+
+    def rnd(*s: int) -> Any:
+        return (torch.randn(*s, generator=gen, device=device) * 0.5).to(dt)
+
+    return {"a": rnd(b, m, k), "b": rnd(b, k, n)}
+
+
+def _bmm_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    with _cpu_device_properties(x["a"].device):
+        return {"c": mod.bmm_batch_invariant(x["a"], x["b"])}
+
+
+BMM_BATCH_INVARIANT = Spec(
+    name="vllm_bmm_batch_invariant",
+    launcher="bmm_batch_invariant",
+    rows=(("vllm", "0b0aa874", "vllm/model_executor/layers/batch_invariant.py"),),
+    shapes=(
+        # DeepSeek-V3 MLA absorbed q_nope @ W_UK: per head (tokens x 128) @ (128 x 512)
+        {"name": "dsv3-mla-uk-decode", "batch": 128, "m": 32, "k": 128, "n": 512},
+        {"name": "dsv3-mla-uk-prefill", "batch": 128, "m": 1024, "k": 128, "n": 512},
+        # ... and the latent output @ W_UV: (tokens x 512) @ (512 x 128)
+        {"name": "dsv3-mla-uv-decode", "batch": 128, "m": 64, "k": 512, "n": 128},
+        {"name": "test-fp16-b4", "batch": 4, "m": 300, "k": 1000, "n": 700, "dtype": "float16"},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 8]),
+        "m": r.choice([1, 17, 130]),
+        "k": r.choice([64, 128, 200]),
+        "n": r.choice([64, 128, 300]),
+        "dtype": r.choice(["bfloat16", "float16"]),
+    },
+    make_inputs=_bmm_inputs,
+    call=_bmm_call,
+    reference=lambda x: {"c": (x["a"].float() @ x["b"].float()).to(x["a"].dtype)},
+    tolerance={"c": (2e-2, 1.6e-2)},
+    tolerance_why="fp32 accumulation over K <= 1000 of products of ~N(0, 0.25) values (|c| "
+    "~ 8): the persistent and the per-batch kernel may split K alike but order tiles "
+    "differently; bf16 default relative (4 ulp) plus an absolute floor for sums near zero",
+)
+
+
+# --- compute_token_logprobs (vLLM model runner V2): log_softmax gathered at token ids ---
+
+
+def _logprob_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, v, k = shape["batch"], shape["vocab"], shape["topk"]
+    logits = torch.randn(b, v, generator=gen, device=device) * 4
+    sampled = torch.randint(0, v, (b, 1), generator=gen, device=device)
+    ids = torch.cat((sampled, torch.topk(logits, k, dim=-1).indices), 1) if k else sampled
+    return {"logits": logits, "token_ids": ids}
+
+
+def _logprob_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    return {"logprobs": mod.compute_token_logprobs(x["logits"], x["token_ids"])}
+
+
+COMPUTE_TOKEN_LOGPROBS = Spec(
+    name="vllm_compute_token_logprobs",
+    launcher="compute_token_logprobs",
+    rows=(("vllm", "e535d90d", "vllm/v1/worker/gpu/sample/logprob.py"),),
+    shapes=(
+        {"name": "llama3-decode-b64-top5", "batch": 64, "vocab": 128256, "topk": 5},
+        {"name": "llama3-decode-b256-sampled", "batch": 256, "vocab": 128256, "topk": 0},
+        {"name": "qwen3-b32-top20", "batch": 32, "vocab": 151936, "topk": 20},
+        {"name": "mistral-b8-top1", "batch": 8, "vocab": 32000, "topk": 1},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 9]),
+        "vocab": r.choice([1000, 5000, 32000]),
+        "topk": r.choice([0, 2, 7]),
+    },
+    make_inputs=_logprob_inputs,
+    call=_logprob_call,
+    reference=lambda x: {
+        "logprobs": x["logits"].float().log_softmax(-1).gather(1, x["token_ids"].long())
+    },
+    tolerance={"logprobs": (1e-4, 1e-5)},
+    tolerance_why="fp32 log-sum-exp over <= 152k logits (|x| ~ 16): the sum is reordered in "
+    "blocks, lse ~ 20 carries fp32 rounding of ~2e-6 absolute; 1e-4 absolute",
+)
+
+
+# --- apply_penalties / bincount (vLLM model runner V2 penalties) ---
+
+
+def _sparse_counts(rows: int, cols: int, gen: Any, device: Any) -> Any:
+    torch = _torch()
+    counts = torch.randint(1, 4, (rows, cols), generator=gen, device=device, dtype=torch.int32)
+    keep = torch.rand(rows, cols, generator=gen, device=device) < 0.01
+    return torch.where(keep, counts, torch.zeros_like(counts))
+
+
+def _penalty_params(states: int, gen: Any, device: Any) -> dict[str, Any]:
+    torch = _torch()
+    rep = 1.0 + torch.rand(states, generator=gen, device=device) * 0.5
+    freq = torch.rand(states, generator=gen, device=device) * 0.5
+    pres = torch.rand(states, generator=gen, device=device) * 0.5
+    # every fourth state uses no penalty (the early-return path)
+    rep[::4], freq[::4], pres[::4] = 1.0, 0.0, 0.0
+    # some use only one kind
+    freq[1::4] = 0.0
+    pres[2::4] = 0.0
+    return {"repetition_penalty": rep, "frequency_penalty": freq, "presence_penalty": pres}
+
+
+def _penalties_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    r, s, v = shape["reqs"], shape["spec"], shape["vocab"]
+    states = 2 * r
+    per = s + 1
+    req_states = _perm(states, gen, device)[:r].to(torch.int32)
+    words = -(-v // 32)
+    bits = [
+        torch.randint(-(2**31), 2**31 - 1, (states, words), generator=gen, device=device)
+        for _ in range(3)
+    ]
+    return {
+        "logits": torch.randn(r * per, v, generator=gen, device=device) * 3,
+        "expanded_idx_mapping": req_states.repeat_interleave(per),
+        "token_ids": torch.randint(0, v, (r * per,), generator=gen, device=device).int(),
+        "expanded_local_pos": torch.arange(per, device=device, dtype=torch.int32).repeat(r),
+        **_penalty_params(states, gen, device),
+        # about one prompt token in eight per vocabulary word
+        "prompt_bin_mask": (bits[0] & bits[1] & bits[2]).to(torch.int32),
+        "output_bin_counts": _sparse_counts(states, v, gen, device),
+        "num_speculative_tokens": s,
+    }
+
+
+def _penalties_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.apply_penalties, x)
+    return {"logits": x["logits"]}
+
+
+def _prompt_bits(mask_words: Any, vocab: int) -> Any:
+    torch = _torch()
+    shifts = torch.arange(32, device=mask_words.device, dtype=torch.int32)
+    bits = (mask_words[..., None] >> shifts) & 1
+    return bits.reshape(*mask_words.shape[:-1], -1)[..., :vocab].bool()
+
+
+def _penalties_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    logits = x["logits"].clone()
+    v = logits.shape[1]
+    mapping = x["expanded_idx_mapping"].long()
+    pos = x["expanded_local_pos"].long()
+    counts = x["output_bin_counts"][mapping].clone()
+    for t in range(logits.shape[0]):
+        start = t - int(pos[t])
+        for p in range(int(pos[t])):
+            counts[t, int(x["token_ids"][start + p + 1])] += 1
+    seen = counts > 0
+    prompt = _prompt_bits(x["prompt_bin_mask"][mapping], v)
+    rep = x["repetition_penalty"][mapping][:, None]
+    scale = torch.where(prompt | seen, rep, torch.ones_like(rep))
+    logits = torch.where(logits > 0, logits / scale, logits * scale)
+    logits -= x["frequency_penalty"][mapping][:, None] * counts
+    logits -= x["presence_penalty"][mapping][:, None] * seen
+    return {"logits": logits}
+
+
+APPLY_PENALTIES = Spec(
+    name="vllm_mrv2_apply_penalties",
+    launcher="apply_penalties",
+    rows=(("vllm", "4e498b5e", "vllm/v1/worker/gpu/sample/penalties.py"),),
+    shapes=(
+        {"name": "llama3-decode-b64", "reqs": 64, "spec": 0, "vocab": 128256},
+        {"name": "llama3-eagle-b32-k3", "reqs": 32, "spec": 3, "vocab": 128256},
+        {"name": "qwen3-decode-b128", "reqs": 128, "spec": 0, "vocab": 151936},
+        {"name": "qwen3-mtp-b16-k7", "reqs": 16, "spec": 7, "vocab": 151936},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "reqs": r.choice([1, 3, 6]),
+        "spec": r.choice([0, 1, 3]),
+        "vocab": r.choice([1000, 9000, 32000]),
+    },
+    make_inputs=_penalties_inputs,
+    call=_penalties_call,
+    reference=_penalties_reference,
+    mutated=("logits",),
+    tolerance={"logits": (1e-4, 1e-5)},
+    tolerance_why="fp32 elementwise: the kernel multiplies by 1/penalty where the reference "
+    "divides (1 ulp), then subtracts integer-valued terms; 1e-4 absolute on |x| <= 15",
+)
+
+
+def _bincount_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    r, v, plen, olen = shape["reqs"], shape["vocab"], shape["prompt"], shape["output"]
+    states = 2 * r
+    max_len = plen + olen + 16
+    prompt_len = torch.randint(1, plen + 1, (states,), generator=gen, device=device)
+    out_len = torch.randint(0, olen + 1, (states,), generator=gen, device=device)
+    prefill_len = prompt_len + out_len
+    mapping = _perm(states, gen, device)[:r].to(torch.int32)
+    words = -(-v // 32)
+    return {
+        "expanded_idx_mapping": mapping,
+        "all_token_ids": torch.randint(
+            0, v, (states, max_len), generator=gen, device=device, dtype=torch.int32
+        ),
+        "prompt_len": prompt_len.to(torch.int32),
+        "prefill_len": prefill_len.to(torch.int32),
+        # stale statistics of an earlier request in the same slot: must be cleared
+        "prompt_bin_mask": torch.randint(
+            -(2**31), 2**31 - 1, (states, words), generator=gen, device=device
+        ).to(torch.int32),
+        "output_bin_counts": _sparse_counts(states, v, gen, device),
+        "max_prefill_len": int(prefill_len[mapping.long()].max()),
+    }
+
+
+def _bincount_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.bincount, x)
+    return {"prompt_bin_mask": x["prompt_bin_mask"], "output_bin_counts": x["output_bin_counts"]}
+
+
+def _bincount_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    mask = x["prompt_bin_mask"].clone()
+    counts = x["output_bin_counts"].clone()
+    v = counts.shape[1]
+    for s in x["expanded_idx_mapping"].long().tolist():
+        p, f = int(x["prompt_len"][s]), int(x["prefill_len"][s])
+        toks = x["all_token_ids"][s].long()
+        seen = torch.zeros(-(-v // 32) * 32, dtype=torch.bool, device=mask.device)
+        seen[toks[:p]] = True
+        weights = 1 << torch.arange(32, device=mask.device, dtype=torch.int64)
+        words = (seen.view(-1, 32).long() * weights).sum(1)
+        mask[s] = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+        counts[s] = torch.bincount(toks[p:f], minlength=v)[:v].to(torch.int32)
+    return {"prompt_bin_mask": mask, "output_bin_counts": counts}
+
+
+BINCOUNT = Spec(
+    name="vllm_mrv2_penalties_bincount",
+    launcher="bincount",
+    rows=(("vllm", "bbee5329", "vllm/v1/worker/gpu/sample/penalties.py"),),
+    shapes=(
+        {"name": "llama3-new-b8-2k", "reqs": 8, "vocab": 128256, "prompt": 2048, "output": 0},
+        {"name": "llama3-resumed-b4", "reqs": 4, "vocab": 128256, "prompt": 4096, "output": 512},
+        {"name": "qwen3-new-b32-512", "reqs": 32, "vocab": 151936, "prompt": 512, "output": 64},
+        {"name": "mistral-b1-8k", "reqs": 1, "vocab": 32000, "prompt": 8192, "output": 1024},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "reqs": r.choice([1, 2, 5]),
+        "vocab": r.choice([1000, 5000, 32000]),
+        "prompt": r.choice([10, 300, 1500]),
+        "output": r.choice([0, 40, 700]),
+    },
+    make_inputs=_bincount_inputs,
+    call=_bincount_call,
+    reference=_bincount_reference,
+    mutated=("prompt_bin_mask", "output_bin_counts"),
+    tolerance_why="bit masks and integer counts (atomic OR and ADD commute): exact",
+)
+
+
+# --- gumbel_sample (vLLM model runner V2): seeded Gumbel-max sampling ---
+
+
+def _gumbel_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    r, v = shape["reqs"], shape["vocab"]
+    states = 2 * r
+    temperature = torch.rand(states, generator=gen, device=device) * 1.2 + 0.1
+    temperature[::3] = 0.0  # greedy requests
+    temperature[1::5] = 1.0
+    mapping = _perm(states, gen, device)[:r].to(torch.int32)
+    seeds = torch.randint(0, 2**62, (states,), generator=gen, device=device)
+    pos = torch.randint(0, 8192, (r,), generator=gen, device=device)
+    return {
+        "logits": torch.randn(r, v, generator=gen, device=device) * 3,
+        "state_temperature": temperature,
+        "state_seed": seeds,
+        "expanded_idx_mapping": mapping,
+        "pos": pos,
+        "apply_temperature": shape.get("apply_temperature", True),
+        "processed_logits_out": torch.zeros(states, v, device=device),
+    }
+
+
+def _gumbel_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """Per side: launchers indexed by request take the state arrays gathered through the
+    mapping; the later ones take the mapping and the per-state arrays."""
+    import inspect
+
+    fn = mod.gumbel_sample
+    params = inspect.signature(fn).parameters
+    values = dict(x)
+    if "expanded_idx_mapping" in params:
+        values["temperature"], values["seed"] = x["state_temperature"], x["state_seed"]
+    else:
+        idx = x["expanded_idx_mapping"].long()
+        values["temperature"], values["seed"] = x["state_temperature"][idx], x["state_seed"][idx]
+        values["is_greedy"] = values["temperature"] == 0.0
+    out = {"sampled": call_by_name(fn, values)}
+    if "processed_logits_out" in params:
+        out["processed_logits_out"] = x["processed_logits_out"]
+    return out
+
+
+GUMBEL_SAMPLE = Spec(
+    name="vllm_mrv2_gumbel_sample",
+    launcher="gumbel_sample",
+    rows=(
+        ("vllm", "e9af6ba6", "vllm/v1/worker/gpu/sampler.py"),
+        ("vllm", "f223ed41", "vllm/v1/worker/gpu/sample/gumbel.py"),
+        ("vllm", "5daf6227", "vllm/v1/worker/gpu/sample/gumbel.py"),
+    ),
+    shapes=(
+        {"name": "llama3-decode-b64", "reqs": 64, "vocab": 128256},
+        {"name": "llama3-decode-b256", "reqs": 256, "vocab": 128256},
+        {"name": "qwen3-decode-b32", "reqs": 32, "vocab": 151936},
+        {"name": "mistral-b8-no-temp", "reqs": 8, "vocab": 32000, "apply_temperature": False},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "reqs": r.choice([1, 3, 7]),
+        "vocab": r.choice([1000, 5000, 32000]),
+        "apply_temperature": r.choice([True, False]),
+    },
+    make_inputs=_gumbel_inputs,
+    call=_gumbel_call,
+    mutated=("processed_logits_out",),
+    tolerance={"processed_logits_out": (1e-6, 1e-6)},
+    tolerance_why="sampled ids are exact (same Philox stream, same offsets; a flip needs two "
+    "perturbed logits within 1 ulp); the temperature-scaled logits are one fp32 division",
+)
+
+
+SPECS: tuple[Spec, ...] = (
+    MERGE_ATTN_STATES_V1,
+    TRITON_SCALED_MM,
+    BMM_BATCH_INVARIANT,
+    COMPUTE_TOKEN_LOGPROBS,
+    APPLY_PENALTIES,
+    BINCOUNT,
+    GUMBEL_SAMPLE,
+)
+
+_ = random
