@@ -47,6 +47,7 @@ import tenacity
 from dagster_project.gains.normalise import finalise, parse_stated_speedup
 from dagster_project.gains.numbers import is_integer_text, parse_number
 from dagster_project.gains.schema import LLM_OUTPUT_SCHEMA, Measurement, validate_llm_output
+from dagster_project.scrub import scrub_json_text, scrub_text, scrub_value
 from dagster_project.settings import (
     DEFAULT_LLM_BASE_URL,
     DEFAULT_LLM_FALLBACK_MODEL,
@@ -243,15 +244,14 @@ def to_measurement(item: dict[str, Any]) -> Measurement | None:
 
 
 def scrub_reply(content: str, secret: str | None) -> str:
-    """``content`` with every occurrence of ``secret`` (the endpoint's API key) replaced.
+    """``content`` with the endpoint's API key redacted in every encoding.
 
     An endpoint (or a prompt-injected PR body) can make the model echo the key; the reply
     is stored (``raw_reply``) and parsed into columns, so it is scrubbed on arrival, before
-    anything reads it. Keys shorter than 8 characters are not real keys, and replacing
-    them would mangle ordinary text."""
-    if not secret or len(secret) < 8:
-        return content
-    return content.replace(secret, "[redacted]")
+    anything reads it, and *after* JSON decoding (``\\u`` escapes, a key split over two
+    fields, base64): the rule is :func:`dagster_project.scrub.scrub_json_text`. The parsed
+    items are scrubbed again as decoded values (:meth:`LLMExtractor.extract`)."""
+    return scrub_json_text(content, [secret])
 
 
 def _transient(exc: BaseException) -> bool:
@@ -315,8 +315,7 @@ class LLMExtractor:
         return None
 
     def _redact(self, text: str) -> str:
-        key = self.config.api_key
-        return text.replace(key, "***") if key else text
+        return scrub_text(text, [self.config.api_key])
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         """Seconds before the next attempt: the server's ``Retry-After`` when it sends one,
@@ -404,7 +403,7 @@ class LLMExtractor:
         for model in self._models(text):
             try:
                 raw = self._call(model, messages, usage)
-                items = parse_reply(raw)
+                items = scrub_value(parse_reply(raw), [self.config.api_key])
             except (_Malformed, _Unavailable) as exc:
                 msg = self._redact(str(exc))
                 reasons.append(msg if msg.startswith(model) else f"{model}: {msg}")

@@ -27,6 +27,7 @@ from dagster_project.gains.llm_extractor import (
     llm_cache_key,
 )
 from dagster_project.gains.schema import Measurement
+from dagster_project.scrub import scrub_json_text, scrub_text
 
 RUNS_SCHEMA: dict[str, pl.DataType] = {
     "run_key": pl.String(),
@@ -176,6 +177,7 @@ def extract_bodies(
         else {r["run_key"]: r for r in previous_runs.iter_rows(named=True)}
     )
     llm = LLMExtractor(llm_config) if llm_config else None
+    secrets = [llm_config.api_key] if llm_config else []
     out: list[dict[str, Any]] = []
     new = 0
     ok_bodies = bodies.filter(pl.col("status") == "ok")
@@ -207,11 +209,14 @@ def extract_bodies(
                     "extractor_version": version,
                     "model_used": res.model_used,
                     "ok": res.ok,
-                    "error": res.error,
+                    "error": scrub_text(res.error or "", secrets) or None,
                     "n_measurements": len(res.measurements),
                     "prompt_tokens": int(res.usage.get("prompt_tokens", 0)),
                     "completion_tokens": int(res.usage.get("completion_tokens", 0)),
-                    "measurements_json": json.dumps([m.to_row() for m in res.measurements]),
+                    # second wall: the stored row is scrubbed as decoded JSON too
+                    "measurements_json": scrub_json_text(
+                        json.dumps([m.to_row() for m in res.measurements]), secrets
+                    ),
                 }
             )
         if on_progress:
