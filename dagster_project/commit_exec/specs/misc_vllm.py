@@ -491,3 +491,183 @@ SPECS: tuple[Spec, ...] = (
 )
 
 _ = random
+
+
+# --- rejection sampling of speculative decoding (vLLM v1 rejection_sampler.py) ---
+
+
+def _rs_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, k, v, mode = shape["reqs"], shape["spec"], shape["vocab"], shape.get("mode", "mixed")
+    n_draft = torch.randint(1, k + 1, (b,), generator=gen, device=device)
+    n_draft[::5] = 0  # requests that proposed nothing this step
+    tokens = int(n_draft.sum())
+    logits = torch.randn(tokens, v, generator=gen, device=device) * 3
+    guess = torch.randint(0, v, (tokens,), generator=gen, device=device)
+    agree = torch.rand(tokens, generator=gen, device=device) < 0.7
+    # a draft model agrees with the target most of the time (accepted prefixes vary)
+    draft = torch.where(agree, logits.argmax(-1), guess).to(torch.int32)
+    temperature = torch.rand(b, generator=gen, device=device) * 0.6 + 0.6
+    if mode == "mixed":
+        temperature[::3] = -1.0  # GREEDY_TEMPERATURE
+    elif mode == "greedy":
+        temperature[:] = -1.0
+    draft_probs = None
+    if shape.get("draft_probs", True):
+        draft_probs = (torch.randn(tokens, v, generator=gen, device=device) * 3).softmax(-1)
+    return {
+        "draft_token_ids": draft,
+        "num_draft_tokens": [int(n) for n in n_draft.tolist()],
+        "max_spec_len": k,
+        "cu_num_draft_tokens": n_draft.cumsum(0).to(torch.int32),
+        "draft_probs": draft_probs,
+        "target_logits": logits,
+        "target_probs": logits.softmax(dim=-1, dtype=torch.float32),
+        "bonus_token_ids": torch.randint(
+            0, v, (b, 1), generator=gen, device=device, dtype=torch.int32
+        ),
+        "temperature": temperature,
+        "mode": mode,
+        "seeds": torch.randint(0, 2**62, (b,), generator=gen, device=device).tolist(),
+        "device": device,
+    }
+
+
+def _rs_metadata(x: Inputs) -> Any:
+    """The sampling metadata the launcher reads, with a fresh seeded generator per request
+    (generators are stateful: a shared one would give the second side other draws)."""
+    torch = _torch()
+    dev = x["device"]
+    return types.SimpleNamespace(
+        all_greedy=x["mode"] == "greedy",
+        all_random=x["mode"] == "random",
+        temperature=x["temperature"],
+        generators={
+            i: torch.Generator(device=dev).manual_seed(s) for i, s in enumerate(x["seeds"])
+        },
+        top_k=None,
+        top_p=None,
+    )
+
+
+def _rs_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    values = {**x, "sampling_metadata": _rs_metadata(x)}
+    return {"output_token_ids": call_by_name(mod.rejection_sample, values)}
+
+
+def _recovered_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    values = {**x, "sampling_metadata": _rs_metadata(x)}
+    return {"recovered_token_ids": call_by_name(mod.sample_recovered_tokens, values)}
+
+
+_RS_SHAPES: tuple[Shape, ...] = (
+    {"name": "llama3-8b-eagle-k3-b32", "reqs": 32, "spec": 3, "vocab": 128256},
+    {"name": "llama3-8b-eagle-k5-b16", "reqs": 16, "spec": 5, "vocab": 128256},
+    {"name": "qwen3-mtp-k1-b64", "reqs": 64, "spec": 1, "vocab": 151936},
+    {"name": "ngram-k4-b8", "reqs": 8, "spec": 4, "vocab": 32000, "draft_probs": False},
+    {"name": "llama3-all-random-k3-b16", "reqs": 16, "spec": 3, "vocab": 128256, "mode": "random"},
+)
+
+
+def _rs_random(r: random.Random) -> Shape:
+    return {
+        "name": "random",
+        "reqs": r.choice([1, 3, 6]),
+        "spec": r.choice([1, 2, 4]),
+        "vocab": r.choice([1000, 5000, 32000]),
+        "draft_probs": r.choice([True, False]),
+        "mode": r.choice(["mixed", "random"]),
+    }
+
+
+_RS_PATH = "vllm/v1/sample/rejection_sampler.py"
+
+REJECTION_SAMPLE = Spec(
+    name="vllm_rejection_sample",
+    launcher="rejection_sample",
+    rows=(("vllm", "0879736a", _RS_PATH), ("vllm", "8980001c", _RS_PATH)),
+    shapes=_RS_SHAPES,
+    control={"name": "all-greedy-k3-b32", "reqs": 32, "spec": 3, "vocab": 32000, "mode": "greedy"},
+    control_reason="all-greedy batches return after the greedy kernel: 8980001c moves the "
+    "softmax past that return (it is the change), so this is the path it speeds up; for "
+    "0879736a (num_warps only) it is a second kernel whose launch changed alike",
+    random_shape=_rs_random,
+    make_inputs=_rs_inputs,
+    call=_rs_call,
+    tolerance_why="token ids (exact): the same seeded uniforms and exponentials on both sides; "
+    "a flip needs two candidate scores within one fp32 ulp",
+)
+
+SAMPLE_RECOVERED_TOKENS = Spec(
+    name="vllm_sample_recovered_tokens",
+    launcher="sample_recovered_tokens",
+    rows=(("vllm", "7a5adad4", _RS_PATH),),
+    shapes=_RS_SHAPES,
+    random_shape=_rs_random,
+    make_inputs=_rs_inputs,
+    call=_recovered_call,
+    tolerance_why="token ids (exact): argmax of prob / q against prob * (1 / q), the same "
+    "seeded exponentials; a flip needs two scores within one fp32 ulp of each other",
+)
+
+SPECS = SPECS + (REJECTION_SAMPLE, SAMPLE_RECOVERED_TOKENS)
+
+
+# --- apply_top_k_top_p_triton (vLLM v1 sampler): mask logits outside top-k / top-p ---
+
+
+def _sm_count(device: Any) -> int:
+    torch = _torch()
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).multi_processor_count)
+    return 132  # CPU interpreter: an H100's count, so the grid is what the GPU would see
+
+
+def _topk_topp_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, v, mode = shape["batch"], shape["vocab"], shape.get("mode", "both")
+    k = torch.randint(1, min(v, 1024) + 1, (b,), generator=gen, device=device, dtype=torch.int32)
+    p = torch.rand(b, generator=gen, device=device) * 0.45 + 0.5
+    return {
+        "logits": torch.randn(b, v, generator=gen, device=device) * 3,
+        "k": None if mode == "topp" else k,
+        "p": None if mode == "topk" else p,
+    }
+
+
+def _topk_topp_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # the engine's SM-count helper is stubbed by the loader; the launcher sizes its grid
+    # and scratch buffer with it, so this side gets the device's real count
+    mod.num_compute_units = lambda *_a: _sm_count(x["logits"].device)
+    mod.apply_top_k_top_p_triton(x["logits"], x["k"], x["p"])
+    return {"logits": x["logits"]}
+
+
+APPLY_TOP_K_TOP_P_TRITON = Spec(
+    name="vllm_apply_top_k_top_p_triton",
+    launcher="apply_top_k_top_p_triton",
+    rows=(("vllm", "51b2333b", "vllm/v1/sample/ops/topk_topp_triton.py"),),
+    shapes=(
+        {"name": "llama3-b64-topk-topp", "batch": 64, "vocab": 128256},
+        {"name": "llama3-b256-topk", "batch": 256, "vocab": 128256, "mode": "topk"},
+        {"name": "qwen3-b32-topk-topp", "batch": 32, "vocab": 151936},
+        {"name": "test-b8-mistral-topk", "batch": 8, "vocab": 32000, "mode": "topk"},
+    ),
+    control={"name": "qwen3-b32-topp-only", "batch": 32, "vocab": 151936, "mode": "topp"},
+    control_reason="51b2333b fuses the top-k pivot search; with top-k off the kernel takes "
+    "only the top-p branch, which the commit leaves as it was",
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2, 3]),
+        "vocab": r.choice([1000, 3000, 9000]),
+        "mode": r.choice(["both", "topk", "topp"]),
+    },
+    make_inputs=_topk_topp_inputs,
+    call=_topk_topp_call,
+    mutated=("logits",),
+    tolerance={"logits": (0.0, 0.0)},
+    tolerance_why="kept logits are copied, the rest set to -inf: exact (an off-by-one pivot "
+    "count shows as a whole logit kept or masked)",
+)
+
+SPECS = SPECS + (APPLY_TOP_K_TOP_P_TRITON,)
