@@ -6,8 +6,9 @@ kernels call a few of their names inside ``@triton.jit`` code or on the launch p
 an inert stub fails. The loader's ``SHIMS`` points those names here. Each is our own
 writing of the helper's documented behaviour:
 
-* ``safe_exp(x)``: ``exp`` of ``x`` where ``x <= 0`` and 0 elsewhere (a jit helper, so it
-  lives in a real file: Triton reads its source);
+* ``exp``, ``exp2``, ``log``, ``gather``: Triton's own, and ``safe_exp(x)``: ``exp`` of
+  ``x`` where ``x <= 0`` and 0 elsewhere (jit helpers, so they live in a real file: Triton
+  reads their source);
 * ``prepare_chunk_indices(cu_seqlens, chunk_size)``: one ``(sequence, chunk)`` pair per
   chunk of a varlen batch; ``prepare_chunk_offsets``: each sequence's first chunk number.
 
@@ -31,6 +32,31 @@ import triton.language as tl
 #: alive so an identity is never reused while its entry lives.
 _CACHE: dict[tuple[str, int, int], tuple[Any, Any]] = {}
 _CACHE_MAX = 512
+
+
+@triton.jit
+def exp(x):
+    """Triton's ``exp`` (the helpers' default without ``FLA_USE_FAST_OPS``); a jit wrapper
+    rather than ``tl.exp`` itself, which the CPU interpreter only patches under ``tl``."""
+    return tl.exp(x)
+
+
+@triton.jit
+def exp2(x):
+    """Triton's ``exp2``, wrapped as ``exp``."""
+    return tl.exp2(x)
+
+
+@triton.jit
+def log(x):
+    """Triton's natural ``log``, wrapped as ``exp``."""
+    return tl.log(x)
+
+
+@triton.jit
+def gather(src, index, axis: tl.constexpr):
+    """Triton's ``gather`` along ``axis``, wrapped as ``exp``."""
+    return tl.gather(src, index, axis)
 
 
 @triton.jit

@@ -227,10 +227,10 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "PAD_SLOT_ID": lambda: -1,
     "fast_exp": lambda: _tl().exp,  # vLLM's @triton.jit exp helper: Triton's own exp
     # FLA helpers (fla/op.py, index.py, utils.py of vLLM and SGLang): see fla_shims
-    "exp": lambda: _tl().exp,
-    "exp2": lambda: _tl().exp2,
-    "log": lambda: _tl().log,
-    "gather": lambda: _tl().gather,
+    "exp": lambda: _fla("exp"),
+    "exp2": lambda: _fla("exp2"),
+    "log": lambda: _fla("log"),
+    "gather": lambda: _fla("gather"),
     "safe_exp": lambda: _fla("safe_exp"),
     "prepare_lens": lambda: _fla("prepare_lens"),
     "prepare_chunk_indices": lambda: _fla("prepare_chunk_indices"),
