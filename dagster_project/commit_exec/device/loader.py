@@ -241,6 +241,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "use_cuda_graph": lambda: False,  # a flag there (FLA_USE_CUDA_GRAPH unset), not a call
     "is_amd": lambda: False,  # a flag in fla/utils.py, not a call
     "supports_pdl": lambda: _supports_pdl,
+    "is_arch_support_pdl": lambda: _supports_pdl,  # SGLang's name for the same test
     "cached_triton_kernel": lambda: _identity_decorator_factory,
 }
 
