@@ -671,3 +671,225 @@ APPLY_TOP_K_TOP_P_TRITON = Spec(
 )
 
 SPECS = SPECS + (APPLY_TOP_K_TOP_P_TRITON,)
+
+
+# --- moe_align_block_size_triton (vLLM fused MoE): sort token slots by expert, padded ---
+
+
+def _align_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, e, k, bs = shape["tokens"], shape["experts"], shape["topk"], shape["block"]
+    # distinct experts per token, as a router's top-k gives
+    topk_ids = torch.rand(t, e, generator=gen, device=device).topk(k, -1).indices
+    numel = t * k
+    padded = numel + e * (bs - 1)
+    return {
+        "topk_ids": topk_ids.to(torch.int32),
+        "num_experts": e,
+        "block_size": bs,
+        # the caller at sha^ filled these (the commit moves the fill into the launcher)
+        "sorted_token_ids": torch.full((padded,), numel, device=device, dtype=torch.int32),
+        "expert_ids": torch.zeros(-(-padded // bs), device=device, dtype=torch.int32),
+        "num_tokens_post_pad": torch.empty(1, device=device, dtype=torch.int32),
+    }
+
+
+def _align_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.moe_align_block_size_triton, x)
+    return {k: x[k] for k in ("sorted_token_ids", "expert_ids", "num_tokens_post_pad")}
+
+
+def _align_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    flat = x["topk_ids"].reshape(-1).long()
+    e, bs = x["num_experts"], x["block_size"]
+    sorted_ids = x["sorted_token_ids"].clone()
+    expert_ids = x["expert_ids"].clone()
+    counts = torch.bincount(flat, minlength=e).tolist()
+    start = 0
+    for expert, n in enumerate(counts):
+        slots = torch.nonzero(flat == expert).reshape(-1)
+        sorted_ids[start : start + n] = slots.to(torch.int32)
+        span = -(-n // bs) * bs
+        expert_ids[start // bs : (start + span) // bs] = expert
+        start += span
+    post = torch.tensor([start], device=flat.device, dtype=torch.int32)
+    return {"sorted_token_ids": sorted_ids, "expert_ids": expert_ids, "num_tokens_post_pad": post}
+
+
+MOE_ALIGN_BLOCK_SIZE_TRITON = Spec(
+    name="vllm_moe_align_block_size_triton",
+    launcher="moe_align_block_size_triton",
+    rows=(("vllm", "0ec82edd", "vllm/model_executor/layers/fused_moe/moe_align_block_size.py"),),
+    shapes=(
+        {"name": "dsv3-decode-64", "tokens": 64, "experts": 256, "topk": 8, "block": 16},
+        {"name": "dsv3-prefill-4k", "tokens": 4096, "experts": 256, "topk": 8, "block": 64},
+        {"name": "mixtral-prefill-8k", "tokens": 8192, "experts": 8, "topk": 2, "block": 128},
+        {"name": "qwen3-30b-a3b-1k", "tokens": 1024, "experts": 128, "topk": 8, "block": 64},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 100, 600]),
+        "experts": r.choice([8, 16, 64]),
+        "topk": r.choice([1, 2, 6]),
+        "block": r.choice([16, 32, 64]),
+    },
+    make_inputs=_align_inputs,
+    call=_align_call,
+    reference=_align_reference,
+    mutated=("sorted_token_ids", "expert_ids", "num_tokens_post_pad"),
+    tolerance_why="integer indices (each program writes its own slots in token order): exact",
+)
+
+
+# --- ep_scatter (vLLM DeepGEMM MoE permute): tokens to per-expert 128-aligned rows ---
+
+
+def _scatter_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, g, local, k, h = (
+        shape["tokens"],
+        shape["experts"],
+        shape["local"],
+        shape["topk"],
+        shape["hidden"],
+    )
+    chosen = torch.rand(t, g, generator=gen, device=device).topk(k, -1).indices
+    # this rank owns experts [0, local): other ranks' experts arrive as -1
+    topk = torch.where(chosen < local, chosen, torch.full_like(chosen, -1)).to(torch.int32)
+    valid = topk[topk >= 0].long()
+    counts = torch.bincount(valid, minlength=local).to(torch.int32)
+    m_sum = int(sum(-(-c // 128) * 128 for c in counts.tolist()))
+    return {
+        "recv_x": torch.randn(t, h, generator=gen, device=device).to(torch.float8_e4m3fn),
+        "recv_x_scale": torch.rand(t, h // 128, generator=gen, device=device) + 0.01,
+        "recv_topk": topk,
+        "num_recv_tokens_per_expert": counts,
+        "expert_map": None,
+        "expert_start_loc": torch.empty(local, device=device, dtype=torch.int32),
+        "output_tensor": torch.empty(m_sum, h, device=device, dtype=torch.float8_e4m3fn),
+        "output_tensor_scale": torch.empty(m_sum, h // 128, device=device),
+        # deepgemm_moe_permute initialises the row experts to -1 (c817b141)
+        "m_indices": torch.full((m_sum,), -1, device=device, dtype=torch.int32),
+        "output_index": torch.zeros(t, k, device=device, dtype=torch.int32),
+    }
+
+
+def _scatter_defined_rows(x: Inputs) -> Any:
+    """Rows of ``m_indices`` that hold a real token: the first ``count`` of each expert's
+    128-aligned span (the padding rows are what c817b141 changes, from the expert's id to
+    the -1 they were initialised with, so DeepGEMM skips them)."""
+    torch = _torch()
+    counts = x["num_recv_tokens_per_expert"].long()
+    spans = (counts + 127) // 128 * 128
+    starts = torch.cumsum(spans, 0) - spans
+    rows = torch.arange(x["m_indices"].shape[0], device=counts.device)
+    owner = torch.bucketize(rows, torch.cumsum(spans, 0), right=True).clamp(max=len(counts) - 1)
+    return rows - starts[owner] < counts[owner]
+
+
+def _scatter_outputs(x: Inputs) -> Outputs:
+    """Order-free views: tokens land at atomically claimed rows, so the row order differs
+    from run to run; each (token, k) slot's copied row, scale and destination expert do
+    not."""
+    torch = _torch()
+    ok = x["recv_topk"] >= 0
+    idx = torch.where(ok, x["output_index"], torch.zeros_like(x["output_index"])).long()
+    rows = x["output_tensor"][idx].float() * ok[..., None]
+    scales = x["output_tensor_scale"][idx] * ok[..., None]
+    dest = torch.where(ok, x["m_indices"][idx], torch.full_like(x["recv_topk"], -1))
+    defined = _scatter_defined_rows(x)
+    m_idx = torch.where(defined, x["m_indices"], torch.full_like(x["m_indices"], -1))
+    return {
+        "rows": rows,
+        "scales": scales,
+        "dest_expert": dest,
+        "m_indices": m_idx,
+        "expert_end": x["expert_start_loc"],
+    }
+
+
+def _scatter_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.ep_scatter, x)
+    return _scatter_outputs(x)
+
+
+def _scatter_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ok = x["recv_topk"] >= 0
+    counts = x["num_recv_tokens_per_expert"].long()
+    spans = (counts + 127) // 128 * 128
+    starts = torch.cumsum(spans, 0) - spans
+    m_idx = torch.full_like(x["m_indices"], -1)
+    for e, (s, n) in enumerate(zip(starts.tolist(), counts.tolist(), strict=True)):
+        m_idx[s : s + n] = e
+    return {
+        "rows": x["recv_x"].float()[:, None, :] * ok[..., None],
+        "scales": x["recv_x_scale"][:, None, :] * ok[..., None],
+        "dest_expert": x["recv_topk"],
+        "m_indices": m_idx,
+        "expert_end": (starts + counts).to(torch.int32),
+    }
+
+
+EP_SCATTER = Spec(
+    name="vllm_ep_scatter",
+    launcher="ep_scatter",
+    rows=(("vllm", "c817b141", "vllm/model_executor/layers/fused_moe/deep_gemm_utils.py"),),
+    shapes=(
+        {
+            "name": "dsv3-ep8-decode",
+            "tokens": 128,
+            "experts": 256,
+            "local": 32,
+            "topk": 8,
+            "hidden": 7168,
+        },
+        {
+            "name": "dsv3-ep8-prefill",
+            "tokens": 4096,
+            "experts": 256,
+            "local": 32,
+            "topk": 8,
+            "hidden": 7168,
+        },
+        {
+            "name": "dsv3-ep32-prefill",
+            "tokens": 8192,
+            "experts": 256,
+            "local": 8,
+            "topk": 8,
+            "hidden": 7168,
+        },
+        {
+            "name": "qwen3-30b-ep4",
+            "tokens": 2048,
+            "experts": 128,
+            "local": 32,
+            "topk": 8,
+            "hidden": 2048,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([3, 50, 300]),
+        "experts": 64,
+        "local": r.choice([8, 16]),
+        "topk": r.choice([2, 6]),
+        "hidden": r.choice([256, 512]),
+    },
+    make_inputs=_scatter_inputs,
+    call=_scatter_call,
+    reference=_scatter_reference,
+    mutated=(
+        "expert_start_loc",
+        "output_tensor",
+        "output_tensor_scale",
+        "m_indices",
+        "output_index",
+    ),
+    tolerance_why="copies and integer bookkeeping: exact (compared through order-free views, "
+    "since rows are claimed by atomics)",
+)
+
+SPECS = SPECS + (MOE_ALIGN_BLOCK_SIZE_TRITON, EP_SCATTER)
