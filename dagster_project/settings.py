@@ -399,6 +399,43 @@ class Settings:
         ]
 
 
+@dataclass(frozen=True)
+class SqlLimits:
+    """Limits of the read-only SQL door (``kernelhouse sql``, issue 42).
+
+    A recursive CTE once ran until killed and a self-join passed 2.5 GB (DuckDB's own cap
+    is 80% of RAM): one user statement must not take the machine. ``timeout_s``
+    (``KERNELHOUSE_SQL_TIMEOUT_S``) interrupts the statement; ``memory_limit``
+    (``KERNELHOUSE_SQL_MEMORY_LIMIT``, DuckDB's size syntax such as ``2GB`` or ``512MiB``)
+    caps its memory, with spilling to disk off, so a query past it fails instead of
+    filling the disk."""
+
+    timeout_s: float = 120.0
+    memory_limit: str = "2GB"
+
+    def public(self) -> dict[str, str]:
+        return {
+            "KERNELHOUSE_SQL_TIMEOUT_S": f"{self.timeout_s:g}",
+            "KERNELHOUSE_SQL_MEMORY_LIMIT": self.memory_limit,
+        }
+
+
+_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def load_sql_limits() -> SqlLimits:
+    """The ``KERNELHOUSE_SQL_*`` variables, each checked and named when malformed."""
+    memory = _env("KERNELHOUSE_SQL_MEMORY_LIMIT") or SqlLimits.memory_limit
+    if not _SIZE.fullmatch(memory.strip()):
+        raise SettingsError(
+            f"KERNELHOUSE_SQL_MEMORY_LIMIT={memory!r}: use a size such as 2GB or 512MiB"
+        )
+    return SqlLimits(
+        timeout_s=_positive_env("KERNELHOUSE_SQL_TIMEOUT_S", SqlLimits.timeout_s),
+        memory_limit=memory.strip(),
+    )
+
+
 def _int_env(name: str, default: int) -> int:
     raw = _env(name)
     if raw is None:

@@ -197,23 +197,31 @@ def orphaned_temporaries(settings: Settings, now: float | None = None) -> list[P
     if not settings.parquet_root.startswith("s3://"):
         roots.append(Path(settings.parquet_root))
     found: set[Path] = set()
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for dirpath, _dirs, files in os.walk(root):
-            for name in files:
-                match = TEMP_NAME.match(name)
-                if not match:
-                    continue
-                path = Path(dirpath) / name
-                pid = match.group("pid")
-                try:
-                    age = now - path.stat().st_mtime
-                except OSError:
-                    continue
-                if pid is None or not pid_alive(int(pid)) or age > TEMP_MAX_AGE_S:
-                    found.add(path)
+    for dirpath, names in _candidate_files(settings.home, roots):
+        for name in names:
+            match = TEMP_NAME.match(name)
+            if not match:
+                continue
+            path = Path(dirpath) / name
+            pid = match.group("pid")
+            try:
+                age = now - path.stat().st_mtime
+            except OSError:
+                continue
+            if pid is None or not pid_alive(int(pid)) or age > TEMP_MAX_AGE_S:
+                found.add(path)
     return sorted(found)
+
+
+def _candidate_files(home: Path, roots: list[Path]) -> Iterator[tuple[str, list[str]]]:
+    """(folder, file names) to sweep: the home's own top level (where ``kernelhouse sql``
+    keeps its snapshot of ``lake.duckdb`` while it reads) and every file under ``roots``."""
+    if home.is_dir():
+        yield str(home), [p.name for p in home.iterdir() if p.is_file()]
+    for root in roots:
+        if root.is_dir():
+            for dirpath, _dirs, files in os.walk(root):
+                yield dirpath, files
 
 
 def sweep_temporaries(settings: Settings) -> list[str]:

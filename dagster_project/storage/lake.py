@@ -34,7 +34,10 @@ import contextlib
 import io
 import os
 import re
+import shutil
 import signal
+import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +48,7 @@ import duckdb
 import polars as pl
 import tenacity
 
-from dagster_project.settings import ObjectStore, load_object_store
+from dagster_project.settings import ObjectStore, SqlLimits, load_object_store, load_sql_limits
 from dagster_project.storage import lineage
 
 if TYPE_CHECKING:
@@ -58,6 +61,10 @@ _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
 
 class LakeError(RuntimeError):
     """A lake read or write failed; the message names the table."""
+
+
+class QueryLimit(LakeError):
+    """A ``read_only_query`` statement ran past the door's time or memory limit."""
 
 
 class QueryRefused(LakeError):
@@ -287,7 +294,7 @@ class Lake:
         return broken
 
     # -- the read-only SQL door ----------------------------------------------------
-    def read_only_query(self, sql: str) -> pl.DataFrame:
+    def read_only_query(self, sql: str, limits: SqlLimits | None = None) -> pl.DataFrame:
         """Run one user statement that can only read: ``kernelhouse sql``'s door.
 
         Three independent walls, each enough for what it guards:
@@ -307,26 +314,59 @@ class Lake:
 
         The walls are database-wide settings of DuckDB's per-process instance, so this
         runs on a connection of its own, in a process (the CLI) that opens no other.
+
+        Limits (issue 42): the statement is interrupted after ``limits.timeout_s`` and
+        capped at ``limits.memory_limit`` with spilling off (``settings.SqlLimits``), each
+        failing with a message that names the variable to raise. And a reader never
+        blocks a build: DuckDB lets no writer in while any process holds the file, so the
+        door queries a snapshot (``_snapshot``: the file copied under a brief shared lock,
+        deleted afterwards), and a build waits at most for the copy, not for the query.
         """
         statement = _one_read_statement(sql)
         if not self.path.exists():
             raise LakeError(f"no lake at {self.path}: run `kernelhouse build` first")
+        limits = limits or load_sql_limits()
         self._rebind_once()
-        with self._open(read_only=True) as con:
-            root = self.parquet_root.rstrip("/") + "/"
-            con.execute("SET allowed_directories = ?", [[root]])
-            con.execute("SET autoinstall_known_extensions = false")
-            con.execute("SET autoload_known_extensions = false")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
+        snapshot = self._snapshot()
+        try:
+            with Lake(snapshot, self.parquet_root, object_store=self.object_store)._open(
+                read_only=True
+            ) as con:
+                root = self.parquet_root.rstrip("/") + "/"
+                con.execute("SET memory_limit = ?", [limits.memory_limit])
+                con.execute("SET temp_directory = ''")  # no spilling: past the limit, it fails
+                con.execute("SET allowed_directories = ?", [[root]])
+                con.execute("SET autoinstall_known_extensions = false")
+                con.execute("SET autoload_known_extensions = false")
+                con.execute("SET enable_external_access = false")
+                con.execute("SET lock_configuration = true")
+                return _limited_fetch(con, statement.query, limits, root)
+        finally:
+            for leftover in (snapshot, snapshot.with_name(snapshot.name + ".wal")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+
+    def _snapshot(self) -> Path:
+        """A private copy of the database file (and its WAL), taken while holding a
+        read-only connection, i.e. DuckDB's shared lock: no writer is mid-commit, so the
+        copy is consistent, and the lock is held only for the copy. It is written next to
+        the lake (same disk) under ``temp_path``'s name, so the build-start sweep removes
+        the copy of a killed reader; a lake folder that cannot be written to (a read-only
+        disk) falls back to the system temporary folder."""
+        wal = self.path.with_name(self.path.name + ".wal")
+        for folder in (self.path.parent, Path(tempfile.gettempdir())):
+            dest = temp_path(folder / self.path.name)
             try:
-                return fetch_frame(con, statement.query, None)
-            except duckdb.PermissionException as exc:
-                where = _refused_path(str(exc))
-                raise QueryRefused(
-                    f"{'reading ' + where if where else 'that access'} is refused: kernelhouse sql "
-                    f"reads only the lake (tables, views and files under {root})"
-                ) from exc
+                with self._open(read_only=True):
+                    shutil.copyfile(self.path, dest)
+                    if wal.exists():
+                        shutil.copyfile(wal, dest.with_name(dest.name + ".wal"))
+                return dest
+            except OSError:
+                for leftover in (dest, dest.with_name(dest.name + ".wal")):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
+        raise LakeError(f"cannot take a snapshot of {self.path} for a read (no writable folder)")
 
     def _configure(self, con: duckdb.DuckDBPyConnection) -> None:
         """Per-connection set-up: UTC, and on a bucket the s3fs filesystem, so views over
@@ -623,6 +663,36 @@ def _one_read_statement(sql: str) -> duckdb.Statement:
             "table, view, setting or file"
         )
     return statement
+
+
+def _limited_fetch(
+    con: duckdb.DuckDBPyConnection, query: str, limits: SqlLimits, root: str
+) -> pl.DataFrame:
+    """Run the door's statement under its limits; a limit or a refused path is a LakeError
+    whose first line says what happened and which setting changes it."""
+    timer = threading.Timer(limits.timeout_s, con.interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        return fetch_frame(con, query, None)
+    except duckdb.InterruptException as exc:
+        raise QueryLimit(
+            f"query stopped after {limits.timeout_s:g} s, the SQL door's time limit "
+            "(raise KERNELHOUSE_SQL_TIMEOUT_S to allow longer)"
+        ) from exc
+    except duckdb.OutOfMemoryException as exc:
+        raise QueryLimit(
+            f"query stopped: it needs more than {limits.memory_limit}, the SQL door's memory "
+            "limit (raise KERNELHOUSE_SQL_MEMORY_LIMIT, or add filters or a LIMIT)"
+        ) from exc
+    except duckdb.PermissionException as exc:
+        where = _refused_path(str(exc))
+        raise QueryRefused(
+            f"{'reading ' + where if where else 'that access'} is refused: kernelhouse sql "
+            f"reads only the lake (tables, views and files under {root})"
+        ) from exc
+    finally:
+        timer.cancel()
 
 
 def _refused_path(message: str) -> str | None:
