@@ -271,3 +271,167 @@ SPECS: tuple[Spec, ...] = (
     GDN_RECURRENT_VLLM,
     GDN_RECURRENT_SGLANG,
 )
+
+
+# --- causal depthwise conv1d (width 4) before the GDN layer: prefill (varlen) and decode ---
+
+
+def _conv_dtype(device: Any) -> Any:
+    """bf16 as served; fp16 on the CPU interpreter, whose ``tl.store`` of an fp32 value
+    into a bf16 pointer writes garbage (no implicit cast there; the GPU casts)."""
+    torch = _torch()
+    return torch.bfloat16 if getattr(device, "type", str(device)) == "cuda" else torch.float16
+
+
+def _conv_pool(shape: Shape, gen: Any, device: Any, batch: int) -> dict[str, Any]:
+    torch = _torch()
+    dim, slots, dt = shape["dim"], 2 * batch + 1, _conv_dtype(device)
+    idx = torch.randperm(slots, generator=_cpu_gen(gen, device))[:batch].to(device)
+    return {
+        "weight": (torch.randn(dim, 4, generator=gen, device=device) * 0.5).to(dt),
+        "bias": None,  # Qwen3-Next's conv has no bias
+        "conv_states": torch.randn(slots, dim, 3, generator=gen, device=device).to(dt),
+        "cache_indices": idx.to(torch.int32),
+        "activation": "silu",
+    }
+
+
+def _conv_fn_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """A prefill batch: ``lens`` new tokens per request, the projections channel-last
+    (``(dim, tokens)`` with stride 1 along dim, as the backend's transpose hands them);
+    every other request continues a chunked prefill (``has_initial_state``)."""
+    torch = _torch()
+    lens = list(shape["lens"])
+    total = sum(lens)
+    x = _conv_pool(shape, gen, device, len(lens))
+    starts = [0]
+    for n in lens:
+        starts.append(starts[-1] + n)
+    x.update(
+        x=torch.randn(total, shape["dim"], generator=gen, device=device).to(x["weight"].dtype).T,
+        query_start_loc=torch.tensor(starts, dtype=torch.int32, device=device),
+        seq_lens_cpu=lens,
+        has_initial_state=torch.tensor(
+            [i % 2 == 1 for i in range(len(lens))], dtype=torch.bool, device=device
+        ),
+    )
+    return x
+
+
+def _conv_fn_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    out = call_by_name(mod.causal_conv1d_fn, x)
+    return {"out": out, "conv_states": x["conv_states"]}
+
+
+def _conv_window(w: Any, xs: Any) -> Any:
+    """SiLU of the width-4 causal conv over ``xs`` (dim, 3 + L) -> (dim, L), fp64."""
+    torch = _torch()
+    length = xs.shape[1] - 3
+    acc = sum(w[:, j : j + 1] * xs[:, j : j + length] for j in range(4))
+    return torch.nn.functional.silu(acc)
+
+
+def _conv_fn_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    w, xt = x["weight"].double(), x["x"].double()
+    out = torch.empty_like(xt)
+    states = x["conv_states"].clone()
+    starts = x["query_start_loc"].tolist()
+    for i, slot in enumerate(x["cache_indices"].long().tolist()):
+        prev = (
+            states[slot].double()
+            if bool(x["has_initial_state"][i])
+            else xt.new_zeros(xt.shape[0], 3)
+        )
+        xs = torch.cat([prev, xt[:, starts[i] : starts[i + 1]]], 1)
+        out[:, starts[i] : starts[i + 1]] = _conv_window(w, xs)
+        states[slot] = xs[:, -3:].to(states.dtype)
+    return {"out": out.to(x["x"].dtype), "conv_states": states}
+
+
+def _conv_update_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """A decode batch: one token per request (``(batch, dim)``), or ``tokens`` speculative
+    ones (``(batch, dim, tokens)``), each request's window in the pool."""
+    torch = _torch()
+    b, t = shape["batch"], shape.get("tokens", 1)
+    x = _conv_pool(shape, gen, device, b)
+    dims = (b, shape["dim"]) if t == 1 else (b, shape["dim"], t)
+    x["x"] = torch.randn(*dims, generator=gen, device=device).to(x["weight"].dtype)
+    x["conv_state"] = x.pop("conv_states")
+    x["conv_state_indices"] = x.pop("cache_indices")
+    return x
+
+
+def _conv_update_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    out = call_by_name(mod.causal_conv1d_update, x)
+    return {"out": out, "conv_state": x["conv_state"]}
+
+
+def _conv_update_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    xt = x["x"].double()
+    xt = xt[..., None] if xt.dim() == 2 else xt
+    idx = x["conv_state_indices"].long()
+    xs = torch.cat([x["conv_state"][idx].double(), xt], 2)
+    out = torch.stack([_conv_window(x["weight"].double(), s) for s in xs])
+    states = x["conv_state"].clone()
+    states[idx] = xs[..., -3:].to(states.dtype)
+    return {"out": out.reshape(x["x"].shape).to(x["x"].dtype), "conv_state": states}
+
+
+_CONV_TOL = {"out": (2e-2, 2e-2), "conv_state": (0.0, 0.0), "conv_states": (0.0, 0.0)}
+_CONV_WHY = (
+    "four bf16 products summed in fp32 then SiLU, a bf16 output: one bf16 ulp plus an "
+    "absolute floor; the windows written back are copies of bf16 inputs, so exact"
+)
+_SG_CONV = "python/sglang/srt/layers/attention/mamba/causal_conv1d_triton.py"
+
+CAUSAL_CONV1D_FN = Spec(
+    name="sglang_causal_conv1d_fn",
+    launcher="causal_conv1d_fn",
+    rows=(("sglang", "bd7eb020", _SG_CONV), ("sglang", "3451fc32", _SG_CONV)),
+    shapes=(
+        {"name": "qwen3-next-prefill-1x4k", "dim": 8192, "lens": (4096,)},
+        {"name": "qwen3-next-prefill-mixed", "dim": 8192, "lens": (1000, 17, 3000, 200)},
+        {"name": "qwen3-next-tp4-prefill-8x512", "dim": 2048, "lens": (512,) * 8},
+        {"name": "nemotron-h-8b-prefill-2k", "dim": 10240, "lens": (2048, 5)},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "dim": r.choice([256, 768]),
+        "lens": tuple(r.choice([1, 2, 9, 40]) for _ in range(r.choice([1, 3]))),
+    },
+    make_inputs=_conv_fn_inputs,
+    call=_conv_fn_call,
+    reference=_conv_fn_reference,
+    mutated=("conv_states",),
+    tolerance=_CONV_TOL,
+    tolerance_why=_CONV_WHY,
+)
+
+CAUSAL_CONV1D_UPDATE = Spec(
+    name="sglang_causal_conv1d_update",
+    launcher="causal_conv1d_update",
+    rows=(("sglang", "38ae22e0", _SG_CONV),),
+    shapes=(
+        {"name": "qwen3-next-decode-b32", "dim": 8192, "batch": 32},
+        {"name": "qwen3-next-decode-b256", "dim": 8192, "batch": 256},
+        {"name": "qwen3-next-tp4-decode-b64", "dim": 2048, "batch": 64},
+        {"name": "nemotron-h-8b-decode-b128", "dim": 10240, "batch": 128},
+        {"name": "qwen3-next-mtp-b16x4", "dim": 8192, "batch": 16, "tokens": 4},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "dim": r.choice([256, 768, 2048]),
+        "batch": r.choice([1, 5, 12]),
+        "tokens": r.choice([1, 1, 2]),
+    },
+    make_inputs=_conv_update_inputs,
+    call=_conv_update_call,
+    reference=_conv_update_reference,
+    mutated=("conv_state",),
+    tolerance=_CONV_TOL,
+    tolerance_why=_CONV_WHY,
+)
+
+SPECS = (*SPECS, CAUSAL_CONV1D_FN, CAUSAL_CONV1D_UPDATE)
