@@ -893,3 +893,217 @@ EP_SCATTER = Spec(
 )
 
 SPECS = SPECS + (MOE_ALIGN_BLOCK_SIZE_TRITON, EP_SCATTER)
+
+
+# --- triton_mrope (vLLM multimodal rotary embedding, Qwen2-VL layout) ---
+
+
+def _mrope_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, nq, nk, hd = shape["tokens"], shape["hq"], shape["hk"], shape["head"]
+    section = shape["section"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    # text tokens share one position on all three axes; image tokens get (t, h, w) grids
+    pos = torch.randint(0, 8192, (3, t), generator=gen, device=device)
+    pos[:, : t // 2] = pos[0, : t // 2]
+    inv_freq = 1.0 / (1e6 ** (torch.arange(0, hd, 2, device=device).float() / hd))
+    angles = pos.float()[..., None] * inv_freq  # [3, T, hd/2]
+    return {
+        "q": torch.randn(t, nq * hd, generator=gen, device=device).to(dt),
+        "k": torch.randn(t, nk * hd, generator=gen, device=device).to(dt),
+        "cos": angles.cos().to(dt),
+        "sin": angles.sin().to(dt),
+        "mrope_section": list(section),
+        "head_size": hd,
+        "rotary_dim": hd,
+        "mrope_interleaved": False,
+    }
+
+
+def _mrope_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    q, k = call_by_name(mod.triton_mrope, x)
+    return {"q": q, "k": k}
+
+
+def _mrope_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    hd = x["head_size"]
+    t_sec, h_sec, _ = x["mrope_section"]
+    cols = torch.arange(hd // 2, device=x["q"].device)
+    axis = (cols >= t_sec).long() + (cols >= t_sec + h_sec).long()  # 0 = t, 1 = h, 2 = w
+    cos = x["cos"].float().gather(0, axis[None, None, :].expand(1, x["cos"].shape[1], -1))[0]
+    sin = x["sin"].float().gather(0, axis[None, None, :].expand(1, x["sin"].shape[1], -1))[0]
+
+    def rotate(v: Any) -> Any:
+        v = v.float().view(v.shape[0], -1, hd)
+        a, b = v[..., : hd // 2], v[..., hd // 2 :]
+        c, s = cos[:, None, :], sin[:, None, :]
+        return torch.cat((a * c - b * s, b * c + a * s), -1).reshape(v.shape[0], -1)
+
+    return {"q": rotate(x["q"]).to(x["q"].dtype), "k": rotate(x["k"]).to(x["k"].dtype)}
+
+
+TRITON_MROPE = Spec(
+    name="vllm_triton_mrope",
+    launcher="triton_mrope",
+    rows=(("vllm", "cea91a32", "vllm/model_executor/layers/rotary_embedding/mrope.py"),),
+    shapes=(
+        {
+            "name": "qwen2-vl-7b-decode",
+            "tokens": 64,
+            "hq": 28,
+            "hk": 4,
+            "head": 128,
+            "section": (16, 24, 24),
+        },
+        {
+            "name": "qwen2-vl-7b-prefill",
+            "tokens": 4096,
+            "hq": 28,
+            "hk": 4,
+            "head": 128,
+            "section": (16, 24, 24),
+        },
+        {
+            "name": "qwen2.5-vl-72b-prefill",
+            "tokens": 2048,
+            "hq": 64,
+            "hk": 8,
+            "head": 128,
+            "section": (16, 24, 24),
+        },
+        {
+            "name": "qwen3-vl-8b-prefill",
+            "tokens": 1024,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "section": (24, 20, 20),
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 9, 100, 333]),
+        "hq": r.choice([4, 16, 28]),
+        "hk": r.choice([1, 4]),
+        "head": 128,
+        "section": r.choice([(16, 24, 24), (24, 20, 20)]),
+        # fp16: Triton's CPU interpreter computes bf16 arithmetic wrongly (garbage on both
+        # sides), so the held-out shape stays checkable there; named shapes are bf16
+        "dtype": "float16",
+    },
+    make_inputs=_mrope_inputs,
+    call=_mrope_call,
+    reference=_mrope_reference,
+    mutated=("q", "k"),  # rotated in place (the launcher returns the same tensors)
+    tolerance={"q": (3e-2, 1.6e-2), "k": (3e-2, 1.6e-2)},
+    tolerance_why="bf16 cos/sin (the engine's cache dtype) and bf16 q/k: the kernel rounds "
+    "each product and the sum to bf16 (up to 3 roundings of values ~|3|, ulp 2^-7) where "
+    "the reference rounds once: 3e-2 absolute plus the bf16 relative default",
+)
+
+
+# --- prepare_eagle_inputs (vLLM model runner V2 EAGLE): shift ids, place the next token ---
+
+
+def _eagle_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    r, k, chunk = shape["reqs"], shape["spec"], shape.get("prefill_chunk", 0)
+    lens = [1 + k] * r
+    if chunk:
+        lens[0] = chunk  # a chunked prefill in flight (samples nothing this step)
+    total = sum(lens)
+    states = 2 * r
+    n_rej = torch.randint(0, k + 1, (r,), generator=gen, device=device, dtype=torch.int32)
+    n_sampled = (1 + k - n_rej).to(torch.int32)
+    if chunk:
+        n_rej[0], n_sampled[0] = 0, 0
+    qsl = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    return {
+        "idx_mapping": _perm(states, gen, device)[:r].to(torch.int32),
+        "query_start_loc": qsl.to(device),
+        "target_input_ids": torch.randint(
+            0, 128256, (total,), generator=gen, device=device, dtype=torch.int32
+        ),
+        "target_positions": torch.randint(0, 8192, (total,), generator=gen, device=device),
+        "num_sampled": n_sampled,
+        "num_rejected": n_rej,
+        "state_last_sampled": torch.randint(0, 128256, (states, 1), generator=gen, device=device),
+        "state_next_prefill_tokens": torch.randint(
+            0, 128256, (states,), generator=gen, device=device, dtype=torch.int32
+        ),
+        "eagle_input_ids": torch.zeros(total + 64, device=device, dtype=torch.int32),
+        "eagle_positions": torch.zeros(total + 64, device=device, dtype=torch.int64),
+    }
+
+
+def _eagle_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """``before`` reads the last sampled / next prefill token by batch row, ``after`` by
+    request state (963dc0b8 changed the caller to pass state-sized arrays): each side gets
+    the same tokens in its own indexing."""
+    import inspect
+
+    by_state = "idx_mapping" in inspect.getsource(mod.prepare_eagle_inputs)
+    idx = x["idx_mapping"].long()
+    last = x["state_last_sampled"] if by_state else x["state_last_sampled"][idx]
+    nxt = x["state_next_prefill_tokens"] if by_state else x["state_next_prefill_tokens"][idx]
+    buffers = types.SimpleNamespace(input_ids=x["eagle_input_ids"], positions=x["eagle_positions"])
+    batch = types.SimpleNamespace(
+        num_reqs=int(idx.shape[0]),
+        input_ids=x["target_input_ids"],
+        positions=x["target_positions"],
+        idx_mapping=x["idx_mapping"],
+        query_start_loc=x["query_start_loc"],
+    )
+    last_idx = mod.prepare_eagle_inputs(
+        buffers, batch, x["num_sampled"], x["num_rejected"], last, nxt
+    )
+    return {
+        "last_token_indices": last_idx,
+        "eagle_input_ids": x["eagle_input_ids"],
+        "eagle_positions": x["eagle_positions"],
+    }
+
+
+def _eagle_reference(x: Inputs) -> Outputs:
+    ids, pos = x["eagle_input_ids"].clone(), x["eagle_positions"].clone()
+    qsl = x["query_start_loc"].tolist()
+    lasts = []
+    for b, s in enumerate(x["idx_mapping"].tolist()):
+        start, n = qsl[b], qsl[b + 1] - qsl[b] - int(x["num_rejected"][b])
+        ids[start : start + n - 1] = x["target_input_ids"][start + 1 : start + n]
+        sampled = int(x["num_sampled"][b]) > 0
+        nxt = x["state_last_sampled"][s, 0] if sampled else x["state_next_prefill_tokens"][s]
+        ids[start + n - 1] = nxt.to(ids.dtype)
+        pos[start : start + n] = x["target_positions"][start : start + n]
+        lasts.append(start + n - 1)
+    import torch
+
+    out = torch.tensor(lasts, device=ids.device, dtype=torch.int64)
+    return {"last_token_indices": out, "eagle_input_ids": ids, "eagle_positions": pos}
+
+
+PREPARE_EAGLE_INPUTS = Spec(
+    name="vllm_mrv2_prepare_eagle_inputs",
+    launcher="prepare_eagle_inputs",
+    rows=(("vllm", "963dc0b8", "vllm/v1/worker/gpu/spec_decode/eagle.py"),),
+    shapes=(
+        {"name": "llama3-8b-eagle-k3-b64", "reqs": 64, "spec": 3},
+        {"name": "llama3-8b-eagle-k1-b256", "reqs": 256, "spec": 1},
+        {"name": "eagle-k3-b32-with-prefill-2k", "reqs": 32, "spec": 3, "prefill_chunk": 2048},
+        {"name": "eagle3-k7-b16", "reqs": 16, "spec": 7},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "reqs": r.choice([1, 4, 13]),
+        "spec": r.choice([1, 2, 5]),
+        "prefill_chunk": r.choice([0, 0, 300, 1500]),
+    },
+    make_inputs=_eagle_inputs,
+    call=_eagle_call,
+    reference=_eagle_reference,
+    mutated=("eagle_input_ids", "eagle_positions"),
+    tolerance_why="token ids, positions and indices: exact",
+)
+
+SPECS = SPECS + (TRITON_MROPE, PREPARE_EAGLE_INPUTS)
