@@ -276,16 +276,16 @@ SPECS: tuple[Spec, ...] = (
 # --- causal depthwise conv1d (width 4) before the GDN layer: prefill (varlen) and decode ---
 
 
-def _conv_dtype(device: Any) -> Any:
-    """bf16 as served; fp16 on the CPU interpreter, whose ``tl.store`` of an fp32 value
-    into a bf16 pointer writes garbage (no implicit cast there; the GPU casts)."""
+def _act_dtype(device: Any) -> Any:
+    """bf16 as served; fp16 on the CPU interpreter, whose bf16 arithmetic is wrong (a
+    ``tl.store`` of fp32 into a bf16 pointer and bf16 ``tl.dot`` give garbage there)."""
     torch = _torch()
     return torch.bfloat16 if getattr(device, "type", str(device)) == "cuda" else torch.float16
 
 
 def _conv_pool(shape: Shape, gen: Any, device: Any, batch: int) -> dict[str, Any]:
     torch = _torch()
-    dim, slots, dt = shape["dim"], 2 * batch + 1, _conv_dtype(device)
+    dim, slots, dt = shape["dim"], 2 * batch + 1, _act_dtype(device)
     idx = torch.randperm(slots, generator=_cpu_gen(gen, device))[:batch].to(device)
     return {
         "weight": (torch.randn(dim, 4, generator=gen, device=device) * 0.5).to(dt),
@@ -435,3 +435,152 @@ CAUSAL_CONV1D_UPDATE = Spec(
 )
 
 SPECS = (*SPECS, CAUSAL_CONV1D_FN, CAUSAL_CONV1D_UPDATE)
+
+
+# --- chunked GDN prefill: the inter-chunk state pass (chunk_gated_delta_rule_fwd_h) ---
+
+
+def _chunk_tables(lens: list[int], device: Any) -> dict[str, Any]:
+    """cu_seqlens and the per-chunk (sequence, chunk) table and chunk offsets of a varlen
+    batch of 64-token chunks (what the engines' metadata builders hand the launchers)."""
+    torch = _torch()
+    starts, pairs, offsets = [0], [], [0]
+    for s, n in enumerate(lens):
+        starts.append(starts[-1] + n)
+        chunks = -(-n // 64)
+        pairs.extend((s, c) for c in range(chunks))
+        offsets.append(offsets[-1] + chunks)
+    return {
+        "cu_seqlens": torch.tensor(starts, dtype=torch.int64, device=device),
+        "chunk_indices": torch.tensor(pairs, dtype=torch.int64, device=device),
+        "chunk_offsets": torch.tensor(offsets, dtype=torch.int64, device=device),
+    }
+
+
+def _chunk_h_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """A varlen prefill batch (B = 1, sequences packed along T): k l2-normalised per head
+    (``hg`` heads, shared by groups of value heads), w and u of the WY form, and the
+    chunk-local cumulative log decay g (or KDA's per-channel gk), states in a pool."""
+    torch = _torch()
+    lens = list(shape["lens"])
+    t, hg, h, d = sum(lens), shape["hg"], shape["h"], shape.get("head", 128)
+    bf, n = _act_dtype(device), len(lens)
+
+    def rnd(*s: int) -> Any:
+        return torch.randn(*s, generator=gen, device=device)
+
+    k = torch.nn.functional.normalize(rnd(1, t, hg, d), dim=-1)
+    x: Inputs = _chunk_tables(lens, device)
+    gate_dims = (1, t, h, d) if shape.get("gk") else (1, t, h)
+    step = -torch.nn.functional.softplus(rnd(*gate_dims) - 1.0) * 0.5  # log decay per token
+    cum = torch.empty_like(step)
+    for s in range(n):  # cumulative sum restarted every 64 tokens of each sequence
+        a, b = int(x["cu_seqlens"][s]), int(x["cu_seqlens"][s + 1])
+        for c in range(a, b, 64):
+            cum[:, c : min(c + 64, b)] = step[:, c : min(c + 64, b)].cumsum(1)
+    slots = 2 * n + 1
+    state = rnd(slots, h, d, d) * 0.05
+    x.update(
+        k=k.to(bf),
+        w=(rnd(1, t, h, d) * d**-0.5).to(bf),
+        u=rnd(1, t, h, d).to(bf),
+        g=None if shape.get("gk") else cum,
+        gk=cum if shape.get("gk") else None,
+        state_kv=state,
+        state_vk=state.transpose(-1, -2).contiguous(),
+        state_idx=torch.randperm(slots, generator=_cpu_gen(gen, device))[:n]
+        .to(device)
+        .to(torch.int32),
+        save_new_value=True,
+        output_final_state=True,
+        chunk_size=64,
+    )
+    return x
+
+
+def _chunk_h_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """Pool side (SGLang after eb3da9c1): the launcher reads and writes the pool by index.
+    Gather side (vLLM, SGLang before): the caller's gather of the states and scatter of
+    the final ones are part of the call, as the engine did around it."""
+    fn = mod.chunk_gated_delta_rule_fwd_h
+    vk = "H, V, K)" in Path(mod.__file__).read_text()
+    pool = x["state_vk"] if vk else x["state_kv"]
+    idx = x["state_idx"]
+    if "initial_state_indices" in __import__("inspect").signature(fn).parameters:
+        h, v_new = call_by_name(fn, dict(x, initial_state=pool, initial_state_indices=idx))[:2]
+    else:
+        h, v_new, final = call_by_name(fn, dict(x, initial_state=pool[idx.long()]))
+        pool[idx.long()] = final
+    if vk:
+        return {"h": h.transpose(-1, -2), "v_new": v_new, "state": pool.transpose(-1, -2)}
+    return {"h": h, "v_new": v_new, "state": pool}
+
+
+def _chunk_h_reference(x: Inputs) -> Outputs:
+    """The state pass per sequence and head, fp32 with the kernel's bf16 roundings (the
+    state is rounded to bf16 for ``w @ h``, the new values for ``k^T @ v``)."""
+    torch = _torch()
+    bf = x["k"].dtype
+    k, w, u = x["k"][0].float(), x["w"][0].float(), x["u"][0].float()
+    gate = x["g"] if x["g"] is not None else x["gk"]
+    gate = gate[0].float()
+    h_heads, hg = u.shape[1], k.shape[1]
+    idx = x["state_idx"].long()
+    pool = x["state_kv"].clone()
+    hs, v_new = [], torch.empty_like(u)
+    cu = x["cu_seqlens"].tolist()
+    for s in range(len(cu) - 1):
+        st = pool[idx[s]].float()  # [H, K, V]
+        for a in range(cu[s], cu[s + 1], 64):
+            b = min(a + 64, cu[s + 1])
+            hs.append(st.to(bf))
+            kk = k[a:b].repeat_interleave(h_heads // hg, 1).transpose(0, 1)  # [H, c, K]
+            ww = w[a:b].transpose(0, 1)
+            vn = u[a:b].transpose(0, 1) - ww.to(bf).float() @ st.to(bf).float()
+            v_new[a:b] = vn.transpose(0, 1)
+            last = gate[b - 1]
+            if x["g"] is not None:
+                vn = vn * torch.exp(last[:, None] - gate[a:b].transpose(0, 1))[..., None]
+                st = st * torch.exp(last)[:, None, None]
+            else:
+                st = st * torch.exp(last)[..., None]
+            st = st + kk.transpose(1, 2).to(bf).float() @ vn.to(bf).float()
+        pool[idx[s]] = st
+    return {"h": torch.stack(hs)[None], "v_new": v_new[None].to(bf), "state": pool}
+
+
+_VL_DELTA_H = "vllm/model_executor/layers/fla/ops/chunk_delta_h.py"
+
+CHUNK_DELTA_H = Spec(
+    name="fla_chunk_gated_delta_rule_fwd_h",
+    launcher="chunk_gated_delta_rule_fwd_h",
+    rows=tuple(
+        ("sglang", s, _SG_FLA + "chunk_delta_h.py")
+        for s in ("eb3da9c1", "48daa831", "a61a14f4", "3ea1ba5b")
+    )
+    + (("vllm", "82405807", _VL_DELTA_H), ("vllm", "cb10b7e8", _VL_DELTA_H)),
+    shapes=(
+        {"name": "qwen3-next-prefill-4k", "lens": (4096,), "hg": 16, "h": 32},
+        {"name": "qwen3-next-prefill-mixed", "lens": (1500, 37, 2048, 300), "hg": 16, "h": 32},
+        {"name": "qwen3-next-tp4-prefill-8x1k", "lens": (1024,) * 8, "hg": 4, "h": 8},
+        {"name": "kimi-linear-kda-2k", "lens": (2048, 700), "hg": 32, "h": 32, "gk": True},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "lens": tuple(r.choice([1, 50, 64, 130]) for _ in range(r.choice([1, 2]))),
+        "hg": 1,
+        "h": r.choice([1, 2]),
+        "head": r.choice([64, 128]),
+    },
+    make_inputs=_chunk_h_inputs,
+    call=_chunk_h_call,
+    reference=_chunk_h_reference,
+    mutated=("state_kv", "state_vk"),
+    tolerance={"h": (3e-2, 3e-2), "v_new": (3e-2, 3e-2), "state": (2e-3, 2e-2)},
+    tolerance_why="bf16 tensor-core dots of 64-long chunks (the state rounded to bf16 for "
+    "w @ h, the new values for k^T @ v) accumulated in fp32 over up to 64 chunks, the "
+    "reference doing the same roundings in another summation order: two bf16 ulps for "
+    "the bf16 outputs h and v_new, and 2% relative for the fp32 final state",
+)
+
+SPECS = (*SPECS, CHUNK_DELTA_H)
