@@ -584,3 +584,93 @@ CHUNK_DELTA_H = Spec(
 )
 
 SPECS = (*SPECS, CHUNK_DELTA_H)
+
+
+# --- chunked GDN prefill: the output (chunk_fwd_o), intra-chunk attention plus q @ h ---
+
+
+def _chunk_o_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """The inputs ``chunk_fwd_o`` gets after the state pass: q and k l2-normalised, the new
+    values, each chunk's starting state h (bf16, as the state pass stores it) and the
+    chunk-local cumulative log decay g; h is built in both state layouts."""
+    torch = _torch()
+    x = _chunk_h_inputs(shape, gen, device)
+    lens, h, d = list(shape["lens"]), shape["h"], shape.get("head", 128)
+    t, nt = sum(lens), sum(-(-n // 64) for n in lens)
+    hs = torch.randn(1, nt, h, d, d, generator=gen, device=device) * 0.1
+    q = torch.randn(1, t, shape["hg"], d, generator=gen, device=device)
+    return {
+        "q": torch.nn.functional.normalize(q, dim=-1).to(x["k"].dtype),
+        "k": x["k"],
+        "v": x["u"],
+        "h_kv": hs.to(x["k"].dtype),
+        "h_vk": hs.transpose(-1, -2).contiguous().to(x["k"].dtype),
+        "g": x["g"] if x["g"] is not None else x["gk"][..., 0].contiguous(),
+        "scale": d**-0.5,
+        "cu_seqlens": x["cu_seqlens"],
+        "chunk_indices": x["chunk_indices"],
+        "chunk_size": 64,
+        "core_attn_out": torch.empty(t * h * d + 64, device=device, dtype=x["k"].dtype),
+    }
+
+
+def _chunk_o_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    vk = "(V, K), (K, 1)" in Path(mod.__file__).read_text()
+    o = call_by_name(mod.chunk_fwd_o, dict(x, h=x["h_vk"] if vk else x["h_kv"]))
+    return {"o": o}
+
+
+def _chunk_o_reference(x: Inputs) -> Outputs:
+    """Per 64-token chunk: scale * (q @ h * exp(g_t) + causal (q k^T * exp(g_t - g_s)) @ v),
+    the attention matrix rounded to the value dtype before its product, as the kernel."""
+    torch = _torch()
+    dt = x["v"].dtype
+    q, k, v = x["q"][0].float(), x["k"][0].float(), x["v"][0].float()
+    g, hs = x["g"][0].float(), x["h_kv"][0].float()
+    heads = v.shape[1]
+    rep = heads // q.shape[1]
+    out = torch.empty_like(v)
+    cu, c = x["cu_seqlens"].tolist(), 0
+    for s in range(len(cu) - 1):
+        for a in range(cu[s], cu[s + 1], 64):
+            b = min(a + 64, cu[s + 1])
+            qq = q[a:b].repeat_interleave(rep, 1).transpose(0, 1)  # [H, c, K]
+            kk = k[a:b].repeat_interleave(rep, 1).transpose(0, 1)
+            gg = g[a:b].transpose(0, 1)  # [H, c]
+            inter = (qq @ hs[c]) * torch.exp(gg)[..., None]
+            att = (qq @ kk.transpose(1, 2)) * torch.exp(gg[:, :, None] - gg[:, None, :])
+            att = torch.tril(att).to(dt).float()
+            out[a:b] = ((inter + att @ v[a:b].transpose(0, 1)) * x["scale"]).transpose(0, 1)
+            c += 1
+    return {"o": out[None].to(dt)}
+
+
+_VL_CHUNK_O = "vllm/model_executor/layers/fla/ops/chunk_o.py"
+
+CHUNK_FWD_O = Spec(
+    name="vllm_fla_chunk_fwd_o",
+    launcher="chunk_fwd_o",
+    rows=tuple(("vllm", s, _VL_CHUNK_O) for s in ("82405807", "cb10b7e8", "ed582b6a")),
+    shapes=(
+        {"name": "qwen3-next-prefill-4k", "lens": (4096,), "hg": 16, "h": 32},
+        {"name": "qwen3-next-prefill-mixed", "lens": (1500, 37, 2048, 300), "hg": 16, "h": 32},
+        {"name": "qwen3-next-tp4-prefill-8x1k", "lens": (1024,) * 8, "hg": 4, "h": 8},
+        {"name": "qwen3-next-tp2-prefill-16k", "lens": (16384,), "hg": 8, "h": 16},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "lens": tuple(r.choice([1, 50, 64, 130]) for _ in range(r.choice([1, 2]))),
+        "hg": 1,
+        "h": r.choice([1, 2]),
+        "head": r.choice([64, 128]),
+    },
+    make_inputs=_chunk_o_inputs,
+    call=_chunk_o_call,
+    reference=_chunk_o_reference,
+    mutated=("core_attn_out",),
+    tolerance={"o": (3e-2, 3e-2)},
+    tolerance_why="bf16 tensor-core dots over K = 128 and a 64-token chunk in fp32, the "
+    "attention matrix rounded to bf16 as in the kernel, a bf16 output: two bf16 ulps",
+)
+
+SPECS = (*SPECS, CHUNK_FWD_O)
