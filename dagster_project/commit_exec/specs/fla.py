@@ -674,3 +674,140 @@ CHUNK_FWD_O = Spec(
 )
 
 SPECS = (*SPECS, CHUNK_FWD_O)
+
+
+# --- chunked GDN prefill: the WY pieces (k k^T per chunk, then w and u from its inverse) ---
+
+
+def _wy_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """The state-pass inputs plus beta (sigmoid, bf16), the values, and A: per chunk a
+    unit lower-triangular matrix with small off-diagonal entries, as the inverse of
+    ``I + strict_tril(beta k k^T decay)`` is for l2-normalised keys."""
+    torch = _torch()
+    x = _chunk_h_inputs(shape, gen, device)
+    t, h = x["u"].shape[1], x["u"].shape[2]
+    dt = x["k"].dtype
+    a = torch.randn(1, t, h, 64, generator=gen, device=device) * 0.05
+    pos = torch.zeros(t, dtype=torch.int64)
+    cu = x["cu_seqlens"].tolist()
+    for s in range(len(cu) - 1):
+        pos[cu[s] : cu[s + 1]] = torch.arange(cu[s + 1] - cu[s]) % 64
+    col = torch.arange(64)
+    keep = (col[None, :] < pos[:, None]).to(device)[None, :, None, :]
+    diag = (col[None, :] == pos[:, None]).to(device)[None, :, None, :]
+    beta = torch.sigmoid(torch.randn(1, t, h, generator=gen, device=device))
+    return {
+        **x,
+        "v": x["u"],
+        "beta": beta.to(dt),
+        "g_cumsum": x["g"],
+        "A": (a * keep + diag.float()).to(dt),
+        "output_dtype": torch.float32,
+    }
+
+
+def _per_chunk(x: Inputs) -> list[tuple[int, int]]:
+    cu = x["cu_seqlens"].tolist()
+    return [
+        (a, min(a + 64, cu[s + 1])) for s in range(len(cu) - 1) for a in range(cu[s], cu[s + 1], 64)
+    ]
+
+
+def _wy_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    w, u = call_by_name(mod.recompute_w_u_fwd, x)
+    return {"w": w, "u": u}
+
+
+def _wy_reference(x: Inputs) -> Outputs:
+    """u = A (beta v), w = A (beta exp(g) k) per chunk, the scaled operands rounded to the
+    input dtype before the product (as the kernel)."""
+    torch = _torch()
+    dt = x["k"].dtype
+    rep = x["v"].shape[2] // x["k"].shape[2]
+    k = x["k"][0].float().repeat_interleave(rep, 1)
+    v, beta = x["v"][0].float(), x["beta"][0].float()
+    decay = torch.exp(x["g_cumsum"][0].float())
+    a_mat = x["A"][0].float()
+    w, u = torch.empty_like(k), torch.empty_like(v)
+    for a, b in _per_chunk(x):
+        m = a_mat[a:b, :, : b - a].transpose(0, 1)  # [H, c, c]
+        vb = (v[a:b] * beta[a:b, :, None]).to(dt).float().transpose(0, 1)
+        kb = (k[a:b] * (beta[a:b] * decay[a:b])[..., None]).to(dt).float().transpose(0, 1)
+        u[a:b] = (m @ vb).transpose(0, 1)
+        w[a:b] = (m @ kb).transpose(0, 1)
+    return {"w": w[None].to(dt), "u": u[None].to(dt)}
+
+
+def _kkt_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    return {"A": call_by_name(mod.chunk_scaled_dot_kkt_fwd, dict(x, g=x["g_cumsum"]))}
+
+
+def _kkt_reference(x: Inputs) -> Outputs:
+    """A[t, j] = beta_t (k_t . k_s) exp(g_t - g_s) for the chunk's s = start + j < t."""
+    torch = _torch()
+    dt = x["k"].dtype
+    rep = x["beta"].shape[2] // x["k"].shape[2]
+    k = x["k"][0].float().repeat_interleave(rep, 1)
+    beta, g = x["beta"][0].float(), x["g_cumsum"][0].float()
+    out = torch.zeros(k.shape[0], k.shape[1], 64, device=k.device)
+    for a, b in _per_chunk(x):
+        kk = k[a:b].transpose(0, 1)  # [H, c, K]
+        kb = (kk * beta[a:b].transpose(0, 1)[..., None]).to(dt).float()
+        gg = g[a:b].transpose(0, 1)
+        prod = (kb @ kk.transpose(1, 2)) * torch.exp(gg[:, :, None] - gg[:, None, :])
+        out[a:b, :, : b - a] = torch.tril(prod, -1).transpose(0, 1)
+    return {"A": out[None]}
+
+
+_WY_SHAPES: tuple[Shape, ...] = (
+    {"name": "qwen3-next-prefill-4k", "lens": (4096,), "hg": 16, "h": 32},
+    {"name": "qwen3-next-prefill-mixed", "lens": (1500, 37, 2048, 300), "hg": 16, "h": 32},
+    {"name": "qwen3-next-tp4-prefill-8x1k", "lens": (1024,) * 8, "hg": 4, "h": 8},
+    {"name": "qwen3-next-tp2-prefill-16k", "lens": (16384,), "hg": 8, "h": 16},
+)
+
+
+def _wy_random(r: random.Random) -> Shape:
+    return {
+        "name": "random",
+        "lens": tuple(r.choice([1, 50, 64, 130]) for _ in range(r.choice([1, 2]))),
+        "hg": 1,
+        "h": r.choice([1, 2]),
+        "head": r.choice([64, 128]),
+    }
+
+
+WY_RECOMPUTE = Spec(
+    name="fla_recompute_w_u_fwd",
+    launcher="recompute_w_u_fwd",
+    rows=(
+        ("sglang", "343a7ac6", _SG_FLA + "wy_fast.py"),
+        ("vllm", "cb10b7e8", _VL_FLA + "wy_fast.py"),
+    ),
+    shapes=_WY_SHAPES,
+    random_shape=_wy_random,
+    make_inputs=_wy_inputs,
+    call=_wy_call,
+    reference=_wy_reference,
+    tolerance={"w": (2e-2, 2e-2), "u": (3e-2, 2e-2)},
+    tolerance_why="a 64-long bf16 tensor-core dot in fp32 (the scaled operands rounded to "
+    "bf16 as in the kernel), a bf16 output: two bf16 ulps, the floor scaled to each "
+    "output's magnitude (w ~ 0.1, u ~ 1)",
+)
+
+CHUNK_KKT = Spec(
+    name="vllm_fla_chunk_scaled_dot_kkt",
+    launcher="chunk_scaled_dot_kkt_fwd",
+    rows=(("vllm", "cb10b7e8", _VL_FLA + "chunk_scaled_dot_kkt.py"),),
+    shapes=_WY_SHAPES,
+    random_shape=_wy_random,
+    make_inputs=_wy_inputs,
+    call=_kkt_call,
+    reference=_kkt_reference,
+    tolerance={"A": (1e-3, 1e-2)},
+    tolerance_why="an fp32 output of a 128-long bf16 tensor-core dot (beta * k rounded to "
+    "bf16 as in the kernel) times an fp32 exp: fp32 accumulation-order error plus exp "
+    "rounding, entries ~0.1 so an absolute floor of 1e-3",
+)
+
+SPECS = (*SPECS, WY_RECOMPUTE, CHUNK_KKT)
