@@ -225,7 +225,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "RCP_LN2": lambda: 1.0 / math.log(2.0),
     "LN2": lambda: math.log(2.0),
     "PAD_SLOT_ID": lambda: -1,
-    "fast_exp": lambda: _tl().exp,  # vLLM's @triton.jit exp helper: Triton's own exp
+    "fast_exp": lambda: _fla("exp"),  # vLLM's jit exp helper: Triton's exp, jit-wrapped
     # FLA helpers (fla/op.py, index.py, utils.py of vLLM and SGLang): see fla_shims
     "exp": lambda: _fla("exp"),
     "exp2": lambda: _fla("exp2"),
