@@ -811,3 +811,160 @@ CHUNK_KKT = Spec(
 )
 
 SPECS = (*SPECS, WY_RECOMPUTE, CHUNK_KKT)
+
+
+# --- Mamba2 SSD prefill (vLLM): the inter-chunk state pass ---
+# Bamba-9B / Codestral-Mamba-7B: 128 heads of 64 channels, state 128 (dim = 64 * 128 per
+# head, flattened), chunk 256; Nemotron-H-8B: 128 heads of 64, state 128 as well.
+
+
+def _ssd_seq_chunks(lens: list[int], cs: int) -> list[tuple[int, int, int]]:
+    """(sequence, first token, last token + 1) of each chunk when chunks never straddle a
+    sequence (vLLM V1's layout: a sequence's last chunk may be short)."""
+    out, start = [], 0
+    for s, n in enumerate(lens):
+        out.extend((s, a, min(a + cs, start + n)) for a in range(start, start + n, cs))
+        start += n
+    return out
+
+
+def _ssd_pass_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """Per-chunk local states (fp32), decays, and one initial state per sequence. Both
+    chunk layouts are built: fixed 256-token chunks over the packed batch (daefed05) and
+    chunks aligned to sequences with their tables (7faba503, before and after)."""
+    torch = _torch()
+    lens, cs, nh = list(shape["lens"]), 256, shape["heads"]
+    dim = shape.get("headdim", 64) * shape.get("dstate", 128)
+    t, nseq = sum(lens), len(lens)
+
+    def rnd(*s: int) -> Any:
+        return torch.randn(*s, generator=gen, device=device)
+
+    seq_of_token = torch.repeat_interleave(torch.arange(nseq), torch.tensor(lens))
+    packed = -(-t // cs)
+    chunks = _ssd_seq_chunks(lens, cs)
+    nck = len(chunks)
+    dA = -torch.rand(nh, nck, cs, generator=gen, device=device) * 0.05  # dt * A per token
+    valid = torch.zeros(nck, cs, dtype=torch.bool)
+    for c, (_, a, b) in enumerate(chunks):
+        valid[c, : b - a] = True
+    dA = dA * valid.to(device)
+    last = [c for c in range(nck) if c == nck - 1 or chunks[c + 1][0] != chunks[c][0]]
+    return {
+        # daefed05 layout
+        "states": rnd(1, packed, nh, dim) * 0.1,
+        "dA_chunk_cumsum": -torch.rand(1, nh, packed, generator=gen, device=device) * 4 - 0.1,
+        "seq_idx": seq_of_token[None].to(device=device, dtype=torch.int32),
+        "chunk_size": cs,
+        "is_cont_batched": True,
+        # 7faba503 layout
+        "states_aligned": rnd(nck, nh, dim) * 0.1,
+        "dA_cumsum": dA.cumsum(-1),
+        "seq_idx_chunk": torch.tensor([c[0] for c in chunks], dtype=torch.int32, device=device),
+        "cu_chunk_seqlens": torch.tensor(
+            [c[1] for c in chunks] + [t], dtype=torch.int32, device=device
+        ),
+        "last_chunk_indices": torch.tensor(last, dtype=torch.int32, device=device),
+        "initial_states": rnd(nseq, nh, dim) * 0.1,
+        "out_dtype": _act_dtype(device),
+    }
+
+
+def _ssd_pass_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    fn = mod._state_passing_fwd
+    params = __import__("inspect").signature(fn).parameters
+    if "is_cont_batched" in params:
+        out, final = call_by_name(fn, x)
+        return {"out": out, "final_states": final}
+    values = dict(x, states=x["states_aligned"], seq_idx=x["seq_idx_chunk"])
+    return {"out": call_by_name(fn, values)}
+
+
+def _ssd_pass_reference(x: Inputs) -> Outputs:
+    """The recurrence s = exp(dA) s + local, restarted from a sequence's initial state at
+    its first chunk; for fixed chunks (``is_cont_batched``) a chunk belongs to the sequence
+    of its last token, and the state before chunk 0 is the first sequence's."""
+    torch = _torch()
+    init = x["initial_states"].double()
+    states, dacs = x["states"][0].double(), x["dA_chunk_cumsum"][0].double()
+    seq_idx = x["seq_idx"][0].long()
+    t, cs = seq_idx.numel(), x["chunk_size"]
+    s, prev = init[0], 0
+    outs = [s]
+    for c in range(states.shape[0]):
+        seq = int(seq_idx[min((c + 1) * cs, t) - 1])
+        if seq != prev:
+            s = init[seq]
+        prev = seq
+        s = torch.exp(dacs[:, c])[:, None] * s + states[c]
+        outs.append(s)
+    out = torch.stack(outs[:-1])[None].to(x["out_dtype"])
+    return {"out": out, "final_states": outs[-1][None].float()}
+
+
+def _ssd_pass_aligned_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    init = x["initial_states"].double()
+    states, last_dA = x["states_aligned"].double(), x["dA_cumsum"][:, :, -1].double()
+    outs, prev, s = [], -1, init[0]
+    for c, seq in enumerate(x["seq_idx_chunk"].tolist()):
+        if seq != prev:
+            s = init[seq]
+        prev = seq
+        s = torch.exp(last_dA[:, c])[:, None] * s + states[c]
+        outs.append(s)
+    return {"out": torch.stack(outs).to(x["out_dtype"])}
+
+
+_SSD_SHAPES: tuple[Shape, ...] = (
+    {"name": "bamba-9b-prefill-4k", "lens": (4096,), "heads": 128},
+    {"name": "bamba-9b-prefill-mixed", "lens": (1000, 3000, 17, 600), "heads": 128},
+    {"name": "codestral-mamba-tp2-8x1k", "lens": (1024,) * 8, "heads": 64},
+    {"name": "nemotron-h-8b-prefill-16k", "lens": (16384,), "heads": 128},
+)
+
+
+def _ssd_random(r: random.Random) -> Shape:
+    return {
+        "name": "random",
+        "lens": tuple(r.choice([1, 100, 256, 600]) for _ in range(r.choice([1, 2, 3]))),
+        "heads": r.choice([2, 4]),
+        "headdim": r.choice([16, 64]),
+        "dstate": r.choice([16, 64]),
+    }
+
+
+_SSD_TOL = {"out": (2e-2, 2e-2), "final_states": (1e-4, 1e-4)}
+_SSD_WHY = (
+    "an fp32 recurrence of a few chunks (one exp and a fused multiply-add per chunk) against "
+    "fp64: fp32 ulps for the fp32 final state, one bf16 ulp plus a floor for the bf16 output"
+)
+_VL_SSD = "vllm/model_executor/layers/mamba/ops/"
+
+SSD_STATE_PASSING = Spec(
+    name="vllm_mamba2_ssd_state_passing_packed",
+    launcher="_state_passing_fwd",
+    rows=(("vllm", "daefed05", _VL_SSD + "ssd_state_passing.py"),),
+    shapes=_SSD_SHAPES,
+    random_shape=_ssd_random,
+    make_inputs=_ssd_pass_inputs,
+    call=_ssd_pass_call,
+    reference=_ssd_pass_reference,
+    tolerance=_SSD_TOL,
+    tolerance_why=_SSD_WHY,
+)
+
+SSD_STATE_PASSING_ALIGNED = Spec(
+    name="vllm_mamba2_ssd_state_passing_aligned",
+    launcher="_state_passing_fwd",
+    rows=(("vllm", "7faba503", _VL_SSD + "ssd_state_passing.py"),),
+    shapes=_SSD_SHAPES,
+    random_shape=_ssd_random,
+    make_inputs=_ssd_pass_inputs,
+    call=_ssd_pass_call,
+    reference=_ssd_pass_aligned_reference,
+    tolerance=_SSD_TOL,
+    tolerance_why=_SSD_WHY,
+)
+
+SPECS = (*SPECS, SSD_STATE_PASSING, SSD_STATE_PASSING_ALIGNED)
