@@ -345,7 +345,7 @@ def _print_build_summary(outcome: BuildOutcome, instance) -> None:  # noqa: ANN0
             if failed
             else ("[yellow]skipped[/]" if name in outcome.skipped else "[green]ok[/]")
         )
-        table.add_row(escape(name), f"{outcome.rows.get(name, 0):,}", status)
+        table.add_row(escape(name), _fmt_num(outcome.rows.get(name, 0)), status)
     out.print(table)
     for name, msg in outcome.failed.items():
         console.print(f"[red]{escape(name)}[/]: {escape(msg)}")
@@ -401,7 +401,7 @@ def refresh(
         table.add_column(col)
     for label, why in sorted(outcome.reasons.items()):
         status = "[red]failed[/]" if label in outcome.failed else escape(why)
-        table.add_row(escape(label), f"{outcome.rows_by_run.get(label, 0):,}", status)
+        table.add_row(escape(label), _fmt_num(outcome.rows_by_run.get(label, 0)), status)
     out.print(table)
     for name, msg in outcome.failed.items():
         console.print(f"[red]{escape(name)}[/]: {escape(msg)}")
@@ -474,7 +474,7 @@ def _print_asset_statuses(settings, instance, graph) -> int:  # noqa: ANN001
         checks = ", ".join(
             f"[{colours.get(c.result, 'yellow')}]{escape(c.words())}[/]" for c in st.checks
         )
-        rows = "" if st.rows is None else f"{st.rows:,}"
+        rows = _fmt_num(st.rows)
         table.add_row(escape(st.name), st.group, st.when, rows, st.partitions, checks)
     out.print(table)
     return failing
@@ -488,7 +488,7 @@ def _print_lake_tables(lake) -> None:  # noqa: ANN001
         for col in counts.columns:
             t2.add_column(col)
         for r in counts.iter_rows():
-            t2.add_row(*[f"{v:,}" if isinstance(v, int) else escape(str(v)) for v in r])
+            t2.add_row(*[_fmt_num(v) if isinstance(v, int) else escape(str(v)) for v in r])
         out.print(t2)
 
 
@@ -614,7 +614,9 @@ def _print_sql_table(df: pl.DataFrame, limit: int) -> None:
         table.add_row(*["" if v is None else escape(str(v)[:200]) for v in r])
     out.print(table)
     if df.height > limit:
-        console.print(f"[dim]{df.height:,} rows ({limit} shown; use --format csv for all)[/]")
+        console.print(
+            f"[dim]{_fmt_num(df.height)} rows ({limit} shown; use --format csv for all)[/]"
+        )
 
 
 def _sql_text_output(df: pl.DataFrame, fmt: str) -> str:
@@ -782,7 +784,7 @@ def gains_extract(
 
 
 def _fmt_num(v: object) -> str:
-    """A card/ours cell: the one number format (``report.numbers``)."""
+    """A number as the one number format writes it (``report.numbers``)."""
     from dagster_project.report.numbers import number
 
     return number(v)

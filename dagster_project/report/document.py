@@ -32,7 +32,7 @@ import polars as pl
 from dagster_project.storage.lake import Lake, fetch_frame, qualified, write_atomically
 
 from . import svg
-from .numbers import row_cells
+from .numbers import number, row_cells
 
 __all__ = [
     "SECTIONS",
@@ -796,7 +796,8 @@ def _md_block(block: Block) -> str:
 def _cut_note(table: Table) -> str:
     if table.total_rows > table.frame.height:
         return (
-            f"First {table.frame.height:,} of {table.total_rows:,} rows; the rest is in the view."
+            f"First {number(table.frame.height)} of {number(table.total_rows)} rows; "
+            "the rest is in the view."
         )
     if table.total_rows == 0:
         return "No rows."
