@@ -1107,3 +1107,89 @@ PREPARE_EAGLE_INPUTS = Spec(
 )
 
 SPECS = SPECS + (TRITON_MROPE, PREPARE_EAGLE_INPUTS)
+
+
+# --- decode_attention_fwd, v1 copy with the MLA single-c_kv path (vLLM d9408ffb) ---
+
+
+def _mla_decode_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """The split-KV decode inputs of ``decode``; an MLA shape's value cache is the first
+    ``head_v`` dims of the one latent cache (how vLLM's Triton MLA backend passes it), so
+    ``after``'s new ``is_mla`` path (values read as the transposed keys) and ``before``
+    (values loaded from that view) see the same numbers."""
+    from .decode import _inputs
+
+    x = _inputs(shape, gen, device)
+    dt = getattr(_torch(), shape.get("dtype", "bfloat16"))
+    for name in ("q", "k_buffer", "v_buffer", "o"):
+        x[name] = x[name].to(dt)
+    dt = getattr(_torch(), shape.get("dtype", "bfloat16"))
+    for name in ("q", "k_buffer", "v_buffer", "o"):
+        x[name] = x[name].to(dt)
+    if shape.get("mla"):
+        x["v_buffer"] = x["k_buffer"][..., : shape["head_v"]]
+        x["is_mla"] = True
+    return x
+
+
+def _mla_decode_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    from .decode import _call
+
+    return _call(mod, x, sha)
+
+
+def _mla_decode_reference(x: Inputs) -> Outputs:
+    from .decode import _reference
+
+    return _reference(x)
+
+
+DECODE_ATTENTION_V1_MLA = Spec(
+    name="vllm_v1_decode_attention_mla",
+    launcher="decode_attention_fwd",
+    rows=(("vllm", "d9408ffb", "vllm/v1/attention/ops/triton_decode_attention.py"),),
+    shapes=(
+        {
+            "name": "dsv3-mla-tp8-b32-4k",
+            "batch": 32,
+            "kv_len": 4096,
+            "hq": 16,
+            "hk": 1,
+            "head": 576,
+            "head_v": 512,
+            "mla": True,
+        },
+        {
+            "name": "dsv3-mla-tp1-b8-8k",
+            "batch": 8,
+            "kv_len": 8192,
+            "hq": 128,
+            "hk": 1,
+            "head": 576,
+            "head_v": 512,
+            "mla": True,
+        },
+        {"name": "llama3-8b-b32-1k", "batch": 32, "kv_len": 1024, "hq": 32, "hk": 8, "head": 128},
+        {"name": "qwen2-7b-b16-4k", "batch": 16, "kv_len": 4096, "hq": 28, "hk": 4, "head": 128},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 6]),
+        "kv_len": r.choice([33, 300, 1000]),
+        "hq": r.choice([16, 32]),
+        "hk": 1,
+        **r.choice([{"head": 576, "head_v": 512, "mla": True}, {"head": 128}, {"head": 64}]),
+        # fp16: Triton's CPU interpreter computes bf16 dots wrongly (garbage on both sides),
+        # so the held-out shape stays checkable there; the named shapes are bf16
+        "dtype": "float16",
+    },
+    make_inputs=_mla_decode_inputs,
+    call=_mla_decode_call,
+    reference=_mla_decode_reference,
+    mutated=("o",),
+    tolerance={"o": (2e-2, 2e-2)},
+    tolerance_why="softmax over <= 8k keys in 8 partial softmaxes merged in fp32, a bf16 "
+    "P@V of up to 512 dims: bf16 default plus an absolute floor for outputs near zero",
+)
+
+SPECS = SPECS + (DECODE_ATTENTION_V1_MLA,)
