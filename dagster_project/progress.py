@@ -139,7 +139,7 @@ class BuildProgress:
 
     # -- run_build callback ----------------------------------------------------------
     def on_run(self, stage: Any, pkey: str | None, state: str) -> None:
-        from rich.markup import escape
+        from dagster_project.terminal import escape
 
         sid = _sid(stage)
         tag = f"[{pkey}]" if pkey else ""
@@ -178,7 +178,7 @@ class BuildProgress:
             if total and (done == total or done == 1):
                 self.console.print(f"      [dim]{task}: {done}/{total}[/]")
             return
-        from rich.markup import escape
+        from dagster_project.terminal import escape
 
         if task not in self._tasks:
             self._tasks[task] = self._progress.add_task(f"  {escape(task)}", total=total)

@@ -17,11 +17,11 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from dagster_project.gpus import MEASURED_GPU
 from dagster_project.settings import load_settings
+from dagster_project.terminal import escape
 
 gpu_app = typer.Typer(
     no_args_is_help=True, help="Execution reward on a GPU: plan batches, ingest results, status."

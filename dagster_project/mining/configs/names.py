@@ -16,10 +16,11 @@ import re
 from dataclasses import dataclass
 
 from dagster_project import gpus
+from dagster_project.terminal import has_control
 
 #: Version of the config file-name grammar and GPU names. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 FAMILIES = ("moe", "block_fp8", "block_int8", "ssu")
 
@@ -131,7 +132,9 @@ def parse_config_name(name: str) -> ParsedName:
     is_down = stem.endswith("_down")
     if is_down:
         stem = stem[: -len("_down")]
-    if "\n" in stem or "\t" in stem:
+    # any control, escape (ESC, OSC 52, CSI, C1) or bidi character: the name becomes a GPU
+    # label that the CLI and the exports show (issue 42; the rule is terminal.has_control)
+    if has_control(stem):
         raise ConfigNameError("control character in file name")
 
     if stem.startswith("E="):
