@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from dagster_project.settings import SettingsError, ensure_home, load_settings, validate_sources
+from dagster_project.terminal import escape, safe
 
 if TYPE_CHECKING:
     import polars as pl
@@ -565,6 +565,8 @@ def sql(
         output.write_text(text_out)
         console.print(f"wrote {df.height} rows to {escape(str(output))}")
     else:
+        # to a terminal: control and escape sequences in values are shown, not obeyed
+        text_out = safe(text_out)
         sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
 
 
