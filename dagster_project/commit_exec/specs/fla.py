@@ -968,3 +968,160 @@ SSD_STATE_PASSING_ALIGNED = Spec(
 )
 
 SPECS = (*SPECS, SSD_STATE_PASSING, SSD_STATE_PASSING_ALIGNED)
+
+
+# --- Mamba2 SSD prefill (vLLM): the chunk scan (intra-chunk outputs plus C @ past state) ---
+
+
+def _chunk_tokens(chunks: list[tuple[int, int, int]], cs: int, device: Any) -> tuple[Any, Any]:
+    """(token index [n, cs], valid mask [n, cs]) of each chunk's positions."""
+    torch = _torch()
+    idx = torch.zeros(len(chunks), cs, dtype=torch.int64)
+    valid = torch.zeros(len(chunks), cs, dtype=torch.bool)
+    for c, (_, a, b) in enumerate(chunks):
+        idx[c, : b - a] = torch.arange(a, b)
+        valid[c, : b - a] = True
+    return idx.to(device), valid.to(device)
+
+
+def _logical_chunks(lens: list[int], cs: int) -> tuple[list[int], list[int]]:
+    """vLLM's (chunk_indices, chunk_offsets) for fixed chunks over a packed batch: every
+    piece of a sequence inside one physical chunk is a logical chunk; a sequence starting
+    mid-chunk gets its start offset there."""
+    indices, offsets, start = [], [], 0
+    for n in lens:
+        for a in range(start, start + n, cs):
+            a = a if a == start else a - a % cs
+            indices.append(a // cs)
+            offsets.append(a % cs if a == start else 0)
+        start += n
+    return indices, offsets
+
+
+def _scan_layout(
+    x: Inputs, chunks: list[tuple[int, int, int]], shape: Shape, gen: Any, device: Any
+) -> dict[str, Any]:
+    """cb, dt, dA_cumsum and chunk states for one chunk layout."""
+    torch = _torch()
+    cs, nh = 256, shape["heads"]
+    idx, valid = _chunk_tokens(chunks, cs, device)
+    cc = x["C"][idx].float() * valid[..., None, None]  # [n, cs, g, ds]
+    bb = x["_B"][idx].float() * valid[..., None, None]
+    dt = torch.nn.functional.softplus(
+        torch.randn(nh, len(chunks), cs, generator=gen, device=device) - 3.0
+    ) * valid.to(torch.float32)
+    hd, ds = x["x_tokens"].shape[-1], x["C"].shape[-1]
+    return {
+        "cb": torch.einsum("cigd,cjgd->cgij", cc, bb).contiguous(),
+        "dt": dt,
+        "dA_cumsum": (dt * x["_A"][:, None, None]).cumsum(-1),
+        "states": (torch.randn(len(chunks), nh, hd, ds, generator=gen, device=device) * 0.1).to(
+            x["C"].dtype
+        ),
+    }
+
+
+def _ssd_scan_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """A prefill batch for the chunk scan, in both chunk layouts (fixed chunks over the
+    packed batch with logical-chunk tables: daefed05, b690e348; chunks aligned to
+    sequences: 7faba503), with initial states (chunked prefill continuing)."""
+    torch = _torch()
+    lens, cs, nh = list(shape["lens"]), 256, shape["heads"]
+    hd, ds, ng = shape.get("headdim", 64), shape.get("dstate", 128), shape.get("groups", 1)
+    t, dt_ = sum(lens), _act_dtype(device)
+    x: Inputs = {
+        "x_tokens": torch.randn(t, nh, hd, generator=gen, device=device).to(dt_),
+        "C": (torch.randn(t, ng, ds, generator=gen, device=device) * 0.3).to(dt_),
+        "_B": (torch.randn(t, ng, ds, generator=gen, device=device) * 0.3).to(dt_),
+        "_A": -torch.exp(torch.rand(nh, generator=gen, device=device) * 2.7),  # A in [-16, -1]
+    }
+    packed = [(0, a, min(a + cs, t)) for a in range(0, t, cs)]
+    aligned = _ssd_seq_chunks(lens, cs)
+    pk = _scan_layout(x, packed, shape, gen, device)
+    al = _scan_layout(x, aligned, shape, gen, device)
+    seq_of_token = torch.repeat_interleave(torch.arange(len(lens)), torch.tensor(lens))
+    ci, co = _logical_chunks(lens, cs)
+    i32 = torch.int32
+    flat = {
+        "cb": pk["cb"][None],
+        "x": x["x_tokens"][None],
+        "dt": pk["dt"][None],
+        "dA_cumsum": pk["dA_cumsum"][None],
+        "C": x["C"][None],
+        "states": pk["states"][None],
+        "seq_idx": seq_of_token[None].to(device=device, dtype=i32),
+        "chunk_indices": torch.tensor(ci, dtype=i32, device=device),
+        "chunk_offsets": torch.tensor(co, dtype=i32, device=device),
+    }
+    aligned_values = {
+        **al,
+        "x": x["x_tokens"],
+        "C": x["C"],
+        "cu_chunk_seqlens": torch.tensor([c[1] for c in aligned] + [t], dtype=i32, device=device),
+        "seq_idx": torch.tensor([c[0] for c in aligned], dtype=i32, device=device),
+    }
+    return {
+        **{"packed_" + k: v for k, v in flat.items()},
+        **{"aligned_" + k: v for k, v in aligned_values.items()},
+        "D": torch.rand(nh, generator=gen, device=device) + 0.5,
+        "z": None,
+        "initial_states": (
+            torch.randn(len(lens), nh, hd, ds, generator=gen, device=device) * 0.1
+        ).to(dt_),
+        "out_packed": torch.empty(1, t, nh, hd, device=device, dtype=dt_),
+        "out_aligned": torch.empty(t, nh, hd, device=device, dtype=dt_),
+    }
+
+
+def _strip(x: Inputs, prefix: str) -> dict[str, Any]:
+    """The inputs of one chunk layout under the launcher's names."""
+    return {k[len(prefix) :]: v for k, v in x.items() if k.startswith(prefix)}
+
+
+def _ssd_scan_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    fn = mod._chunk_scan_fwd
+    params = __import__("inspect").signature(fn).parameters
+    if "cu_chunk_seqlens" in params:
+        call_by_name(fn, {**x, **_strip(x, "aligned_"), "out": x["out_aligned"]})
+        return {"out": x["out_aligned"]}
+    values = {**x, **_strip(x, "packed_")}
+    if "out" in params:
+        call_by_name(fn, dict(values, out=x["out_packed"]))
+        return {"out": x["out_packed"]}
+    out, _ = call_by_name(fn, values)
+    return {"out": out}
+
+
+SSD_CHUNK_SCAN = Spec(
+    name="vllm_mamba2_ssd_chunk_scan",
+    launcher="_chunk_scan_fwd",
+    rows=(
+        ("vllm", "daefed05", _VL_SSD + "ssd_chunk_scan.py"),
+        ("vllm", "b690e348", _VL_SSD + "ssd_chunk_scan.py"),
+        ("vllm", "7faba503", _VL_SSD + "ssd_chunk_scan.py"),
+    ),
+    shapes=(
+        {"name": "bamba-9b-prefill-4k", "lens": (4096,), "heads": 128},
+        {"name": "bamba-9b-prefill-mixed", "lens": (1000, 3000, 17, 600), "heads": 128},
+        {"name": "codestral-mamba-tp2-8x1k", "lens": (1024,) * 8, "heads": 64, "groups": 4},
+        {"name": "nemotron-h-8b-prefill-8k", "lens": (8192,), "heads": 128, "groups": 8},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "lens": tuple(r.choice([1, 100, 256, 300]) for _ in range(r.choice([1, 2]))),
+        "heads": r.choice([2, 4]),
+        "headdim": r.choice([16, 32]),
+        "dstate": r.choice([16, 32]),
+        "groups": r.choice([1, 2]),
+    },
+    make_inputs=_ssd_scan_inputs,
+    call=_ssd_scan_call,
+    mutated=("out_packed", "out_aligned"),
+    tolerance={"out": (2e-2, 2e-2)},
+    tolerance_why="no torch reference for this stage alone (vLLM's tests check the combined "
+    "op): after against before, both fp32-accumulating tensor-core dots over a 256-token "
+    "chunk and the state (dstate 128) with a bf16 output; tile shapes differ between "
+    "versions, so one bf16 ulp plus an absolute floor",
+)
+
+SPECS = (*SPECS, SSD_CHUNK_SCAN)
