@@ -15,6 +15,7 @@ errors on the CPU check; the named serving shapes are bf16.
 
 from __future__ import annotations
 
+import inspect
 import random
 from typing import Any
 
@@ -86,6 +87,7 @@ def _sg_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     op, r, loras = shape["op"], shape["rank"], shape["loras"]
     dt = shape.get("dtype", "bfloat16")
     x: Inputs = {"batch_info": plain, "merged_info": merged}
+    x["token_adapter"] = torch.repeat_interleave(plain.weight_indices.long(), plain.seg_lens.long())
     if op == "a":
         k, stack = shape["k"], shape["stack"]
         x.update(
@@ -134,7 +136,7 @@ def _sg_call(fn_name: str) -> Any:
 def _sg_reference(x: Inputs) -> Outputs:
     torch = _torch()
     bi = x["batch_info"]
-    tok_w = torch.repeat_interleave(bi.weight_indices.long(), bi.seg_lens.long())
+    tok_w = x["token_adapter"]
     xs, w = x["x"].float(), x["weights"].float()
     if "stack_num" in x:
         out = torch.einsum("sk,snk->sn", xs, w[tok_w])
@@ -405,4 +407,226 @@ GATE_UP_LORA_B = _sg_spec(
     ),
 )
 
-SPECS: tuple[Spec, ...] = (SGEMM_LORA_A, SGEMM_LORA_B, QKV_LORA_B, GATE_UP_LORA_B)
+
+# --- SGLang chunked SGMV (csgmv backend): tokens sorted by adapter, cut into chunks ---------
+
+MIN_CHUNK = 16
+
+
+def chunk_size(tokens: int, max_chunk: int) -> int:
+    """SGLang's ``_determine_chunk_size`` (08ecd0aa on): 128 from 256 tokens, 32 from 64,
+    else 16, capped by the server's ``--max-lora-chunk-size``."""
+    if max_chunk <= MIN_CHUNK:
+        return MIN_CHUNK
+    size = 128 if tokens >= 256 else 32 if tokens >= 64 else MIN_CHUNK
+    return min(max_chunk, size)
+
+
+def _cs_info(plain: Any, token_adapter: Any, chunk: int) -> Any:
+    """The csgmv backend's batch info: tokens stably sorted by adapter (``permutation``),
+    each adapter's run cut into segments of at most ``chunk`` tokens."""
+    from types import SimpleNamespace
+
+    torch = _torch()
+    i32 = torch.int32
+    perm = torch.sort(token_adapter, stable=True).indices
+    per = torch.bincount(token_adapter, minlength=plain.lora_ranks.numel())
+    seg_w, seg_len = [], []
+    for adapter, count in enumerate(per.tolist()):
+        for start in range(0, count, chunk):
+            seg_w.append(adapter)
+            seg_len.append(min(chunk, count - start))
+    dev = token_adapter.device
+    indptr = torch.zeros(len(seg_len) + 1, dtype=i32, device=dev)
+    indptr[1:] = torch.cumsum(torch.tensor(seg_len, device=dev), 0)
+    return SimpleNamespace(
+        bs=plain.bs,
+        num_segments=len(seg_len),
+        use_cuda_graph=False,
+        max_len=chunk,
+        seg_lens=None,
+        seg_indptr=indptr,
+        weight_indices=torch.tensor(seg_w, dtype=i32, device=dev),
+        lora_ranks=plain.lora_ranks,
+        scalings=plain.scalings,
+        permutation=perm.to(i32),
+    )
+
+
+def _cs_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    x = _sg_inputs(shape, gen, device)
+    tokens = x["x"].shape[0]
+    x["info_fixed"] = _cs_info(x["batch_info"], x["token_adapter"], MIN_CHUNK)
+    dyn = chunk_size(tokens, shape.get("max_chunk", MIN_CHUNK))
+    x["info_dynamic"] = _cs_info(x["batch_info"], x["token_adapter"], dyn)
+    if shape["op"] == "a":
+        x["num_slices"] = shape["stack"]
+    else:
+        x["lora_weight_b"] = x["weights"]
+        x["slice_offsets"] = x["output_offset"]
+        x["max_slice_size"] = x["max_qkv_out_dim"]
+    del x["merged_info"]  # batch_info stays: the reference reads ranks and scalings there
+    return x
+
+
+def _cs_call(fn_name: str) -> Any:
+    def call(mod: Any, x: Inputs, sha: str) -> Outputs:
+        fn = getattr(mod, fn_name)
+        # 08ecd0aa made the chunk (BLOCK_M) the batch's max_len, chosen per batch; before
+        # it the backend always cut 16-token segments and the kernel assumed 16.
+        dynamic = "batch_info.max_len" in inspect.getsource(fn)
+        values = dict(x, batch_info=x["info_dynamic" if dynamic else "info_fixed"])
+        if hasattr(mod, "get_lora_shrink_config") or hasattr(mod, "get_lora_expand_config"):
+            # 059b287e reads tuned block sizes from JSON files shipped for H200 only; on
+            # any other GPU (and on the CPU) its lookup returns these defaults.
+            mod.get_lora_shrink_config = lambda **_: {"BLOCK_N": 16, "BLOCK_K": 256}
+            mod.get_lora_expand_config = lambda **_: {"BLOCK_N": 64, "BLOCK_K": 16}
+        return {"output": call_by_name(fn, values)}
+
+    return call
+
+
+def _cs_random(op: str) -> Any:
+    def draw(r: random.Random) -> Shape:
+        shape = _sg_random(op, lambda q: [q.choice([128, 192]), 64, 64][: q.choice([1, 3])])(r)
+        shape.update(bs=r.choice([3, 20, 70]), extend=r.choice([0, 3]), max_chunk=128)
+        if op == "a":
+            shape["outs"] = [0]
+        return shape
+
+    return draw
+
+
+def _cs_spec(name: str, fn: str, file: str, shapes: tuple[Shape, ...], op: str) -> Spec:
+    return Spec(
+        name=name,
+        launcher=fn,
+        rows=tuple(("sglang", sha, _SG_OPS + file) for sha in ("08ecd0aa", "635ccda6", "059b287e")),
+        shapes=shapes,
+        random_shape=_cs_random(op),
+        make_inputs=_cs_inputs,
+        call=_cs_call(fn),
+        reference=_sg_reference,
+        mutated=() if op == "a" else ("base_output",),
+        tolerance={"output": (2e-2, 1.6e-2), "base_output": (2e-2, 1.6e-2)},
+        tolerance_why=_SG_TOL,
+    )
+
+
+_CS_SERVER = "; server flag --max-lora-chunk-size 128 (default 16 keeps 16-token chunks)"
+
+CSGMV_SHRINK = _cs_spec(
+    "sglang_csgmv_shrink",
+    "chunked_sgmv_lora_shrink_forward",
+    "chunked_sgmv_shrink.py",
+    (
+        {
+            "name": "llama3-8b-qkv-decode64",
+            "source": _LLAMA_DECODE + " 64, default flags",
+            "op": "a",
+            "bs": 64,
+            "loras": 8,
+            "active": 6,
+            "rank": 16,
+            "k": 4096,
+            "stack": 3,
+        },
+        {
+            "name": "llama3-8b-gate-up-prefill-chunk128",
+            "source": "Llama-3-8B, 4 prompts ~512" + _CS_SERVER,
+            "op": "a",
+            "bs": 4,
+            "extend": 512,
+            "loras": 4,
+            "rank": 32,
+            "k": 4096,
+            "stack": 2,
+            "max_chunk": 128,
+        },
+        {
+            "name": "llama3-8b-down-decode256-chunk128",
+            "source": _LLAMA_DECODE + " 256" + _CS_SERVER,
+            "op": "a",
+            "bs": 256,
+            "loras": 4,
+            "rank": 64,
+            "k": 14336,
+            "stack": 1,
+            "max_chunk": 128,
+        },
+        {
+            "name": "llama3-8b-o-prefill-chunk32",
+            "source": "Llama-3-8B, 3 prompts ~40" + _CS_SERVER,
+            "op": "a",
+            "bs": 3,
+            "extend": 40,
+            "loras": 2,
+            "rank": 16,
+            "k": 4096,
+            "stack": 1,
+            "max_chunk": 128,
+        },
+    ),
+    "a",
+)
+
+CSGMV_EXPAND = _cs_spec(
+    "sglang_csgmv_expand",
+    "chunked_sgmv_lora_expand_forward",
+    "chunked_sgmv_expand.py",
+    (
+        {
+            "name": "llama3-8b-qkv-decode64",
+            "source": _LLAMA_DECODE + " 64, default flags",
+            "op": "b",
+            "bs": 64,
+            "loras": 8,
+            "active": 6,
+            "rank": 64,
+            "ranks": [16, 64] * 4,
+            "outs": [4096, 1024, 1024],
+        },
+        {
+            "name": "llama3-8b-gate-up-prefill-chunk128",
+            "source": "Llama-3-8B, 4 prompts ~512" + _CS_SERVER,
+            "op": "b",
+            "bs": 4,
+            "extend": 512,
+            "loras": 4,
+            "rank": 32,
+            "outs": [14336, 14336],
+            "max_chunk": 128,
+        },
+        {
+            "name": "llama3-8b-o-decode256-chunk128",
+            "source": _LLAMA_DECODE + " 256" + _CS_SERVER,
+            "op": "b",
+            "bs": 256,
+            "loras": 4,
+            "rank": 64,
+            "outs": [4096],
+            "max_chunk": 128,
+        },
+        {
+            "name": "llama3-8b-qkv-prefill-chunk32",
+            "source": "Llama-3-8B, 3 prompts ~40" + _CS_SERVER,
+            "op": "b",
+            "bs": 3,
+            "extend": 40,
+            "loras": 2,
+            "rank": 16,
+            "outs": [4096, 1024, 1024],
+            "max_chunk": 128,
+        },
+    ),
+    "b",
+)
+
+SPECS: tuple[Spec, ...] = (
+    SGEMM_LORA_A,
+    SGEMM_LORA_B,
+    QKV_LORA_B,
+    GATE_UP_LORA_B,
+    CSGMV_SHRINK,
+    CSGMV_EXPAND,
+)
