@@ -757,6 +757,76 @@ DRAFT_TOPK1 = Spec(
 )
 
 
+def _pdl_supported() -> bool:
+    """Programmatic dependent launch needs SM90+; on the CPU interpreter it stays off (the
+    interpreter has no ``gdc_wait``)."""
+    torch = _torch()
+    return bool(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9)
+
+
+# --- set_mla_kv_buffer_triton: scatter MLA (nope | rope) rows into the paged KV buffer ---
+
+
+def _mla_set_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    n, nope, rope = shape["tokens"], shape.get("nope", 512), shape.get("rope", 64)
+    slots = shape.get("slots", 8192)
+    loc = torch.randperm(slots, generator=_cpu_gen(gen, device))[:n].to(device)
+    # k_nope and k_rope are column slices of one projection output (strided rows)
+    kv_a = torch.randn(n, 1, nope + rope, generator=gen, device=device).to(torch.bfloat16)
+    return {
+        "kv_buffer": torch.randn(slots, 1, nope + rope, generator=gen, device=device).to(
+            torch.bfloat16
+        ),
+        "loc": loc,
+        "cache_k_nope": kv_a[..., :nope],
+        "cache_k_rope": kv_a[..., nope:],
+    }
+
+
+def _mla_set_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # the engine's SM90+ test, stubbed by the loader: answered for the real device
+    mod.is_arch_support_pdl = _pdl_supported
+    mod.set_mla_kv_buffer_triton(x["kv_buffer"], x["loc"], x["cache_k_nope"], x["cache_k_rope"])
+    return {"kv_buffer": x["kv_buffer"]}
+
+
+def _mla_set_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    out = x["kv_buffer"].clone()
+    out[x["loc"]] = torch.cat([x["cache_k_nope"], x["cache_k_rope"]], -1)
+    return {"kv_buffer": out}
+
+
+MLA_SET_KV = Spec(
+    name="sglang_set_mla_kv_buffer",
+    launcher="set_mla_kv_buffer_triton",
+    rows=tuple(
+        ("sglang", s, "python/sglang/srt/mem_cache/utils.py")
+        for s in ("9d878c1f", "05d1ab51", "dca9ba63")
+    ),
+    shapes=(
+        # DeepSeek-V3 MLA: kv_lora_rank 512 + rope 64, one latent head; decode batches
+        # (below 768 locations: dca9ba63 keeps the Triton path, above it calls a JIT op)
+        {"name": "dsv3-decode-b32", "tokens": 32},
+        {"name": "dsv3-decode-b128", "tokens": 128, "slots": 65536},
+        {"name": "dsv3-decode-b512", "tokens": 512, "slots": 65536},
+        {"name": "dsv3-decode-b1", "tokens": 1},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 5, 64, 300, 700]),
+        "slots": r.choice([1024, 4096]),
+    },
+    make_inputs=_mla_set_inputs,
+    call=_mla_set_call,
+    reference=_mla_set_reference,
+    mutated=("kv_buffer",),
+    tolerance={"kv_buffer": (0.0, 0.0)},
+    tolerance_why="a copy: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     EXTEND_ATTENTION,
     EXTEND_ATTENTION_SWA,
@@ -767,6 +837,7 @@ SPECS: tuple[Spec, ...] = (
     DIFFUSION_ROPE,
     GEMMA_QKV_RMSNORM,
     DRAFT_TOPK1,
+    MLA_SET_KV,
 )
 
 _ = random
