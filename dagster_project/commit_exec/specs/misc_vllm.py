@@ -123,20 +123,21 @@ TRITON_SCALED_MM = Spec(
 @contextlib.contextmanager
 def _cpu_device_properties(device: Any) -> Iterator[None]:
     """On the CPU interpreter only: ``torch.cuda.get_device_properties`` answers an H100's
-    SM count (the ``before`` side sizes its persistent grid with it; a CPU build of torch
-    has no CUDA to ask). On a GPU nothing is replaced."""
+    SM count and ``get_device_capability`` sm_90 (launchers size grids and tiles with them;
+    a CPU build of torch has no CUDA to ask). On a GPU nothing is replaced."""
     torch = _torch()
     if device.type == "cuda":
         yield
         return
-    saved = torch.cuda.get_device_properties
+    saved = torch.cuda.get_device_properties, torch.cuda.get_device_capability
     torch.cuda.get_device_properties = lambda *_a, **_k: types.SimpleNamespace(
         multi_processor_count=132
     )
+    torch.cuda.get_device_capability = lambda *_a, **_k: (9, 0)
     try:
         yield
     finally:
-        torch.cuda.get_device_properties = saved
+        torch.cuda.get_device_properties, torch.cuda.get_device_capability = saved
 
 
 def _bmm_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
@@ -1193,3 +1194,268 @@ DECODE_ATTENTION_V1_MLA = Spec(
 )
 
 SPECS = SPECS + (DECODE_ATTENTION_V1_MLA,)
+
+
+# --- paged KV cache helpers (vLLM's 5-D key / 4-D value cache of the Triton backends) ---
+
+
+def _paged_cache(lens: list[int], hk: int, d: int, bs: int, dt: Any, gen: Any, device: Any):
+    """Logical per-sequence K/V written into a paged cache with shuffled blocks: key cache
+    ``[blocks, H, D/x, bs, x]`` (x = 16 bytes of elements), value cache
+    ``[blocks, H, D, bs]``, and the block table; returns (k_logical, v_logical,
+    key_cache, value_cache, block_table)."""
+    torch = _torch()
+    per = [-(-n // bs) for n in lens]
+    n_blocks = sum(per) + 3
+    x = 16 // torch.empty((), dtype=dt).element_size()
+    order = _perm(n_blocks, gen, device)
+    table = torch.zeros(len(lens), max(per), dtype=torch.int32, device=device)
+    k_log, v_log = [], []
+    key_cache = torch.randn(n_blocks, hk, d // x, bs, x, generator=gen, device=device).to(dt)
+    value_cache = torch.randn(n_blocks, hk, d, bs, generator=gen, device=device).to(dt)
+    used = 0
+    for i, n in enumerate(lens):
+        blocks = order[used : used + per[i]]
+        used += per[i]
+        table[i, : per[i]] = blocks.to(torch.int32)
+        k = torch.randn(n, hk, d, generator=gen, device=device).to(dt)
+        v = torch.randn(n, hk, d, generator=gen, device=device).to(dt)
+        pos = torch.arange(n, device=device)
+        blk, off = blocks[pos // bs], pos % bs
+        key_cache[blk, :, :, off, :] = k.view(n, hk, d // x, x)
+        value_cache[blk, :, :, off] = v
+        k_log.append(k)
+        v_log.append(v)
+    return k_log, v_log, key_cache, value_cache, table
+
+
+def _attend(q: Any, k: Any, v: Any, scale: float) -> Any:
+    """Softmax attention of query rows [Hq, D] (the last positions, causal) over k/v
+    [n, Hkv, D] in fp32: each query head reads its kv head (GQA)."""
+    torch = _torch()
+    group = q.shape[-2] // k.shape[1]
+    kk = k.float().repeat_interleave(group, 1).transpose(0, 1)  # [Hq, n, D]
+    vv = v.float().repeat_interleave(group, 1).transpose(0, 1)
+    s = torch.einsum("qhd,hnd->hqn", q.float(), kk) * scale
+    return torch.einsum("hqn,hnd->qhd", torch.softmax(s, -1), vv)
+
+
+# --- chunked_prefill_paged_decode (vLLM Triton/ROCm attention backend), decode batches ---
+
+
+def _paged_decode_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, ctx, hq, hk, d, bs = (shape[k] for k in ("batch", "ctx", "hq", "hk", "head", "block"))
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    lens = [max(1, ctx - (i * 131) % max(1, ctx // 2)) for i in range(b)]
+    k_log, v_log, kc, vc, table = _paged_cache(lens, hk, d, bs, dt, gen, device)
+    one = torch.ones((), device=device, dtype=torch.float32)
+    return {
+        "query": torch.randn(b, hq, d, generator=gen, device=device).to(dt),
+        # the new tokens' k/v (already in the cache; read by the prefill branch only)
+        "key": torch.stack([k[-1] for k in k_log]),
+        "value": torch.stack([v[-1] for v in v_log]),
+        "output": torch.zeros(b, hq, d, device=device, dtype=dt),
+        "kv_cache_dtype": "auto",
+        "key_cache": kc,
+        "value_cache": vc,
+        "block_table": table,
+        "query_start_loc": torch.arange(b + 1, device=device, dtype=torch.int32),
+        "seq_lens": torch.tensor(lens, device=device, dtype=torch.int32),
+        "max_seq_len": max(lens),
+        "max_query_len": 1,
+        "k_scale": one,
+        "v_scale": one,
+        "sm_scale": d**-0.5,
+        "k_logical": k_log,
+        "v_logical": v_log,
+    }
+
+
+def _paged_decode_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.chunked_prefill_paged_decode, x)
+    return {"output": x["output"]}
+
+
+def _paged_decode_reference(x: Inputs) -> Outputs:
+    outs = [
+        _attend(x["query"][i : i + 1], k, v, x["sm_scale"])[0]
+        for i, (k, v) in enumerate(zip(x["k_logical"], x["v_logical"], strict=True))
+    ]
+    return {"output": _torch().stack(outs).to(x["output"].dtype)}
+
+
+_CPD = "vllm/attention/ops/chunked_prefill_paged_decode.py"
+
+CHUNKED_PREFILL_PAGED_DECODE = Spec(
+    name="vllm_chunked_prefill_paged_decode",
+    launcher="chunked_prefill_paged_decode",
+    rows=(("vllm", "fb4c7f8e", _CPD), ("vllm", "9a161307", _CPD), ("vllm", "1a19e9cd", _CPD)),
+    shapes=(
+        {
+            "name": "llama3-8b-b32-1k",
+            "batch": 32,
+            "ctx": 1024,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "block": 16,
+        },
+        {
+            "name": "llama3-8b-b8-8k",
+            "batch": 8,
+            "ctx": 8192,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "block": 16,
+        },
+        {
+            "name": "qwen3-next-attn-b16-4k",
+            "batch": 16,
+            "ctx": 4096,
+            "hq": 16,
+            "hk": 2,
+            "head": 256,
+            "block": 64,
+        },
+        {
+            "name": "mha-b64-512",
+            "batch": 64,
+            "ctx": 512,
+            "hq": 16,
+            "hk": 16,
+            "head": 128,
+            "block": 32,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 5]),
+        "ctx": r.choice([17, 100, 600]),
+        **r.choice([{"hq": 8, "hk": 2}, {"hq": 4, "hk": 4}]),
+        "head": r.choice([64, 128]),
+        "block": r.choice([16, 32]),
+        # fp16: Triton's CPU interpreter computes bf16 dots wrongly; named shapes are bf16
+        "dtype": "float16",
+    },
+    make_inputs=_paged_decode_inputs,
+    call=_paged_decode_call,
+    reference=_paged_decode_reference,
+    mutated=("output",),
+    tolerance={"output": (2e-2, 2e-2)},
+    tolerance_why="online softmax over <= 8k cached keys in fp32 with a bf16 P@V: bf16 "
+    "default relative plus an absolute floor for outputs near zero",
+)
+
+
+# --- triton_reshape_and_cache_flash (vLLM): new K/V rows into an NHD paged cache ---
+
+
+def _reshape_cache_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, d, bs, fp8 = shape["tokens"], shape["hk"], shape["head"], shape["block"], shape["fp8"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    n_blocks = -(-t // bs) * 2 + 4
+    slots = _perm(n_blocks * bs, gen, device)[:t].to(torch.int64)
+    slots[1::9] = -1  # padded tokens (CUDA-graph batches) are skipped
+    qkv = torch.randn(t, (shape["hq"] + 2 * h) * d, generator=gen, device=device).to(dt)
+    q_end, k_end = shape["hq"] * d, (shape["hq"] + h) * d
+    cache_dt = torch.float8_e4m3fn if fp8 else dt
+    return {
+        # k and v are strided views into the fused qkv projection, as the layer passes them
+        "key": qkv[:, q_end:k_end].view(t, h, d),
+        "value": qkv[:, k_end:].view(t, h, d),
+        "key_cache": torch.zeros(n_blocks, bs, h, d, device=device).to(cache_dt),
+        "value_cache": torch.zeros(n_blocks, bs, h, d, device=device).to(cache_dt),
+        "slot_mapping": slots,
+        "kv_cache_dtype": "fp8" if fp8 else "auto",
+        "k_scale": torch.full((), 0.05, device=device),
+        "v_scale": torch.full((), 0.08, device=device),
+    }
+
+
+def _reshape_cache_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    with _cpu_device_properties(x["key"].device):
+        call_by_name(mod.triton_reshape_and_cache_flash, x)
+    return {"key_cache": x["key_cache"], "value_cache": x["value_cache"]}
+
+
+def _reshape_cache_reference(x: Inputs) -> Outputs:
+    out = {}
+    fp8 = x["kv_cache_dtype"] != "auto"
+    ok = x["slot_mapping"] >= 0
+    slots = x["slot_mapping"][ok]
+    for name, src, scale in (("key_cache", "key", "k_scale"), ("value_cache", "value", "v_scale")):
+        cache = x[name].clone()
+        flat = cache.view(-1, *cache.shape[2:])
+        rows = x[src][ok].float()
+        flat[slots] = (rows / x[scale] if fp8 else rows).to(cache.dtype)
+        out[name] = cache
+    return out
+
+
+TRITON_RESHAPE_AND_CACHE_FLASH = Spec(
+    name="vllm_triton_reshape_and_cache_flash",
+    launcher="triton_reshape_and_cache_flash",
+    rows=(("vllm", "1a19e9cd", "vllm/attention/ops/triton_reshape_and_cache_flash.py"),),
+    shapes=(
+        {
+            "name": "llama3-8b-decode-b64",
+            "tokens": 64,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "block": 16,
+            "fp8": False,
+        },
+        {
+            "name": "llama3-8b-prefill-4k",
+            "tokens": 4096,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "block": 16,
+            "fp8": False,
+        },
+        {
+            "name": "qwen3-next-attn-prefill-fp8",
+            "tokens": 2048,
+            "hq": 16,
+            "hk": 2,
+            "head": 256,
+            "block": 64,
+            "fp8": True,
+        },
+        {
+            "name": "llama3-70b-tp8-fp8-decode",
+            "tokens": 128,
+            "hq": 8,
+            "hk": 1,
+            "head": 128,
+            "block": 16,
+            "fp8": True,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 9, 100, 700]),
+        "hq": 8,
+        "hk": r.choice([1, 2, 8]),
+        "head": r.choice([64, 128, 256]),
+        "block": r.choice([16, 32]),
+        # fp16 without an fp8 cache: Triton's CPU interpreter computes bf16 wrongly and
+        # rounds fp32 -> e4m3 past a power of two to half the value (on both sides), so
+        # the held-out shape stays checkable there; named shapes cover bf16 and fp8
+        "fp8": False,
+        "dtype": "float16",
+    },
+    make_inputs=_reshape_cache_inputs,
+    call=_reshape_cache_call,
+    reference=_reshape_cache_reference,
+    mutated=("key_cache", "value_cache"),
+    tolerance_why="copies (exact) or one fp8 e4m3 rounding of value / scale (the kernel may "
+    "multiply by the reciprocal scale): the fp8 default (one step)",
+)
+
+SPECS = SPECS + (CHUNKED_PREFILL_PAGED_DECODE, TRITON_RESHAPE_AND_CACHE_FLASH)
