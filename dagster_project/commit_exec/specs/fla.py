@@ -990,10 +990,10 @@ def _logical_chunks(lens: list[int], cs: int) -> tuple[list[int], list[int]]:
     mid-chunk gets its start offset there."""
     indices, offsets, start = [], [], 0
     for n in lens:
-        for a in range(start, start + n, cs):
-            a = a if a == start else a - a % cs
+        first = start - start % cs
+        for a in range(first, start + n, cs):
             indices.append(a // cs)
-            offsets.append(a % cs if a == start else 0)
+            offsets.append(start % cs if a == first else 0)
         start += n
     return indices, offsets
 
