@@ -827,6 +827,157 @@ MLA_SET_KV = Spec(
 )
 
 
+# --- NSA indexer K cache (DeepSeek-V3.2): pages of 64 tokens x (128 fp8 bytes + 4 scale) ---
+
+_NSA_PAGE, _NSA_DIM = 64, 128
+
+
+def _nsa_buf(pages: int, gen: Any, device: Any) -> Any:
+    torch = _torch()
+    return torch.randint(
+        0, 256, (pages, _NSA_PAGE * (_NSA_DIM + 4)), generator=gen, device=device
+    ).to(torch.uint8)
+
+
+def _nsa_get_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, n = shape["batch"], shape["seq"]
+    lens = [max(1, n - (i * 997) % max(1, n // 2)) for i in range(b)]
+    width = -(-max(lens) // _NSA_PAGE)
+    pages = b * width + 16
+    perm = torch.randperm(pages, generator=_cpu_gen(gen, device))[: b * width]
+    return {
+        "buf": _nsa_buf(pages, gen, device),
+        "page_indices": perm.view(b, width).to(device=device, dtype=torch.int32),
+        "seq_lens": torch.tensor(lens, dtype=torch.int64, device=device),
+        "seq_lens_list": lens,
+        "seq_len_sum": sum(lens),
+        "max_seq_len": max(lens),
+        "page_size": _NSA_PAGE,
+        "index_head_dim": _NSA_DIM,
+    }
+
+
+def _nsa_get_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """After the batched launcher (760ae933) one call gathers every request; before it the
+    indexer called the per-request launcher in a loop and concatenated, as here."""
+    fn = mod._get_k_and_s_triton
+    if "seq_lens" in fn.__code__.co_varnames[: fn.__code__.co_argcount]:
+        k, s = call_by_name(fn, x)
+        return {"k": k, "s": s}
+    torch = _torch()
+    parts = [
+        fn(
+            buf=x["buf"],
+            page_indices=x["page_indices"][i],
+            seq_len=n,
+            page_size=x["page_size"],
+            index_head_dim=x["index_head_dim"],
+        )
+        for i, n in enumerate(x["seq_lens_list"])
+    ]
+    return {"k": torch.cat([p[0] for p in parts]), "s": torch.cat([p[1] for p in parts])}
+
+
+def _nsa_get_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ks, ss = [], []
+    for i, n in enumerate(x["seq_lens_list"]):
+        tok = torch.arange(n, device=x["buf"].device)
+        page = x["page_indices"][i][tok // _NSA_PAGE].long()
+        off = tok % _NSA_PAGE
+        rows = x["buf"][page]
+        k_cols = (off * _NSA_DIM)[:, None] + torch.arange(_NSA_DIM, device=tok.device)
+        s_cols = (_NSA_PAGE * _NSA_DIM + off * 4)[:, None] + torch.arange(4, device=tok.device)
+        ks.append(rows.gather(1, k_cols))
+        ss.append(rows.gather(1, s_cols))
+    return {"k": torch.cat(ks), "s": torch.cat(ss)}
+
+
+NSA_GET_K_AND_S = Spec(
+    name="sglang_nsa_get_k_and_s",
+    launcher="_get_k_and_s_triton",
+    rows=(
+        ("sglang", "760ae933", "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"),
+        ("sglang", "1b63155e", "python/sglang/kernels/ops/attention/dsa/index_buf_accessor.py"),
+    ),
+    shapes=(
+        # DeepSeek-V3.2 indexer: page 64, 128-byte fp8 key + fp32 scale; ragged prefill
+        {"name": "dsv32-prefill-b4-8k", "batch": 4, "seq": 8192},
+        {"name": "dsv32-prefill-b1-32k", "batch": 1, "seq": 32768},
+        {"name": "dsv32-prefill-b16-2k", "batch": 16, "seq": 2048},
+        {"name": "dsv32-prefill-b8-600", "batch": 8, "seq": 600},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2, 3]),
+        "seq": r.choice([5, 64, 100, 700]),
+    },
+    make_inputs=_nsa_get_inputs,
+    call=_nsa_get_call,
+    reference=_nsa_get_reference,
+    tolerance={"k": (0.0, 0.0), "s": (0.0, 0.0)},
+    tolerance_why="a byte gather: exact",
+)
+
+
+def _nsa_set_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    n, pages = shape["tokens"], shape["pages"]
+    loc = torch.randperm(pages * _NSA_PAGE, generator=_cpu_gen(gen, device))[:n]
+    k = torch.randn(n, _NSA_DIM, generator=gen, device=device) * 100
+    return {
+        "buf": _nsa_buf(pages, gen, device),
+        "loc": loc.to(device),
+        "index_k": k.to(torch.float8_e4m3fn),
+        "index_k_scale": torch.rand(n, 1, generator=gen, device=device) + 0.01,
+        "page_size": _NSA_PAGE,
+    }
+
+
+def _nsa_set_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod._set_k_and_s_triton, x)
+    return {"buf": x["buf"]}
+
+
+def _nsa_set_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    buf = x["buf"].clone()
+    page, off = x["loc"] // _NSA_PAGE, x["loc"] % _NSA_PAGE
+    dev = buf.device
+    k_cols = (off * _NSA_DIM)[:, None] + torch.arange(_NSA_DIM, device=dev)
+    s_cols = (_NSA_PAGE * _NSA_DIM + off * 4)[:, None] + torch.arange(4, device=dev)
+    buf[page[:, None], k_cols] = x["index_k"].view(torch.uint8)
+    buf[page[:, None], s_cols] = x["index_k_scale"].contiguous().view(torch.uint8)
+    return {"buf": buf}
+
+
+NSA_SET_K_AND_S = Spec(
+    name="sglang_nsa_set_k_and_s",
+    launcher="_set_k_and_s_triton",
+    rows=(("sglang", "afe285f7", "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"),),
+    shapes=(
+        # DeepSeek-V3.2 indexer K writes: one row per new token (decode and prefill)
+        {"name": "dsv32-decode-b64", "tokens": 64, "pages": 4096},
+        {"name": "dsv32-decode-b256", "tokens": 256, "pages": 4096},
+        {"name": "dsv32-prefill-8k", "tokens": 8192, "pages": 4096},
+        {"name": "dsv32-prefill-32k", "tokens": 32768, "pages": 8192},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 100, 500]),
+        "pages": r.choice([16, 64]),
+    },
+    make_inputs=_nsa_set_inputs,
+    call=_nsa_set_call,
+    reference=_nsa_set_reference,
+    mutated=("buf",),
+    tolerance={"buf": (0.0, 0.0)},
+    tolerance_why="a byte scatter: exact (the commit only changes HIP asserts; CUDA runs the "
+    "same kernel on both sides)",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     EXTEND_ATTENTION,
     EXTEND_ATTENTION_SWA,
@@ -838,6 +989,8 @@ SPECS: tuple[Spec, ...] = (
     GEMMA_QKV_RMSNORM,
     DRAFT_TOPK1,
     MLA_SET_KV,
+    NSA_GET_K_AND_S,
+    NSA_SET_K_AND_S,
 )
 
 _ = random
