@@ -1459,3 +1459,69 @@ TRITON_RESHAPE_AND_CACHE_FLASH = Spec(
 )
 
 SPECS = SPECS + (CHUNKED_PREFILL_PAGED_DECODE, TRITON_RESHAPE_AND_CACHE_FLASH)
+
+
+# --- fused inverse RoPE + fp8 block quant of DeepSeek-V4 attention output (998714b2) ---
+
+
+def _inv_rope_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, g = shape["tokens"], shape["heads"], shape["groups"]
+    head_dim, rope, qgs, max_pos = 512, 64, 128, 16384
+    inv_freq = 1.0 / (1e4 ** (torch.arange(0, rope, 2, device=device).float() / rope))
+    ang = torch.arange(max_pos, device=device).float()[:, None] * inv_freq
+    return {
+        "o": torch.randn(t, h, head_dim, generator=gen, device=device).to(torch.bfloat16),
+        "positions": torch.randint(0, max_pos, (t,), generator=gen, device=device),
+        "cos_sin_cache": torch.cat((ang.cos(), ang.sin()), -1),
+        "heads_per_group": h // g,
+        "quant_group_size": qgs,
+        "chunks_per_head": head_dim // qgs,
+        "rope_start": (head_dim - rope) % qgs,
+        "half_rope": rope // 2,
+        "tma_aligned_scales": False,  # the sm_90 layout (fp32 scales)
+        "fp8_max": 448.0,
+        "tma_aligned_T": -(-t // 4) * 4,
+        "num_tokens": t,
+        "n_groups": g,
+        "d": h // g * head_dim,
+        "scale_inner": h // g * head_dim // qgs,
+    }
+
+
+def _inv_rope_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    q, s = call_by_name(mod._fused_inv_rope_fp8_quant_kernel_impl, x)
+    return {"o_fp8": q, "o_scale": s}
+
+
+FUSED_INV_ROPE_FP8_QUANT = Spec(
+    name="vllm_dsv4_fused_inv_rope_fp8_quant",
+    launcher="_fused_inv_rope_fp8_quant_kernel_impl",
+    rows=(
+        (
+            "vllm",
+            "998714b2",
+            "vllm/v1/attention/ops/deepseek_v4_ops/fused_inv_rope_fp8_quant.py",
+        ),
+    ),
+    shapes=(
+        {"name": "test-H64-G8-t32", "tokens": 32, "heads": 64, "groups": 8},
+        {"name": "test-H128-G8-t128", "tokens": 128, "heads": 128, "groups": 8},
+        {"name": "dsv4-H64-G8-prefill-4k", "tokens": 4096, "heads": 64, "groups": 8},
+        {"name": "dsv4-H128-G8-prefill-2k", "tokens": 2048, "heads": 128, "groups": 8},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 50]),
+        **r.choice([{"heads": 8, "groups": 2}, {"heads": 16, "groups": 4}]),
+    },
+    make_inputs=_inv_rope_inputs,
+    call=_inv_rope_call,
+    tolerance={"o_fp8": (0.0, 0.0), "o_scale": (0.0, 0.0)},
+    tolerance_why="998714b2 only stops specialising num_tokens: the same arithmetic, so the "
+    "fp8 values and the power-of-two scales must match bit for bit. No torch reference: "
+    "the CPU interpreter's fp32 -> e4m3 rounding is wrong past powers of two, so a "
+    "reference could only be checked on the GPU",
+)
+
+SPECS = SPECS + (FUSED_INV_ROPE_FP8_QUANT,)
