@@ -1,6 +1,6 @@
 """Specs for the multi-LoRA kernels of the execution census (issue 35), vLLM's here: the
-fused MoE-LoRA launcher (``_fused_moe_lora``) and Punica SGMV (``_sgmv_shrink`` /
-``_sgmv_expand``); SGLang's are in ``lora_sglang``.
+fused MoE-LoRA launcher (``_fused_moe_lora``) and Punica's prefill SGMV shrink
+(``_sgmv_shrink``); SGLang's are in ``lora_sglang``.
 
 Batches are built the way the engines build them, re-written here in torch: requests spread
 over several adapters (some adapter slots idle), tokens of one request share an adapter,
@@ -338,9 +338,167 @@ FUSED_MOE_LORA_BF16 = _moe_lora_spec(
 )
 
 
+# --- vLLM Punica SGMV shrink (prefill): b2785579 fused the per-slice launches into one ----
+# (its sgmv_expand.py row is skipped: both sides build the kernel's A pointer as a 1-tuple,
+# a trailing comma, which Triton 3.6 rejects)
+
+
+#: Pointer tables by (kind, weight addresses), as vLLM caches them after its profile run.
+_PTR_TABLES: dict[tuple[Any, ...], Any] = {}
+
+
+def lora_a_table(weights: list[Any], device: Any) -> tuple[Any, int, int, int]:
+    """vLLM's ``_get_lora_a_ptr`` (lora/ops/utils.py at b2785579, a sibling file the loader
+    stubs): one weight is passed as itself, several as a device tensor of their addresses;
+    the (equal) strides of the 3-D weights. Cached by addresses, as there, so a warm call
+    costs a dict lookup."""
+    torch = _torch()
+    key = ("a", *(w.data_ptr() for w in weights))
+    if key not in _PTR_TABLES:
+        ws = [w.squeeze(1) if w.ndim == 4 else w for w in weights]
+        table = ws[0] if len(ws) == 1 else torch.tensor([w.data_ptr() for w in ws], device=device)
+        _PTR_TABLES[key] = (table, *ws[0].stride())
+    return _PTR_TABLES[key]
+
+
+def _sgmv_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """A prefill batch: ``seqs`` prompts of random length around ``avg``, one of them on no
+    adapter (index -1), the others on adapters of ``loras`` slots."""
+    torch = _torch()
+    seqs, avg, r, loras = shape["seqs"], shape["avg"], shape["rank"], shape["loras"]
+    dt = shape.get("dtype", "bfloat16")
+    lens = torch.randint(max(1, avg // 2), avg * 3 // 2 + 1, (seqs,), generator=gen, device=device)
+    starts = torch.cumsum(lens, 0) - lens
+    idx = torch.randint(0, loras, (seqs,), generator=gen, device=device)
+    if seqs > 1:
+        idx[int(torch.randint(0, seqs, (1,), generator=gen, device=device))] = -1
+    t = int(lens.sum())
+    x: Inputs = {
+        "b_seq_start_loc": starts,
+        "seq_len_tensor": lens,
+        "lora_indices_tensor": idx,
+        "batches": seqs,
+        "max_seq_length": int(lens.max()),
+        "token_nums": t,
+    }
+    k, n_slices = shape["k"], shape["slices"]
+    x.update(
+        inputs=_randn(gen, device, t, k, dtype=dt),
+        lora_a_weights=[
+            _randn(gen, device, loras, r, k, scale=k**-0.5, dtype=dt) for _ in range(n_slices)
+        ],
+        # vLLM's Punica buffer: fp32, zeroed (split-K partial sums are added atomically)
+        output_tensor=torch.zeros(n_slices, t, r, device=device, dtype=torch.float32),
+        scaling=1.0,
+    )
+    return x
+
+
+def _sgmv_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    fn = mod._sgmv_shrink
+    if "List" in str(inspect.signature(fn).parameters["lora_a_weights"].annotation):
+        # b2785579: one launch for every slice, weights as a list (the pointer-table helper
+        # lives in a sibling file: ours, above, is handed in)
+        mod._get_lora_a_ptr = lora_a_table
+        call_by_name(fn, x)
+    else:
+        # before: the Punica wrapper launched once per slice into that slice's buffer
+        for i, w in enumerate(x["lora_a_weights"]):
+            call_by_name(fn, dict(x, lora_a_weights=w, output_tensor=x["output_tensor"][i]))
+    return {"output_tensor": x["output_tensor"]}
+
+
+def _sgmv_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    tok = torch.repeat_interleave(x["lora_indices_tensor"].long(), x["seq_len_tensor"].long())
+    live = (tok >= 0).float()[:, None]
+    tok = tok.clamp(min=0)
+    out = x["output_tensor"].float().clone()
+    for i, w in enumerate(x["lora_a_weights"]):
+        delta = torch.einsum("tk,trk->tr", x["inputs"].float(), w.float()[tok])
+        out[i] += delta * x["scaling"] * live
+    return {"output_tensor": out.to(x["output_tensor"].dtype)}
+
+
+def _sgmv_random(r: random.Random) -> Shape:
+    return {
+        "name": "random",
+        "seqs": r.choice([1, 3, 5]),
+        "avg": r.choice([4, 20, 70]),
+        "rank": 16,
+        "loras": r.choice([2, 4]),
+        "k": r.choice([256, 512]),
+        "slices": r.choice([1, 2, 3]),
+        "dtype": "float16",  # the CPU interpreter misreads bf16 through the pointer table
+    }
+
+
+_SGMV_TOL = (
+    "fp32 output of bf16 products, split-K partial sums added by fp32 atomics in a "
+    "run-dependent order over K <= 14336: about 1e-3 relative of O(1) values"
+)
+_LLAMA_PREFILL = "Llama-3-8B (hidden 4096, MLP 14336), prefill"
+
+SGMV_SHRINK = Spec(
+    name="vllm_punica_sgmv_shrink",
+    launcher="_sgmv_shrink",
+    rows=(("vllm", "b2785579", "vllm/lora/ops/sgmv_shrink.py"),),
+    shapes=(
+        {
+            "name": "llama3-8b-qkv-prefill-4x512",
+            "source": _LLAMA_PREFILL + ", q/k/v slices",
+            "seqs": 4,
+            "avg": 512,
+            "rank": 16,
+            "loras": 4,
+            "k": 4096,
+            "slices": 3,
+        },
+        {
+            "name": "llama3-8b-gate-up-prefill-8x256",
+            "source": _LLAMA_PREFILL + ", rank 64",
+            "seqs": 8,
+            "avg": 256,
+            "rank": 64,
+            "loras": 8,
+            "k": 4096,
+            "slices": 2,
+        },
+        {
+            "name": "llama3-8b-o-prefill-2x1024",
+            "source": _LLAMA_PREFILL + ", o_proj",
+            "seqs": 2,
+            "avg": 1024,
+            "rank": 32,
+            "loras": 2,
+            "k": 4096,
+            "slices": 1,
+        },
+        {
+            "name": "llama3-8b-down-prefill-4x256",
+            "source": _LLAMA_PREFILL + ", down_proj",
+            "seqs": 4,
+            "avg": 256,
+            "rank": 16,
+            "loras": 4,
+            "k": 14336,
+            "slices": 1,
+        },
+    ),
+    random_shape=_sgmv_random,
+    make_inputs=_sgmv_inputs,
+    call=_sgmv_call,
+    reference=_sgmv_reference,
+    mutated=("output_tensor",),
+    tolerance={"output_tensor": (2e-3, 1e-3)},
+    tolerance_why=_SGMV_TOL,
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FUSED_MOE_LORA,
     FUSED_MOE_LORA_BF16,
+    SGMV_SHRINK,
 )
 
 _ = random
