@@ -9,7 +9,7 @@ from dagster_project.wiring.resources import LakeResource
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    tags=lineage.tags("analysis_views"),
+    tags=policy.lineage_tags("analysis_views"),
     group_name="analysis",
     kinds={"duckdb", "sql"},
     owners=["team:kernelhouse"],

@@ -11,7 +11,7 @@ from dagster_project.wiring.table_metadata import materialize_result
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    tags=lineage.tags("executed_commits"),
+    tags=policy.lineage_tags("executed_commits"),
     group_name="kernel_commits",
     kinds={"cuda", "duckdb"},
     owners=["team:kernelhouse"],

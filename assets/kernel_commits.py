@@ -142,8 +142,8 @@ def kernel_commits(context: dg.AssetExecutionContext, lake: LakeResource):  # no
         PROPERTY_KEY,
         diff_roundtrip,
         kernel_commits_dataset,
-        oracle_patch_reward,
     )
+    from dagster_project.rewards.oracle_check import oracle_patch_reward
 
     handle = lake.lake()
     out = kernel_commits_dataset(

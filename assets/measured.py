@@ -25,7 +25,7 @@ GROUP = "measured"
 
 @dg.asset(
     automation_condition=policy.on_inputs_changed(),
-    tags=lineage.tags("measured_configs"),
+    tags=policy.lineage_tags("measured_configs"),
     group_name=GROUP,
     kinds={"cuda", "duckdb"},
     owners=["team:kernelhouse"],

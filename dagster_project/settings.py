@@ -525,10 +525,24 @@ def ensure_home(settings: Settings) -> None:
         yaml.write_text("telemetry:\n  enabled: false\n")
 
 
+def is_remote_url(source: str) -> bool:
+    """A source git would fetch over a network transport (not a local path / file://).
+    What a source setting means is read here, where the setting is; the miner's git
+    wrapper and the reachability probes ask the same two functions."""
+    return "://" in source and not source.startswith("file://") or source.startswith("git@")
+
+
+def local_path_of(source: str) -> Path | None:
+    """The folder a local source names (a path or ``file://``), None for a remote one."""
+    if source.startswith("file://"):
+        return Path(source[len("file://") :])
+    if is_remote_url(source):
+        return None
+    return Path(source).expanduser()
+
+
 def validate_sources(settings: Settings, repos: tuple[str, ...] = REPOS) -> None:
     """A local-path source must exist and be a git repository: fail before any work."""
-    from dagster_project.mining.git import local_path_of
-
     for repo in repos:
         source = settings.sources[repo]
         path = local_path_of(source)

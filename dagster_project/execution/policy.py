@@ -45,6 +45,21 @@ SHIPPED = "shipped_data"
 SHARD_SIZES = ("sim_sessions", "sim_episodes")
 
 
+def lineage_tags(asset: str) -> dict[str, str]:
+    """The tags an asset's lineage declaration (``storage/lineage.py``) implies:
+    ``kernelhouse/partial_inputs`` when it builds over whichever inputs exist (the build
+    planner then never skips it for a missing input); ``kernelhouse/code_version=
+    shipped_data`` when it ingests batches shipped as data. Here, beside the tags' other
+    values, so the Dagster glue (``wiring``) never reaches up for them."""
+    from dagster_project.storage import lineage
+
+    acc = lineage.access(asset)
+    out = {PARTIAL_TAG: "true"} if acc.partial else {}
+    if acc.shipped:
+        out[CODE_VERSION_TAG] = SHIPPED
+    return out
+
+
 def observer(service: str) -> dict[str, str]:
     """Tags of an asset that observes ``service`` (``git``, ``hub`` or ``github``)."""
     if service not in (GIT, HUB, GITHUB):

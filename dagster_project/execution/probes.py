@@ -17,7 +17,7 @@ def probe_source(source: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     """
     import subprocess
 
-    from dagster_project.mining.git import local_path_of
+    from dagster_project.settings import local_path_of
 
     path = local_path_of(source)
     if path is not None:

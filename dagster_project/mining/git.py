@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dagster_project.settings import local_path_of
+
 GIT_ENV = {
     # Never prompt for credentials (a private URL must fail fast, not hang a run).
     "GIT_TERMINAL_PROMPT": "0",
@@ -182,19 +184,6 @@ class GitRepo:
                 config=("fetch.negotiationAlgorithm=noop",),
             )
         return len(missing)
-
-
-def is_remote_url(source: str) -> bool:
-    """A URL git would fetch over a network transport (not a local path / file://)."""
-    return "://" in source and not source.startswith("file://") or source.startswith("git@")
-
-
-def local_path_of(source: str) -> Path | None:
-    if source.startswith("file://"):
-        return Path(source[len("file://") :])
-    if is_remote_url(source):
-        return None
-    return Path(source).expanduser()
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,6 @@ def deps(asset: str) -> list[dg.AssetKey]:
     return [dg.AssetKey(name) for name in lineage.upstream(asset)]
 
 
-def tags(asset: str) -> dict[str, str]:
-    """The asset's lineage tags: ``kernelhouse/partial_inputs`` when it builds over
-    whichever inputs exist (the build planner then never skips it for a missing input);
-    ``kernelhouse/code_version=shipped_data`` when it ingests batches shipped as data."""
-    from dagster_project.execution.policy import CODE_VERSION_TAG, PARTIAL_TAG, SHIPPED
-
-    acc = lineage.access(asset)
-    out = {PARTIAL_TAG: "true"} if acc.partial else {}
-    if acc.shipped:
-        out[CODE_VERSION_TAG] = SHIPPED
-    return out
-
-
 def tables(asset: str) -> dict[str, str]:
     """Asset metadata naming the tables ``asset`` reads and writes (shown in the UI)."""
     acc = lineage.access(asset)

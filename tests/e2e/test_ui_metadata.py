@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from dagster_project.quality.factory import to_check_result
 from dagster_project.quality.suites import ExpectationOutcome, SuiteResult
+from dagster_project.wiring.checks import to_check_result
 
 
 def test_table_assets_carry_column_schema_and_row_count(kh_home: Path) -> None:

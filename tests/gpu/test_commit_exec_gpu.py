@@ -21,8 +21,8 @@ pytest.importorskip("triton")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here", allow_module_level=True)
 
-from dagster_project.commit_exec import reward as R  # noqa: E402
 from dagster_project.commit_exec.sandbox import run_candidate  # noqa: E402
+from dagster_project.rewards import commit_reward as R  # noqa: E402
 from dagster_project.rewards.patch import oracle_edit  # noqa: E402
 
 WORK = Path(__file__).resolve().parents[2] / ".commit_exec_work"

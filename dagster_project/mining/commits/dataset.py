@@ -115,30 +115,3 @@ def diff_roundtrip(rows: pl.DataFrame) -> CheckOutcome:
         not bad,
         {"rows": rows.height, "failing": len(bad), "failing_ids": Json(bad[:20])},
     )
-
-
-def oracle_patch_reward(
-    rows: pl.DataFrame, min_share_perfect: float, low_score: float
-) -> CheckOutcome:
-    """patch_reward(oracle_edit(before, after)) over every row: passes when at least
-    ``min_share_perfect`` of rows score 1.0; rows below ``low_score`` are listed."""
-    from dagster_project.rewards import oracle_edit, patch_reward
-
-    scores = []
-    for r in rows.select("id", "path", "before_code", "after_code").iter_rows(named=True):
-        edit = oracle_edit(r["before_code"], r["after_code"], r["path"])
-        scores.append((r["id"], patch_reward(edit, r["before_code"], r["after_code"])))
-    n = len(scores)
-    perfect = sum(1 for _, v in scores if v == 1.0)
-    share = perfect / n if n else 1.0
-    low = [i for i, v in scores if v < low_score]
-    return CheckOutcome(
-        "oracle_patch_reward",
-        share >= min_share_perfect,
-        {
-            "rows": n,
-            "share_1.0": round(share, 5),
-            f"below_{low_score:g}": len(low),
-            f"below_{low_score:g}_ids": Json(low[:20]),
-        },
-    )

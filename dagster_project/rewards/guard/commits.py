@@ -1,4 +1,4 @@
-"""The guard around the commit execution reward (issue 35, ``commit_exec.reward``).
+"""The guard around the commit execution reward (issue 35, ``rewards.commit_reward``).
 
 That reward applies a SEARCH/REPLACE completion to a kernel_commits row's before_code and
 runs the patched file through the row's harness in its own process
@@ -43,10 +43,10 @@ def guarded_commit_reward(
     static: bool = True,
     **run_kwargs: Any,
 ) -> GuardedCommitResult:
-    """``commit_exec.reward`` behind the static checks (``static=False``: the commit
+    """``rewards.commit_reward`` behind the static checks (``static=False``: the commit
     reward alone, to show what its runtime catches)."""
-    from dagster_project.commit_exec.reward import MALFORMED_REWARD, patched, reward_from
     from dagster_project.commit_exec.sandbox import run_candidate
+    from dagster_project.rewards.commit_reward import MALFORMED_REWARD, patched, reward_from
 
     before = str(row["before_code"])
     code = patched(completion, before)

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from dagster_project.commit_exec import reward as R
 from dagster_project.commit_exec.sandbox import CandidateResult, run_candidate
+from dagster_project.rewards import commit_reward as R
 from dagster_project.rewards.patch import oracle_edit
 
 BEFORE = "def f(x):\n    return x * 2\n\n\ndef g(x):\n    return x + 1\n"

@@ -12,9 +12,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from dagster_project.quality.factory import gx_checks
 from dagster_project.quality.suites import SUITES_DIR, load_suite, run_suite
 from dagster_project.storage.lake import Lake
+from dagster_project.wiring.checks import gx_checks
 from dagster_project.wiring.resources import LakeResource
 
 CFG = {

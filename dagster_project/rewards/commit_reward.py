@@ -1,4 +1,5 @@
-"""The execution reward of a kernel_commits row: apply the policy's SEARCH/REPLACE edits to
+"""The execution reward of a kernel_commits row (issue 35; here with the other rewards, the
+harness it runs in stays in ``commit_exec``): apply the policy's SEARCH/REPLACE edits to
 ``before_code``, run the patched file through the row's harness in its own process
 (``sandbox.run_candidate``: fresh random shapes, outputs checked against ``before``, timed
 against ``before``) and score:
@@ -23,6 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dagster_project.commit_exec.sandbox import CandidateResult, run_candidate
 from dagster_project.rewards.patch import (
     EditDoesNotApply,
     MalformedEdit,
@@ -30,8 +32,6 @@ from dagster_project.rewards.patch import (
     parse_search_replace,
     strip_reasoning,
 )
-
-from .sandbox import CandidateResult, run_candidate
 
 REWARD_VERSION = "1"
 MALFORMED_REWARD = -1.0
