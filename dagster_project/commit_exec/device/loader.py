@@ -125,6 +125,17 @@ def _next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
+def _cuda_capability(device_id: int = 0) -> tuple[int, int]:
+    """The device's (major, minor); (9, 0) without CUDA: the CPU interpreter stands in for
+    the H100 the rows run on (files that read the capability at import time load there)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 9, 0
+    major, minor = torch.cuda.get_device_capability(device_id)
+    return major, minor
+
+
 class _Platform:
     """``current_platform`` of vLLM: a CUDA device, capability read from torch."""
 
@@ -143,25 +154,19 @@ class _Platform:
         return torch.float8_e4m3fn
 
     def get_device_capability(self, device_id: int = 0) -> Any:
-        import torch
-
-        major, minor = torch.cuda.get_device_capability(device_id)
+        major, minor = _cuda_capability(device_id)
         cap = types.SimpleNamespace(major=major, minor=minor)
         cap.to_int = lambda: major * 10 + minor
         cap.as_version_str = lambda: f"{major}.{minor}"
         return cap
 
     def has_device_capability(self, capability: Any, device_id: int = 0) -> bool:
-        import torch
-
-        major, minor = torch.cuda.get_device_capability(device_id)
+        major, minor = _cuda_capability(device_id)
         want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
         return major * 10 + minor >= want
 
     def is_device_capability(self, capability: Any, device_id: int = 0) -> bool:
-        import torch
-
-        major, minor = torch.cuda.get_device_capability(device_id)
+        major, minor = _cuda_capability(device_id)
         want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
         return major * 10 + minor == want
 
