@@ -8,6 +8,7 @@ from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
 from .lora import SPECS as _LORA
 from .lora_sglang import SPECS as _LORA_SGLANG
+from .mamba_ssd import SPECS as _MAMBA_SSD
 from .misc_sglang import SPECS as _MISC_SGLANG
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
@@ -15,7 +16,16 @@ from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
 SPECS: tuple[Spec, ...] = (
-    _SIMPLE + _BOUND + _DECODE + _MOE + _LORA + _LORA_SGLANG + _FLA + _MISC_VLLM + _MISC_SGLANG
+    _SIMPLE
+    + _BOUND
+    + _DECODE
+    + _MOE
+    + _LORA
+    + _LORA_SGLANG
+    + _FLA
+    + _MAMBA_SSD
+    + _MISC_VLLM
+    + _MISC_SGLANG
 )
 
 
