@@ -444,7 +444,8 @@ def _chunk_tables(lens: list[int], device: Any) -> dict[str, Any]:
     """cu_seqlens and the per-chunk (sequence, chunk) table and chunk offsets of a varlen
     batch of 64-token chunks (what the engines' metadata builders hand the launchers)."""
     torch = _torch()
-    starts, pairs, offsets = [0], [], [0]
+    starts, offsets = [0], [0]
+    pairs: list[tuple[int, int]] = []
     for s, n in enumerate(lens):
         starts.append(starts[-1] + n)
         chunks = -(-n // 64)

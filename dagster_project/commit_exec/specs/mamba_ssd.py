@@ -25,7 +25,8 @@ from .fla import _act_dtype, _torch
 def _ssd_seq_chunks(lens: list[int], cs: int) -> list[tuple[int, int, int]]:
     """(sequence, first token, last token + 1) of each chunk when chunks never straddle a
     sequence (vLLM V1's layout: a sequence's last chunk may be short)."""
-    out, start = [], 0
+    out: list[tuple[int, int, int]] = []
+    start = 0
     for s, n in enumerate(lens):
         out.extend((s, a, min(a + cs, start + n)) for a in range(start, start + n, cs))
         start += n
