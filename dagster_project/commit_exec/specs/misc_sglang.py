@@ -978,6 +978,94 @@ NSA_SET_K_AND_S = Spec(
 )
 
 
+# --- apply_rotary_emb_triton (DeepSeek-V4): in-place GPT-J RoPE on the rope slice ---
+
+
+def _v4_rope_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, d, rope = shape["tokens"], shape["heads"], shape["head"], shape["rope"]
+    max_pos = shape.get("max_pos", 8192)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, rope, 2, device=device).float() / rope))
+    ang = torch.arange(max_pos, device=device).float()[:, None] * inv[None, :]
+    dims = (t, h, d) if h else (t, d)
+    return {
+        "o": torch.randn(*dims, generator=gen, device=device).to(torch.bfloat16),
+        "freqs_cis": torch.polar(torch.ones_like(ang), ang),
+        "positions": torch.randint(0, max_pos, (t,), generator=gen, device=device),
+        "rope": rope,
+        "inverse": shape.get("inverse", True),
+    }
+
+
+def _v4_rope_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # DeepseekV4 turns the batched kernels on at model build (a no-op before they existed)
+    if hasattr(mod, "set_batched_rope"):
+        mod.set_batched_rope(True)
+    view = x["o"][..., -x["rope"] :]  # the rope part of each head, rows strided
+    mod.apply_rotary_emb_triton(view, x["freqs_cis"], x["positions"], x["inverse"])
+    return {"o": x["o"]}
+
+
+def _v4_rope_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    o = x["o"].clone()
+    rope = x["rope"]
+    f = x["freqs_cis"][x["positions"]]
+    f = f.conj() if x["inverse"] else f
+    part = o[..., -rope:].float()
+    pairs = torch.view_as_complex(part.reshape(*part.shape[:-1], rope // 2, 2).contiguous())
+    f = f[:, None, :] if o.dim() == 3 else f
+    rot = torch.view_as_real(pairs * f).flatten(-2)
+    o[..., -rope:] = rot.to(o.dtype)
+    return {"o": o}
+
+
+V4_ROPE = Spec(
+    name="sglang_dsv4_rope",
+    launcher="apply_rotary_emb_triton",
+    rows=(
+        ("sglang", "47cad39f", "python/sglang/srt/layers/deepseek_v4_rope.py"),
+        ("sglang", "af9027f6", "python/sglang/srt/layers/deepseek_v4_rope.py"),
+    ),
+    shapes=(
+        # the commits' microbenchmark: attention output of 128 heads, rope 64 of 512 (inverse)
+        {"name": "dsv4-attn-out-8k", "tokens": 8192, "heads": 128, "head": 512, "rope": 64},
+        {"name": "dsv4-attn-out-decode-b64", "tokens": 64, "heads": 128, "head": 512, "rope": 64},
+        {
+            "name": "dsv4-q-rope-2k",
+            "tokens": 2048,
+            "heads": 128,
+            "head": 512,
+            "rope": 64,
+            "inverse": False,
+        },
+        # a single-head (2-D) latent key rope
+        {
+            "name": "dsv4-kv-rope-4k",
+            "tokens": 4096,
+            "heads": 0,
+            "head": 512,
+            "rope": 64,
+            "inverse": False,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 33, 200]),
+        "heads": r.choice([0, 4, 16]),
+        "head": r.choice([128, 192]),
+        "rope": 64,
+        "max_pos": 1024,
+        "inverse": r.choice([True, False]),
+    },
+    make_inputs=_v4_rope_inputs,
+    call=_v4_rope_call,
+    reference=_v4_rope_reference,
+    mutated=("o",),
+    tolerance_why="one complex multiply per pair in fp32, rounded to bf16: bf16 default",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     EXTEND_ATTENTION,
     EXTEND_ATTENTION_SWA,
@@ -991,6 +1079,7 @@ SPECS: tuple[Spec, ...] = (
     MLA_SET_KV,
     NSA_GET_K_AND_S,
     NSA_SET_K_AND_S,
+    V4_ROPE,
 )
 
 _ = random
