@@ -208,6 +208,12 @@ class Lake:
             stop=tenacity.stop_after_delay(self.lock_timeout_s),
             reraise=True,
         )
+        if "?" in str(self.path):
+            # DuckDB reads '?' as the start of connection options and loses the WAL
+            raise LakeError(
+                f"cannot open lake {self.path}: DuckDB cannot use a path holding '?'; "
+                "move KERNELHOUSE_HOME to a folder without it"
+            )
         try:
             con = retrying(duckdb.connect, str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -246,7 +252,8 @@ class Lake:
         moved = []
         for schema, view, sql in rows:
             match = _VIEW_GLOB.search(sql or "")
-            if match and match.group("root").replace("''", "'") != self.parquet_root:
+            # compared as glob text: a view written before roots were escaped is re-bound too
+            if match and match.group("root").replace("''", "'") != glob_escape(self.parquet_root):
                 moved.append((str(schema), str(view), match.group("table").replace("''", "'")))
         return moved
 
@@ -267,7 +274,7 @@ class Lake:
             for schema, view, table in moved:
                 if not self.partition_files(table):
                     continue
-                pattern = f"{self.parquet_root}/{table}/*.parquet".replace("'", "''")
+                pattern = self.view_glob(table)
                 con.execute(
                     f"CREATE OR REPLACE VIEW {qualified(schema, view)} AS "
                     f"SELECT * FROM read_parquet('{pattern}', union_by_name = true)"
@@ -335,7 +342,10 @@ class Lake:
                 root = self.parquet_root.rstrip("/") + "/"
                 con.execute("SET memory_limit = ?", [limits.memory_limit])
                 con.execute("SET temp_directory = ''")  # no spilling: past the limit, it fails
-                con.execute("SET allowed_directories = ?", [[root]])
+                # the views name the root as an escaped glob (``glob_escape``): DuckDB checks
+                # that text against the list, and then the files it expands to
+                allowed = sorted({root, glob_escape(root)})
+                con.execute("SET allowed_directories = ?", [allowed])
                 con.execute("SET autoinstall_known_extensions = false")
                 con.execute("SET autoload_known_extensions = false")
                 con.execute("SET enable_external_access = false")
@@ -559,6 +569,12 @@ class Lake:
             return True
         return False
 
+    def view_glob(self, table: str) -> str:
+        """The glob a view of ``table`` reads, quoted for a SQL string: the partition root
+        with DuckDB's glob characters escaped (a home at ``/data/h[1]`` would otherwise
+        read ``/data/h1``'s files, issue 42), then ``/<table>/*.parquet``."""
+        return f"{glob_escape(self.parquet_root)}/{table}/*.parquet".replace("'", "''")
+
     def partition_files(self, table: str) -> list[str]:
         """Every partition file of ``table`` (URIs, sorted)."""
         if self.on_object_store:
@@ -587,7 +603,7 @@ class Lake:
         written = _UNVIEWED.pop((self.parquet_root, table), set())
         # A glob, not a file list: new partitions show up without a refresh. The path
         # comes from settings, never from a query, and is quoted.
-        pattern = f"{self.parquet_root}/{table}/*.parquet".replace("'", "''")
+        pattern = self.view_glob(table)
         if files and written and self.path.exists():
             columns = self._file_columns(written)
             if columns is not None:
@@ -629,6 +645,15 @@ _UNVIEWED: dict[tuple[str, str], set[str]] = {}
 
 # (lake file, partition root) pairs whose views this process has checked for a move.
 _BOUND: set[tuple[str, str]] = set()
+
+_GLOB_SPECIAL = {"[": "[[]", "]": "[]]", "*": "[*]", "?": "[?]"}
+
+
+def glob_escape(path: str) -> str:
+    """``path`` with DuckDB's glob characters written as one-character classes, so it
+    matches only itself (``[`` -> ``[[]``; DuckDB has no backslash escape in globs)."""
+    return "".join(_GLOB_SPECIAL.get(ch, ch) for ch in path)
+
 
 # The glob ``refresh_view`` writes into a view: read_parquet('<root>/<table>/*.parquet'.
 # Only ever matched against view text this module generated.
