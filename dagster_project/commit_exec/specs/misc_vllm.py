@@ -1525,3 +1525,138 @@ FUSED_INV_ROPE_FP8_QUANT = Spec(
 )
 
 SPECS = SPECS + (FUSED_INV_ROPE_FP8_QUANT,)
+
+
+# --- context_attention_fwd of prefix_prefill (vLLM): new tokens over a paged prefix ---
+
+
+def _prefix_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, ctx, ql, hq, hk, d, bs = (
+        shape[k] for k in ("batch", "ctx", "query", "hq", "hk", "head", "block")
+    )
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    ctx_lens = [max(1, ctx - (i * 97) % max(1, ctx // 2)) for i in range(b)]
+    q_lens = [max(1, ql - (i * 53) % max(1, ql // 2)) for i in range(b)]
+    # the cache holds the prefix; the new tokens' k/v come in k and v
+    k_log, v_log, kc, vc, table = _paged_cache(ctx_lens, hk, d, bs, dt, gen, device)
+    total = sum(q_lens)
+    starts = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    seq = [c + n for c, n in zip(ctx_lens, q_lens, strict=True)]
+    one = torch.ones((), device=device, dtype=torch.float32)
+    return {
+        "q": torch.randn(total, hq, d, generator=gen, device=device).to(dt),
+        "k": torch.randn(total, hk, d, generator=gen, device=device).to(dt),
+        "v": torch.randn(total, hk, d, generator=gen, device=device).to(dt),
+        "o": torch.zeros(total, hq, d, device=device, dtype=dt),
+        "kv_cache_dtype": "auto",
+        "k_cache": kc,
+        "v_cache": vc,
+        "b_loc": table,
+        "b_start_loc": starts.to(device),
+        "b_seq_len": torch.tensor(seq, device=device, dtype=torch.int32),
+        "max_seq_len": max(seq),
+        "max_input_len": max(q_lens),
+        "k_scale": one,
+        "v_scale": one,
+        "sm_scale": d**-0.5,
+        "k_logical": k_log,
+        "v_logical": v_log,
+    }
+
+
+def _prefix_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.context_attention_fwd, x)
+    return {"o": x["o"]}
+
+
+def _prefix_reference(x: Inputs) -> Outputs:
+    """Per sequence: the new tokens attend to the whole prefix and causally to each other."""
+    torch = _torch()
+    out = torch.zeros_like(x["o"], dtype=torch.float32)
+    st = x["b_start_loc"].tolist()
+    hq = x["q"].shape[1]
+    for i, (kc, vc) in enumerate(zip(x["k_logical"], x["v_logical"], strict=True)):
+        a, e = st[i], st[i + 1]
+        c, n = kc.shape[0], e - a
+        group = hq // kc.shape[1]
+        k = torch.cat((kc, x["k"][a:e])).float().repeat_interleave(group, 1).transpose(0, 1)
+        v = torch.cat((vc, x["v"][a:e])).float().repeat_interleave(group, 1).transpose(0, 1)
+        q = x["q"][a:e].float().transpose(0, 1)  # [H, n, D]
+        s = q @ k.transpose(1, 2) * x["sm_scale"]  # [H, n, c + n]
+        cols = torch.arange(c + n, device=s.device)
+        rows = torch.arange(n, device=s.device)
+        s = s.masked_fill(cols[None, :] > c + rows[:, None], float("-inf"))
+        out[a:e] = (torch.softmax(s, -1) @ v).transpose(0, 1)
+    return {"o": out.to(x["o"].dtype)}
+
+
+_PP = "vllm/attention/ops/prefix_prefill.py"
+
+PREFIX_PREFILL_CONTEXT_ATTENTION = Spec(
+    name="vllm_prefix_prefill_context_attention_fwd",
+    launcher="context_attention_fwd",
+    rows=(("vllm", "9a161307", _PP), ("vllm", "1a19e9cd", _PP)),
+    shapes=(
+        {
+            "name": "llama3-8b-prefix-b4",
+            "batch": 4,
+            "ctx": 2048,
+            "query": 512,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "block": 16,
+        },
+        {
+            "name": "llama3-8b-chunk-b1",
+            "batch": 1,
+            "ctx": 6144,
+            "query": 2048,
+            "hq": 32,
+            "hk": 8,
+            "head": 128,
+            "block": 16,
+        },
+        {
+            "name": "qwen3-next-attn-b2",
+            "batch": 2,
+            "ctx": 1024,
+            "query": 1024,
+            "hq": 16,
+            "hk": 2,
+            "head": 256,
+            "block": 64,
+        },
+        {
+            "name": "mha-b8",
+            "batch": 8,
+            "ctx": 256,
+            "query": 128,
+            "hq": 16,
+            "hk": 16,
+            "head": 128,
+            "block": 32,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2, 3]),
+        "ctx": r.choice([16, 70, 300]),
+        "query": r.choice([5, 40, 130]),
+        **r.choice([{"hq": 8, "hk": 2}, {"hq": 4, "hk": 4}]),
+        "head": r.choice([64, 128]),
+        "block": r.choice([16, 32]),
+        # fp16: Triton's CPU interpreter computes bf16 dots wrongly; named shapes are bf16
+        "dtype": "float16",
+    },
+    make_inputs=_prefix_inputs,
+    call=_prefix_call,
+    reference=_prefix_reference,
+    mutated=("o",),
+    tolerance={"o": (2e-2, 2e-2)},
+    tolerance_why="online softmax over <= 8k keys (prefix from the cache, then causal new "
+    "tokens) in fp32 with bf16 P@V: bf16 default plus an absolute floor near zero",
+)
+
+SPECS = SPECS + (PREFIX_PREFILL_CONTEXT_ATTENTION,)
