@@ -6,6 +6,7 @@ from .base import DEFAULT_TOLERANCE, Spec, shape_label
 from .bound import SPECS as _BOUND
 from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
+from .kda import SPECS as _KDA
 from .lora import SPECS as _LORA
 from .lora_sglang import SPECS as _LORA_SGLANG
 from .mamba_ssd import SPECS as _MAMBA_SSD
@@ -23,6 +24,7 @@ SPECS: tuple[Spec, ...] = (
     + _LORA
     + _LORA_SGLANG
     + _FLA
+    + _KDA
     + _MAMBA_SSD
     + _MISC_VLLM
     + _MISC_SGLANG
