@@ -1066,6 +1066,94 @@ V4_ROPE = Spec(
 )
 
 
+# --- moe_fused_gate (Triton router): score, add bias, top-k, renormalise, scale ---
+
+
+def _gate_router_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    m, n = shape["tokens"], shape["experts"]
+    return {
+        "scores": torch.randn(m, n, generator=gen, device=device) * 2,
+        "bias": torch.randn(n, generator=gen, device=device) * 0.1,
+        "topk": shape["topk"] + shape.get("shared", 0),
+        "scoring_func": shape.get("scoring", "sigmoid"),
+        "num_fused_shared_experts": shape.get("shared", 0),
+        "renormalize": True,
+        "routed_scaling_factor": shape.get("scale", 2.5),
+        "apply_routed_scaling_factor_on_output": shape.get("apply_scale", False),
+    }
+
+
+def _gate_router_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    mod.is_arch_support_pdl = _pdl_supported
+    w, i = call_by_name(mod.moe_fused_gate, x)
+    return {"weights": w, "indices": i}
+
+
+def _gate_router_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    s = x["scores"].float()
+    act = s.sigmoid() if x["scoring_func"] == "sigmoid" else torch.nn.functional.softplus(s).sqrt()
+    shared = x["num_fused_shared_experts"]
+    k = x["topk"] - shared
+    idx = (act + x["bias"]).topk(k, -1).indices
+    w = act.gather(1, idx)
+    total = w.sum(-1, keepdim=True)
+    scale = x["routed_scaling_factor"]
+    if shared:
+        m, n = s.shape
+        w = torch.cat([w, (total / scale).expand(m, shared)], -1)
+        extra = torch.arange(n, n + shared, device=s.device).expand(m, shared)
+        idx = torch.cat([idx, extra], -1)
+    w = w / total
+    if x["apply_routed_scaling_factor_on_output"]:
+        w = w * scale
+    return {"weights": w, "indices": idx.to(torch.int32)}
+
+
+MOE_FUSED_GATE = Spec(
+    name="sglang_moe_fused_gate_triton",
+    launcher="moe_fused_gate",
+    rows=(("sglang", "a2d7eb30", "python/sglang/jit_kernel/moe_fused_gate.py"),),
+    shapes=(
+        # ungrouped sigmoid routers with a correction bias (both sides support them):
+        # Kimi-K2 (384 experts, top-8, scale 2.827), GLM-4.5 (160 experts, top-8, 2.5)
+        {"name": "kimi-k2-decode-b64", "tokens": 64, "experts": 384, "topk": 8, "scale": 2.827},
+        {"name": "kimi-k2-prefill-8k", "tokens": 8192, "experts": 384, "topk": 8, "scale": 2.827},
+        {
+            "name": "glm4.5-prefill-4k-shared",
+            "tokens": 4096,
+            "experts": 160,
+            "topk": 8,
+            "shared": 1,
+        },
+        {
+            "name": "sqrtsoftplus-256e-decode",
+            "tokens": 256,
+            "experts": 256,
+            "topk": 6,
+            "scoring": "sqrtsoftplus",
+            "apply_scale": True,
+            "scale": 1.5,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 100, 513]),
+        "experts": r.choice([64, 128, 160, 256, 384]),
+        "topk": r.choice([2, 6, 8]),
+        "shared": r.choice([0, 1]),
+        "apply_scale": r.choice([True, False]),
+    },
+    make_inputs=_gate_router_inputs,
+    call=_gate_router_call,
+    reference=_gate_router_reference,
+    tolerance={"weights": (1e-5, 1e-5), "indices": (0.0, 0.0)},
+    tolerance_why="indices exact (fp32 logits drawn at random never tie); weights are one "
+    "sigmoid and a sum of <= 8 fp32 values, then one division: 1e-5",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     EXTEND_ATTENTION,
     EXTEND_ATTENTION_SWA,
@@ -1080,6 +1168,7 @@ SPECS: tuple[Spec, ...] = (
     NSA_GET_K_AND_S,
     NSA_SET_K_AND_S,
     V4_ROPE,
+    MOE_FUSED_GATE,
 )
 
 _ = random
