@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import functools
 import json
 import os
+import signal
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import IO, Any, TypeVar, cast
 
 from dagster_project.settings import Settings, load_settings
 from dagster_project.storage.lake import TEMP_NAME, Lake
@@ -118,10 +121,46 @@ class Housekeeping:
 _HELD: dict[str, Any] = {}  # lock path -> open file of the lock this process holds
 
 
+# The holder's identity, exported to the processes a CLI build starts (multiprocess and
+# local Dask workers inherit the environment), so they recognise their own build's lock.
+HOLDER_ENV = "KERNELHOUSE_BUILD_LOCK_HOLDER"
+# How long an asset step outside a CLI build waits for another *step* holding the lock
+# (steps of one UI run in parallel processes take turns); a CLI build holder fails it at once.
+STEP_WAIT_S = 600.0
+
+
+def _open_lock(path: Path) -> IO[str]:
+    """Open ``path`` as the lock file without following a symlink (``O_NOFOLLOW``),
+    refusing anything but a regular file with one link: a symlink or hard link planted at
+    ``build.lock`` once made the build truncate its target (issue 42). Opened without
+    truncation; a FIFO is opened non-blocking, so the check is reached instead of a hang."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BuildLocked(
+                f"{path} is a symbolic link: kernelhouse refuses to use it as its build lock "
+                "(remove it; the next build creates a plain file)"
+            ) from None
+        raise BuildLocked(f"cannot open the build lock {path}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "has other hard links" if stat.S_ISREG(info.st_mode) else "is not a regular file"
+        raise BuildLocked(
+            f"{path} {what}: kernelhouse refuses to use it as its build lock (remove it)"
+        )
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "r+")
+
+
 @contextlib.contextmanager
-def build_lock(home: Path) -> Iterator[str | None]:
+def build_lock(home: Path, kind: str = "build") -> Iterator[str | None]:
     """Hold ``home``'s build lock for the block; yields a description of the dead build
-    whose lock it took over, if any. Re-entrant within one process.
+    whose lock it took over, if any. Re-entrant within one process. ``kind`` (``build``:
+    a CLI build; ``step``: one asset step of a UI, daemon or ``dagster asset materialize``
+    run) is recorded for the next contender.
 
     Raises BuildLocked at once (no waiting: a second build would only redo the first's
     work) when another live process holds it."""
@@ -131,7 +170,7 @@ def build_lock(home: Path) -> Iterator[str | None]:
         yield None
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fh = path.open("a+")
+    fh = _open_lock(path)
     try:
         if sys.platform != "win32":
             import fcntl
@@ -143,18 +182,21 @@ def build_lock(home: Path) -> Iterator[str | None]:
                 raise BuildLocked(
                     f"another build is running on KERNELHOUSE_HOME={home} "
                     f"({_describe(holder)}; lock {path}); "
-                    "wait for it to finish or stop that process"
+                    "wait for it to finish or stop that process (its workers stop with it)"
                 ) from None
         previous = _read_holder(path)
         stale = _describe(previous) if previous else None
         fh.seek(0)
         fh.truncate()
+        identity = process_identity()
         fh.write(
             json.dumps(
                 {
                     "pid": os.getpid(),
+                    "pgid": os.getpgid(0),
                     "host": socket.gethostname(),
-                    "identity": process_identity(),
+                    "identity": identity,
+                    "kind": kind,
                     "started": time.time(),
                     "argv": sys.argv[:4],
                 }
@@ -162,15 +204,90 @@ def build_lock(home: Path) -> Iterator[str | None]:
         )
         fh.flush()
         _HELD[key] = fh
+        before = os.environ.get(HOLDER_ENV)
+        os.environ[HOLDER_ENV] = identity
         try:
             yield stale
         finally:
             del _HELD[key]
+            if before is None:
+                os.environ.pop(HOLDER_ENV, None)
+            else:
+                os.environ[HOLDER_ENV] = before
             fh.seek(0)
             fh.truncate()  # an empty lock file: nobody holds it
             fh.flush()
     finally:
         fh.close()  # closing drops the flock
+
+
+def _ancestors(pid: int) -> list[int]:
+    """The parent chain of ``pid`` (Linux ``/proc``), nearest first."""
+    out: list[int] = []
+    while pid > 1 and len(out) < 64:
+        try:
+            stat_line = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat_line.rsplit(")", 1)[1].split()[1])
+        out.append(pid)
+    return out
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when its parent dies (``PR_SET_PDEATHSIG``): a
+    ``kill -9`` of the CLI then stops the workers too, instead of leaving them writing
+    partitions after the lock has passed on."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _held_by_my_build(path: Path) -> bool:
+    """True when the lock is held (by a live process) and that holder is this process's
+    ancestor, or exported its identity to this process: a worker of the holding build."""
+    holder = _read_holder(path) or {}
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or not pid_alive(pid):
+        return False
+    if holder.get("identity") != process_identity(pid):
+        return False  # a recycled PID
+    return pid in _ancestors(os.getpid()) or os.environ.get(HOLDER_ENV) == holder["identity"]
+
+
+@contextlib.contextmanager
+def writer_lock(home: Path, wait_s: float = STEP_WAIT_S) -> Iterator[None]:
+    """The build lock around one asset step, whoever runs it (issue 42: one lock for every
+    writer). A step inside a CLI build (same process, or a worker it started) runs under
+    its build's lock; any other step (the UI, the daemon, ``dagster asset materialize``)
+    takes the lock itself: it fails at once while a CLI build holds it, and waits up to
+    ``wait_s`` while another step holds it (steps of one run in parallel processes)."""
+    path = Path(home) / LOCK_NAME
+    if str(path) in _HELD:
+        yield
+        return
+    if path.exists() and _held_by_my_build(path):
+        _die_with_parent()
+        yield
+        return
+    deadline = time.monotonic() + wait_s
+    with contextlib.ExitStack() as held:
+        while True:
+            try:
+                held.enter_context(build_lock(home, kind="step"))
+                break
+            except BuildLocked:
+                holder = _read_holder(path) or {}
+                if holder.get("kind") != "step" or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)
+        yield
 
 
 def _read_holder(path: Path) -> dict[str, Any] | None:

@@ -7,6 +7,8 @@ uses the resource. Tests pass explicit values instead of patching code.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import polars as pl
 
 from dagster_project.mining.git import GitRepo
 from dagster_project.settings import Settings, ensure_home, load_settings
+from dagster_project.storage.home import writer_lock
 from dagster_project.storage.lake import Lake
 
 
@@ -31,6 +34,18 @@ class LakeResource(dg.ConfigurableResource):
             s = replace(s, home=Path(self.home).expanduser().resolve())
         ensure_home(s)
         return s
+
+    @contextlib.contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[Any]:
+        """Hold the home's build lock while a run's step uses the lake (issue 42): every
+        writer (a CLI build's workers, the UI, the daemon, ``dagster asset materialize``)
+        goes through this, so none writes while another build holds the lock
+        (``storage.home.writer_lock``). Outside a run (sensors, schedules) no lock."""
+        if getattr(context, "dagster_run", None) is None:
+            yield self.create_resource(context)
+            return
+        with writer_lock(self.settings().home):
+            yield self.create_resource(context)
 
     def lake(self) -> Lake:
         """The lake of these settings; on an ``s3://`` root, with the store's credentials
