@@ -17,7 +17,7 @@ from typing import Any
 from .base import Inputs, Outputs, Shape, Spec
 from .bind import call_by_name
 from .misc_vllm_attn import SPECS as _ATTN
-from .misc_vllm_common import _cpu_device_properties, _perm, _torch
+from .misc_vllm_common import DeferredOutputs, _cpu_device_properties, _perm, _torch
 from .misc_vllm_sampling import SPECS as _SAMPLING
 
 # --- triton_scaled_mm (vLLM compressed-tensors w8a8): C = (A @ B) * sa * sb ---
@@ -122,7 +122,9 @@ BMM_BATCH_INVARIANT = Spec(
         "m": r.choice([1, 17, 130]),
         "k": r.choice([64, 128, 200]),
         "n": r.choice([64, 128, 300]),
-        "dtype": r.choice(["bfloat16", "float16"]),
+        # fp16: Triton's CPU interpreter computes bf16 dots wrongly (garbage on both sides),
+        # so the held-out shape stays checkable there; named shapes are mostly bf16
+        "dtype": "float16",
     },
     make_inputs=_bmm_inputs,
     call=_bmm_call,
@@ -272,7 +274,9 @@ def _scatter_outputs(x: Inputs) -> Outputs:
 
 def _scatter_call(mod: Any, x: Inputs, sha: str) -> Outputs:
     call_by_name(mod.ep_scatter, x)
-    return _scatter_outputs(x)
+    # the order-free views gather [tokens, topk, hidden]: built only when the runner reads
+    # the outputs to compare them, so the timed calls time the launcher alone
+    return DeferredOutputs(lambda: _scatter_outputs(x))
 
 
 def _scatter_reference(x: Inputs) -> Outputs:
