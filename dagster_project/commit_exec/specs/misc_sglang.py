@@ -1154,6 +1154,202 @@ MOE_FUSED_GATE = Spec(
 )
 
 
+# --- DSA (DeepSeek-V3.2 sparse attention) CUDA-graph metadata: seqlens and page tables ---
+
+
+def _dsa_common(shape: Shape, gen: Any, device: Any, rows: int) -> Inputs:
+    torch = _torch()
+    bs, width, ps = shape["batch"], shape["max_len"], shape["page"]
+    lo = max(shape.get("extend", 1), width // 8)
+    lens = torch.randint(lo, width + 1, (bs,), generator=gen, device=device)
+    pool = bs * 2 + 3
+    i32 = torch.int32
+
+    def empty(*s: int) -> Any:
+        # stale graph buffers: a fill value no live entry can take
+        return torch.full(s, -7, dtype=i32, device=device)
+
+    return {
+        "seq_lens": lens,
+        "req_pool_indices": torch.randperm(pool, generator=_cpu_gen(gen, device))[:bs].to(device),
+        "req_to_token": torch.randint(
+            0, 2**20, (pool, width), generator=gen, device=device, dtype=i32
+        ),
+        "cache_seqlens": empty(bs),
+        "cu_seqlens_k": empty(bs + 1),
+        "page_table_1": empty(rows, width),
+        "seqlens_expanded": empty(rows),
+        "dsa_cache_seqlens": empty(rows),
+        "dsa_cu_seqlens_k": empty(rows + 1),
+        "real_page_table": empty(rows, -(-width // ps)) if ps > 1 else None,
+        "bs": bs,
+        "max_len": width,
+        "max_seqlen_k": width,
+        "dsa_index_topk": shape.get("topk", 2048),
+        "real_page_size": ps,
+    }
+
+
+def _dsa_decode_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    return _dsa_common(shape, gen, device, shape["batch"])
+
+
+def _dsa_extend_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    bs, ext = shape["batch"], shape["extend"]
+    x = _dsa_common(shape, gen, device, bs * ext)
+    x.update(
+        extend_seq_lens=torch.full((bs,), ext, dtype=torch.int32, device=device),
+        total_len=bs * ext,
+        max_extend_len=ext,
+        max_total_len=bs * ext,
+        static_extend_len=True,
+    )
+    return x
+
+
+def _live(x: Inputs, row_lens: Any, table: Any, step: int) -> Any:
+    """``table`` with columns at or past each row's kv length zeroed: nothing reads them
+    (the repo's test compares the live prefix only; the commits skip the dead blocks)."""
+    torch = _torch()
+    cols = torch.arange(table.shape[1], device=table.device)[None, :] * step
+    return torch.where(cols < row_lens[:, None], table, torch.zeros_like(table))
+
+
+def _dsa_outputs(x: Inputs, row_lens: Any, rows: int) -> Outputs:
+    ps = x["real_page_size"]
+    real = x["real_page_table"] if ps > 1 else x["page_table_1"]
+    out = {
+        "cache_seqlens": x["cache_seqlens"],
+        "cu_seqlens_k": x["cu_seqlens_k"],
+        "dsa_cache_seqlens": x["dsa_cache_seqlens"][:rows],
+        "dsa_cu_seqlens_k": x["dsa_cu_seqlens_k"][: rows + 1],
+        "real_page_table": _live(x, row_lens, real[:rows], ps),
+    }
+    return out
+
+
+def _dsa_args(fn: Any, x: Inputs) -> Inputs:
+    """The fused decode graph drops the wide page-size-1 table when the real table has
+    larger pages, wherever the launcher accepts ``None`` for it (be70bfbd added that)."""
+    import inspect
+
+    ann = str(inspect.signature(fn).parameters["page_table_1"].annotation)
+    if x["real_page_size"] > 1 and "Optional" in ann:
+        return {**x, "page_table_1": None}
+    return x
+
+
+def _dsa_decode_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    fn = mod.fused_dsa_decode_metadata
+    call_by_name(fn, _dsa_args(fn, x))
+    return _dsa_outputs(x, x["seq_lens"], x["bs"])
+
+
+def _dsa_extend_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    fn = mod.fused_dsa_draft_extend_metadata
+    call_by_name(fn, _dsa_args(fn, x))
+    rows = x["total_len"]
+    row_lens = x["seq_lens"].repeat_interleave(x["extend_seq_lens"].long())
+    out = _dsa_outputs(x, row_lens, rows)
+    out["seqlens_expanded"] = x["seqlens_expanded"][:rows]
+    return out
+
+
+def _dsa_expected(x: Inputs, row_lens: Any, expanded: Any, table: Any) -> Outputs:
+    torch = _torch()
+    i32, ps = torch.int32, x["real_page_size"]
+
+    def cu(v: Any) -> Any:
+        return torch.cat([v.new_zeros(1), v.cumsum(0, dtype=i32)])
+
+    cache = x["seq_lens"].to(i32)
+    dsa = expanded.clamp(max=x["dsa_index_topk"]).to(i32)
+    real = table[:, ::ps] // ps if ps > 1 else table
+    return {
+        "cache_seqlens": cache,
+        "cu_seqlens_k": cu(cache),
+        "dsa_cache_seqlens": dsa,
+        "dsa_cu_seqlens_k": cu(dsa),
+        "real_page_table": _live(x, row_lens, real, ps),
+    }
+
+
+def _dsa_decode_reference(x: Inputs) -> Outputs:
+    table = x["req_to_token"][x["req_pool_indices"], : x["max_len"]]
+    return _dsa_expected(x, x["seq_lens"], x["seq_lens"], table)
+
+
+def _dsa_extend_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    reps = x["extend_seq_lens"].long()
+    table = x["req_to_token"][x["req_pool_indices"], : x["max_seqlen_k"]]
+    row_lens = x["seq_lens"].repeat_interleave(reps)
+    expanded = torch.cat(
+        [
+            torch.arange(int(n) - int(q) + 1, int(n) + 1, device=row_lens.device)
+            for n, q in zip(x["seq_lens"].tolist(), reps.tolist(), strict=True)
+        ]
+    ).to(torch.int32)
+    out = _dsa_expected(x, row_lens, expanded, table.repeat_interleave(reps, 0))
+    out["seqlens_expanded"] = expanded
+    return out
+
+
+_DSA_OLD = "python/sglang/srt/layers/attention/triton_ops/dsa_metadata.py"
+_DSA_NEW = "python/sglang/kernels/ops/attention/dsa_metadata.py"
+_DSA_WHY = "integer lengths, prefix sums and page-table copies: exact"
+
+DSA_DECODE_METADATA = Spec(
+    name="sglang_dsa_decode_metadata",
+    launcher="fused_dsa_decode_metadata",
+    rows=(("sglang", "be70bfbd", _DSA_OLD), ("sglang", "1b63155e", _DSA_NEW)),
+    shapes=(
+        # DeepSeek-V3.2 decode CUDA graphs: index top-k 2048, real page 64 (and page 1)
+        {"name": "dsv32-decode-b64-32k", "batch": 64, "max_len": 32768, "page": 64},
+        {"name": "dsv32-decode-b256-8k", "batch": 256, "max_len": 8192, "page": 64},
+        {"name": "dsv32-decode-b16-128k", "batch": 16, "max_len": 131072, "page": 64},
+        {"name": "dsv32-decode-b32-page1", "batch": 32, "max_len": 16384, "page": 1},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 8]),
+        "max_len": r.choice([200, 769, 1500]),
+        "page": r.choice([1, 64]),
+        "topk": 64,
+    },
+    make_inputs=_dsa_decode_inputs,
+    call=_dsa_decode_call,
+    reference=_dsa_decode_reference,
+    tolerance_why=_DSA_WHY,
+)
+
+DSA_DRAFT_EXTEND_METADATA = Spec(
+    name="sglang_dsa_draft_extend_metadata",
+    launcher="fused_dsa_draft_extend_metadata",
+    rows=(("sglang", "bbc53703", _DSA_OLD), ("sglang", "08cb081e", _DSA_NEW)),
+    shapes=(
+        # MTP draft extend of DeepSeek-V3.2 (static width: num draft tokens per request)
+        {"name": "dsv32-mtp3-b64-32k", "batch": 64, "extend": 3, "max_len": 32768, "page": 64},
+        {"name": "dsv32-mtp4-b128-8k", "batch": 128, "extend": 4, "max_len": 8192, "page": 64},
+        {"name": "dsv32-mtp3-b8-128k", "batch": 8, "extend": 3, "max_len": 131072, "page": 64},
+        {"name": "dsv32-mtp2-b32-page1", "batch": 32, "extend": 2, "max_len": 16384, "page": 1},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 6]),
+        "extend": r.choice([2, 3, 4]),
+        "max_len": r.choice([193, 500, 1300]),
+        "page": r.choice([1, 64]),
+        "topk": 64,
+    },
+    make_inputs=_dsa_extend_inputs,
+    call=_dsa_extend_call,
+    reference=_dsa_extend_reference,
+    tolerance_why=_DSA_WHY,
+)
+
+
 SPECS: tuple[Spec, ...] = (
     EXTEND_ATTENTION,
     EXTEND_ATTENTION_SWA,
@@ -1169,6 +1365,8 @@ SPECS: tuple[Spec, ...] = (
     NSA_SET_K_AND_S,
     V4_ROPE,
     MOE_FUSED_GATE,
+    DSA_DECODE_METADATA,
+    DSA_DRAFT_EXTEND_METADATA,
 )
 
 _ = random
