@@ -11,6 +11,8 @@ from .lora import SPECS as _LORA
 from .lora_sglang import SPECS as _LORA_SGLANG
 from .mamba_ssd import SPECS as _MAMBA_SSD
 from .misc_sglang import SPECS as _MISC_SGLANG
+from .misc_sglang_cache import SPECS as _MISC_SGLANG_CACHE
+from .misc_sglang_diffusion import SPECS as _MISC_SGLANG_DIFFUSION
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
 from .simple import SPECS as _SIMPLE
@@ -28,6 +30,8 @@ SPECS: tuple[Spec, ...] = (
     + _MAMBA_SSD
     + _MISC_VLLM
     + _MISC_SGLANG
+    + _MISC_SGLANG_CACHE
+    + _MISC_SGLANG_DIFFUSION
 )
 
 

@@ -1,0 +1,471 @@
+"""Specs for the misc SGLang rows of the execution census (issue 35), KV-cache and routing
+kernels: MLA KV-buffer writes, the NSA indexer's K cache, DeepSeek-V4 RoPE, the Triton
+MoE router and EAGLE's top-1 draft.
+
+Shapes name their source: DeepSeek-V3/V3.2 (MLA 512 + 64, indexer pages of 64 x 128
+fp8 bytes), DeepSeek-V4 (128 heads, rope 64 of 512), Kimi-K2 (384 experts top-8),
+GLM-4.5 (160 experts top-8), Llama-3 / DeepSeek vocabularies.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .base import Inputs, Outputs, Shape, Spec
+from .bind import call_by_name
+from .misc_sglang import _cpu_gen, _pdl_supported, _torch
+
+# --- draft_topk1_postprocess (EAGLE top-1 drafting): split argmax over the vocabulary ---
+
+
+def _topk1_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    bs, vocab = shape["batch"], shape["vocab"]
+    return {
+        "next_token_logits": torch.randn(bs, vocab, generator=gen, device=device) * 4,
+        "positions": torch.randint(
+            0, 30000, (bs,), generator=gen, device=device, dtype=torch.int64
+        ),
+    }
+
+
+def _topk1_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    p, idx = mod.draft_topk1_postprocess(x["next_token_logits"], x["positions"])
+    return {"topk_p": p, "topk_index": idx, "positions": x["positions"]}
+
+
+def _topk1_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    logits = x["next_token_logits"]
+    return {
+        "topk_p": torch.ones(logits.shape[0], 1, device=logits.device),
+        "topk_index": logits.argmax(-1, keepdim=True),
+        "positions": x["positions"] + 1,
+    }
+
+
+DRAFT_TOPK1 = Spec(
+    name="sglang_draft_topk1_postprocess",
+    launcher="draft_topk1_postprocess",
+    rows=(("sglang", "bd47ec97", "python/sglang/kernels/ops/speculative/topk1.py"),),
+    shapes=(
+        # the docstring names GLM / DeepSeek-V4 vocab widths; EAGLE drafts run at decode batch
+        {"name": "dsv3-vocab-b32", "batch": 32, "vocab": 129280},
+        {"name": "glm-vocab-b8", "batch": 8, "vocab": 151552},
+        {"name": "llama3-vocab-b64", "batch": 64, "vocab": 128256},
+        {"name": "dsv3-vocab-b1", "batch": 1, "vocab": 129280},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 8]),
+        "vocab": r.choice([1000, 8191, 20000, 32000]),
+    },
+    make_inputs=_topk1_inputs,
+    call=_topk1_call,
+    reference=_topk1_reference,
+    mutated=("positions",),
+    tolerance_why="an argmax of fp32 logits (no rounding; finite logits, so the NaN guard the "
+    "commit adds never fires): exact",
+)
+
+
+# --- set_mla_kv_buffer_triton: scatter MLA (nope | rope) rows into the paged KV buffer ---
+
+
+def _mla_set_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    n, nope, rope = shape["tokens"], shape.get("nope", 512), shape.get("rope", 64)
+    slots = shape.get("slots", 8192)
+    loc = torch.randperm(slots, generator=_cpu_gen(gen, device))[:n].to(device)
+    # k_nope and k_rope are column slices of one projection output (strided rows)
+    kv_a = torch.randn(n, 1, nope + rope, generator=gen, device=device).to(torch.bfloat16)
+    return {
+        "kv_buffer": torch.randn(slots, 1, nope + rope, generator=gen, device=device).to(
+            torch.bfloat16
+        ),
+        "loc": loc,
+        "cache_k_nope": kv_a[..., :nope],
+        "cache_k_rope": kv_a[..., nope:],
+    }
+
+
+def _mla_set_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # the engine's SM90+ test, stubbed by the loader: answered for the real device
+    mod.is_arch_support_pdl = _pdl_supported
+    mod.set_mla_kv_buffer_triton(x["kv_buffer"], x["loc"], x["cache_k_nope"], x["cache_k_rope"])
+    return {"kv_buffer": x["kv_buffer"]}
+
+
+def _mla_set_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    out = x["kv_buffer"].clone()
+    out[x["loc"]] = torch.cat([x["cache_k_nope"], x["cache_k_rope"]], -1)
+    return {"kv_buffer": out}
+
+
+MLA_SET_KV = Spec(
+    name="sglang_set_mla_kv_buffer",
+    launcher="set_mla_kv_buffer_triton",
+    rows=tuple(
+        ("sglang", s, "python/sglang/srt/mem_cache/utils.py")
+        for s in ("9d878c1f", "05d1ab51", "dca9ba63")
+    ),
+    shapes=(
+        # DeepSeek-V3 MLA: kv_lora_rank 512 + rope 64, one latent head; decode batches
+        # (below 768 locations: dca9ba63 keeps the Triton path, above it calls a JIT op)
+        {"name": "dsv3-decode-b32", "tokens": 32},
+        {"name": "dsv3-decode-b128", "tokens": 128, "slots": 65536},
+        {"name": "dsv3-decode-b512", "tokens": 512, "slots": 65536},
+        {"name": "dsv3-decode-b1", "tokens": 1},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 5, 64, 300, 700]),
+        "slots": r.choice([1024, 4096]),
+    },
+    make_inputs=_mla_set_inputs,
+    call=_mla_set_call,
+    reference=_mla_set_reference,
+    mutated=("kv_buffer",),
+    tolerance={"kv_buffer": (0.0, 0.0)},
+    tolerance_why="a copy: exact",
+)
+
+
+# --- NSA indexer K cache (DeepSeek-V3.2): pages of 64 tokens x (128 fp8 bytes + 4 scale) ---
+
+_NSA_PAGE, _NSA_DIM = 64, 128
+
+
+def _nsa_buf(pages: int, gen: Any, device: Any) -> Any:
+    torch = _torch()
+    return torch.randint(
+        0, 256, (pages, _NSA_PAGE * (_NSA_DIM + 4)), generator=gen, device=device
+    ).to(torch.uint8)
+
+
+def _nsa_get_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, n = shape["batch"], shape["seq"]
+    lens = [max(1, n - (i * 997) % max(1, n // 2)) for i in range(b)]
+    width = -(-max(lens) // _NSA_PAGE)
+    pages = b * width + 16
+    perm = torch.randperm(pages, generator=_cpu_gen(gen, device))[: b * width]
+    return {
+        "buf": _nsa_buf(pages, gen, device),
+        "page_indices": perm.view(b, width).to(device=device, dtype=torch.int32),
+        "seq_lens": torch.tensor(lens, dtype=torch.int64, device=device),
+        "seq_lens_list": lens,
+        "seq_len_sum": sum(lens),
+        "max_seq_len": max(lens),
+        "page_size": _NSA_PAGE,
+        "index_head_dim": _NSA_DIM,
+    }
+
+
+def _nsa_get_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """After the batched launcher (760ae933) one call gathers every request; before it the
+    indexer called the per-request launcher in a loop and concatenated, as here."""
+    fn = mod._get_k_and_s_triton
+    if "seq_lens" in fn.__code__.co_varnames[: fn.__code__.co_argcount]:
+        k, s = call_by_name(fn, x)
+        return {"k": k, "s": s}
+    torch = _torch()
+    parts = [
+        fn(
+            buf=x["buf"],
+            page_indices=x["page_indices"][i],
+            seq_len=n,
+            page_size=x["page_size"],
+            index_head_dim=x["index_head_dim"],
+        )
+        for i, n in enumerate(x["seq_lens_list"])
+    ]
+    return {"k": torch.cat([p[0] for p in parts]), "s": torch.cat([p[1] for p in parts])}
+
+
+def _nsa_get_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ks, ss = [], []
+    for i, n in enumerate(x["seq_lens_list"]):
+        tok = torch.arange(n, device=x["buf"].device)
+        page = x["page_indices"][i][tok // _NSA_PAGE].long()
+        off = tok % _NSA_PAGE
+        rows = x["buf"][page]
+        k_cols = (off * _NSA_DIM)[:, None] + torch.arange(_NSA_DIM, device=tok.device)
+        s_cols = (_NSA_PAGE * _NSA_DIM + off * 4)[:, None] + torch.arange(4, device=tok.device)
+        ks.append(rows.gather(1, k_cols))
+        ss.append(rows.gather(1, s_cols))
+    return {"k": torch.cat(ks), "s": torch.cat(ss)}
+
+
+NSA_GET_K_AND_S = Spec(
+    name="sglang_nsa_get_k_and_s",
+    launcher="_get_k_and_s_triton",
+    rows=(
+        ("sglang", "760ae933", "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"),
+        ("sglang", "1b63155e", "python/sglang/kernels/ops/attention/dsa/index_buf_accessor.py"),
+    ),
+    shapes=(
+        # DeepSeek-V3.2 indexer: page 64, 128-byte fp8 key + fp32 scale; ragged prefill
+        {"name": "dsv32-prefill-b4-8k", "batch": 4, "seq": 8192},
+        {"name": "dsv32-prefill-b1-32k", "batch": 1, "seq": 32768},
+        {"name": "dsv32-prefill-b16-2k", "batch": 16, "seq": 2048},
+        {"name": "dsv32-prefill-b8-600", "batch": 8, "seq": 600},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2, 3]),
+        "seq": r.choice([5, 64, 100, 700]),
+    },
+    make_inputs=_nsa_get_inputs,
+    call=_nsa_get_call,
+    reference=_nsa_get_reference,
+    tolerance={"k": (0.0, 0.0), "s": (0.0, 0.0)},
+    tolerance_why="a byte gather: exact",
+)
+
+
+def _nsa_set_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    n, pages = shape["tokens"], shape["pages"]
+    loc = torch.randperm(pages * _NSA_PAGE, generator=_cpu_gen(gen, device))[:n]
+    k = torch.randn(n, _NSA_DIM, generator=gen, device=device) * 100
+    return {
+        "buf": _nsa_buf(pages, gen, device),
+        "loc": loc.to(device),
+        "index_k": k.to(torch.float8_e4m3fn),
+        "index_k_scale": torch.rand(n, 1, generator=gen, device=device) + 0.01,
+        "page_size": _NSA_PAGE,
+    }
+
+
+def _nsa_set_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod._set_k_and_s_triton, x)
+    return {"buf": x["buf"]}
+
+
+def _nsa_set_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    buf = x["buf"].clone()
+    page, off = x["loc"] // _NSA_PAGE, x["loc"] % _NSA_PAGE
+    dev = buf.device
+    k_cols = (off * _NSA_DIM)[:, None] + torch.arange(_NSA_DIM, device=dev)
+    s_cols = (_NSA_PAGE * _NSA_DIM + off * 4)[:, None] + torch.arange(4, device=dev)
+    buf[page[:, None], k_cols] = x["index_k"].view(torch.uint8)
+    buf[page[:, None], s_cols] = x["index_k_scale"].contiguous().view(torch.uint8)
+    return {"buf": buf}
+
+
+NSA_SET_K_AND_S = Spec(
+    name="sglang_nsa_set_k_and_s",
+    launcher="_set_k_and_s_triton",
+    rows=(("sglang", "afe285f7", "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"),),
+    shapes=(
+        # DeepSeek-V3.2 indexer K writes: one row per new token (decode and prefill)
+        {"name": "dsv32-decode-b64", "tokens": 64, "pages": 4096},
+        {"name": "dsv32-decode-b256", "tokens": 256, "pages": 4096},
+        {"name": "dsv32-prefill-8k", "tokens": 8192, "pages": 4096},
+        {"name": "dsv32-prefill-32k", "tokens": 32768, "pages": 8192},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 100, 500]),
+        "pages": r.choice([16, 64]),
+    },
+    make_inputs=_nsa_set_inputs,
+    call=_nsa_set_call,
+    reference=_nsa_set_reference,
+    mutated=("buf",),
+    tolerance={"buf": (0.0, 0.0)},
+    tolerance_why="a byte scatter: exact (the commit only changes HIP asserts; CUDA runs the "
+    "same kernel on both sides)",
+)
+
+
+# --- apply_rotary_emb_triton (DeepSeek-V4): in-place GPT-J RoPE on the rope slice ---
+
+
+def _v4_rope_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, d, rope = shape["tokens"], shape["heads"], shape["head"], shape["rope"]
+    max_pos = shape.get("max_pos", 8192)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, rope, 2, device=device).float() / rope))
+    ang = torch.arange(max_pos, device=device).float()[:, None] * inv[None, :]
+    dims = (t, h, d) if h else (t, d)
+    return {
+        "o": torch.randn(*dims, generator=gen, device=device).to(torch.bfloat16),
+        "freqs_cis": torch.polar(torch.ones_like(ang), ang),
+        "positions": torch.randint(0, max_pos, (t,), generator=gen, device=device),
+        "rope": rope,
+        "inverse": shape.get("inverse", True),
+    }
+
+
+def _v4_rope_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # DeepseekV4 turns the batched kernels on at model build (a no-op before they existed)
+    if hasattr(mod, "set_batched_rope"):
+        mod.set_batched_rope(True)
+    view = x["o"][..., -x["rope"] :]  # the rope part of each head, rows strided
+    mod.apply_rotary_emb_triton(view, x["freqs_cis"], x["positions"], x["inverse"])
+    return {"o": x["o"]}
+
+
+def _v4_rope_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    o = x["o"].clone()
+    rope = x["rope"]
+    f = x["freqs_cis"][x["positions"]]
+    f = f.conj() if x["inverse"] else f
+    part = o[..., -rope:].float()
+    pairs = torch.view_as_complex(part.reshape(*part.shape[:-1], rope // 2, 2).contiguous())
+    f = f[:, None, :] if o.dim() == 3 else f
+    rot = torch.view_as_real(pairs * f).flatten(-2)
+    o[..., -rope:] = rot.to(o.dtype)
+    return {"o": o}
+
+
+V4_ROPE = Spec(
+    name="sglang_dsv4_rope",
+    launcher="apply_rotary_emb_triton",
+    rows=(
+        ("sglang", "47cad39f", "python/sglang/srt/layers/deepseek_v4_rope.py"),
+        ("sglang", "af9027f6", "python/sglang/srt/layers/deepseek_v4_rope.py"),
+    ),
+    shapes=(
+        # the commits' microbenchmark: attention output of 128 heads, rope 64 of 512 (inverse)
+        {"name": "dsv4-attn-out-8k", "tokens": 8192, "heads": 128, "head": 512, "rope": 64},
+        {"name": "dsv4-attn-out-decode-b64", "tokens": 64, "heads": 128, "head": 512, "rope": 64},
+        {
+            "name": "dsv4-q-rope-2k",
+            "tokens": 2048,
+            "heads": 128,
+            "head": 512,
+            "rope": 64,
+            "inverse": False,
+        },
+        # a single-head (2-D) latent key rope
+        {
+            "name": "dsv4-kv-rope-4k",
+            "tokens": 4096,
+            "heads": 0,
+            "head": 512,
+            "rope": 64,
+            "inverse": False,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 33, 200]),
+        "heads": r.choice([0, 4, 16]),
+        "head": r.choice([128, 192]),
+        "rope": 64,
+        "max_pos": 1024,
+        "inverse": r.choice([True, False]),
+    },
+    make_inputs=_v4_rope_inputs,
+    call=_v4_rope_call,
+    reference=_v4_rope_reference,
+    mutated=("o",),
+    tolerance_why="one complex multiply per pair in fp32, rounded to bf16: bf16 default",
+)
+
+
+# --- moe_fused_gate (Triton router): score, add bias, top-k, renormalise, scale ---
+
+
+def _gate_router_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    m, n = shape["tokens"], shape["experts"]
+    return {
+        "scores": torch.randn(m, n, generator=gen, device=device) * 2,
+        "bias": torch.randn(n, generator=gen, device=device) * 0.1,
+        "topk": shape["topk"] + shape.get("shared", 0),
+        "scoring_func": shape.get("scoring", "sigmoid"),
+        "num_fused_shared_experts": shape.get("shared", 0),
+        "renormalize": True,
+        "routed_scaling_factor": shape.get("scale", 2.5),
+        "apply_routed_scaling_factor_on_output": shape.get("apply_scale", False),
+    }
+
+
+def _gate_router_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    mod.is_arch_support_pdl = _pdl_supported
+    w, i = call_by_name(mod.moe_fused_gate, x)
+    return {"weights": w, "indices": i}
+
+
+def _gate_router_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    s = x["scores"].float()
+    act = s.sigmoid() if x["scoring_func"] == "sigmoid" else torch.nn.functional.softplus(s).sqrt()
+    shared = x["num_fused_shared_experts"]
+    k = x["topk"] - shared
+    idx = (act + x["bias"]).topk(k, -1).indices
+    w = act.gather(1, idx)
+    total = w.sum(-1, keepdim=True)
+    scale = x["routed_scaling_factor"]
+    if shared:
+        m, n = s.shape
+        w = torch.cat([w, (total / scale).expand(m, shared)], -1)
+        extra = torch.arange(n, n + shared, device=s.device).expand(m, shared)
+        idx = torch.cat([idx, extra], -1)
+    w = w / total
+    if x["apply_routed_scaling_factor_on_output"]:
+        w = w * scale
+    return {"weights": w, "indices": idx.to(torch.int32)}
+
+
+MOE_FUSED_GATE = Spec(
+    name="sglang_moe_fused_gate_triton",
+    launcher="moe_fused_gate",
+    rows=(("sglang", "a2d7eb30", "python/sglang/jit_kernel/moe_fused_gate.py"),),
+    shapes=(
+        # ungrouped sigmoid routers with a correction bias (both sides support them):
+        # Kimi-K2 (384 experts, top-8, scale 2.827), GLM-4.5 (160 experts, top-8, 2.5)
+        {"name": "kimi-k2-decode-b64", "tokens": 64, "experts": 384, "topk": 8, "scale": 2.827},
+        {"name": "kimi-k2-prefill-8k", "tokens": 8192, "experts": 384, "topk": 8, "scale": 2.827},
+        {
+            "name": "glm4.5-prefill-4k-shared",
+            "tokens": 4096,
+            "experts": 160,
+            "topk": 8,
+            "shared": 1,
+        },
+        {
+            "name": "sqrtsoftplus-256e-decode",
+            "tokens": 256,
+            "experts": 256,
+            "topk": 6,
+            "scoring": "sqrtsoftplus",
+            "apply_scale": True,
+            "scale": 1.5,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 100, 513]),
+        "experts": r.choice([64, 128, 160, 256, 384]),
+        "topk": r.choice([2, 6, 8]),
+        "shared": r.choice([0, 1]),
+        "apply_scale": r.choice([True, False]),
+    },
+    make_inputs=_gate_router_inputs,
+    call=_gate_router_call,
+    reference=_gate_router_reference,
+    tolerance={"weights": (1e-5, 1e-5), "indices": (0.0, 0.0)},
+    tolerance_why="indices exact (fp32 logits drawn at random never tie); weights are one "
+    "sigmoid and a sum of <= 8 fp32 values, then one division: 1e-5",
+)
+
+SPECS: tuple[Spec, ...] = (
+    DRAFT_TOPK1,
+    MLA_SET_KV,
+    NSA_GET_K_AND_S,
+    NSA_SET_K_AND_S,
+    V4_ROPE,
+    MOE_FUSED_GATE,
+)
+
+_ = random
