@@ -459,6 +459,92 @@ MOE_FUSED_GATE = Spec(
     "sigmoid and a sum of <= 8 fp32 values, then one division: 1e-5",
 )
 
+
+# --- fused_append_shared_experts_with_weights: routed top-k plus the fused shared expert ---
+
+
+def _append_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    m, e, k = shape["tokens"], shape["experts"], shape["topk"]
+    ids = torch.rand(m, e, generator=gen, device=device).topk(k, -1).indices.to(torch.int32)
+    w = torch.rand(m, k, generator=gen, device=device)
+    return {
+        "topk_ids": ids,
+        "topk_weights": w / w.sum(-1, keepdim=True),
+        "gate_logits": (torch.randn(m, 1, generator=gen, device=device) * 2).to(torch.bfloat16),
+        "num_fused_shared_experts": 1,
+        "N": e,
+        "scale": shape.get("scale", 1.0),
+    }
+
+
+def _append_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """After the commit the launcher takes the shared expert's raw gate logits and applies
+    sigmoid, the fp32 cast and the 1/ep scale itself; before it the model ran those as
+    separate ops and passed the result, as the ``before`` side does here."""
+    torch = _torch()
+    fn = mod.fused_append_shared_experts_with_weights
+    args = (x["topk_ids"], x["topk_weights"])
+    if "apply_sigmoid" in fn.__code__.co_varnames:
+        ids, w = fn(*args, x["gate_logits"], 1, N=x["N"], apply_sigmoid=True, scale=x["scale"])
+    else:
+        shared = torch.sigmoid(x["gate_logits"].float()) * x["scale"]
+        ids, w = fn(*args, shared, 1, N=x["N"])
+    return {"ids": ids, "weights": w}
+
+
+def _append_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    m = x["topk_ids"].shape[0]
+    ids = x["topk_ids"]
+    shared_id = torch.full((m, 1), x["N"], dtype=ids.dtype, device=ids.device)
+    shared_w = torch.sigmoid(x["gate_logits"].float()) * x["scale"]
+    return {
+        "ids": torch.cat([x["topk_ids"], shared_id], -1),
+        "weights": torch.cat([x["topk_weights"], shared_w], -1),
+    }
+
+
+APPEND_SHARED_EXPERT = Spec(
+    name="sglang_fused_append_shared_experts_with_weights",
+    launcher="fused_append_shared_experts_with_weights",
+    rows=(
+        (
+            "sglang",
+            "96368a5f",
+            "python/sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_kernels.py",
+        ),
+    ),
+    shapes=(
+        # sigmoid-gated shared experts: Qwen3-Next-80B (512 experts, top-10), Qwen2-57B-A14B
+        # (64 experts, top-8); the 1/ep scale of expert parallelism over 8 ranks
+        {"name": "qwen3-next-decode-b64", "tokens": 64, "experts": 512, "topk": 10},
+        {"name": "qwen3-next-prefill-8k", "tokens": 8192, "experts": 512, "topk": 10},
+        {
+            "name": "qwen2-57b-prefill-4k-ep8",
+            "tokens": 4096,
+            "experts": 64,
+            "topk": 8,
+            "scale": 0.125,
+        },
+        {"name": "qwen2-57b-decode-b1", "tokens": 1, "experts": 64, "topk": 8},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 5, 100, 700]),
+        "experts": r.choice([60, 64, 128, 512]),
+        "topk": r.choice([4, 8, 10]),
+        "scale": r.choice([1.0, 0.25]),
+    },
+    make_inputs=_append_inputs,
+    call=_append_call,
+    reference=_append_reference,
+    tolerance={"ids": (0.0, 0.0), "weights": (1e-6, 1e-6)},
+    tolerance_why="ids are copied (exact); the appended weight is one fp32 sigmoid of a bf16 "
+    "logit times a power-of-two scale on both sides: fp32 rounding only",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -466,6 +552,7 @@ SPECS: tuple[Spec, ...] = (
     NSA_SET_K_AND_S,
     V4_ROPE,
     MOE_FUSED_GATE,
+    APPEND_SHARED_EXPERT,
 )
 
 _ = random

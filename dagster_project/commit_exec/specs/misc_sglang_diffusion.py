@@ -425,6 +425,88 @@ GEMMA_QKV_RMSNORM = Spec(
     tolerance_why="a mean of <= 256 squares in fp32 then one scale, rounded to bf16: bf16 default",
 )
 
+
+# --- layer-norm + select-one-of-two adaLN modulation (Qwen-Image edit's per-token choice) ---
+
+
+def _select01_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, n, c = shape["batch"], shape["tokens"], shape["hidden"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+
+    def mod(scale: float) -> Any:
+        return (torch.randn(b, c, generator=gen, device=device) * scale).to(dt)
+
+    index = torch.zeros(b, n, dtype=torch.int32, device=device)
+    index[:, n // 2 :] = 1  # the reference-image half of the sequence takes modulation 1
+    return {
+        "x": (torch.randn(b, n, c, generator=gen, device=device) * 2 + 0.3).to(dt),
+        "weight": None,
+        "bias": None,
+        "scale0": mod(0.3),
+        "shift0": mod(0.3),
+        "gate0": mod(1.0),
+        "scale1": mod(0.3),
+        "shift1": mod(0.3),
+        "gate1": mod(1.0),
+        "index": index,
+        "eps": 1e-6,
+    }
+
+
+def _select01_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    out, gate = call_by_name(mod.fuse_layernorm_scale_shift_gate_select01_kernel, x)
+    return {"out": out, "gate": gate}
+
+
+def _select01_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    xs = x["x"].float()
+    normed = torch.nn.functional.layer_norm(xs, xs.shape[-1:], eps=x["eps"])
+    pick = x["index"].bool()[..., None]
+
+    def sel(a: str, b: str) -> Any:
+        return torch.where(pick, x[b].float()[:, None, :], x[a].float()[:, None, :])
+
+    out = normed * (1 + sel("scale0", "scale1")) + sel("shift0", "shift1")
+    return {"out": out.to(x["x"].dtype), "gate": sel("gate0", "gate1").to(x["x"].dtype)}
+
+
+SELECT01_MODULATION = Spec(
+    name="sglang_layernorm_select01_modulation",
+    launcher="fuse_layernorm_scale_shift_gate_select01_kernel",
+    rows=(("sglang", "68f7f001", "python/sglang/jit_kernel/diffusion/triton/scale_shift.py"),),
+    shapes=(
+        # Qwen-Image (the title): hidden 3072; edit = target + reference image tokens
+        {"name": "qwen-image-edit-1024px", "batch": 1, "tokens": 8192, "hidden": 3072},
+        {"name": "qwen-image-edit-512px-b2", "batch": 2, "tokens": 2048, "hidden": 3072},
+        {"name": "qwen-image-edit-1328px", "batch": 1, "tokens": 2 * 6889, "hidden": 3072},
+        {
+            "name": "qwen-image-edit-fp16",
+            "batch": 1,
+            "tokens": 4096,
+            "hidden": 3072,
+            "dtype": "float16",
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2]),
+        "tokens": r.choice([3, 64, 300]),
+        "hidden": r.choice([128, 640, 3072]),
+        # fp16: the CPU interpreter stores an fp32 tile into a bf16 pointer as raw bits
+        "dtype": "float16",
+    },
+    make_inputs=_select01_inputs,
+    call=_select01_call,
+    reference=_select01_reference,
+    tolerance={"out": (2e-2, 2e-2)},
+    tolerance_why="layer-norm statistics over <= 3072 values in fp32, then one affine, "
+    "rounded to the input dtype: bf16 default plus an absolute floor (outputs ~N(0, 2)); "
+    "the gate is a copy (dtype default)",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     SCALE_SHIFT,
     LTX2_ROTARY,
@@ -432,6 +514,7 @@ SPECS: tuple[Spec, ...] = (
     GROUP_NORM_SILU,
     DIFFUSION_ROPE,
     GEMMA_QKV_RMSNORM,
+    SELECT01_MODULATION,
 )
 
 _ = random
