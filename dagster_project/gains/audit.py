@@ -10,7 +10,9 @@ A **pair** passes only when
    optimized value not in a baseline one; or two rows of one table / two runs of one
    comparison labelled baseline and optimized, in the same column or metric; and
 3. a stated ratio written beside it (``stated_speedup``) is itself verbatim
-   (``stated_verbatim``) and agrees with the pair within 5% (``stated_agrees``).
+   (``stated_verbatim``) and agrees with the pair within 5% (``stated_agrees``); and
+4. both values are of the row's measured quantity (not of a key column: batch, shape or
+   parameter), and the speedup is within :data:`PLAUSIBLE_SPEEDUP` for its scope.
 
 A **ratio-only** measurement passes when its stated ratio is verbatim *as a ratio claim*:
 the phrase is in the text and a speedup cell or a prose claim there (with its cue words)
@@ -60,6 +62,23 @@ if TYPE_CHECKING:
 _K_SUFFIX = re.compile(r"[kK](?![A-Za-z])")
 #: a stated ratio may differ from its pair by this much before it is flagged
 STATED_TOLERANCE = 0.05
+#: The plausibility bound per scope (issue 42): a speedup (or slowdown) beyond this factor
+#: is held back with a reason, however verbatim its numbers are. A crafted ``5000 -> 5``
+#: row, or a shape column paired with a latency (431x for a PR whose table shows 1.05x),
+#: passes every verbatim and structure test. The bounds sit above what real PRs document:
+#: of the 1,259 hand-labelled measurements of ``benchmarks/labelled/pr_devset`` the largest
+#: kernel speedup is 78.6x, and one e2e value of 600 (608x, a queueing TTFT) is beyond
+#: 41.4x. Published columns are bounded by the same numbers (``expectations/*.json``).
+PLAUSIBLE_SPEEDUP: dict[str, float] = {"kernel": 100.0, "e2e": 50.0}
+
+
+def implausible(m: Measurement) -> str | None:
+    """Why ``m``'s speedup is beyond its scope's bound (``None`` when it is within)."""
+    s = m.documented_speedup
+    bound = PLAUSIBLE_SPEEDUP.get(m.scope)
+    if s is None or s <= 0 or bound is None or 1 / bound <= s <= bound:
+        return None
+    return f"speedup {s:.4g}x is beyond the plausible bound of {bound:g}x for {m.scope}"
 
 
 def text_values(text: str) -> frozenset[float]:
@@ -123,10 +142,12 @@ class StructureIndex:
             hits_b = [
                 t
                 for t in u.tokens
-                if round(t[0], 9) == b and t[1] not in ("optimized", "reference")
+                if round(t[0], 9) == b and t[1] not in ("optimized", "reference", "key")
             ]
             hits_o = [
-                t for t in u.tokens if round(t[0], 9) == o and t[1] not in ("baseline", "reference")
+                t
+                for t in u.tokens
+                if round(t[0], 9) == o and t[1] not in ("baseline", "reference", "key")
             ]
             # two different numbers of the unit (equal values: two different cells)
             if (
@@ -192,7 +213,12 @@ def _grid_units(g: Grid, gid: str) -> list[Unit]:
 
     cols = classify(g)
     row_sides = row_side_overrides(cols, list(enumerate(g.rows)))
-    col_role = [c.role.kind if c.kind in ("variant", "metric") else None for c in cols]
+    # a key column (batch, M/N/K, a parameter) is a condition, never a measured quantity:
+    # its numbers are marked so that no pair takes a value from it (issue 42)
+    col_role = [
+        c.role.kind if c.kind in ("variant", "metric") else ("key" if c.kind == "key" else None)
+        for c in cols
+    ]
     for j, side in side_overrides(cols, list(enumerate(g.rows))).items():
         col_role[j] = side  # "speedup over cuda", "AOT->JIT", a change column's numbers
     units: list[Unit] = []
@@ -319,6 +345,21 @@ def _agrees(m: Measurement) -> bool | None:
     return any(abs(m.stated_speedup / x - 1) <= STATED_TOLERANCE for x in options if x)
 
 
+def _claim_reasons(m: Measurement, idx: StructureIndex) -> list[str]:
+    """What fails in the claim as a whole: nothing to audit, an implausible speedup, a
+    batch size that is not in the text."""
+    reasons = []
+    if not m.is_pair and m.stated_speedup is None:
+        reasons.append("neither a pair nor a stated ratio")
+    bound = implausible(m)
+    if bound:
+        reasons.append(bound)
+    if m.batch_size is not None and not appears_verbatim(m.batch_size, idx.values):
+        # a batch size decides speedup_vs_default attribution: it must be read, not made up
+        reasons.append("batch_size not in the text")
+    return reasons
+
+
 def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement:
     """Set every audit flag, ``audit_pass`` and ``audit_reason`` on ``m`` (module docstring)."""
     idx = structure_index(text) if isinstance(text, str) else text
@@ -351,11 +392,7 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
             reasons.append("stated ratio disagrees with the pair by more than 5%")
     else:
         m.stated_verbatim = m.stated_agrees = None
-    if not m.is_pair and m.stated_speedup is None:
-        reasons.append("neither a pair nor a stated ratio")
-    if m.batch_size is not None and not appears_verbatim(m.batch_size, idx.values):
-        # a batch size decides speedup_vs_default attribution: it must be read, not made up
-        reasons.append("batch_size not in the text")
+    reasons += _claim_reasons(m, idx)
     m.audit_pass = not reasons
     m.audit_reason = "; ".join(reasons)
     return m

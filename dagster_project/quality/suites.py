@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import json
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -97,6 +98,7 @@ def load_suite(path: Path) -> dict[str, Any]:
     data.setdefault("name", path.stem)
     for spec in data["expectations"]:
         _resolve_value_set(path, spec)
+        _resolve_max_value(path, spec)
     return data
 
 
@@ -125,6 +127,36 @@ def _resolve_value_set(path: Path, spec: dict[str, Any]) -> None:
         raise SuiteError(f"{path}: both value_set and {VALUE_SET_FROM} {ref!r}")
     spec["kwargs"] = {
         ("value_set" if k == VALUE_SET_FROM else k): (list(values) if k == VALUE_SET_FROM else v)
+        for k, v in kwargs.items()
+    }
+
+
+#: Likewise ``"max_value_from": "dagster_project.<module>:<NAME>[<key>]"`` names the number
+#: that bounds a column (issue 42: the audit's plausibility bound per scope bounds the
+#: published speedup columns, with one home in ``gains/audit.py``).
+MAX_VALUE_FROM = "max_value_from"
+_REF = re.compile(r"(?P<module>dagster_project\.[\w.]+):(?P<name>\w+)(?:\[(?P<key>\w+)\])?")
+
+
+def _resolve_max_value(path: Path, spec: dict[str, Any]) -> None:
+    """Replace ``max_value_from`` by ``max_value`` in place (see :data:`MAX_VALUE_FROM`)."""
+    kwargs = spec.get("kwargs") or {}
+    ref = kwargs.get(MAX_VALUE_FROM)
+    if ref is None:
+        return
+    match = _REF.fullmatch(str(ref))
+    if match is None or "max_value" in kwargs:
+        raise SuiteError(
+            f"{path}: {MAX_VALUE_FROM} {ref!r} must be 'dagster_project.<module>:<NAME>[key]' "
+            "and stand instead of max_value"
+        )
+    try:
+        value = getattr(importlib.import_module(match["module"]), match["name"])
+        value = value[match["key"]] if match["key"] else value
+    except (ImportError, AttributeError, KeyError, TypeError) as exc:
+        raise SuiteError(f"{path}: {MAX_VALUE_FROM} {ref!r} does not resolve ({exc})") from exc
+    spec["kwargs"] = {
+        ("max_value" if k == MAX_VALUE_FROM else k): (float(value) if k == MAX_VALUE_FROM else v)
         for k, v in kwargs.items()
     }
 

@@ -98,7 +98,10 @@ from dagster_project.gains.schema import Measurement
 #: 2.10 (2026-12-03): a unit read from the block's context never contradicts the direction
 #: the metric names (a "10 QPS" line over a TPOT table), a unit may end its sentence, a ratio
 #: right after a transition or in an arrow cell's row is the pair's stated ratio
-EXTRACTOR_VERSION = "2.10"
+#: 2.11 (2026-12-06): plausibility in the audit (issue 42): no pair value from a key column
+#: (batch, shape, parameter), a speedup beyond the scope's bound (audit.PLAUSIBLE_SPEEDUP)
+#: fails with its reason
+EXTRACTOR_VERSION = "2.11"
 
 
 def candidates(text: str) -> list[Candidate]:
