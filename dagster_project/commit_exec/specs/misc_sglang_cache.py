@@ -545,6 +545,61 @@ APPEND_SHARED_EXPERT = Spec(
 )
 
 
+# --- bmm_batch_invariant (deterministic mode): (B, M, K) x (B, K, N), fixed tiling ---
+
+
+def _bmm_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, m, k, n = shape["batch"], shape["m"], shape["k"], shape["n"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    return {
+        "a": torch.randn(b, m, k, generator=gen, device=device).to(dt),
+        "b": (torch.randn(b, k, n, generator=gen, device=device) * k**-0.5).to(dt),
+    }
+
+
+def _bmm_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    return {"c": mod.bmm_batch_invariant(x["a"], x["b"])}
+
+
+BMM_BATCH_INVARIANT = Spec(
+    name="sglang_bmm_batch_invariant",
+    launcher="bmm_batch_invariant",
+    rows=(("sglang", "c14cc47e", "python/sglang/srt/batch_invariant_ops/batch_invariant_ops.py"),),
+    shapes=(
+        # DeepSeek-V3 MLA weight absorption under deterministic inference: per head,
+        # q_nope (tokens x 128) @ W_kc (128 x 512) and attn (tokens x 512) @ W_vc (512 x 128)
+        {"name": "dsv3-tp8-q-absorb-decode", "batch": 16, "m": 64, "k": 128, "n": 512},
+        {"name": "dsv3-tp8-q-absorb-prefill", "batch": 16, "m": 4096, "k": 128, "n": 512},
+        {"name": "dsv3-tp1-v-absorb-prefill", "batch": 128, "m": 1024, "k": 512, "n": 128},
+        {
+            "name": "dsv3-tp8-v-absorb-fp16",
+            "batch": 16,
+            "m": 256,
+            "k": 512,
+            "n": 128,
+            "dtype": "float16",
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2, 3]),
+        "m": r.choice([1, 33, 130]),
+        "k": r.choice([64, 128]),
+        "n": r.choice([64, 200]),
+        # fp16/fp32: the CPU interpreter stores an fp32 tile into a bf16 pointer as raw bits
+        "dtype": r.choice(["float16", "float32"]),
+    },
+    make_inputs=_bmm_inputs,
+    call=_bmm_call,
+    reference=lambda x: {"c": (x["a"].float() @ x["b"].float()).to(x["a"].dtype)},
+    tolerance={"c": (2e-2, 2e-2)},
+    tolerance_why="dot products over K <= 512 accumulated in fp32 (tf32 for fp32 inputs on "
+    "the GPU: 10-bit mantissa, so |err| ~ 2^-11 * sqrt(K) ~ 1e-2 on outputs ~N(0,1)), "
+    "rounded to the input dtype: 2e-2 absolute and relative",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -553,6 +608,7 @@ SPECS: tuple[Spec, ...] = (
     V4_ROPE,
     MOE_FUSED_GATE,
     APPEND_SHARED_EXPERT,
+    BMM_BATCH_INVARIANT,
 )
 
 _ = random
