@@ -66,7 +66,7 @@ def _decode_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     a, b = rnd(total, hv).to(bf), rnd(total, hv).to(bf)
     x = a.float() + dt_bias.float()
     g = -torch.exp(a_log) * torch.nn.functional.softplus(x)  # log decay, as the gating op
-    state = rnd(slots, hv, d, d) * 0.05
+    state = rnd(slots, hv, d, d) * 0.5  # a state many tokens deep: entries ~0.5
     return {
         "q": rnd(1, total, h, d).to(bf),
         "k": rnd(1, total, h, d).to(bf),
@@ -197,11 +197,12 @@ def _decode_random(r: random.Random) -> Shape:
     }
 
 
-_GDN_TOL = {"o": (2e-2, 2e-2), "state": (2e-4, 2e-3)}
+_GDN_TOL = {"o": (1e-3, 1.6e-2), "state": (2e-4, 2e-3)}
 _GDN_WHY = (
     "fp32 recurrence (one decay, two 128-long dot products per token and head) against an "
     "fp64 reference: states within a few fp32 ulps of values ~1 (exp and l2-norm rounding); "
-    "the bf16 output one bf16 ulp (2^-8 relative) plus an absolute floor for values near 0"
+    "the bf16 output (~0.05: q is l2-normalised and scaled by 128^-0.5) two bf16 ulps "
+    "relative plus a 1e-3 floor for values near 0"
 )
 
 _SG_FLA = "python/sglang/srt/layers/attention/fla/"
@@ -577,7 +578,7 @@ CHUNK_DELTA_H = Spec(
     call=_chunk_h_call,
     reference=_chunk_h_reference,
     mutated=("state_kv", "state_vk"),
-    tolerance={"h": (3e-2, 3e-2), "v_new": (3e-2, 3e-2), "state": (2e-3, 2e-2)},
+    tolerance={"h": (4e-3, 2e-2), "v_new": (1e-2, 2e-2), "state": (2e-3, 2e-2)},
     tolerance_why="bf16 tensor-core dots of 64-long chunks (the state rounded to bf16 for "
     "w @ h, the new values for k^T @ v) accumulated in fp32 over up to 64 chunks, the "
     "reference doing the same roundings in another summation order: two bf16 ulps for "
@@ -598,7 +599,7 @@ def _chunk_o_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     x = _chunk_h_inputs(shape, gen, device)
     lens, h, d = list(shape["lens"]), shape["h"], shape.get("head", 128)
     t, nt = sum(lens), sum(-(-n // 64) for n in lens)
-    hs = torch.randn(1, nt, h, d, d, generator=gen, device=device) * 0.1
+    hs = torch.randn(1, nt, h, d, d, generator=gen, device=device) * 0.5
     q = torch.randn(1, t, shape["hg"], d, generator=gen, device=device)
     return {
         "q": torch.nn.functional.normalize(q, dim=-1).to(x["k"].dtype),
@@ -669,9 +670,10 @@ CHUNK_FWD_O = Spec(
     call=_chunk_o_call,
     reference=_chunk_o_reference,
     mutated=("core_attn_out",),
-    tolerance={"o": (3e-2, 3e-2)},
+    tolerance={"o": (2e-3, 2e-2)},
     tolerance_why="bf16 tensor-core dots over K = 128 and a 64-token chunk in fp32, the "
-    "attention matrix rounded to bf16 as in the kernel, a bf16 output: two bf16 ulps",
+    "attention matrix rounded to bf16 as in the kernel, a bf16 output (~0.1): two bf16 "
+    "ulps relative plus a 2e-3 floor",
 )
 
 SPECS = (*SPECS, CHUNK_FWD_O)
@@ -790,7 +792,7 @@ WY_RECOMPUTE = Spec(
     make_inputs=_wy_inputs,
     call=_wy_call,
     reference=_wy_reference,
-    tolerance={"w": (2e-2, 2e-2), "u": (3e-2, 2e-2)},
+    tolerance={"w": (2e-3, 2e-2), "u": (1e-2, 2e-2)},
     tolerance_why="a 64-long bf16 tensor-core dot in fp32 (the scaled operands rounded to "
     "bf16 as in the kernel), a bf16 output: two bf16 ulps, the floor scaled to each "
     "output's magnitude (w ~ 0.1, u ~ 1)",
@@ -805,10 +807,10 @@ CHUNK_KKT = Spec(
     make_inputs=_wy_inputs,
     call=_kkt_call,
     reference=_kkt_reference,
-    tolerance={"A": (1e-3, 1e-2)},
+    tolerance={"A": (2e-4, 1e-2)},
     tolerance_why="an fp32 output of a 128-long bf16 tensor-core dot (beta * k rounded to "
     "bf16 as in the kernel) times an fp32 exp: fp32 accumulation-order error plus exp "
-    "rounding, entries ~0.1 so an absolute floor of 1e-3",
+    "rounding, entries up to ~0.3 (mean 0.003) so an absolute floor of 2e-4",
 )
 
 SPECS = (*SPECS, WY_RECOMPUTE, CHUNK_KKT)

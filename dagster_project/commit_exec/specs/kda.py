@@ -101,7 +101,7 @@ KDA_RECOMPUTE_W_U = Spec(
     make_inputs=_kda_inputs,
     call=_kda_wu_call,
     reference=_kda_wu_reference,
-    tolerance={"w": (2e-2, 2e-2), "u": (3e-2, 2e-2), "kg": (2e-2, 2e-2)},
+    tolerance={"w": (2e-3, 2e-2), "u": (1e-2, 2e-2), "kg": (2e-3, 2e-2)},
     tolerance_why="64-long bf16 tensor-core dots in fp32 (the scaled operands rounded to "
     "bf16 as in the kernel; a61a14f4 moves the dot to tf32, whose 10-bit mantissa stays "
     "below bf16's output rounding), bf16 outputs: two bf16 ulps with floors scaled to each "

@@ -139,7 +139,7 @@ def _ssd_random(r: random.Random) -> Shape:
     }
 
 
-_SSD_TOL = {"out": (2e-2, 2e-2), "final_states": (1e-4, 1e-4)}
+_SSD_TOL = {"out": (2e-3, 1.6e-2), "final_states": (1e-4, 1e-4)}
 _SSD_WHY = (
     "an fp32 recurrence of a few chunks (one exp and a fused multiply-add per chunk) against "
     "fp64: fp32 ulps for the fp32 final state, one bf16 ulp plus a floor for the bf16 output"
@@ -370,7 +370,7 @@ SSD_CHUNK_STATE = Spec(
     make_inputs=_ssd_scan_inputs,
     call=_ssd_state_call,
     reference=_ssd_state_reference,
-    tolerance={"states": (2e-3, 2e-2)},
+    tolerance={"states": (5e-4, 2e-2)},
     tolerance_why="an fp32 output of bf16 tensor-core dots over up to 256 tokens (the "
     "decayed B rounded to bf16 as in the kernel, exp computed in fp32): accumulation order "
     "and exp rounding, 2% relative plus a floor for states ~0.2",
