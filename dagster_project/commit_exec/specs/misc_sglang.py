@@ -494,11 +494,85 @@ DSA_DRAFT_EXTEND_METADATA = Spec(
     tolerance_why=_DSA_WHY,
 )
 
+
+# --- decode_attention_fwd of 2024 (token tables, one logits buffer): grouped GQA kernels ---
+
+
+def _old_decode_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """The KV cache and token tables of ``decode._inputs`` (the split-KV decode spec), in
+    this shape's dtype, plus the fp16 logits scratch this launcher takes as ``att_m``."""
+    from .decode import _inputs
+
+    torch = _torch()
+    x = _inputs(shape, gen, device)
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    for name in ("q", "k_buffer", "v_buffer", "o"):
+        x[name] = x[name].to(dt)
+    hq = x["q"].shape[1]
+    x["att_m"] = torch.empty(hq, x["total_num_tokens"], device=device, dtype=torch.float16)
+    x["logit_cap"] = -1
+    return x
+
+
+def _old_decode_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.decode_attention_fwd, x)
+    return {"o": x["o"]}
+
+
+def _old_decode_reference(x: Inputs) -> Outputs:
+    from .decode import _reference
+
+    return _reference(x)
+
+
+OLD_DECODE_ATTENTION = Spec(
+    name="sglang_decode_attention_2024",
+    launcher="decode_attention_fwd",
+    rows=(("sglang", "df191254", "python/sglang/srt/layers/decode_attention.py"),),
+    shapes=(
+        # the commit adds grouped kernels for GQA/MQA (one program per kv head and block)
+        {"name": "llama3-8b-b32-1k", "batch": 32, "kv_len": 1024, "hq": 32, "hk": 8, "head": 128},
+        {"name": "llama3-8b-b8-4k", "batch": 8, "kv_len": 4096, "hq": 32, "hk": 8, "head": 128},
+        {"name": "qwen2-7b-b16-2k", "batch": 16, "kv_len": 2048, "hq": 28, "hk": 4, "head": 128},
+        {
+            "name": "mqa-b64-512-fp16",
+            "batch": 64,
+            "kv_len": 512,
+            "hq": 16,
+            "hk": 1,
+            "head": 128,
+            "dtype": "float16",
+        },
+    ),
+    control={"name": "mha-b32-1k", "batch": 32, "kv_len": 1024, "hq": 16, "hk": 16, "head": 128},
+    control_reason="one kv head per q head (MHA) keeps the ungrouped kernels on both sides",
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 6]),
+        "kv_len": r.choice([17, 200, 700]),
+        "hq": r.choice([8, 16]),
+        "hk": r.choice([1, 2, 8]),
+        "head": r.choice([64, 128]),
+        # fp16: the CPU interpreter stores an fp32 tile into a bf16 pointer as raw bits
+        "dtype": "float16",
+    },
+    make_inputs=_old_decode_inputs,
+    call=_old_decode_call,
+    reference=_old_decode_reference,
+    mutated=("o",),
+    tolerance={"o": (3e-2, 3e-2)},
+    tolerance_why="q.k is summed in fp16 (the launcher's reduce type) over 128 dims and the "
+    "logits stored as fp16 before the softmax: fp16 logits of magnitude ~10 carry ~5e-3 "
+    "error, i.e. ~0.5% on the softmax weights; 3e-2 absolute and relative on the output",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     EXTEND_ATTENTION,
     EXTEND_ATTENTION_SWA,
     DSA_DECODE_METADATA,
     DSA_DRAFT_EXTEND_METADATA,
+    OLD_DECODE_ATTENTION,
 )
 
 _ = random
