@@ -453,13 +453,24 @@ def _non_negative_env(name: str, default: int) -> int:
     return value
 
 
+#: The largest simulated build a setting may ask for: 1,000 shards of 100. Every shard is a
+#: Dagster partition, and the partition set is built wherever the definitions load (a
+#: ``status`` of ``KERNELHOUSE_SIM_EPISODES=10**9`` once ran past 15 minutes, issue 42).
+MAX_SIM_ITEMS = 100_000
+
+
 def _count_env(name: str, default: int, what: str) -> int:
     """A size that must be at least 1: ``KERNELHOUSE_SIM_SESSIONS=-5`` once built an empty
     dataset and reported ok, ``KERNELHOUSE_SIM_EPISODES=-1`` failed 24 runs without naming
-    the variable. Refused here, before any run, naming it."""
+    the variable. Refused here, before any run, naming it; so is a size over
+    :data:`MAX_SIM_ITEMS`."""
     value = _int_env(name, default)
     if value < 1:
         raise SettingsError(f"{name}={value}: the number of {what} must be at least 1")
+    if value > MAX_SIM_ITEMS:
+        raise SettingsError(
+            f"{name}={value}: at most {MAX_SIM_ITEMS:,} {what} (1,000 shards of 100) per build"
+        )
     return value
 
 
