@@ -600,6 +600,98 @@ BMM_BATCH_INVARIANT = Spec(
 )
 
 
+# --- invoke_fused_moe_kernel of 2024 (fused_moe/ and fused_moe_triton/): the bf16 path ---
+
+
+def _moe_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    from .moe import _inputs
+
+    x = _inputs(shape, gen, device)
+    if shape.get("dtype") == "float16":
+        import triton.language as tl
+
+        for name in ("A", "B", "C"):
+            x[name] = x[name].half()
+        x["compute_type"] = tl.float16
+    return x
+
+
+def _moe_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    from .moe import _call
+
+    return dict(_call(mod, x, sha))
+
+
+def _moe_reference(x: Inputs) -> Outputs:
+    from .moe import _reference
+
+    return dict(_reference(x))
+
+
+FUSED_MOE_2024 = Spec(
+    name="sglang_fused_moe_gemm_bf16_2024",
+    launcher="invoke_fused_moe_kernel",
+    rows=(
+        # 5f65e2b8 adds optional weight padding (off unless MOE_PADDING=1, as here);
+        # 95f93f49 adds unmasked K loads when K is a multiple of BLOCK_SIZE_K
+        ("sglang", "5f65e2b8", "python/sglang/srt/layers/fused_moe/fused_moe.py"),
+        ("sglang", "95f93f49", "python/sglang/srt/layers/fused_moe_triton/fused_moe.py"),
+    ),
+    shapes=(
+        # the inputs (skewed routing, torch block alignment) of moe.py's bf16 GEMM spec
+        {
+            "name": "mixtral-8x7b-w1-m64",
+            "tokens": 64,
+            "experts": 8,
+            "topk": 2,
+            "k": 4096,
+            "n": 2048,
+        },
+        {
+            "name": "mixtral-8x7b-w1-m1024",
+            "tokens": 1024,
+            "experts": 8,
+            "topk": 2,
+            "k": 4096,
+            "n": 2048,
+        },
+        {
+            "name": "qwen2-57b-w1-m256",
+            "tokens": 256,
+            "experts": 64,
+            "topk": 8,
+            "k": 3584,
+            "n": 5120,
+        },
+        {
+            "name": "dsv2-lite-w2-m512",
+            "tokens": 512,
+            "experts": 64,
+            "topk": 6,
+            "k": 1408,
+            "n": 2048,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([3, 48, 200]),
+        "experts": r.choice([8, 16]),
+        "topk": 2,
+        "k": r.choice([256, 512, 1000]),
+        "n": r.choice([128, 256]),
+        # fp16: the CPU interpreter stores an fp32 tile into a bf16 pointer as raw bits
+        "dtype": "float16",
+    },
+    make_inputs=_moe_inputs,
+    call=_moe_call,
+    reference=_moe_reference,
+    mutated=("C",),
+    tolerance={"C": (2e-2, 2e-2)},
+    tolerance_why="bf16 GEMM with fp32 accumulation over K <= 4096 (unit-variance outputs): "
+    "a few bf16 ulps (1.6e-2) plus an absolute floor",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -609,6 +701,7 @@ SPECS: tuple[Spec, ...] = (
     MOE_FUSED_GATE,
     APPEND_SHARED_EXPERT,
     BMM_BATCH_INVARIANT,
+    FUSED_MOE_2024,
 )
 
 _ = random
