@@ -17,6 +17,7 @@ kv 1024, MLP 14336).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 from typing import Any
@@ -154,10 +155,16 @@ def _moe_lora_naive(x: Inputs) -> bool:
     return bool(x["topk_ids"].numel() * 8 <= e * loras)
 
 
+@functools.cache
+def _takes(fn: Any, name: str) -> bool:
+    """Whether this side's launcher has parameter ``name`` (read once per launcher)."""
+    return name in inspect.signature(fn).parameters
+
+
 def _moe_lora_call(mod: Any, x: Inputs, sha: str) -> Outputs:
     fn = mod._fused_moe_lora
     values = dict(x)
-    if "token_lora_mapping" in inspect.signature(fn).parameters and _moe_lora_naive(x):
+    if _takes(fn, "token_lora_mapping") and _moe_lora_naive(x):
         values.update(
             sorted_token_ids=None,
             num_tokens_post_padded=None,
@@ -396,9 +403,15 @@ def _sgmv_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     return x
 
 
+@functools.cache
+def _fused_slices(fn: Any) -> bool:
+    """b2785579's signature: ``lora_a_weights`` is a list, one launch for all slices."""
+    return "List" in str(inspect.signature(fn).parameters["lora_a_weights"].annotation)
+
+
 def _sgmv_call(mod: Any, x: Inputs, sha: str) -> Outputs:
     fn = mod._sgmv_shrink
-    if "List" in str(inspect.signature(fn).parameters["lora_a_weights"].annotation):
+    if _fused_slices(fn):
         # b2785579: one launch for every slice, weights as a list (the pointer-table helper
         # lives in a sibling file: ours, above, is handed in)
         mod._get_lora_a_ptr = lora_a_table
