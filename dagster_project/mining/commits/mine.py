@@ -715,4 +715,23 @@ def summarize(rows: pl.DataFrame, excluded: pl.DataFrame) -> dict[str, object]:
         "excluded_non_oss": counts["license_tensorrt"] + counts["license_proprietary"],
         "touches_kernel_body": int(rows["touches_kernel_body"].sum() or 0),
         "binding_files": int(rows["is_binding_file"].sum() or 0),
+        **replacement_counts(rows),
+    }
+
+
+def replacement_counts(rows: pl.DataFrame) -> dict[str, int]:
+    """How much code was decoded with U+FFFD (issue 42: silent before). Code is decoded
+    with ``errors="replace"`` (``diffs.py``): a file with invalid UTF-8 keeps its diff
+    exact, but its text is not the bytes; the run says how many rows and characters, and
+    the original bytes stay in git (``sha`` + ``path``). A literal U+FFFD in a source
+    counts too: both are text a reader cannot take at face value."""
+    if not rows.height:
+        return {"rows_with_replacement_chars": 0, "replacement_chars": 0}
+    n = pl.col("before_code").str.count_matches("\ufffd", literal=True).fill_null(0) + pl.col(
+        "after_code"
+    ).str.count_matches("\ufffd", literal=True).fill_null(0)
+    counts = rows.select(n.alias("n"))["n"]
+    return {
+        "rows_with_replacement_chars": int((counts > 0).sum()),
+        "replacement_chars": int(counts.sum()),
     }
