@@ -921,8 +921,12 @@ def main() -> None:
     except Exception as exc:  # one-line reason unless --debug
         if debug:
             raise
+        from dagster_project.storage.home import no_space
+
+        full = no_space(exc, Path(os.environ.get("KERNELHOUSE_HOME", "./data")))
         first_line = str(exc).splitlines()[0] if str(exc) else ""
-        console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(first_line)}")
+        message = full or f"{type(exc).__name__}: {first_line}"
+        console.print(f"[bold red]error:[/] {escape(message)}")
         sys.exit(1)
 
 

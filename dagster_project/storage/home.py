@@ -305,6 +305,31 @@ def _describe(holder: dict[str, Any] | None) -> str:
     return f"PID {holder.get('pid')} on {holder.get('host')}, started {started}"
 
 
+# -- a full disk ---------------------------------------------------------------------------
+_FULL = ("database or disk is full", "no space left on device", "disk quota exceeded")
+
+
+def no_space(exc: BaseException, home: Path | None = None) -> str | None:
+    """The one-line "no space" message when ``exc`` (or what caused it) is a full disk, else
+    None. Dagster's run storage is SQLite, whose error says "database or disk is full"
+    without the words a user searches for (issue 42); DuckDB and plain writes raise
+    ``ENOSPC``. The CLI prints this instead of the library's first line."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        full = isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT)
+        if full or any(marker in str(cur).lower() for marker in _FULL):
+            where = f" under KERNELHOUSE_HOME={home}" if home else ""
+            return (
+                f"no space left on the device{where} ({type(cur).__name__}: "
+                f"{str(cur).splitlines()[0] if str(cur) else 'ENOSPC'}); free some space and "
+                "run the command again (a build resumes where it stopped)"
+            )
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 # -- temporaries ------------------------------------------------------------------------
 def orphaned_temporaries(settings: Settings, now: float | None = None) -> list[Path]:
     """Temporaries of ``write_atomically`` in the home whose writer is gone (or that are
