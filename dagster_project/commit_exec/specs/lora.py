@@ -39,8 +39,8 @@ def _randn(gen: Any, device: Any, *size: int, scale: float = 1.0, dtype: str = "
 
 
 def _lora_of_tokens(gen: Any, device: Any, tokens: int, seqs: int, active: list[int]) -> Any:
-    """Per-token adapter id: ``tokens`` split into ``seqs`` requests of random length, each
-    request on one adapter drawn from ``active`` (every active adapter gets a request)."""
+    """Per-token adapter id: ``tokens`` split into ``seqs`` requests of random length, the
+    requests cycling through the ``active`` adapters in a random order."""
     torch = _torch()
     seqs = max(1, min(seqs, tokens))
     cuts = torch.randperm(tokens - 1, generator=gen, device=device)[: seqs - 1] + 1
@@ -515,5 +515,3 @@ SPECS: tuple[Spec, ...] = (
     FUSED_MOE_LORA_BF16,
     SGMV_SHRINK,
 )
-
-_ = random
