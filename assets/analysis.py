@@ -19,6 +19,7 @@ from dagster_project.wiring.resources import LakeResource
 def analysis_views(lake: LakeResource) -> dg.MaterializeResult:
     """Create every view whose tables exist; list the ones waiting for a table."""
     from dagster_project.report.analysis import create_views
+    from dagster_project.storage.columns import columns_markdown
 
     report = create_views(lake.lake())
     return dg.MaterializeResult(
@@ -26,5 +27,8 @@ def analysis_views(lake: LakeResource) -> dg.MaterializeResult:
             "dagster/row_count": len(report.created),
             "views": dg.MetadataValue.json(report.created),
             "waiting": dg.MetadataValue.json(report.skipped),
+            "columns": dg.MetadataValue.md(
+                columns_markdown([f"analysis.{v}" for v in report.created])
+            ),
         }
     )

@@ -1,7 +1,9 @@
 """What the published datasets' columns mean: the descriptions the Dagster UI shows in an
 asset's Columns tab (``wiring.table_metadata.table_schema``), which were empty before
-issue 34. Kept per table, and only for the two mined datasets users train on; a column
-without an entry shows no description (never a guessed one). No dagster import.
+issue 34. Kept per table: every ``datasets.*`` table and every ``analysis.*`` view (the
+tables users query); a test holds this list to the built lake's columns, so a new column
+needs its line here. Shown by the UI (each dataset's Columns tab; the analysis_views
+asset's ``columns`` table). No dagster import.
 """
 
 from __future__ import annotations
@@ -96,9 +98,204 @@ COLUMNS: dict[str, dict[str, str]] = {
         "not_loaded_reason": "why the lookup never opens it (when loaded_at_runtime is false)",
         "split_group": "the deployment key the train/test split is drawn on",
     },
+    "datasets.measured_configs": {
+        "id": "the tuned_configs row measured (its id)",
+        "kernel": "Triton kernel the config family drives",
+        "repo": _REPO,
+        "dtype": "data type / quantisation of the config family",
+        "quant": "quantisation scheme of the measured launch (none for plain bf16/fp16)",
+        "gpu": "the GPU the config was tuned for (normalised)",
+        "measured_on": "the GPU the row was timed on",
+        "cross_gpu": "timed on another GPU than the one it was tuned for (a transfer table)",
+        "config_path": "the tuned-config JSON file",
+        "E": "number of experts (MoE families; null otherwise)",
+        "N": "N dimension of the GEMM",
+        "K": "K dimension of the GEMM",
+        "M": "batch size (tokens) the entry is tuned for",
+        "block_shape": "quantisation block shape [n, k] (block-quantised families)",
+        "top_k": "experts per token of the model reading used to launch (MoE)",
+        "n_shared": "shared experts in that model reading (MoE)",
+        "moe_gemms": "which MoE GEMMs the file serves: up, down, both, or mm (plain GEMM)",
+        "model_reading": "the model and parallelism whose shape explains (E, N)",
+        "best_config": "the tuned config the engine ships (JSON)",
+        "default_config": "the engine's default config for this shape (JSON)",
+        "latency_table": "every candidate timed: label, config, status, median µs, spread",
+        "t_tuned_us": "median time of the tuned config (µs)",
+        "t_default_us": "median time of the default config (µs)",
+        "measured_speedup_vs_default": "t_default_us / t_tuned_us",
+        "documented_speedup_vs_default": "the speedup tuned_configs documents for the row",
+        "t_best_us": "median time of the fastest candidate (µs)",
+        "fastest_label": "label of the fastest ok candidate (noise ignored)",
+        "best_label": "label of the best candidate when it is alone within noise, else null",
+        "measured_best_config": "the best config when it is alone within noise (JSON), else null",
+        "measured_best_configs": "every config within noise of the fastest (JSON each)",
+        "best_labels": "labels of measured_best_configs, fastest first",
+        "n_best_tied": "how many configs are within noise of the fastest",
+        "best_is_tie": "more than one config is within noise of the fastest",
+        "tuned_is_best": "the tuned config alone is fastest beyond noise (null: superseded)",
+        "tuned_gap": "t_tuned_us / t_best_us (null: superseded)",
+        "spread_tuned": "the tuned timing's p10-p90 range over its median (noise)",
+        "spread_default": "the default timing's p10-p90 range over its median",
+        "spread_best": "the fastest timing's p10-p90 range over its median",
+        "noise_tuned_vs_best": "the larger of spread_tuned and spread_best",
+        "tuned_within_noise_of_best": "t_tuned_us within noise of t_best_us (null: superseded)",
+        "default_faster_beyond_noise": "the default beats the tuned config beyond noise",
+        "superseded_reason": "why the table gives no labels (launched on a grid not used)",
+        "tuned_status": "harness status of the tuned config (ok or the failure)",
+        "default_status": "harness status of the default config",
+        "n_candidates": "candidate configs timed",
+        "n_ok": "candidates that ran correct",
+        "n_neighbours": "candidates that are neighbours of the tuned config",
+        "n_invalid_config": "candidates the kernel rejects as configs",
+        "n_out_of_resources": "candidates that ran out of shared memory or registers",
+        "n_compile_failed": "candidates that failed to compile",
+        "n_launch_failed": "candidates that failed to launch",
+        "n_wrong_result": "candidates whose output differed from the reference",
+        "n_harness_error": "candidates the harness could not run",
+        "device": "device name as the driver reports it",
+        "driver_version": "NVIDIA driver version of the run",
+        "cuda_version": "CUDA version of the run",
+        "torch_version": "torch version of the run",
+        "triton_version": "Triton version of the run",
+        "harness_version": "version of the measuring harness",
+        "timing": "how the times were taken (CUDA-graph replays, counts)",
+        "batches": "the shipped batch folders the row's results came from",
+        "kernel_source_sha": "hash of the kernel source that was run",
+        "measured_at": "when the row was last measured (UTC)",
+        "split": _SPLIT + " (the tuned_configs row's split)",
+    },
+    # -- the analysis views (sql/analysis/<view>.sql) -------------------------------------
+    "analysis.audit_rate": {
+        "extractor": "gains extractor: table (deterministic) or llm",
+        "model": "LLM model (empty for the table extractor)",
+        "pairs": "baseline/optimized pairs extracted",
+        "passed": "pairs whose numbers appear verbatim in the PR",
+        "pass_pct": "passed / pairs, in percent",
+    },
+    "analysis.calibration_error": {
+        "op": "simulated operation",
+        "source": "what was timed: a template rung or the torch library",
+        "points": "measured (shape, variant) points",
+        "median_ratio": "median measured / predicted time",
+        "median_abs_log_err": "median |log(measured / predicted)| of the shipped fit",
+        "share_within_1_5x": "share of points predicted within 1.5x",
+        "median_abs_log_err_before": "the same before the efficiency fit",
+        "share_within_1_5x_before": "share within 1.5x before the efficiency fit",
+    },
+    **{
+        f"analysis.card_{name}": {
+            "metric": "a figure the dataset card states",
+            "card": "the card's value",
+            "ours": "the same figure computed on this lake",
+            "note": "how the two are comparable (or why not)",
+        }
+        for name in ("kernel_opt_rl", "kernelinfer", "kernelswarm")
+    },
+    "analysis.claims_vs_measured": {
+        "id": "kernel_commits row id (equivalent rows only)",
+        "repo": _REPO,
+        "sha": "the performance commit",
+        "path": "kernel file changed by the commit",
+        "title": "commit title",
+        "claim_source": "text (commit message), pr_kernel, pr_e2e or none",
+        "claim_text": "the speedup phrase of a text claim",
+        "claim_value": "the claimed speedup as a ratio",
+        "scope": "timing scope: graph (CUDA-graph replay) or host (per call)",
+        "measured": "measured speedup in that scope",
+        "measured_ci_lo": "lower bound of its 95% CI",
+        "measured_ci_hi": "upper bound of its 95% CI",
+        "significant": "the CI clears the 2% effect floor",
+        "hardware": "whether the claim targets the GPU it ran on (census)",
+        "exec_toolchain": "GPU, driver, CUDA, torch, Triton and harness version of the run",
+        "reproduces": "measured within 2x of claim_value (null: nothing to compare)",
+    },
+    "analysis.config_coverage": {
+        "gpu": "normalised GPU name",
+        "dtype": "data type / quantisation",
+        "kernel": "Triton kernel",
+        "files": "tuned-config files",
+        "rows": "tuned_configs rows",
+        "min_m": "smallest batch size M tuned",
+        "max_m": "largest batch size M tuned",
+    },
+    "analysis.gains_by_kernel_gpu": {
+        "repo": _REPO,
+        "scope": "kernel or e2e",
+        "hardware": "GPU the measurement was taken on (? when unstated)",
+        "metric": "what was measured (latency, throughput …)",
+        "measurements": "audited measurements",
+        "prs": "PRs they come from",
+        "median_speedup": "median speedup",
+        "p10": "10th percentile speedup",
+        "p90": "90th percentile speedup",
+    },
+    "analysis.measured_speedup_by_kernel": {
+        "gpu": "the GPU the rows were timed on",
+        "kernel": "Triton kernel",
+        "quant": "quantisation scheme",
+        "rows": "current (not superseded) measured rows",
+        "median_speedup_vs_default": "median measured speedup of the tuned over the default config",
+        "p10_speedup_vs_default": "10th percentile of that speedup",
+        "p90_speedup_vs_default": "90th percentile of that speedup",
+        "share_tuned_within_noise_of_best": "share of rows whose tuned config is within noise "
+        "of the fastest",
+        "share_default_faster_beyond_noise": "share of rows where the default wins beyond noise",
+    },
+    "analysis.rows_per_month": {
+        "repo": _REPO,
+        "month": "commit month (YYYY-MM)",
+        "rows": "kernel_commits rows",
+        "prs": "distinct PRs",
+        "test_rows": "rows in the test split",
+    },
+    "analysis.speedup_distribution": {
+        "what": "which column the speedups come from (table.column)",
+        "n": "values",
+        "median": "median speedup",
+        "p10": "10th percentile",
+        "p90": "90th percentile",
+    },
+    "analysis.speedup_values": {
+        "source": "the table the speedup comes from",
+        "repo": _REPO,
+        "pr_number": "the PR",
+        "scope": "kernel, e2e or config",
+        "gpu": "GPU, where the source states one",
+        "kernel": "Triton kernel (tuned configs only)",
+        "speedup": "the speedup",
+    },
+    "analysis.tuned_speedup_by_kernel_gpu": {
+        "kernel": "Triton kernel",
+        "gpu": "normalised GPU name",
+        "rows": "tuned_configs rows with a documented speedup",
+        "files": "their config files",
+        "prs": "PRs the speedups come from",
+        "median_speedup": "median documented speedup over the default",
+        "p10": "10th percentile",
+        "p90": "90th percentile",
+        "max_speedup": "largest documented speedup",
+    },
+    "analysis.tuned_vs_default": {
+        "repo": _REPO,
+        "kernel": "Triton kernel",
+        "key": "config key (BLOCK_SIZE_M, num_warps …)",
+        "rows": "tuned_configs rows",
+        "share_different": "share of rows whose tuned value differs from the default",
+        "mean_abs_log2_ratio": "mean |log2(tuned / default)| of the key",
+    },
 }
 
 
 def description(table: str, column: str) -> str | None:
     """The description of ``table``'s ``column`` (``schema.table``), or None."""
     return COLUMNS.get(table, {}).get(column)
+
+
+def columns_markdown(tables: list[str]) -> str:
+    """One Markdown table per ``schema.table`` (column | what it is), for an asset that
+    writes several relations and so has no single Columns tab (the analysis views)."""
+    parts = []
+    for table in tables:
+        rows = [f"| `{c}` | {d} |" for c, d in COLUMNS.get(table, {}).items()]
+        parts.append("\n".join([f"**{table}**", "", "| column | what it is |", "|---|---|", *rows]))
+    return "\n\n".join(parts)

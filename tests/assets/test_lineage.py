@@ -88,14 +88,21 @@ def test_a_build_reads_exactly_what_each_asset_declares(use_engine_repos, kh_hom
             )
     assert not problems, "\n".join(problems)
 
-    # Every column of the two mined datasets has a description in the UI (issue 34).
+    # Every column users query (each datasets.* table, each analysis.* view the build
+    # made) has a description, shown in the UI (issue 34); none is described that is not.
     from dagster_project.storage.columns import COLUMNS
 
     lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
-    for table, described in COLUMNS.items():
-        schema, _, name = table.partition(".")
-        columns = set(lake.read_table(schema, name).columns)
-        assert columns == set(described), (table, columns ^ set(described))
+    published = lake.query(
+        "SELECT table_schema || '.' || table_name AS t, list(column_name) AS cols "
+        "FROM information_schema.columns WHERE table_schema IN ('datasets', 'analysis') "
+        "GROUP BY 1"
+    )
+    built = dict(zip(published["t"], published["cols"], strict=True))
+    assert {"datasets.measured_configs", "analysis.measured_speedup_by_kernel"} <= set(built)
+    for table, columns in built.items():
+        described = set(COLUMNS.get(table, {}))
+        assert set(columns) == described, (table, set(columns) ^ described)
 
 
 def test_a_missing_table_names_the_step_that_creates_it() -> None:
