@@ -121,7 +121,8 @@ def kernelinfer_sessions(context: dg.AssetExecutionContext, lake: LakeResource):
     out = kernelinfer_shard(
         handle, context.partition_key, seed=s.sim_seed, n_sessions=s.sim_sessions
     )
-    metadata = {**out.metadata, **table_rows(handle, "sim.kernelinfer_sessions")}
+    own = int(out.metadata["dagster/row_count"])
+    metadata = {**out.metadata, **table_rows(handle, "sim.kernelinfer_sessions", own)}
     yield materialize_result(handle, metadata, data_version=out.data_version)
     yield check_result(out.check)
 
@@ -153,7 +154,8 @@ def kernelswarm_episodes(context: dg.AssetExecutionContext, lake: LakeResource):
     out = kernelswarm_shard(
         handle, context.partition_key, seed=s.sim_seed, n_episodes=s.sim_episodes
     )
-    metadata = {**out.metadata, **table_rows(handle, "sim.kernelswarm_episodes")}
+    own = int(out.metadata["dagster/row_count"])
+    metadata = {**out.metadata, **table_rows(handle, "sim.kernelswarm_episodes", own)}
     yield materialize_result(handle, metadata, data_version=out.data_version)
     yield check_result(out.check)
 

@@ -58,7 +58,8 @@ def _rows_of(event: Any) -> int | None:
     if event is None or event.asset_materialization is None:
         return None
     md = event.asset_materialization.metadata
-    value = md.get("dagster/row_count") or md.get("rows")
+    # a partition's own rows (a shard's dagster/row_count is the whole table's)
+    value = md.get("partition_rows") or md.get("dagster/row_count") or md.get("rows")
     return None if value is None else int(value.value)
 
 

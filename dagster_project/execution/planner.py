@@ -468,7 +468,8 @@ def _collect(result: Result, outcome: BuildOutcome, pkey: str | None) -> None:
         mat = event.step_materialization_data.materialization
         name = mat.asset_key.to_user_string()
         md = mat.metadata
-        rows = md.get("dagster/row_count") or md.get("rows")
+        # a partition's own rows (its dagster/row_count is the whole table's)
+        rows = md.get("partition_rows") or md.get("dagster/row_count") or md.get("rows")
         if rows is not None:
             count = int(cast(int, rows.value))  # a row count is an int metadata value
             outcome.rows[name] = outcome.rows.get(name, 0) + count

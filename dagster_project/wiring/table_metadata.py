@@ -3,8 +3,8 @@
 ``table_schema(lake, "schema.table")`` gives ``dagster/column_schema`` (the Columns tab of
 an asset in the UI), read from DuckDB's catalogue after the asset wrote the table, so it is
 the schema users query, views over Parquet partitions included. Assets merge it into the
-metadata they already return; their ``dagster/row_count`` stays theirs (for a partitioned
-asset, the partition's rows).
+metadata they already return; a partitioned asset's ``dagster/row_count`` is the whole
+table's rows and ``partition_rows`` the partition's own (``table_rows``).
 
 ``expectations_table(outcomes)`` turns a Great Expectations suite's results into a
 ``MetadataValue.table`` (one row per expectation: result, column, observed, expected),
@@ -59,19 +59,20 @@ def table_schema(lake: Any, table: str) -> dict[str, Any]:
     return {"dagster/column_schema": dg.TableSchema(columns=columns)}
 
 
-def table_rows(lake: Any, table: str) -> dict[str, int]:
-    """``{"table_rows": n}``: the rows of the whole partitioned ``table`` once this partition
-    was written. A partition's ``dagster/row_count`` is its own (the UI's row count of
-    kernelinfer_sessions is the last shard's 99, where ``kernelhouse status`` sums 1,899);
-    this entry says what the table holds beside it. Shards written at the same time may
-    not be counted yet."""
+def table_rows(lake: Any, table: str, partition_rows: int) -> dict[str, int]:
+    """``dagster/row_count``: the rows of the whole partitioned ``table`` once this partition
+    was written, which is what the UI shows as the asset's row count (it showed the last
+    shard's 99 for kernelinfer_sessions where ``kernelhouse status`` counted 1,899);
+    ``partition_rows``: the partition's own rows, which the build summary and ``status``
+    add up over partitions. Every shard counts after writing its own file, so the shard
+    that counts last counts every shard's rows."""
     from dagster_project.storage.lake import qualified
 
     schema, _, name = table.partition(".")
     if not lake.table_exists(schema, name):
-        return {}
+        return {"partition_rows": partition_rows}
     df = lake.query(f"SELECT count(*) AS n FROM {qualified(schema, name)}")
-    return {"table_rows": int(df["n"][0])}
+    return {"dagster/row_count": int(df["n"][0]), "partition_rows": partition_rows}
 
 
 def asset_metadata(lake: Any, values: Mapping[str, Any]) -> dict[str, Any]:
