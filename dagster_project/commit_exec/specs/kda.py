@@ -108,6 +108,64 @@ KDA_RECOMPUTE_W_U = Spec(
     "output (w, kg ~ 0.1, u ~ 1)",
 )
 
-SPECS: tuple[Spec, ...] = (KDA_RECOMPUTE_W_U,)
+
+def _kda_kkt_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    x = _kda_inputs(shape, gen, device)
+    q = torch.randn(x["k"].shape, generator=gen, device=device)
+    x.update(
+        q=torch.nn.functional.normalize(q, dim=-1).to(x["k"].dtype),
+        scale=x["k"].shape[-1] ** -0.5,
+        output_dtype=torch.float32,
+        chunk_size=64,
+    )
+    return x
+
+
+def _kda_kkt_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    a, aqk = call_by_name(mod.chunk_kda_scaled_dot_kkt_fwd, x)
+    return {"A": a, "Aqk": aqk}
+
+
+def _kda_kkt_reference(x: Inputs) -> Outputs:
+    """Per chunk, with per-channel decays: A[t, s] = beta_t sum_k k_tk k_sk exp(g_tk - g_sk)
+    for s < t, Aqk[t, s] = scale sum_k q_tk k_sk exp(g_tk - g_sk) for s <= t (fp32)."""
+    torch = _torch()
+    q, k, g = x["q"][0].float(), x["k"][0].float(), x["gk"][0].float()
+    beta = x["beta"][0].float()
+    a_out = torch.zeros(k.shape[0], k.shape[1], 64, device=k.device)
+    q_out = torch.zeros_like(a_out)
+    cu = x["cu_seqlens"].tolist()
+    for s in range(len(cu) - 1):
+        for a in range(cu[s], cu[s + 1], 64):
+            b = min(a + 64, cu[s + 1])
+            gg = g[a:b].transpose(0, 1)  # [H, c, K]
+            decay = torch.exp(gg[:, :, None, :] - gg[:, None, :, :])  # [H, t, s, K]
+            kk, qq = k[a:b].transpose(0, 1), q[a:b].transpose(0, 1)
+            kkt = (kk[:, :, None, :] * kk[:, None, :, :] * decay).sum(-1)
+            qkt = (qq[:, :, None, :] * kk[:, None, :, :] * decay).sum(-1)
+            kkt = torch.tril(kkt, -1) * beta[a:b].transpose(0, 1)[..., None]
+            a_out[a:b, :, : b - a] = kkt.transpose(0, 1)
+            q_out[a:b, :, : b - a] = (torch.tril(qkt) * x["scale"]).transpose(0, 1)
+    return {"A": a_out[None], "Aqk": q_out[None]}
+
+
+KDA_SCALED_DOT_KKT = Spec(
+    name="vllm_kda_scaled_dot_kkt",
+    launcher="chunk_kda_scaled_dot_kkt_fwd",
+    rows=(("vllm", "cb10b7e8", "vllm/model_executor/layers/fla/ops/kda.py"),),
+    shapes=KDA_RECOMPUTE_W_U.shapes,
+    random_shape=KDA_RECOMPUTE_W_U.random_shape,
+    make_inputs=_kda_kkt_inputs,
+    call=_kda_kkt_call,
+    reference=_kda_kkt_reference,
+    tolerance={"A": (1e-3, 2e-2), "Aqk": (1e-3, 2e-2)},
+    tolerance_why="fp32 outputs of 128-long products of l2-normalised bf16 keys (terms "
+    "~1/128) with fp32 decays; the off-diagonal 16-blocks go through tensor-core dots whose "
+    "bf16 rounding of the decayed operands gives ~2^-8 * sqrt(128) / 128 ~ 2e-4 absolute: "
+    "a 1e-3 floor (entries reach ~0.3) and 2% relative",
+)
+
+SPECS: tuple[Spec, ...] = (KDA_RECOMPUTE_W_U, KDA_SCALED_DOT_KKT)
 
 _ = random
