@@ -636,6 +636,8 @@ FUSED_MOE_2024 = Spec(
         # 95f93f49 adds unmasked K loads when K is a multiple of BLOCK_SIZE_K
         ("sglang", "5f65e2b8", "python/sglang/srt/layers/fused_moe/fused_moe.py"),
         ("sglang", "95f93f49", "python/sglang/srt/layers/fused_moe_triton/fused_moe.py"),
+        # e4a40a71 only lets block-fp8 callers pass a pre-quantised A: bf16 runs unchanged
+        ("sglang", "e4a40a71", "python/sglang/kernels/ops/moe/fused_moe_triton_kernels.py"),
     ),
     shapes=(
         # the inputs (skewed routing, torch block alignment) of moe.py's bf16 GEMM spec
@@ -692,6 +694,69 @@ FUSED_MOE_2024 = Spec(
 )
 
 
+# --- gather_dequant_requant_fp8_paged (DSA Q8KV8 prefill): paged 656-byte fp8 MLA rows ---
+
+
+def _q8kv8_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    slots, n = shape["slots"], shape["tokens"]
+    u8 = torch.uint8
+    # one cache row: 512 fp8 nope | 4 fp32 group scales | 64 bf16 rope (656 bytes)
+    nope = (torch.randn(slots, 512, generator=gen, device=device) * 40).to(torch.float8_e4m3fn)
+    scales = torch.rand(slots, 4, generator=gen, device=device) * 0.05 + 0.005
+    rope = torch.randn(slots, 64, generator=gen, device=device).to(torch.bfloat16)
+    row = torch.cat([nope.view(u8), scales.view(u8), rope.view(u8)], -1)
+    picks = torch.randint(0, slots, (n,), generator=gen, device=device, dtype=torch.int32)
+    return {
+        "quant_k_cache": row.view(torch.float8_e4m3fn).view(slots, 1, 656),
+        "page_table_1_flattened": picks,
+        "group_size": 128,
+        "extra_rows": shape.get("extra", 0),
+    }
+
+
+def _q8kv8_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    out = call_by_name(mod.gather_dequant_requant_fp8_paged, x)
+    return {"out": out}
+
+
+def _q8kv8_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    raw = x["quant_k_cache"].view(-1, 656).view(torch.uint8)[x["page_table_1_flattened"].long()]
+    nope = raw[:, :512].contiguous().view(torch.float8_e4m3fn).float()
+    scale = raw[:, 512:528].contiguous().view(torch.float32)
+    rope = raw[:, 528:].contiguous().view(torch.bfloat16).float()
+    deq = (nope.view(-1, 4, 128) * scale[:, :, None]).view(-1, 512)
+    rows = torch.cat([deq, rope], -1).to(torch.float8_e4m3fn)
+    pad = torch.zeros(x["extra_rows"], 576, device=rows.device).to(torch.float8_e4m3fn)
+    return {"out": torch.cat([rows, pad]).view(-1, 1, 576)}
+
+
+Q8KV8_GATHER = Spec(
+    name="sglang_dsa_q8kv8_gather_requant",
+    launcher="gather_dequant_requant_fp8_paged",
+    rows=(("sglang", "e4a40a71", "python/sglang/kernels/ops/attention/dsa/dequant_k_cache.py"),),
+    shapes=(
+        # DeepSeek-V3.2 / GLM-5 sparse prefill: the top-k (2048) selected KV rows per chunk
+        {"name": "dsv32-prefill-gather-16k", "slots": 65536, "tokens": 16384},
+        {"name": "dsv32-prefill-gather-64k", "slots": 131072, "tokens": 65536},
+        {"name": "dsv32-topk-2048", "slots": 32768, "tokens": 2048},
+        {"name": "dsv32-gather-8k-pad", "slots": 32768, "tokens": 8192, "extra": 2048},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "slots": r.choice([100, 1000]),
+        "tokens": r.choice([1, 37, 300]),
+        "extra": r.choice([0, 16]),
+    },
+    make_inputs=_q8kv8_inputs,
+    call=_q8kv8_call,
+    reference=_q8kv8_reference,
+    tolerance_why="fp8 e4m3 output of one fp32 multiply per element: the fp8 default (one "
+    "rounding step either way)",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -702,6 +767,7 @@ SPECS: tuple[Spec, ...] = (
     APPEND_SHARED_EXPERT,
     BMM_BATCH_INVARIANT,
     FUSED_MOE_2024,
+    Q8KV8_GATHER,
 )
 
 _ = random
