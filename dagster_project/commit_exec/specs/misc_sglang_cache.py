@@ -757,6 +757,121 @@ Q8KV8_GATHER = Spec(
 )
 
 
+# --- DeepEP permute (2025 ep_moe): sort routed slots by expert, copy rows to expert order ---
+
+
+def _deepep_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, e_all, k, h = shape["tokens"], shape["experts"], shape["topk"], shape["hidden"]
+    local = e_all // shape["ep"]
+    ids = torch.rand(t, e_all, generator=gen, device=device).topk(k, -1).indices
+    # DeepEP hands each rank its experts re-numbered locally, -1 for slots routed elsewhere
+    ids = torch.where(ids < local, ids, torch.full_like(ids, -1))
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    return {
+        "hidden_states": torch.randn(t, h, generator=gen, device=device).to(dt),
+        "topk_idx": ids.to(torch.int64),
+        "num_experts": local,
+    }
+
+
+def _deepep_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """The token dispatcher's ``deepep_permute`` at the sha: preprocess, then one program
+    per token copying its row to every local destination (BLOCK_SIZE 512)."""
+    torch = _torch()
+    hs, ids = x["hidden_states"], x["topk_idx"]
+    order, src2dst, seg = mod.deepep_run_moe_deep_preprocess(ids, x["num_experts"])
+    gateup = torch.empty(order.numel(), hs.shape[1], device=hs.device, dtype=hs.dtype)
+    mod.deepep_permute_triton_kernel[(hs.shape[0],)](
+        hs, gateup, src2dst, ids, None, ids.shape[1], hs.shape[1], BLOCK_SIZE=512
+    )
+    return {"reorder_topk_ids": order, "src2dst": src2dst, "seg_indptr": seg, "gateup": gateup}
+
+
+def _deepep_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ids, hs = x["topk_idx"].flatten(), x["hidden_states"]
+    order, perm = torch.sort(ids, stable=True)
+    invalid = int((ids < 0).sum())
+    src2dst = torch.empty_like(perm)
+    src2dst[perm] = torch.arange(perm.numel(), device=perm.device) - invalid
+    edges = torch.arange(x["num_experts"] + 1, device=ids.device)
+    seg = torch.searchsorted(order, edges) - invalid
+    gateup = torch.zeros(perm.numel() - invalid, hs.shape[1], device=hs.device, dtype=hs.dtype)
+    valid = ids >= 0
+    gateup[src2dst[valid]] = hs[
+        torch.arange(ids.numel(), device=ids.device)[valid] // x["topk_idx"].shape[1]
+    ]
+    return {
+        "reorder_topk_ids": order[invalid:],
+        "src2dst": src2dst,
+        "seg_indptr": seg,
+        "gateup": gateup,
+    }
+
+
+DEEPEP_PERMUTE = Spec(
+    name="sglang_deepep_permute",
+    launcher="deepep_run_moe_deep_preprocess",
+    rows=(("sglang", "c2bd094d", "python/sglang/srt/layers/moe/ep_moe/kernels.py"),),
+    shapes=(
+        # DeepSeek-V3 over DeepEP: 256 experts top-8, hidden 7168, expert parallel 8/16/32
+        {
+            "name": "dsv3-ep8-prefill-4k",
+            "tokens": 4096,
+            "experts": 256,
+            "topk": 8,
+            "hidden": 7168,
+            "ep": 8,
+        },
+        {
+            "name": "dsv3-ep16-prefill-8k",
+            "tokens": 8192,
+            "experts": 256,
+            "topk": 8,
+            "hidden": 7168,
+            "ep": 16,
+        },
+        {
+            "name": "dsv3-ep32-1k",
+            "tokens": 1024,
+            "experts": 256,
+            "topk": 8,
+            "hidden": 7168,
+            "ep": 32,
+        },
+        {
+            "name": "qwen3-235b-ep8-2k",
+            "tokens": 2048,
+            "experts": 128,
+            "topk": 8,
+            "hidden": 4096,
+            "ep": 8,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([3, 50, 300]),
+        "experts": r.choice([64, 256]),
+        "topk": r.choice([6, 8]),
+        "hidden": r.choice([512, 1000, 2048]),
+        "ep": r.choice([4, 8]),
+        "dtype": r.choice(["bfloat16", "float16"]),
+    },
+    make_inputs=_deepep_inputs,
+    call=_deepep_call,
+    reference=_deepep_reference,
+    tolerance={
+        "reorder_topk_ids": (0.0, 0.0),
+        "src2dst": (0.0, 0.0),
+        "seg_indptr": (0.0, 0.0),
+        "gateup": (0.0, 0.0),
+    },
+    tolerance_why="a stable sort, prefix offsets and a row copy in the input dtype: exact "
+    "(src2dst changes from int32 to int64 in the commit; values are compared)",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -768,6 +883,7 @@ SPECS: tuple[Spec, ...] = (
     BMM_BATCH_INVARIANT,
     FUSED_MOE_2024,
     Q8KV8_GATHER,
+    DEEPEP_PERMUTE,
 )
 
 _ = random
