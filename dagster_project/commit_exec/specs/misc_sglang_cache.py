@@ -872,6 +872,73 @@ DEEPEP_PERMUTE = Spec(
 )
 
 
+# --- grouped_gemm_triton (EP MoE): rows sorted by local expert times that expert's weight ---
+
+
+def _grouped_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    e, m, k, n = shape["experts"], shape["tokens"], shape["k"], shape["n"]
+    # skewed expert loads (a few hot experts), one segment per local expert
+    w = torch.rand(e, generator=gen, device=device) ** 3 + 0.01
+    counts = (w / w.sum() * m).floor().long()
+    counts[0] += m - int(counts.sum())
+    seg = torch.zeros(e + 1, dtype=torch.int64, device=device)
+    seg[1:] = counts.cumsum(0)
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    return {
+        "a": (torch.randn(m, k, generator=gen, device=device) * 0.5).to(dt),
+        "b": (torch.randn(e, n, k, generator=gen, device=device) * k**-0.5).to(dt),
+        "c": torch.empty(m, n, device=device, dtype=dt),
+        "batch_size": e,
+        "weight_column_major": True,
+        "seg_indptr": seg,
+        "weight_indices": torch.arange(e, dtype=torch.int64, device=device),
+    }
+
+
+def _grouped_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.grouped_gemm_triton, x)
+    return {"c": x["c"]}
+
+
+def _grouped_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    seg = x["seg_indptr"].tolist()
+    parts = [x["a"][seg[i] : seg[i + 1]].float() @ x["b"][i].float().T for i in range(len(seg) - 1)]
+    return {"c": torch.cat(parts).to(x["c"].dtype)}
+
+
+GROUPED_GEMM = Spec(
+    name="sglang_ep_grouped_gemm_triton",
+    launcher="grouped_gemm_triton",
+    rows=(("sglang", "f194e14f", "python/sglang/srt/layers/moe/ep_moe/kernels.py"),),
+    shapes=(
+        # DeepSeek-V3 under expert parallelism 8: 32 local experts, hidden 7168, expert
+        # intermediate 2048 (gate_up N = 4096, down K = 2048)
+        {"name": "dsv3-ep8-gateup-4k", "experts": 32, "tokens": 4096, "k": 7168, "n": 4096},
+        {"name": "dsv3-ep8-down-4k", "experts": 32, "tokens": 4096, "k": 2048, "n": 7168},
+        {"name": "dsv3-ep8-gateup-256", "experts": 32, "tokens": 256, "k": 7168, "n": 4096},
+        {"name": "mixtral-ep2-gateup-2k", "experts": 4, "tokens": 2048, "k": 4096, "n": 28672},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "experts": r.choice([2, 4, 8]),
+        "tokens": r.choice([7, 100, 300]),
+        "k": r.choice([256, 512]),
+        "n": r.choice([128, 384]),
+        # fp16: the CPU interpreter stores an fp32 tile into a bf16 pointer as raw bits
+        "dtype": "float16",
+    },
+    make_inputs=_grouped_inputs,
+    call=_grouped_call,
+    reference=_grouped_reference,
+    mutated=("c",),
+    tolerance={"c": (2e-2, 2e-2)},
+    tolerance_why="bf16 GEMM with fp32 accumulation over K <= 7168 (unit-variance outputs): "
+    "a few bf16 ulps (1.6e-2) plus an absolute floor",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -884,6 +951,7 @@ SPECS: tuple[Spec, ...] = (
     FUSED_MOE_2024,
     Q8KV8_GATHER,
     DEEPEP_PERMUTE,
+    GROUPED_GEMM,
 )
 
 _ = random
