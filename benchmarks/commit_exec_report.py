@@ -1,0 +1,145 @@
+"""Issue 35's figures from the shipped execution batches (no GPU, no lake).
+
+``python benchmarks/commit_exec_report.py`` reads every ``commit_exec/data/*.runs.parquet``
+(and the ``.shapes`` beside it) and prints, per batch and over all batches:
+
+* rows run, rows executed with equivalence verified, distinct commits, failures by status;
+* significant speedups per timing scope (graph replay, host-inclusive);
+* controls: how many A/A (or unchanged-path) controls have a CI that contains 1.0, and how
+  many sit within the 2 % effect floor;
+* agreement between sessions: every row executed in two batches, paired — on the same GPU
+  (the acceptance's "a second session re-measures") and across GPUs (a different question:
+  does the speedup transfer) — agreeing when the two graph-replay CIs overlap;
+* the runner's seconds per row (the GPU work itself; the lease, with the machine's start,
+  is recorded in RESULTS per call).
+
+Why a script and not a view: these are facts about the shipped measurements themselves,
+and a reviewer should get them on a fresh clone without building anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "dagster_project" / "commit_exec" / "data"
+#: The effect floor the runner calls significant (RESULTS, issue 35: the controls' spread).
+FLOOR = 0.02
+
+
+def load(data: Path = DATA) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(runs, shapes) of every shipped batch."""
+    runs = [pl.read_parquet(p) for p in sorted(data.glob("*.runs.parquet"))]
+    shapes = [pl.read_parquet(p) for p in sorted(data.glob("*.shapes.parquet"))]
+    if not runs:
+        raise SystemExit(f"no batches under {data}")
+    return pl.concat(runs, how="diagonal_relaxed"), pl.concat(shapes, how="diagonal_relaxed")
+
+
+def _executed(runs: pl.DataFrame) -> pl.DataFrame:
+    return runs.filter((pl.col("status") == "executed") & pl.col("equivalent"))
+
+
+def batch_table(runs: pl.DataFrame) -> None:
+    print("batch          gpu                     run  exec  commits  g-sig  h-sig  s/row")
+    for (batch,), grp in runs.group_by(["batch"], maintain_order=True):
+        ex = _executed(grp)
+        gpu = str(grp["gpu"].drop_nulls().first() or "?")[:22]
+        print(
+            f"{batch:<14} {gpu:<22} {grp.height:>4} {ex.height:>5} {ex['sha'].n_unique():>8} "
+            f"{int(ex['graph_significant'].sum()):>6} {int(ex['host_significant'].sum()):>6} "
+            f"{grp['seconds'].mean():>6.1f}"
+        )
+        fails = grp.filter(pl.col("status") != "executed")["status"].value_counts(sort=True)
+        if fails.height:
+            print("   not executed: " + ", ".join(f"{s} {n}" for s, n in fails.iter_rows()))
+    ex = _executed(runs)
+    print(
+        f"ALL: {ex['id'].n_unique()} distinct rows executed with equivalence verified, "
+        f"from {ex['sha'].n_unique()} commits"
+    )
+
+
+def controls(runs: pl.DataFrame) -> None:
+    ex = _executed(runs).filter(pl.col("control_graph_speedup").is_not_null())
+    if not ex.height:
+        print("controls: none")
+        return
+    inside = ex.filter(
+        (pl.col("control_graph_ci_lo") <= 1.0) & (pl.col("control_graph_ci_hi") >= 1.0)
+    )
+    floor = ex.filter((pl.col("control_graph_speedup") - 1.0).abs() <= FLOOR)
+    worst = (ex["control_graph_speedup"] - 1.0).abs().max()
+    print(
+        f"controls: {inside.height}/{ex.height} CIs contain 1.0; {floor.height}/{ex.height} "
+        f"within the {FLOOR:.0%} floor; worst |control - 1| {worst:.3f}"
+    )
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return bool(a["graph_ci_lo"] <= b["graph_ci_hi"] and b["graph_ci_lo"] <= a["graph_ci_hi"])
+
+
+def agreement(runs: pl.DataFrame) -> None:
+    ex = _executed(runs).filter(pl.col("graph_speedup").is_not_null())
+    by_id: dict[str, list[dict]] = {}
+    for r in ex.iter_rows(named=True):
+        by_id.setdefault(r["id"], []).append(r)
+    for label, same in (("same GPU", True), ("across GPUs", False)):
+        pairs = [
+            (a, b)
+            for rs in by_id.values()
+            for a, b in itertools.combinations(rs, 2)
+            if (a["gpu"] == b["gpu"]) == same
+        ]
+        if not pairs:
+            print(f"sessions agreeing ({label}): no row executed in two such batches")
+            continue
+        ok = sum(_overlap(a, b) for a, b in pairs)
+        logs = [abs(math.log(a["graph_speedup"] / b["graph_speedup"])) for a, b in pairs]
+        print(
+            f"sessions agreeing ({label}): {ok}/{len(pairs)} rows' graph CIs overlap; "
+            f"median |log ratio| {statistics.median(logs):.4f}, max {max(logs):.3f}"
+        )
+        for a, b in sorted(
+            pairs, key=lambda p: -abs(math.log(p[0]["graph_speedup"] / p[1]["graph_speedup"]))
+        )[:5]:
+            print(
+                f"   {a['sha'][:8]} {a['spec']:<34} {a['batch']} {a['graph_speedup']:.3f} "
+                f"[{a['graph_ci_lo']:.3f},{a['graph_ci_hi']:.3f}]  {b['batch']} "
+                f"{b['graph_speedup']:.3f} [{b['graph_ci_lo']:.3f},{b['graph_ci_hi']:.3f}]"
+            )
+
+
+def significant(runs: pl.DataFrame) -> None:
+    ex = _executed(runs).sort("graph_speedup", descending=True)
+    sig = ex.filter(pl.col("graph_significant"))
+    print(f"significant graph-replay effects: {sig.height} of {ex.height} executed runs")
+    for r in sig.head(12).iter_rows(named=True):
+        print(
+            f"   {r['batch']:<10} {r['sha'][:8]} {r['spec']:<34} graph {r['graph_speedup']:.3f} "
+            f"[{r['graph_ci_lo']:.3f},{r['graph_ci_hi']:.3f}] host {r['host_speedup']:.3f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    args = ap.parse_args(argv)
+    runs, _shapes = load(args.data)
+    batch_table(runs)
+    controls(runs)
+    agreement(runs)
+    significant(runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
