@@ -939,6 +939,113 @@ GROUPED_GEMM = Spec(
 )
 
 
+# --- launch_reshape_and_cache_flash: token-major K/V rows into a paged (flash) KV cache ---
+
+
+def _rcf_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, d, page, blocks = (
+        shape["tokens"],
+        shape["heads"],
+        shape["head"],
+        shape["page"],
+        shape["blocks"],
+    )
+    slots = blocks * page
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    slot_mapping = torch.randperm(slots, generator=_cpu_gen(gen, device))[:t].to(device)
+    x = {
+        "key": torch.randn(t, h, d, generator=gen, device=device).to(dt),
+        "value": torch.randn(t, h, d, generator=gen, device=device).to(dt),
+        "key_cache": torch.randn(blocks, page, h, d, generator=gen, device=device).to(dt),
+        "value_cache": torch.randn(blocks, page, h, d, generator=gen, device=device).to(dt),
+        "slot_mapping": slot_mapping,
+        "swa_slot_mapping": None,
+    }
+    if shape.get("swa"):
+        # full-attention slots remapped into the sliding-window pool; -1 = evicted
+        remap = torch.randperm(slots, generator=_cpu_gen(gen, device)).to(device)
+        remap[::7] = -1
+        x["swa_slot_mapping"] = remap
+    return x
+
+
+def _rcf_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.launch_reshape_and_cache_flash, x)
+    return {"key_cache": x["key_cache"], "value_cache": x["value_cache"]}
+
+
+def _rcf_reference(x: Inputs) -> Outputs:
+    kc, vc = x["key_cache"].clone(), x["value_cache"].clone()
+    slots = x["slot_mapping"]
+    if x["swa_slot_mapping"] is not None:
+        slots = x["swa_slot_mapping"][slots]
+    keep = slots >= 0
+    page = kc.shape[1]
+    s = slots[keep]
+    kc[s // page, s % page] = x["key"][keep]
+    vc[s // page, s % page] = x["value"][keep]
+    return {"key_cache": kc, "value_cache": vc}
+
+
+RESHAPE_AND_CACHE_FLASH = Spec(
+    name="sglang_reshape_and_cache_flash",
+    launcher="launch_reshape_and_cache_flash",
+    rows=(("sglang", "b9a68c30", "python/sglang/srt/layers/attention/utils.py"),),
+    shapes=(
+        # Llama-3-8B KV (8 heads x 128), pages of 16 and 64; gpt-oss SWA layers (8 x 64)
+        {
+            "name": "llama3-8b-decode-b64",
+            "tokens": 64,
+            "heads": 8,
+            "head": 128,
+            "page": 16,
+            "blocks": 4096,
+        },
+        {
+            "name": "llama3-8b-prefill-8k",
+            "tokens": 8192,
+            "heads": 8,
+            "head": 128,
+            "page": 64,
+            "blocks": 1024,
+        },
+        {
+            "name": "gpt-oss-swa-prefill-4k",
+            "tokens": 4096,
+            "heads": 8,
+            "head": 64,
+            "page": 16,
+            "blocks": 2048,
+            "swa": True,
+        },
+        {
+            "name": "qwen2.5-7b-decode-b256",
+            "tokens": 256,
+            "heads": 4,
+            "head": 128,
+            "page": 16,
+            "blocks": 4096,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 30, 200]),
+        "heads": r.choice([1, 5, 8]),
+        "head": r.choice([64, 80, 128]),
+        "page": r.choice([1, 16]),
+        "blocks": 64,
+        "swa": r.choice([False, True]),
+    },
+    make_inputs=_rcf_inputs,
+    call=_rcf_call,
+    reference=_rcf_reference,
+    mutated=("key_cache", "value_cache"),
+    tolerance={"key_cache": (0.0, 0.0), "value_cache": (0.0, 0.0)},
+    tolerance_why="a scatter copy without scales: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     DRAFT_TOPK1,
     MLA_SET_KV,
@@ -952,6 +1059,7 @@ SPECS: tuple[Spec, ...] = (
     Q8KV8_GATHER,
     DEEPEP_PERMUTE,
     GROUPED_GEMM,
+    RESHAPE_AND_CACHE_FLASH,
 )
 
 _ = random
