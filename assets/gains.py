@@ -49,4 +49,5 @@ def pr_gains(
     handle.replace_table("derived", "pr_gains", out.gains)
     handle.replace_table("derived", "pr_gains_state", out.state)
     handle.replace_table("derived", "pr_gains_crosscheck", out.crosscheck)
+    handle.replace_table("derived", "pr_quarantine", out.quarantine)
     return materialize_result(handle, out.metadata, version=("derived.pr_gains",))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import polars as pl
@@ -72,6 +72,8 @@ def _gains_schema() -> dict[str, pl.DataType]:
         "idx": pl.Int64(),
         "primary": pl.Boolean(),
         **{k: v for k, v in kinds.items() if k not in ("repo", "pr_number")},
+        "quarantined": pl.Boolean(),
+        "published_audit_pass": pl.Boolean(),
     }
 
 
@@ -147,7 +149,10 @@ def extractor_code_version(llm_model: str | None) -> str:
     from dagster_project.gains.extract import choose
 
     # GPU names decide gains attribution (gains/mentions.py), so their version is part of it.
-    version = f"table-{choose.EXTRACTOR_VERSION}+gpus-{gpus.RULES_VERSION}"
+    version = (
+        f"table-{choose.EXTRACTOR_VERSION}+gpus-{gpus.RULES_VERSION}"
+        f"+quarantine-{QUARANTINE_VERSION}"
+    )
     if llm_model:
         version += f"+llm-{llm_extractor.PROMPT_VERSION}:{llm_model}"
     return version
@@ -253,7 +258,71 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
     schema = _gains_schema()
     if not rows:
         return pl.DataFrame(schema=schema)
+    held = quarantined_prs(rows)
+    for row in rows:
+        row["quarantined"] = (row["repo"], row["pr_number"]) in held
+        # the gate's column: the audit verdict of what reaches a dataset, null for the rest
+        row["published_audit_pass"] = (
+            bool(row.get("audit_pass")) if row["primary"] and not row["quarantined"] else None
+        )
     return pl.DataFrame(rows, schema=schema)
+
+
+#: Version of the quarantine rule below; part of ``pr_gains``' code version.
+QUARANTINE_VERSION = "1"
+
+QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
+    "repo": pl.String(),
+    "pr_number": pl.Int64(),
+    "extractor": pl.String(),
+    "values": pl.Int64(),
+    "failed_values": pl.Int64(),
+    "reasons": pl.String(),
+    "quarantine_version": pl.String(),
+}
+
+
+def quarantined_prs(rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """PRs held back whole: any value the primary extractor read from them failed the audit.
+
+    Why per PR and not per value (issue 42): a PR body is untrusted input, and a body
+    that injects values the audit rejects is not trusted for the values it passes either;
+    and why quarantine rather than a failed gate: one contributor's PR once dropped the
+    audit rate under the blocking gate and stopped both mined datasets. The gate measures
+    the extractor on what it publishes (``published_audit_pass``), the datasets build
+    without the quarantined PRs' gains, and ``derived.pr_quarantine`` says what was held
+    back and why."""
+    return {
+        (r["repo"], r["pr_number"])
+        for r in rows
+        if r["primary"] and r.get("audit_pass") is not True
+    }
+
+
+def quarantine_frame(gains: pl.DataFrame) -> pl.DataFrame:
+    """``derived.pr_quarantine``: one row per quarantined PR, with its audit reasons."""
+    if not gains.height or "quarantined" not in gains.columns:
+        return pl.DataFrame(schema=QUARANTINE_SCHEMA)
+    held = gains.filter(pl.col("quarantined") & pl.col("primary"))
+    if not held.height:
+        return pl.DataFrame(schema=QUARANTINE_SCHEMA)
+    out = (
+        held.group_by("repo", "pr_number")
+        .agg(
+            pl.col("extractor").first(),
+            pl.len().cast(pl.Int64).alias("values"),
+            (~pl.col("audit_pass").fill_null(False)).sum().cast(pl.Int64).alias("failed_values"),
+            pl.col("audit_reason")
+            .filter(pl.col("audit_reason").fill_null("") != "")
+            .unique()
+            .sort()
+            .str.join("; ")
+            .alias("reasons"),
+        )
+        .with_columns(pl.lit(QUARANTINE_VERSION).alias("quarantine_version"))
+        .sort("repo", "pr_number")
+    )
+    return out.select(list(QUARANTINE_SCHEMA)).cast(dict(QUARANTINE_SCHEMA.items()))
 
 
 CROSSCHECK_SCHEMA: dict[str, pl.DataType] = {
@@ -307,6 +376,8 @@ def _gains_by_pr(pr_gains: pl.DataFrame | None) -> dict[tuple[str, int], list[Me
         return {}
     out: dict[tuple[str, int], list[Measurement]] = {}
     usable = pl.col("primary") & pl.col("audit_pass").fill_null(False)
+    if "quarantined" in pr_gains.columns:  # a quarantined PR gives no value at all
+        usable = usable & ~pl.col("quarantined").fill_null(False)
     for r in pr_gains.filter(usable).iter_rows(named=True):
         out.setdefault((r["repo"], int(r["pr_number"])), []).append(Measurement.from_dict(r))
     return out
@@ -378,19 +449,23 @@ __all__ = [
     "gains_frame",
     "llm_cache_key",
     "pr_numbers_needed",
+    "quarantine_frame",
+    "quarantined_prs",
 ]
 
 
 @dataclass(frozen=True)
 class GainsTables:
     """What the pr_gains asset writes (``derived.pr_extractions``, ``derived.pr_gains``,
-    ``derived.pr_gains_state``, ``derived.pr_gains_crosscheck``) and its metadata."""
+    ``derived.pr_gains_state``, ``derived.pr_gains_crosscheck``, ``derived.pr_quarantine``) and
+    its metadata."""
 
     runs: pl.DataFrame
     gains: pl.DataFrame
     state: pl.DataFrame
     crosscheck: pl.DataFrame
     metadata: dict[str, Any]
+    quarantine: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=QUARANTINE_SCHEMA))
 
 
 def _speedup_plots(gains: pl.DataFrame) -> str:
@@ -445,6 +520,7 @@ def gains_tables(
     checks = cross_checks(runs)
     # every extracted value counts (pairs and stated ratios), as in the 98.8% gate
     rate = audit_rate(gains.to_dicts()) if gains.height else None
+    quarantine = quarantine_frame(gains)
     metadata: dict[str, Any] = {
         "plots": Markdown(_speedup_plots(gains) or state["reason"]),
         "gains_state": state["reason"],
@@ -455,6 +531,7 @@ def gains_tables(
         "failed_extractions": int((~runs["ok"]).sum()) if runs.height else 0,
         "llm_table_disagreements": int((~checks["agree"]).sum()) if checks.height else 0,
         "audit_pass_rate": float(rate) if rate is not None else -1.0,
+        "quarantined_prs": quarantine.height,
         "llm": llm["model"] if llm else "not configured (table extractor only)",
         # both token columns are integer columns: their sums are ints
         "tokens": int(
@@ -463,4 +540,11 @@ def gains_tables(
         if runs.height
         else 0,
     }
-    return GainsTables(runs, gains, pl.DataFrame([state], schema=STATE_SCHEMA), checks, metadata)
+    return GainsTables(
+        runs,
+        gains,
+        pl.DataFrame([state], schema=STATE_SCHEMA),
+        checks,
+        metadata,
+        quarantine,
+    )

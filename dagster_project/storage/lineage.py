@@ -79,6 +79,7 @@ ASSETS: dict[str, Access] = {
             "derived.pr_gains",
             "derived.pr_gains_state",
             "derived.pr_gains_crosscheck",
+            "derived.pr_quarantine",
         ),
     ),
     "kernel_commits": Access(
