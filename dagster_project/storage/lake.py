@@ -249,11 +249,20 @@ class Lake:
             rows = con.execute(
                 "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
             ).fetchall()
+            home = _database_path(con)
         moved = []
         for schema, view, sql in rows:
             match = _VIEW_GLOB.search(sql or "")
-            # compared as glob text: a view written before roots were escaped is re-bound too
-            if match and match.group("root").replace("''", "'") != glob_escape(self.parquet_root):
+            if not match:
+                continue
+            guard = _VIEW_GUARD.search(sql or "")
+            # compared as glob text: a view written before roots were escaped is re-bound
+            # too, and so is one guarded by another lake file (or by none: an older lake)
+            if (
+                match.group("root").replace("''", "'") != glob_escape(self.parquet_root)
+                or guard is None
+                or guard.group("home").replace("''", "'") != home
+            ):
                 moved.append((str(schema), str(view), match.group("table").replace("''", "'")))
         return moved
 
@@ -274,13 +283,34 @@ class Lake:
             for schema, view, table in moved:
                 if not self.partition_files(table):
                     continue
-                pattern = self.view_glob(table)
                 con.execute(
                     f"CREATE OR REPLACE VIEW {qualified(schema, view)} AS "
-                    f"SELECT * FROM read_parquet('{pattern}', union_by_name = true)"
+                    + self._view_sql(con, table)
                 )
                 done.append(f"{schema}.{view}")
         return done
+
+    def _view_sql(self, con: duckdb.DuckDBPyConnection, table: str) -> str:
+        """The body of a view over ``table``'s partitions, guarded by the lake file it lives
+        in: the glob is absolute, so a copy of the home opened by a plain DuckDB client
+        would silently read the *original* home's files. The guard makes such a read fail
+        with a message saying how to re-bind (kernelhouse re-binds on first open); in the
+        home itself, or with the lake ATTACHed under any name, the file is among the
+        open databases and the guard is one constant check. The SQL door reads a private
+        snapshot of the file and names the home in ``HOME_VARIABLE`` instead."""
+        home = _database_path(con)
+        message = (
+            f"this lake's views read the Parquet files beside {home}, not beside the lake "
+            "file you opened (a copied or moved home): open it once with kernelhouse "
+            "(KERNELHOUSE_HOME=<its folder> kernelhouse status), which re-binds its views "
+            "to its own files"
+        )
+        return (
+            f"SELECT * FROM read_parquet('{self.view_glob(table)}', union_by_name = true) "
+            f"WHERE EXISTS (SELECT 1 FROM duckdb_databases() WHERE path = '{_sql_str(home)}') "
+            f"OR getvariable('{HOME_VARIABLE}') = '{_sql_str(home)}' "
+            f"OR error('{_sql_str(message)}')"
+        )
 
     def broken_views(self) -> list[str]:
         """Views of the lake that no longer read (their partition files are gone, or they
@@ -334,12 +364,16 @@ class Lake:
             raise LakeError(f"no lake at {self.path}: run `kernelhouse build` first")
         limits = limits or load_sql_limits()
         self._rebind_once()
+        with self._open(read_only=True) as con:
+            home = _database_path(con)
         snapshot = self._snapshot()
         try:
             with Lake(snapshot, self.parquet_root, object_store=self.object_store)._open(
                 read_only=True
             ) as con:
                 root = self.parquet_root.rstrip("/") + "/"
+                # the snapshot is another file: tell the views' guard which home it is
+                con.execute(f"SET VARIABLE {HOME_VARIABLE} = ?", [home])
                 con.execute("SET memory_limit = ?", [limits.memory_limit])
                 con.execute("SET temp_directory = ''")  # no spilling: past the limit, it fails
                 # the views name the root as an escaped glob (``glob_escape``): DuckDB checks
@@ -602,20 +636,17 @@ class Lake:
         qn = qualified(schema, table)
         written = _UNVIEWED.pop((self.parquet_root, table), set())
         # A glob, not a file list: new partitions show up without a refresh. The path
-        # comes from settings, never from a query, and is quoted.
-        pattern = self.view_glob(table)
+        # comes from settings, never from a query, and is quoted (``_view_sql``).
         if files and written and self.path.exists():
             columns = self._file_columns(written)
             if columns is not None:
                 with self.connect(read_only=True) as con:
+                    pattern = self.view_glob(table)
                     if _view_columns(con, schema, table, pattern) == columns:
                         return len(files)
         with self.connect() as con:
             if files:
-                con.execute(
-                    f"CREATE OR REPLACE VIEW {qn} AS "
-                    f"SELECT * FROM read_parquet('{pattern}', union_by_name = true)"
-                )
+                con.execute(f"CREATE OR REPLACE VIEW {qn} AS " + self._view_sql(con, table))
             elif empty_schema is not None:
                 con.register("_empty", empty_schema.head(0).to_arrow())
                 con.execute(f"CREATE OR REPLACE TABLE {qn} AS SELECT * FROM _empty")
@@ -660,6 +691,27 @@ def glob_escape(path: str) -> str:
 _VIEW_GLOB = re.compile(
     r"read_parquet\('(?P<root>(?:[^']|'')+)/(?P<table>(?:[^'/]|'')+)/\*\.parquet'"
 )
+# The lake-file guard ``Lake._view_sql`` writes after it, and the session variable that
+# stands for the lake file where a reader opened a snapshot of it (the SQL door).
+HOME_VARIABLE = "kernelhouse_lake"
+_VIEW_GUARD = re.compile(r"WHERE \(?path = '(?P<home>(?:[^']|'')+)'")
+
+
+def _database_path(con: duckdb.DuckDBPyConnection) -> str:
+    """The lake file ``con`` opened, as DuckDB records it (absolute), which is what a
+    view's guard compares with the databases open in the reading session."""
+    row = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchone()
+    return str(row[0]) if row else ""
+
+
+def _sql_str(text: str) -> str:
+    """``text`` inside a SQL string literal (quotes doubled). Only for text this module
+    writes itself (paths from settings, its own messages) in DDL, which takes no
+    parameters."""
+    return text.replace("'", "''")
+
 
 # Statement types ``read_only_query`` runs: only SELECT (DuckDB's parser gives DESCRIBE,
 # SHOW, SUMMARIZE, VALUES and FROM-first queries this type too).
@@ -730,11 +782,19 @@ def _view_columns(
     con: duckdb.DuckDBPyConnection, schema: str, table: str, pattern: str
 ) -> list[tuple[str, str]] | None:
     """The stored columns of ``schema.table`` if it is a ``union_by_name`` view of
-    ``pattern`` (from the catalog: no binding, no file read), else None."""
+    ``pattern`` guarded by this lake file (from the catalog: no binding, no file read),
+    else None. DuckDB stores a view's SQL normalised, so its parts are matched."""
     row = con.execute(
         "SELECT sql FROM duckdb_views() WHERE schema_name = ? AND view_name = ?", [schema, table]
     ).fetchone()
-    if not row or f"read_parquet('{pattern}'" not in row[0] or "union_by_name" not in row[0]:
+    guard = _VIEW_GUARD.search(row[0]) if row else None
+    if (
+        not row
+        or f"read_parquet('{pattern}'" not in row[0]
+        or "union_by_name" not in row[0]
+        or guard is None
+        or guard.group("home").replace("''", "'") != _database_path(con)
+    ):
         return None
     return [
         (str(name), str(typ))
