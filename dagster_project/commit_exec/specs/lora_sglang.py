@@ -135,26 +135,28 @@ def _sg_call(fn_name: str) -> Any:
 
 
 def _sg_reference(x: Inputs) -> Outputs:
+    """Per adapter, its tokens' rows times its weights (fp32 from the stored inputs): lora A
+    ``x @ W.T``; lora B adds ``scaling * x_slice[:, :rank] @ W_slice[:, :rank].T`` per slice
+    to the base output, the slices of an adapter of rank r_w packed at stride r_w."""
     torch = _torch()
     bi = x["batch_info"]
     tok_w = x["token_adapter"]
-    xs, w = x["x"].float(), x["weights"].float()
-    if "stack_num" in x:
-        out = torch.einsum("sk,snk->sn", xs, w[tok_w])
-        return {"output": out.to(x["x"].dtype)}
-    out = x["base_output"].float().clone()
-    offs = x["output_offset"].tolist()
-    r = w.shape[-1]
-    rank = bi.lora_ranks.long()[tok_w]
-    cols = torch.arange(r, device=xs.device)[None, :]
-    keep = (cols < rank[:, None]).float()
-    scale = bi.scalings[tok_w][:, None]
-    for i in range(len(offs) - 1):
-        # an adapter of rank r_w < max rank packs its slices at stride r_w (lora A's layout)
-        idx = (i * rank[:, None] + cols).clamp(max=xs.shape[1] - 1)
-        xi = torch.gather(xs, 1, idx) * keep
-        wi = w[tok_w, offs[i] : offs[i + 1], :]
-        out[:, offs[i] : offs[i + 1]] += torch.einsum("sr,snr->sn", xi, wi) * scale
+    xs = x["x"].float()
+    w = x["weights"]
+    out = torch.zeros(xs.shape[0], w.shape[1], device=xs.device)
+    offs = [0, w.shape[1]] if "stack_num" in x else x["output_offset"].tolist()
+    if "stack_num" not in x:
+        out = x["base_output"].float().clone()
+    for adapter in torch.unique(tok_w).tolist():
+        rows = (tok_w == adapter).nonzero().flatten()
+        wa = w[adapter].float()
+        if "stack_num" in x:
+            out[rows] = xs[rows] @ wa.T
+            continue
+        rank, scale = int(bi.lora_ranks[adapter]), float(bi.scalings[adapter])
+        for i in range(len(offs) - 1):
+            xi = xs[rows, i * rank : (i + 1) * rank]
+            out[rows, offs[i] : offs[i + 1]] += scale * (xi @ wa[offs[i] : offs[i + 1], :rank].T)
     return {"output": out.to(x["x"].dtype)}
 
 
