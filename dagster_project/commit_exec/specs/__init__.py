@@ -13,6 +13,7 @@ from .mamba_ssd import SPECS as _MAMBA_SSD
 from .misc_sglang import SPECS as _MISC_SGLANG
 from .misc_sglang_cache import SPECS as _MISC_SGLANG_CACHE
 from .misc_sglang_diffusion import SPECS as _MISC_SGLANG_DIFFUSION
+from .misc_sglang_index import SPECS as _MISC_SGLANG_INDEX
 from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
@@ -33,6 +34,7 @@ SPECS: tuple[Spec, ...] = (
     + _MISC_SGLANG
     + _MISC_SGLANG_CACHE
     + _MISC_SGLANG_DIFFUSION
+    + _MISC_SGLANG_INDEX
     + _MISC_SGLANG_MOE
 )
 

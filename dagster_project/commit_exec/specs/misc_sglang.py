@@ -326,7 +326,8 @@ def _dsa_common(shape: Shape, gen: Any, device: Any, rows: int) -> Inputs:
         "seqlens_expanded": empty(rows),
         "dsa_cache_seqlens": empty(rows),
         "dsa_cu_seqlens_k": empty(rows + 1),
-        "real_page_table": empty(rows, -(-width // ps)) if ps > 1 else None,
+        # with page size 1 the launcher uses page_table_1 as the real table (this one unused)
+        "real_page_table": empty(rows, -(-width // ps)),
         "bs": bs,
         "max_len": width,
         "max_seqlen_k": width,
@@ -444,6 +445,16 @@ def _dsa_extend_reference(x: Inputs) -> Outputs:
 _DSA_OLD = "python/sglang/srt/layers/attention/triton_ops/dsa_metadata.py"
 _DSA_NEW = "python/sglang/kernels/ops/attention/dsa_metadata.py"
 _DSA_WHY = "integer lengths, prefix sums and page-table copies: exact"
+#: The graph buffers every launcher fills in place.
+_DSA_MUTATED = (
+    "cache_seqlens",
+    "cu_seqlens_k",
+    "page_table_1",
+    "seqlens_expanded",
+    "dsa_cache_seqlens",
+    "dsa_cu_seqlens_k",
+    "real_page_table",
+)
 
 DSA_DECODE_METADATA = Spec(
     name="sglang_dsa_decode_metadata",
@@ -466,6 +477,7 @@ DSA_DECODE_METADATA = Spec(
     make_inputs=_dsa_decode_inputs,
     call=_dsa_decode_call,
     reference=_dsa_decode_reference,
+    mutated=_DSA_MUTATED,
     tolerance_why=_DSA_WHY,
 )
 
@@ -491,6 +503,7 @@ DSA_DRAFT_EXTEND_METADATA = Spec(
     make_inputs=_dsa_extend_inputs,
     call=_dsa_extend_call,
     reference=_dsa_extend_reference,
+    mutated=_DSA_MUTATED,
     tolerance_why=_DSA_WHY,
 )
 
@@ -559,7 +572,7 @@ OLD_DECODE_ATTENTION = Spec(
     make_inputs=_old_decode_inputs,
     call=_old_decode_call,
     reference=_old_decode_reference,
-    mutated=("o",),
+    mutated=("o", "att_m"),
     tolerance={"o": (3e-2, 3e-2)},
     tolerance_why="q.k is summed in fp16 (the launcher's reduce type) over 128 dims and the "
     "logits stored as fp16 before the softmax: fp16 logits of magnitude ~10 carry ~5e-3 "
