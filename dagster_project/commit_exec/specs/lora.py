@@ -424,14 +424,16 @@ def _sgmv_call(mod: Any, x: Inputs, sha: str) -> Outputs:
 
 
 def _sgmv_reference(x: Inputs) -> Outputs:
+    """Per adapter, its tokens' rows times each slice's weights, scaled; tokens on no
+    adapter (index -1) keep the zeroed buffer."""
     torch = _torch()
     tok = torch.repeat_interleave(x["lora_indices_tensor"].long(), x["seq_len_tensor"].long())
-    live = (tok >= 0).float()[:, None]
-    tok = tok.clamp(min=0)
     out = x["output_tensor"].float().clone()
-    for i, w in enumerate(x["lora_a_weights"]):
-        delta = torch.einsum("tk,trk->tr", x["inputs"].float(), w.float()[tok])
-        out[i] += delta * x["scaling"] * live
+    xs = x["inputs"].float()
+    for adapter in torch.unique(tok[tok >= 0]).tolist():
+        rows = (tok == adapter).nonzero().flatten()
+        for i, w in enumerate(x["lora_a_weights"]):
+            out[i, rows] += (xs[rows] @ w[adapter].float().T) * x["scaling"]
     return {"output_tensor": out.to(x["output_tensor"].dtype)}
 
 
