@@ -246,6 +246,70 @@ TRTLLM_GRAPH_METADATA = Spec(
 )
 
 
-SPECS: tuple[Spec, ...] = (TRANSFORM_INDEX_PREFILL, SEQLENS_EXPAND, TRTLLM_GRAPH_METADATA)
+# --- normal_decode_set_metadata (FlashAttention backend decode graphs): the same update ---
+
+
+def _fa_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    x = _trtllm_inputs(shape, gen, device)
+    x["cache_seqlens_int32"] = x.pop("cache_seqlens")
+    x["seq_len_delta"] = x.pop("seqlen_offset")
+    x["strided_indices"] = torch.arange(
+        0, x["req_to_token"].shape[1], x["page_size"], device=device
+    )
+    return x
+
+
+def _fa_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    call_by_name(mod.normal_decode_set_metadata, x)
+    return {
+        "cache_seqlens": x["cache_seqlens_int32"],
+        "cu_seqlens_k": x["cu_seqlens_k"],
+        "page_table": _live_pages(x, x["page_table"], x["cache_seqlens_int32"]),
+    }
+
+
+def _fa_reference(x: Inputs) -> Outputs:
+    return _trtllm_reference({**x, "seqlen_offset": x["seq_len_delta"]})
+
+
+FA_DECODE_METADATA = Spec(
+    name="sglang_fa_normal_decode_set_metadata",
+    launcher="normal_decode_set_metadata",
+    rows=(("sglang", "1b63155e", "python/sglang/kernels/ops/attention/metadata.py"),),
+    shapes=(
+        # FlashAttention-backend decode graph replays; page 1 takes the specialised kernel
+        {"name": "decode-b64-32k-page1", "batch": 64, "max_len": 32768, "page": 1},
+        {"name": "decode-b256-8k-page16", "batch": 256, "max_len": 8192, "page": 16},
+        {"name": "decode-b16-128k-page64", "batch": 16, "max_len": 131072, "page": 64},
+        {
+            "name": "eagle-draft-b32-16k-page1",
+            "batch": 32,
+            "max_len": 16384,
+            "page": 1,
+            "offset": 2,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 5, 20]),
+        "max_len": r.choice([64, 1000, 4096]),
+        "page": r.choice([1, 16, 64]),
+        "offset": r.choice([0, 1, 3]),
+    },
+    make_inputs=_fa_inputs,
+    call=_fa_call,
+    reference=_fa_reference,
+    mutated=("cache_seqlens_int32", "cu_seqlens_k", "page_table"),
+    tolerance_why="integer lengths, prefix sums and page indices: exact",
+)
+
+
+SPECS: tuple[Spec, ...] = (
+    TRANSFORM_INDEX_PREFILL,
+    SEQLENS_EXPAND,
+    TRTLLM_GRAPH_METADATA,
+    FA_DECODE_METADATA,
+)
 
 _ = random
