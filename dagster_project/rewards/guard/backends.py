@@ -9,9 +9,14 @@ which is before any candidate code is loaded. numpy and torch are imported here 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import glob
+import hashlib
+import json
 import os
+import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +55,75 @@ def child_processes() -> int:
         with contextlib.suppress(OSError), open(path) as fh:
             n += len(fh.read().split())
     return n
+
+
+#: Builtins the judge calls after the candidate has loaded (a rebound ``type`` or
+#: ``isinstance`` would let a lazy object pass the exact-type check).
+JUDGE_BUILTINS = (
+    "type",
+    "isinstance",
+    "issubclass",
+    "getattr",
+    "hasattr",
+    "len",
+    "id",
+    "open",
+    "print",
+    "dict",
+    "list",
+    "str",
+    "int",
+    "float",
+    "bool",
+    "__import__",
+)
+
+
+def denormals_kept() -> bool:
+    """False when flush-to-zero or denormals-are-zero is on for this thread (x86 MXCSR,
+    which ``torch.set_flush_denormal`` and ctypes can set for the whole process's numerics):
+    half the smallest normal double must stay non-zero."""
+    tiny = sys.float_info.min
+    return tiny * 0.5 != 0.0
+
+
+def process_hooks() -> dict[str, Any]:
+    """Interpreter state through which work can run after a call has returned, outside the
+    timed region: profile and trace hooks, armed interval timers, Python signal handlers.
+    Compared with the state captured before the candidate loaded (held-out exploits 1.1.0:
+    deferred fills through ``sys.setprofile`` and SIGALRM)."""
+    timers = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+    handlers = {}
+    for sig in signal.valid_signals():
+        with contextlib.suppress(ValueError, OSError):
+            handlers[int(sig)] = id(signal.getsignal(sig))
+    return {
+        "profile": id(sys.getprofile()),
+        "trace": id(sys.gettrace()),
+        "itimers": [any(v > 0 for v in signal.getitimer(t)) for t in timers],
+        "handlers": handlers,
+    }
+
+
+def common_identities() -> dict[str, Any]:
+    """Functions of the standard library and numpy the judge itself calls to describe,
+    snapshot, hash and report a call (a candidate rebinding one could fill a lazy output
+    off the clock or rewrite the judge's messages)."""
+    import numpy as np
+
+    out: dict[str, Any] = {
+        f"builtins.{n}": (builtins, n, getattr(builtins, n)) for n in JUDGE_BUILTINS
+    }
+    for owner, label, names in (
+        (np, "numpy", ("array", "save", "ascontiguousarray", "may_share_memory", "array_equal")),
+        (json, "json", ("dumps", "loads")),
+        (json.JSONEncoder, "json.JSONEncoder", ("encode", "iterencode")),
+        (hashlib, "hashlib", ("sha256",)),
+        (os, "os", ("write", "_exit", "listdir")),
+    ):
+        for n in names:
+            out[f"{label}.{n}"] = (owner, n, getattr(owner, n))
+    return out
 
 
 class NumpyBackend:
@@ -111,10 +185,11 @@ class NumpyBackend:
         return {
             "time.perf_counter": (time, "perf_counter", self.clock),
             "time.process_time": (time, "process_time", self.cpu_clock),
+            **common_identities(),
         }
 
     def modes(self) -> dict[str, Any]:
-        return {}
+        return {"denormals": denormals_kept()}
 
     l2_base: int | None = None
 
@@ -238,7 +313,11 @@ class TorchBackend:
             import triton.testing as tt
 
             out["triton.testing.do_bench"] = (tt, "do_bench", tt.do_bench)
-        return out
+        for n in ("detach", "to", "numpy", "clone", "cpu", "untyped_storage", "stride"):
+            out[f"torch.Tensor.{n}"] = (torch.Tensor, n, getattr(torch.Tensor, n))
+        for n in ("randn", "rand", "Generator", "manual_seed"):
+            out[f"torch.{n}"] = (torch, n, getattr(torch, n))
+        return {**out, **common_identities()}
 
     def modes(self) -> dict[str, Any]:
         torch = self.torch
@@ -249,6 +328,13 @@ class TorchBackend:
             "fp16_reduced_reduction": bool(
                 torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
             ),
+            "denormals": denormals_kept(),
+            "default_dtype": str(torch.get_default_dtype()),
+            "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+            "cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
+            "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
+            "num_threads": int(torch.get_num_threads()),
+            "mode_stacks": _mode_stacks(torch),
         }
 
     def set_persisting_l2_zero(self) -> None:
@@ -280,6 +366,22 @@ class TorchBackend:
         if start is None or end is None:
             return None
         return float(self._elapsed(start, end))
+
+
+def _mode_stacks(torch: Any) -> list[int]:
+    """Depths of torch's function-mode and dispatch-mode stacks (a mode entered at import
+    sees, and can fill, every tensor the judge touches); ``-1`` where this torch has no
+    such query."""
+    depths = []
+    for query in (
+        lambda: len(torch.overrides._get_current_function_mode_stack()),
+        lambda: int(torch._C._len_torch_dispatch_stack()),
+    ):
+        try:
+            depths.append(int(query()))
+        except Exception:  # noqa: BLE001 - a private API may move between versions
+            depths.append(-1)
+    return depths
 
 
 def _cudart() -> Any:

