@@ -67,6 +67,11 @@ def _main(
 console = Console(stderr=True)
 out = Console()
 
+#: The definitions a build's worker processes and Dask workers load (``module:function``,
+#: ``execution.runs.load_definitions``): named here, at the top, so the run machinery in
+#: ``execution/`` never imports the assembly it runs.
+DEFINITIONS = "dagster_project.definitions:base_definitions"
+
 
 def _fail(message: str, code: int = 1) -> NoReturn:
     """Print one error line and exit. The message often quotes user or upstream text (a
@@ -296,6 +301,7 @@ def _build_launch(  # noqa: ANN001
         return stack.enter_context(
             LocalRuns(
                 workers,
+                definitions=DEFINITIONS,
                 run_config=QUIET_RUN_CONFIG,
                 tags={"kernelhouse/cli": "build", **run_tags()},
             )
@@ -311,7 +317,9 @@ def _dask_launch(stack: contextlib.ExitStack, settings, instance) -> Launch:  # 
     from dagster_project.storage.home import run_tags
 
     try:
-        cluster = stack.enter_context(dask_cluster(settings.dask_scheduler))
+        cluster = stack.enter_context(
+            dask_cluster(settings.dask_scheduler, definitions=DEFINITIONS)
+        )
     except DistributedError as exc:
         _fail(str(exc))
     where = "local cluster" if cluster.started_here else "KERNELHOUSE_DASK_SCHEDULER"
@@ -323,6 +331,7 @@ def _dask_launch(stack: contextlib.ExitStack, settings, instance) -> Launch:  # 
             instance,
             cluster.address,
             cluster.threads,
+            definitions=DEFINITIONS,
             run_config=QUIET_RUN_CONFIG,
             tags={"kernelhouse/cli": "build", **run_tags()},
         )
@@ -877,22 +886,32 @@ def report(
 def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 3000,
 ) -> None:
-    """Start ``dagster dev`` on this project, bound to 127.0.0.1 (replaces this process,
-    so its PID is the one to stop with SIGTERM)."""
+    """Start the Dagster UI on this project, bound to 127.0.0.1, behind a Host/Origin guard
+    (``cli/webguard.py``: a request for a foreign Host or Origin, as DNS rebinding sends,
+    gets 403), with the Dagster daemon beside it. The webserver replaces this process, so
+    its PID is the one to stop with SIGTERM; the daemon is set to die with it."""
     try:
         settings, _ = _prepare_instance()
     except SettingsError as exc:
         _fail(str(exc))
         return
     import shutil
+    import subprocess
 
-    exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
-    args = [exe, "dev", "-m", "dagster_project.definitions", "-h", "127.0.0.1", "-p", str(port)]
+    from dagster_project.storage.home import die_with_parent
+
+    daemon = shutil.which("dagster-daemon") or str(Path(sys.executable).with_name("dagster-daemon"))
+    subprocess.Popen(  # noqa: S603 - our own executable and module
+        [daemon, "run", "-m", "dagster_project.definitions"],
+        preexec_fn=lambda: die_with_parent(signal.SIGTERM),  # stops cleanly with the UI
+    )
+    args = [sys.executable, "-m", "dagster_project.cli.webguard"]
+    args += ["-m", "dagster_project.definitions", "-h", "127.0.0.1", "-p", str(port)]
     console.print(
         f"Dagster UI on http://127.0.0.1:{port}  "
         f"(DAGSTER_HOME={escape(str(settings.dagster_home))})"
     )
-    os.execv(exe, args)
+    os.execv(sys.executable, args)
 
 
 def restore_interrupt_signals() -> None:

@@ -234,19 +234,20 @@ def _ancestors(pid: int) -> list[int]:
     return out
 
 
-def _die_with_parent() -> None:
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to SIGKILL this worker when its parent dies (``PR_SET_PDEATHSIG``): a
     ``kill -9`` of the CLI then stops the workers too, instead of leaving them writing
-    partitions after the lock has passed on."""
+    partitions after the lock has passed on. ``sig``: SIGTERM lets a process that can clean
+    up (the UI's Dagster daemon) do so."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG
         if os.getppid() == 1:  # the parent died before the call took effect
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), sig)
 
 
 def _held_by_my_build(path: Path) -> bool:
@@ -273,7 +274,7 @@ def writer_lock(home: Path, wait_s: float = STEP_WAIT_S) -> Iterator[None]:
         yield
         return
     if path.exists() and _held_by_my_build(path):
-        _die_with_parent()
+        die_with_parent()
         yield
         return
     deadline = time.monotonic() + wait_s
