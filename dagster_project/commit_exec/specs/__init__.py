@@ -6,6 +6,7 @@ from .base import DEFAULT_TOLERANCE, Spec, shape_label
 from .bound import SPECS as _BOUND
 from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
+from .fla_chunk import SPECS as _FLA_CHUNK
 from .kda import SPECS as _KDA
 from .lora import SPECS as _LORA
 from .lora_sglang import SPECS as _LORA_SGLANG
@@ -28,6 +29,7 @@ SPECS: tuple[Spec, ...] = (
     + _LORA
     + _LORA_SGLANG
     + _FLA
+    + _FLA_CHUNK
     + _KDA
     + _MAMBA_SSD
     + _MISC_VLLM

@@ -14,7 +14,8 @@ from typing import Any
 
 from .base import Inputs, Outputs, Shape, Spec
 from .bind import call_by_name
-from .fla import _act_dtype, _chunk_tables, _torch
+from .fla import _act_dtype, _torch
+from .fla_chunk import _chunk_tables
 
 
 def _kda_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:

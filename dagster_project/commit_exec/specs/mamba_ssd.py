@@ -10,6 +10,7 @@ state 128, chunk 256 (Codestral 8 B/C groups); Nemotron-H-8B: 128 heads of 64, s
 
 from __future__ import annotations
 
+import inspect
 import random
 from typing import Any
 
@@ -77,7 +78,7 @@ def _ssd_pass_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
 
 def _ssd_pass_call(mod: Any, x: Inputs, sha: str) -> Outputs:
     fn = mod._state_passing_fwd
-    params = __import__("inspect").signature(fn).parameters
+    params = inspect.signature(fn).parameters
     if "is_cont_batched" in params:
         out, final = call_by_name(fn, x)
         return {"out": out, "final_states": final}
@@ -286,7 +287,7 @@ def _strip(x: Inputs, prefix: str) -> dict[str, Any]:
 
 def _ssd_scan_call(mod: Any, x: Inputs, sha: str) -> Outputs:
     fn = mod._chunk_scan_fwd
-    params = __import__("inspect").signature(fn).parameters
+    params = inspect.signature(fn).parameters
     if "cu_chunk_seqlens" in params:
         call_by_name(fn, {**x, **_strip(x, "aligned_"), "out": x["out_aligned"]})
         return {"out": x["out_aligned"]}
