@@ -1,7 +1,7 @@
 """Specs for the linear-attention rows (issue 35): the gated delta rule (GDN) of Qwen3-Next
 in vLLM's and SGLang's FLA copies (the decode recurrences; the chunked prefill kernels are
 in ``fla_chunk``, KDA in ``kda``, Mamba2 in ``mamba_ssd``) and the causal depthwise conv1d
-in front of it; shared helpers (dtype, generator, chunk tables) live here.
+in front of it; shared helpers (dtype, generator, layout test) live here.
 
 Shapes name their source. Qwen3-Next-80B-A3B: 16 key heads and 32 value heads of 128
 (``linear_num_key_heads``, ``linear_num_value_heads``, ``linear_key_head_dim``), conv
