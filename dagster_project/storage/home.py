@@ -250,20 +250,31 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
             os.kill(os.getpid(), sig)
 
 
-def _held_by_my_build(path: Path) -> bool:
-    """True when the lock is held (by a live process) and that holder is this process's
-    ancestor, or exported its identity to this process: a worker of the holding build."""
+def _held_by_my_build(path: Path, run_process: str | None = None) -> bool:
+    """True when the lock is held by a live CLI build and this process works for it: the
+    holder is its ancestor, exported its identity to it, or started the run this step
+    belongs to (``run_process``: the run's ``kernelhouse/process`` tag; a Dask worker of
+    a cluster started elsewhere is none of the first two)."""
     holder = _read_holder(path) or {}
-    pid = holder.get("pid")
-    if not isinstance(pid, int) or not pid_alive(pid):
+    identity, pid = holder.get("identity"), holder.get("pid")
+    if not isinstance(identity, str) or not isinstance(pid, int):
         return False
-    if holder.get("identity") != process_identity(pid):
-        return False  # a recycled PID
-    return pid in _ancestors(os.getpid()) or os.environ.get(HOLDER_ENV) == holder["identity"]
+    if holder.get("host") == socket.gethostname():
+        if not pid_alive(pid) or identity != process_identity(pid):
+            return False  # dead, or a recycled PID
+    elif run_process != identity:
+        return False  # another host's holder: only its own runs' steps can tell
+    return (
+        run_process == identity
+        or pid in _ancestors(os.getpid())
+        or os.environ.get(HOLDER_ENV) == identity
+    )
 
 
 @contextlib.contextmanager
-def writer_lock(home: Path, wait_s: float = STEP_WAIT_S) -> Iterator[None]:
+def writer_lock(
+    home: Path, wait_s: float = STEP_WAIT_S, run_process: str | None = None
+) -> Iterator[None]:
     """The build lock around one asset step, whoever runs it (issue 42: one lock for every
     writer). A step inside a CLI build (same process, or a worker it started) runs under
     its build's lock; any other step (the UI, the daemon, ``dagster asset materialize``)
@@ -273,8 +284,9 @@ def writer_lock(home: Path, wait_s: float = STEP_WAIT_S) -> Iterator[None]:
     if str(path) in _HELD:
         yield
         return
-    if path.exists() and _held_by_my_build(path):
-        die_with_parent()
+    if path.exists() and _held_by_my_build(path, run_process):
+        if _read_holder(path, "pid") in _ancestors(os.getpid()):
+            die_with_parent()
         yield
         return
     deadline = time.monotonic() + wait_s
@@ -291,12 +303,14 @@ def writer_lock(home: Path, wait_s: float = STEP_WAIT_S) -> Iterator[None]:
         yield
 
 
-def _read_holder(path: Path) -> dict[str, Any] | None:
+def _read_holder(path: Path, key: str | None = None) -> Any:
+    """The lock file's holder record (or one key of it); None when empty or unreadable."""
     try:
         text = path.read_text().strip()
-        return json.loads(text) if text else None
+        record = json.loads(text) if text else None
     except (OSError, ValueError):
         return None
+    return record.get(key) if key and isinstance(record, dict) else record
 
 
 def _describe(holder: dict[str, Any] | None) -> str:

@@ -41,10 +41,12 @@ class LakeResource(dg.ConfigurableResource):
         writer (a CLI build's workers, the UI, the daemon, ``dagster asset materialize``)
         goes through this, so none writes while another build holds the lock
         (``storage.home.writer_lock``). Outside a run (sensors, schedules) no lock."""
-        if getattr(context, "dagster_run", None) is None:
+        run = getattr(context, "dagster_run", None)
+        if run is None:
             yield self.create_resource(context)
             return
-        with writer_lock(self.settings().home):
+        tags = run.tags or {}
+        with writer_lock(self.settings().home, run_process=tags.get("kernelhouse/process")):
             yield self.create_resource(context)
 
     def lake(self) -> Lake:

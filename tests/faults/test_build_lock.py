@@ -126,3 +126,24 @@ def test_kill_9_of_the_build_stops_its_workers(kh_home: Path) -> None:
     while pid_alive(worker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not pid_alive(worker)
+
+
+def test_a_step_of_the_holding_builds_own_run_may_write_from_anywhere(kh_home: Path) -> None:
+    """A Dask worker of a cluster started elsewhere is neither the build's descendant nor
+    sees its environment: its run's ``kernelhouse/process`` tag names the holder."""
+    import json
+
+    from dagster_project.storage.home import writer_lock
+
+    kh_home.mkdir(parents=True, exist_ok=True)
+    holder, _worker = _holder(kh_home)
+    try:
+        identity = json.loads((kh_home / LOCK_NAME).read_text())["identity"]
+        with writer_lock(kh_home, wait_s=0, run_process=identity):
+            pass  # the holder's own run: allowed while it holds the lock
+        foreign = writer_lock(kh_home, wait_s=0, run_process="otherhost:1:1")
+        with pytest.raises(BuildLocked, match="another build is running"), foreign:
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
