@@ -4,12 +4,13 @@ A config is data, not code, so the process boundary and static code checks have 
 to hold; the attack surface is the text and what the launch makes of it. Defences, in
 order:
 
-1. ``strict_config``: exactly one JSON object in the completion (several objects hoping
-   the judge keeps the best are refused), no duplicate keys (a parser keeping the last
-   value and a validator reading the first would disagree), no NaN/Infinity, no nested
-   values; then ``rewards.gpu.spec.normalise_config`` (unknown keys such as Triton's
-   ``enable_fp_fusion`` or ``input_precision`` refused, integers only, powers of two,
-   ranges).
+1. ``strict_config``: exactly one JSON object (or flat Python dict literal, which the
+   config reward documents; read by ``ast`` under the same rules) in the completion
+   (several objects hoping the judge keeps the best are refused), no duplicate keys (a
+   parser keeping the last value and a validator reading the first would disagree), no
+   NaN/Infinity, no nested values; then ``rewards.gpu.spec.normalise_config`` (unknown
+   keys such as Triton's ``enable_fp_fusion`` or ``input_precision`` refused, integers
+   only, powers of two, ranges).
 2. ``config_means_what_it_says``: a key the launch ignores may only carry the value the
    launch runs (``SPLIT_K`` 1, ``USE_TMA`` off, no ROCm knobs on a CUDA row): a config
    claiming split-K partial sums or TMA would otherwise be credited for work it never
@@ -23,7 +24,9 @@ order:
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -76,12 +79,43 @@ def _top_level_objects(text: str) -> list[Any]:
         try:
             value, end = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
-            raise StrictConfigError("strict_config", f"not strict JSON: {exc.msg}") from exc
+            literal = _flat_literal(text, i)
+            if literal is None:
+                raise StrictConfigError("strict_config", f"not strict JSON: {exc.msg}") from exc
+            value, end = literal
         except RecursionError as exc:  # held-out hc-deep-nesting: the reward never raises
             raise StrictConfigError("strict_config", "not strict JSON: nested too deeply") from exc
         found.append(value)
         i = text.find("{", end)
     return found
+
+
+def _flat_literal(text: str, start: int) -> tuple[dict[str, Any], int] | None:
+    """A flat Python dict literal at ``start`` (single quotes, ``True``, a trailing comma),
+    which the config reward documents as an accepted completion (``rewards/config.py``):
+    read with ``ast`` under the JSON rules above (string keys, no duplicates, only plain
+    constants, finite numbers; no expressions such as ``32+0j``, no ``**`` unpacking, no
+    nesting). ``None`` when the text there is not one (the JSON error then stands)."""
+    close = text.find("}", start)
+    if close < 0:
+        return None
+    try:
+        node = ast.parse(text[start : close + 1].strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if not isinstance(node, ast.Dict):
+        return None
+    pairs: list[tuple[str, Any]] = []
+    for key, value in zip(node.keys, node.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        if not isinstance(value, ast.Constant) or isinstance(value.value, complex | bytes):
+            return None
+        v = value.value
+        if isinstance(v, float) and not math.isfinite(v):
+            _no_constants(repr(v))
+        pairs.append((key.value, v))
+    return _no_duplicates(pairs), close + 1
 
 
 def strict_config(completion: str | Mapping[str, Any]) -> dict[str, Any]:
