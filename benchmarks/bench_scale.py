@@ -96,6 +96,7 @@ def _timings(instance: Any, started: float) -> tuple[float, dict[str, list[float
 def _run_mode(mode: Mode, root: Path, partitions: list[str]) -> None:
     import dagster as dg
 
+    from dagster_project.cli.app import DEFINITIONS
     from dagster_project.definitions import build_definitions
     from dagster_project.execution.distributed import DaskRuns, dask_cluster
     from dagster_project.execution.planner import QUIET_RUN_CONFIG, run_build
@@ -114,11 +115,12 @@ def _run_mode(mode: Mode, root: Path, partitions: list[str]) -> None:
             outcome = run_build(defs, instance, SELECTION, partitions=partitions)
         else:
             with (
-                dask_cluster(None, mode.workers) as cluster,
+                dask_cluster(None, mode.workers, definitions=DEFINITIONS) as cluster,
                 DaskRuns(
                     instance,
                     cluster.address,
                     cluster.threads,
+                    definitions=DEFINITIONS,
                     run_config=QUIET_RUN_CONFIG,
                     tags={"kernelhouse/bench": "scale"},
                 ) as launch,

@@ -23,6 +23,7 @@ from typing import Any
 import dagster as dg
 
 from dagster_project.execution.executors import dask_executor_def, quiet_dask_sizeof
+from dagster_project.execution.runs import load_definitions
 from dagster_project.settings import load_settings
 
 
@@ -34,16 +35,15 @@ DISTRIBUTED_JOB = "kernelhouse_distributed"
 
 
 @functools.lru_cache(maxsize=64)
-def dask_asset_job(address: str, selection: str) -> dg.JobDefinition:
+def dask_asset_job(address: str, selection: str, definitions: str) -> dg.JobDefinition:
     """The job a distributed run executes: the assets ``selection`` names (comma-separated
     keys of one build stage, so one partitions definition) with the Dask executor at
-    ``address``. Run processes and Dask workers rebuild it from these two strings
+    ``address``, from the definitions ``definitions`` names (``runs.load_definitions``).
+    Run processes and Dask workers rebuild it from these three strings
     (``build_reconstructable_job``); cached, so a worker builds the definitions once rather
     than once per step. (The implicit asset job cannot be used: it mixes partitionings,
     and its reserved name cannot be handed to a reconstructed repository.)"""
-    from dagster_project.definitions import base_definitions
-
-    base = base_definitions()
+    base = load_definitions(definitions)
     keys = [dg.AssetKey.from_user_string(k) for k in selection.split(",")]
     job = dg.define_asset_job(
         DISTRIBUTED_JOB,
@@ -72,12 +72,10 @@ def worker_view() -> dict[str, str]:
     }
 
 
-def warm_worker() -> None:
+def warm_worker(definitions: str) -> None:
     """Build the definitions a worker's first step would otherwise build."""
-    from dagster_project.definitions import base_definitions
-
     quiet_dask_sizeof()
-    base_definitions()
+    load_definitions(definitions)
 
 
 @dataclass(frozen=True)
@@ -88,11 +86,14 @@ class DaskCluster:
 
 
 @contextlib.contextmanager
-def dask_cluster(address: str | None, n_workers: int | None = None) -> Iterator[DaskCluster]:
+def dask_cluster(
+    address: str | None, n_workers: int | None = None, *, definitions: str | None = None
+) -> Iterator[DaskCluster]:
     """Connect to the scheduler at ``address`` (``KERNELHOUSE_DASK_SCHEDULER``), or start
     a LocalCluster on 127.0.0.1 (one single-threaded worker process per core, or
     ``n_workers``) that lives as long as the block. Checks that the workers see the same
-    lake and settings as this process before any run starts."""
+    lake and settings as this process before any run starts; with ``definitions``, each
+    worker starts building them at once."""
     import dask.distributed as dd
 
     cluster = None
@@ -141,10 +142,11 @@ def dask_cluster(address: str | None, n_workers: int | None = None) -> Iterator[
                     )
             # Each worker imports Dagster and builds the definitions once (seconds);
             # start that now, while the run processes start, not at the first step.
-            for worker in client.nthreads():
+            for worker in client.nthreads() if definitions else ():
                 dd.fire_and_forget(
                     client.submit(
                         warm_worker,
+                        definitions,
                         key=f"kernelhouse-warm-{uuid.uuid4().hex}",
                         workers=[worker],
                         pure=False,
@@ -161,6 +163,7 @@ _RUN_INSTANCE: list[dg.DagsterInstance] = []
 
 def _run_on_dask(
     address: str,
+    definitions: str,
     key_paths: list[list[str]],
     partition_key: str | None,
     run_config: dict[str, Any],
@@ -175,7 +178,7 @@ def _run_on_dask(
         __name__,
         "dask_asset_job",
         # Dagster hints a 1-tuple (tuple[object]) but takes any tuple of arguments.
-        reconstructable_args=(address, selection),  # type: ignore[arg-type]  # see above
+        reconstructable_args=(address, selection, definitions),  # type: ignore[arg-type]
     )
     if partition_key is not None:
         tags = {**tags, "dagster/partition": partition_key}
@@ -204,6 +207,7 @@ class DaskRuns:
         address: str,
         parallel: int,
         *,
+        definitions: str,
         run_config: dict[str, Any] | None = None,
         tags: dict[str, str] | None = None,
     ) -> None:
@@ -211,6 +215,7 @@ class DaskRuns:
             raise DistributedError("Dask runs need a persistent Dagster instance (DAGSTER_HOME)")
         self._instance = instance
         self._address = address
+        self._definitions = definitions  # "module:function", see runs.load_definitions
         self._run_config = dict(run_config or {})
         self._tags = dict(tags or {})
         # Spawned, not forked: the parent may hold DuckDB, sqlite and s3fs handles.
@@ -224,6 +229,7 @@ class DaskRuns:
         future = self._pool.submit(
             _run_on_dask,
             self._address,
+            self._definitions,
             [list(k.path) for k in keys],
             partition_key,
             self._run_config,
@@ -236,7 +242,8 @@ class DaskRuns:
         if run is None:  # pragma: no cover - execute_job created it
             raise DistributedError(f"run {run_id} is not in the instance")
         events = [e.dagster_event for e in self._instance.all_logs(run_id) if e.dagster_event]
-        job = dask_asset_job(self._address, ",".join(k.to_user_string() for k in keys))
+        selection = ",".join(k.to_user_string() for k in keys)
+        job = dask_asset_job(self._address, selection, self._definitions)
         return dg.JobExecutionResult(job, _no_outputs(), events, run)
 
     def close(self) -> None:

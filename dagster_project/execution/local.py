@@ -10,7 +10,13 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.execution.runs import Result, RunSummary, materializable, run_assets
+from dagster_project.execution.runs import (
+    Result,
+    RunSummary,
+    load_definitions,
+    materializable,
+    run_assets,
+)
 
 __all__ = ["LocalRuns", "RunSummary", "default_workers"]
 
@@ -21,6 +27,7 @@ def default_workers() -> int:
 
 
 def _run_in_worker(
+    definitions: str,
     key_paths: list[list[str]],
     partition_key: str | None,
     run_config: dict[str, Any] | None,
@@ -28,9 +35,7 @@ def _run_in_worker(
 ) -> RunSummary:
     """In a worker process: one in-process Dagster run of these assets for one partition,
     against the same persistent instance (DAGSTER_HOME) as the build."""
-    from dagster_project.definitions import base_definitions
-
-    defs = base_definitions()  # built once per worker process
+    defs = load_definitions(definitions)  # built once per worker process
     result = run_assets(
         materializable(defs),
         defs.resources or {},
@@ -43,10 +48,8 @@ def _run_in_worker(
     return RunSummary(result.run_id, result.success, list(result.all_events))
 
 
-def _warm_worker() -> None:
-    from dagster_project.definitions import base_definitions
-
-    base_definitions()
+def _warm_worker(definitions: str) -> None:
+    load_definitions(definitions)
 
 
 class LocalRuns:
@@ -65,9 +68,15 @@ class LocalRuns:
     for the next partitioned stage."""
 
     def __init__(
-        self, workers: int, *, run_config: dict[str, Any] | None, tags: dict[str, str]
+        self,
+        workers: int,
+        *,
+        definitions: str,
+        run_config: dict[str, Any] | None,
+        tags: dict[str, str],
     ) -> None:
         self.workers = max(1, workers)
+        self._definitions = definitions  # "module:function", see runs.load_definitions
         self._run_config = run_config
         self._tags = dict(tags)
         self._pool: Any = None  # started by the first partition run of a stage
@@ -79,18 +88,19 @@ class LocalRuns:
             )
             # Each worker imports Dagster and builds the definitions (seconds) first.
             for _ in range(self.workers):
-                self._pool.submit(_warm_worker)
+                self._pool.submit(_warm_worker, self._definitions)
         return self._pool
 
     def __call__(self, keys: list[dg.AssetKey], partition_key: str | None) -> Callable[[], Result]:
         if partition_key is None:
             self.close()
             summary = _run_in_worker(
-                [list(k.path) for k in keys], None, self._run_config, self._tags
+                self._definitions, [list(k.path) for k in keys], None, self._run_config, self._tags
             )
             return lambda: summary
         future = self._start().submit(
             _run_in_worker,
+            self._definitions,
             [list(k.path) for k in keys],
             partition_key,
             self._run_config,

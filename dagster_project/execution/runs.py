@@ -12,6 +12,8 @@ that ``materialize`` uses.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -50,6 +52,20 @@ class RunSummary:
 Result = dg.ExecuteInProcessResult | dg.JobExecutionResult | RunSummary
 # Starts a run of (asset keys, partition key) elsewhere; returns a wait for its result.
 Launch = Callable[[list[dg.AssetKey], str | None], Callable[[], Result]]
+
+
+@functools.cache
+def load_definitions(ref: str) -> dg.Definitions:
+    """The ``Definitions`` that ``ref`` (``"package.module:function"``) builds, once per
+    process. A worker process (a pool's, a Dask run's) rebuilds the definitions its
+    caller names, as a Dagster code location is named by its module: the run machinery
+    stays below the assembly it runs (``definitions.py``) and never imports it."""
+    module, _, attr = ref.partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    defs = factory()
+    if not isinstance(defs, dg.Definitions):
+        raise TypeError(f"{ref} built {type(defs).__name__}, not dagster Definitions")
+    return defs
 
 
 def materializable(defs: dg.Definitions) -> list[dg.AssetsDefinition | dg.AssetSpec]:

@@ -382,3 +382,31 @@ def test_the_pin_guard_notices_code_not_prose() -> None:
     assert _code(text.replace('return "run_error", False', 'return "executed", True')) != _code(
         text
     )
+
+
+def test_no_import_runs_back_up_the_layers() -> None:
+    """The seven back-arrows issue 34 closed stay closed: each pair is (lower layer, a
+    higher one it must not import). The moves: source-setting helpers into ``settings``,
+    lineage tags into ``execution.policy``, the GX check factory into ``wiring.checks``,
+    the commit execution reward into ``rewards.commit_reward``, the oracle reward check
+    into ``rewards.oracle_check``, and the definitions a worker loads named by the CLI
+    (``execution.runs.load_definitions``)."""
+    never = [
+        ("dagster_project.settings", "dagster_project."),
+        ("dagster_project.execution.", "dagster_project.definitions"),
+        ("dagster_project.wiring.", "dagster_project.execution."),
+        ("dagster_project.wiring.", "dagster_project.quality.factory"),
+        ("dagster_project.commit_exec.", "dagster_project.rewards"),
+        ("dagster_project.mining.", "dagster_project.rewards"),
+        ("dagster_project.quality.", "dagster_project.wiring"),
+    ]
+    graph = _graph()
+    broken = sorted(
+        f"{src} -> {dst}"
+        for src, deps in graph.items()
+        for low, high in never
+        if src == low or src.startswith(low)
+        for dst in deps
+        if dst.startswith(high) and not (src == "dagster_project.settings" and dst == src)
+    )
+    assert broken == []
