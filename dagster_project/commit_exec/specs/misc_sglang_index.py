@@ -305,11 +305,131 @@ FA_DECODE_METADATA = Spec(
 )
 
 
+# --- update_flashinfer_indices (2024): the paged KV index list FlashInfer's decode plans on ---
+
+
+class _PlanRecorder:
+    """Stands in for a FlashInfer decode wrapper: ``begin_forward`` keeps the index arrays
+    it is planned with (the launcher's only outputs), ``end_forward`` does nothing."""
+
+    def __init__(self) -> None:
+        self.args: tuple[Any, ...] = ()
+
+    def begin_forward(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+
+    def end_forward(self) -> None:
+        return None
+
+
+def _fi_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    bs, ctx = shape["batch"], shape["max_len"]
+    pool = 2 * bs + 3
+    lens = torch.randint(max(1, ctx // 8), ctx + 1, (bs,), generator=gen, device=device)
+    return {
+        "req_to_token": torch.randint(
+            0, 2**20, (pool, ctx), generator=gen, device=device, dtype=torch.int32
+        ),
+        "req_pool_indices": torch.randperm(pool, generator=_cpu_gen(gen, device))[:bs].to(device),
+        "seq_lens": lens.to(torch.int32),
+        "prefix_lens": torch.zeros(bs, dtype=torch.int32, device=device),
+        "heads": shape["heads"],
+        "kv_heads": shape["kv_heads"],
+    }
+
+
+def _fi_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """A decode step of the 2024 FlashInfer backend: the model runner carries the request
+    table and the model's head layout; the decode wrapper records its plan."""
+    import types
+
+    torch = _torch()
+    recorder = _PlanRecorder()
+    config = types.SimpleNamespace(
+        num_attention_heads=x["heads"],
+        head_dim=128,
+        get_num_kv_heads=lambda tp: x["kv_heads"] // tp,
+    )
+    runner = types.SimpleNamespace(
+        model_config=config,
+        tp_size=1,
+        sliding_window_size=None,
+        req_to_token_pool=types.SimpleNamespace(req_to_token=x["req_to_token"]),
+        flashinfer_decode_wrapper=recorder,
+        kv_cache_dtype=torch.bfloat16,
+        dtype=torch.bfloat16,
+    )
+    mod.update_flashinfer_indices(
+        mod.ForwardMode.DECODE, runner, x["req_pool_indices"], x["seq_lens"], x["prefix_lens"]
+    )
+    kv_indptr, kv_indices = recorder.args[0], recorder.args[1]
+    return {"kv_indptr": kv_indptr, "kv_indices": kv_indices}
+
+
+def _fi_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    rows = x["req_to_token"][x["req_pool_indices"]]
+    lens = x["seq_lens"].tolist()
+    indptr = torch.zeros(len(lens) + 1, dtype=torch.int32, device=rows.device)
+    indptr[1:] = x["seq_lens"].cumsum(0)
+    return {
+        "kv_indptr": indptr,
+        "kv_indices": torch.cat([rows[i, :n] for i, n in enumerate(lens)]),
+    }
+
+
+FLASHINFER_INDICES = Spec(
+    name="sglang_update_flashinfer_indices_2024",
+    launcher="update_flashinfer_indices",
+    rows=(("sglang", "d134c139", "python/sglang/srt/model_executor/forward_batch_info.py"),),
+    shapes=(
+        # decode steps of Llama-3-8B serving (32 q / 8 kv heads): the per-request host loop
+        # the commit replaces grows with the batch
+        {
+            "name": "llama3-8b-decode-b64-4k",
+            "batch": 64,
+            "max_len": 4096,
+            "heads": 32,
+            "kv_heads": 8,
+        },
+        {
+            "name": "llama3-8b-decode-b256-2k",
+            "batch": 256,
+            "max_len": 2048,
+            "heads": 32,
+            "kv_heads": 8,
+        },
+        {
+            "name": "llama3-8b-decode-b8-32k",
+            "batch": 8,
+            "max_len": 32768,
+            "heads": 32,
+            "kv_heads": 8,
+        },
+        {"name": "llama3-8b-decode-b1-8k", "batch": 1, "max_len": 8192, "heads": 32, "kv_heads": 8},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 5, 30]),
+        "max_len": r.choice([100, 1000, 3000]),
+        "heads": 32,
+        "kv_heads": 8,
+    },
+    make_inputs=_fi_inputs,
+    call=_fi_call,
+    reference=_fi_reference,
+    tolerance={"kv_indptr": (0.0, 0.0), "kv_indices": (0.0, 0.0)},
+    tolerance_why="an index gather and a prefix sum: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     TRANSFORM_INDEX_PREFILL,
     SEQLENS_EXPAND,
     TRTLLM_GRAPH_METADATA,
     FA_DECODE_METADATA,
+    FLASHINFER_INDICES,
 )
 
 _ = random
