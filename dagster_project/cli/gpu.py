@@ -50,7 +50,7 @@ def _fmt(v: object) -> str:
         return ""
     if isinstance(v, float):
         return f"{v:.3f}"
-    return str(v)
+    return escape(str(v))  # lake values: shown, never read as markup or terminal escapes
 
 
 @gpu_app.command("plan")
@@ -90,16 +90,16 @@ def plan(
         _fail(f"nothing left to measure for {gpu!r}")
     path = output or next_batch_path(Path(".gpu"))
     write_batch(batch, path)
-    table = Table(title=f"{len(batch)} rows -> {path}")
+    table = Table(title=f"{len(batch)} rows -> {escape(str(path))}")
     for c in ("id", "kernel", "repo", "quant", "GEMMs", "M", "E", "N", "K", "top_k", "model"):
         table.add_column(c, overflow="fold")
     for r in batch:
         table.add_row(
-            r.id[:10],
-            r.kernel,
-            r.repo,
-            r.quant,
-            r.moe_gemms,
+            escape(r.id[:10]),
+            escape(r.kernel),
+            escape(r.repo),
+            escape(str(r.quant)),
+            escape(str(r.moe_gemms)),
             str(r.M),
             _fmt(r.E),
             str(r.N),
@@ -111,11 +111,11 @@ def plan(
     if skipped:
         console.print(
             "[dim]not measurable: "
-            + "; ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))
+            + "; ".join(f"{escape(str(k))} ({v})" for k, v in sorted(skipped.items()))
             + "[/]"
         )
     console.print(
-        f"on the GPU machine: bash benchmarks/device/gpu_measure_configs.sh {path} "
+        f"on the GPU machine: bash benchmarks/device/gpu_measure_configs.sh {escape(str(path))} "
         "$OUT/out.jsonl   then: kernelhouse gpu ingest <that file>"
     )
 
@@ -152,7 +152,7 @@ def pack(
     if out.suffix != ".parquet":
         _fail(f"--out must end in .parquet, not {out.name}")
     n = pack_batch(paths, out, batches=batch or [], env={"driver": driver} if driver else None)
-    console.print(f"packed {n} results -> {out}")
+    console.print(f"packed {n} results -> {escape(str(out))}")
 
 
 @gpu_app.command("ingest")
@@ -175,7 +175,7 @@ def ingest(
     )
     if export:
         path = export_measured(lake, settings.exports_dir / "measured_configs")
-        console.print(f"exported {path}")
+        console.print(f"exported {escape(str(path))}")
     _print_status(lake, MEASURED_GPU)
 
 
@@ -186,7 +186,7 @@ def _print_status(lake, gpu: str) -> None:  # noqa: ANN001 - Lake, imported lazi
     if df.is_empty():
         console.print("nothing measured yet")
         return
-    table = Table(title=f"measured configs — {gpu}")
+    table = Table(title=f"measured configs — {escape(gpu)}")
     for c in df.columns:
         table.add_column(c, overflow="fold")
     for r in df.iter_rows():
@@ -211,6 +211,6 @@ def status(
     done = measured_row_ids(lake, gpu)
     left = sum(r.id not in done for r in rows)
     console.print(
-        f"{gpu}: {len(rows)} measurable rows, {len(rows) - left} measured, "
+        f"{escape(gpu)}: {len(rows)} measurable rows, {len(rows) - left} measured, "
         f"{left} left; not measurable: {sum(skipped.values())}"
     )

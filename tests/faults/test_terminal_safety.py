@@ -78,3 +78,10 @@ def test_config_name_with_an_escape_sequence_is_refused(seq: str) -> None:
         parse_config_name(name)
     ok = parse_config_name("E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json")
     assert ok.family == "moe"
+
+
+def test_gpu_tables_show_lake_values_safely() -> None:
+    from dagster_project.cli.gpu import _fmt
+
+    shown = _fmt(f"fused_moe{OSC52}[red]")
+    assert "\x1b" not in shown and "\x07" not in shown and "\\[red]" in shown
