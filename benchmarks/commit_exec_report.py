@@ -28,19 +28,19 @@ from pathlib import Path
 
 import polars as pl
 
+from dagster_project.commit_exec.device.stats import MIN_EFFECT as FLOOR
+from dagster_project.commit_exec.ingest import shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "dagster_project" / "commit_exec" / "data"
-#: The effect floor the runner calls significant (RESULTS, issue 35: the controls' spread).
-FLOOR = 0.02
 
 
 def load(data: Path = DATA) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(runs, shapes) of every shipped batch."""
-    runs = [pl.read_parquet(p) for p in sorted(data.glob("*.runs.parquet"))]
-    shapes = [pl.read_parquet(p) for p in sorted(data.glob("*.shapes.parquet"))]
-    if not runs:
+    """(runs, shapes) of every shipped batch, significance under today's floor."""
+    runs, shapes = shipped(data)
+    if runs.is_empty():
         raise SystemExit(f"no batches under {data}")
-    return pl.concat(runs, how="diagonal_relaxed"), pl.concat(shapes, how="diagonal_relaxed")
+    return runs, shapes
 
 
 def _executed(runs: pl.DataFrame) -> pl.DataFrame:
@@ -118,6 +118,33 @@ def agreement(runs: pl.DataFrame) -> None:
             )
 
 
+def shape_agreement(runs: pl.DataFrame, shapes: pl.DataFrame) -> None:
+    """Same-GPU agreement on the named shapes only: a row's random (held-out) shape is drawn
+    afresh in every session, so its row-level geomean is not the same quantity twice."""
+    ex = _executed(runs).select("batch", "id", "gpu")
+    named = (
+        shapes.filter((pl.col("role") == "named") & (pl.col("scope") == "graph"))
+        .filter(pl.col("speedup").is_not_null())
+        .join(ex, on=["batch", "id"])
+    )
+    pairs = named.join(named, on=["id", "shape", "gpu"], suffix="_b").filter(
+        pl.col("batch") < pl.col("batch_b")
+    )
+    if pairs.is_empty():
+        print("named shapes measured in two sessions on one GPU: none")
+        return
+    overlap = (pl.col("ci_lo") <= pl.col("ci_hi_b")) & (pl.col("ci_lo_b") <= pl.col("ci_hi"))
+    within = (pl.col("speedup") / pl.col("speedup_b")).log().abs() <= math.log(1 + FLOOR)
+    got = pairs.with_columns(overlap=overlap, within=within)
+    by_row = got.group_by("id").agg(pl.col("overlap").all(), pl.col("within").all())
+    print(
+        f"named shapes in two sessions (same GPU): {got.height} shapes of {by_row.height} rows; "
+        f"CIs overlap on {int(got['overlap'].sum())}; within the {FLOOR:.0%} floor on "
+        f"{int(got['within'].sum())}; rows agreeing on every shape: CI "
+        f"{int(by_row['overlap'].sum())}, floor {int(by_row['within'].sum())}"
+    )
+
+
 def significant(runs: pl.DataFrame) -> None:
     ex = _executed(runs).sort("graph_speedup", descending=True)
     sig = ex.filter(pl.col("graph_significant"))
@@ -133,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
     args = ap.parse_args(argv)
-    runs, _shapes = load(args.data)
+    runs, shapes = load(args.data)
     batch_table(runs)
     controls(runs)
     agreement(runs)
+    shape_agreement(runs, shapes)
     significant(runs)
     return 0
 

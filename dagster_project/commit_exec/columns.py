@@ -7,7 +7,7 @@ every session lives in ``derived.commit_exec_runs``): ``exec_status`` becomes th
 status (``executed`` when every shape matched the oracle), ``executed``, ``equivalent``,
 ``measured_kernel_speedup`` (CUDA-graph replay, geometric mean over the named and the
 held-out random shapes) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
-inclusive per call) with its CI, ``measured_*_significant`` (the CI clears the 2% effect
+inclusive per call) with its CI, ``measured_*_significant`` (the CI clears the 5% effect
 floor of ``device.stats.significant``), ``exec_toolchain`` (GPU, driver, CUDA, torch, Triton,
 harness version). A speedup is evidence only where ``equivalent`` is true; elsewhere it is
 null. Rows never run keep nulls: no evidence, no label.
@@ -74,10 +74,16 @@ def census_frame(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def first_runs(runs: pl.DataFrame) -> pl.DataFrame:
-    """Each row's label run: its first executed run (batches sort by name; later sessions
-    re-measure, they do not relabel), else its latest run (a re-run after a harness fix
-    replaces an older failure)."""
-    executed = runs.filter(pl.col("status") == "executed").sort("batch")
+    """Each row's label run: its first executed and timed run (batches sort by name; later
+    sessions re-measure, they do not relabel), else its first executed run that was checked
+    but not timed (a warm-up's check: equivalence known, speedup unknown), else its latest
+    run (a re-run after a harness fix replaces an older failure)."""
+    executed = (
+        runs.filter(pl.col("status") == "executed")
+        .with_columns(_untimed=pl.col("graph_speedup").is_null())
+        .sort("_untimed", "batch")
+        .drop("_untimed")
+    )
     first = executed.unique("id", keep="first", maintain_order=True)
     rest = (
         runs.filter(~pl.col("id").is_in(first["id"].implode()))

@@ -148,9 +148,27 @@ def _row_speedup(shapes: list[dict[str, Any]], scope: str, roles: tuple[str, ...
     return stats.geomean_ratio(pairs), lo, hi
 
 
-def _status(res: dict[str, Any]) -> tuple[str, bool | None, str | None]:
-    """(status, equivalent, error) under the current rule and the known harness bugs."""
+#: Why an out-of-memory error in a shared checking phase is not a verdict on the row.
+SHARED_OOM = (
+    "out of memory while the warm-up's checking processes shared the card (another row's "
+    "allocation held it): says nothing about this row; its single-process run decides"
+)
+
+
+def _is_oom(error: str | None) -> bool:
+    return bool(error) and "out of memory" in str(error).lower()
+
+
+def _status(res: dict[str, Any], shared_check: bool = False) -> tuple[str, bool | None, str | None]:
+    """(status, equivalent, error) under the current rule and the known harness bugs.
+
+    ``shared_check``: the line comes from the warm-up, where eight checking processes share
+    one GPU (``benchmarks/device/commit_exec.sh``); a CUDA out-of-memory there is the
+    harness's doing, so it becomes ``harness_error``. Its other verdicts stand: each shape
+    was checked on the GPU exactly as in the timed run, only not timed."""
     status, equivalent, error = res.get("status"), res.get("equivalent"), res.get("error")
+    if shared_check and status == "run_error" and _is_oom(error):
+        return "harness_error", None, SHARED_OOM
     if status in JUDGED and res.get("shapes"):
         status, equivalent = judge(res["shapes"])
     bug = HARNESS_BUGS.get((res.get("spec") or "", str(res.get("harness_version"))))
@@ -159,11 +177,11 @@ def _status(res: dict[str, Any]) -> tuple[str, bool | None, str | None]:
     return str(status), equivalent, error
 
 
-def run_record(batch: str, res: dict[str, Any]) -> dict[str, Any]:
+def run_record(batch: str, res: dict[str, Any], shared_check: bool = False) -> dict[str, Any]:
     """One runner line -> one runs row."""
     shapes = res.get("shapes", [])
     chain = res.get("toolchain", {})
-    status, equivalent, error = _status(res)
+    status, equivalent, error = _status(res, shared_check)
     row: dict[str, Any] = {
         "batch": batch,
         **{k: res.get(k) for k in ("id", "repo", "sha", "path", "spec")},
@@ -193,14 +211,16 @@ def run_record(batch: str, res: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def frames(batch: str, lines: Iterable[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def frames(
+    batch: str, lines: Iterable[str], shared_check: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, shapes) of one batch from the runner's JSON lines (blank lines skipped)."""
     runs, shapes = [], []
     for line in lines:
         if not line.strip():
             continue
         res = json.loads(line)
-        runs.append(run_record(batch, res))
+        runs.append(run_record(batch, res, shared_check))
         for shape in res.get("shapes", []):
             shapes.extend(_scope_rows(batch, res["id"], shape))
     return (
@@ -209,9 +229,11 @@ def frames(batch: str, lines: Iterable[str]) -> tuple[pl.DataFrame, pl.DataFrame
     )
 
 
-def write_batch(batch: str, results: Path, dest: Path = DATA_DIR) -> tuple[Path, Path]:
+def write_batch(
+    batch: str, results: Path, dest: Path = DATA_DIR, shared_check: bool = False
+) -> tuple[Path, Path]:
     """Convert a results file into the two shipped Parquet files of ``batch``."""
-    runs, shapes = frames(batch, results.read_text().splitlines())
+    runs, shapes = frames(batch, results.read_text().splitlines(), shared_check)
     dest.mkdir(parents=True, exist_ok=True)
     paths = (dest / f"{batch}.runs.parquet", dest / f"{batch}.shapes.parquet")
     runs.write_parquet(paths[0], compression="zstd")
@@ -219,9 +241,26 @@ def write_batch(batch: str, results: Path, dest: Path = DATA_DIR) -> tuple[Path,
     return paths
 
 
+def _current_significance(runs: pl.DataFrame) -> pl.DataFrame:
+    """A batch's ``*_significant`` flags re-decided from its stored CIs under today's effect
+    floor (``stats.MIN_EFFECT``): a shipped batch never carries an older floor's verdict."""
+    floor = stats.MIN_EFFECT
+    return runs.with_columns(
+        [
+            pl.when(pl.col(f"{s}_ci_lo").is_null())
+            .then(None)
+            .otherwise(
+                (pl.col(f"{s}_ci_lo") > 1.0 + floor) | (pl.col(f"{s}_ci_hi") < 1.0 / (1.0 + floor))
+            )
+            .alias(f"{s}_significant")
+            for s in SCOPES
+        ]
+    )
+
+
 def shipped(dest: Path = DATA_DIR) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Every shipped batch, concatenated (empty frames with the schemas when none)."""
-    runs = [pl.read_parquet(p) for p in sorted(dest.glob("*.runs.parquet"))]
+    runs = [_current_significance(pl.read_parquet(p)) for p in sorted(dest.glob("*.runs.parquet"))]
     shapes = [pl.read_parquet(p) for p in sorted(dest.glob("*.shapes.parquet"))]
     return (
         pl.concat(runs, how="diagonal_relaxed") if runs else pl.DataFrame(schema=RUN_SCHEMA),
@@ -230,8 +269,11 @@ def shipped(dest: Path = DATA_DIR) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m dagster_project.commit_exec.ingest BATCH RESULTS.jsonl``."""
-    for p in write_batch(argv[0], Path(argv[1])):
+    """``python -m dagster_project.commit_exec.ingest BATCH RESULTS.jsonl [--shared-check]``
+    (``--shared-check`` for the warm-up's ``warm.jsonl``: checked on the GPU, not timed)."""
+    shared = "--shared-check" in argv
+    args = [a for a in argv if a != "--shared-check"]
+    for p in write_batch(args[0], Path(args[1]), shared_check=shared):
         print(p)
     return 0
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 #: Bump when the rule changes.
-JUDGE_VERSION = "2"
+JUDGE_VERSION = "3"
 
 
 def _ok(shape: dict[str, Any], key: str) -> bool:

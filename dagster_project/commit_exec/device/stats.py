@@ -72,10 +72,13 @@ def mann_whitney_p(before: Sequence[float], after: Sequence[float]) -> float:
     return max(0.0, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
 
 
-#: Smallest effect called a difference: the A/A controls of the first session (before timed
-#: against a second copy of itself, 30 rows on an H100) stayed within 0.8% of 1.0, and 4 of
-#: their 30 intervals excluded 1.0 by less than 1%: a 2% floor keeps that drift out.
-MIN_EFFECT = 0.02
+#: Smallest effect called a difference. The A/A controls (before timed against a second
+#: copy of itself) of the first H100 session stayed within 0.8% of 1.0, which set 2%; the
+#: second session (stop 35, 54 controls over both) found one at 0.956 [0.955, 0.957]
+#: (vLLM's moe_align_block_size, a few-microsecond kernel), so two identical kernels can
+#: differ by 4.4% under this harness. The floor is the widest A/A deviation seen, rounded
+#: up: 5%. Judge version 3 (``judge.JUDGE_VERSION``) carries it.
+MIN_EFFECT = 0.05
 
 
 def significant(lo: float, hi: float, floor: float = MIN_EFFECT) -> bool:

@@ -181,3 +181,32 @@ def test_label_run_is_first_executed_else_latest() -> None:
     )
     got = {r["id"]: (r["batch"], r["status"]) for r in first_runs(runs).iter_rows(named=True)}
     assert got == {"a": ("s02", "executed"), "b": ("s02", "load_error")}
+
+
+def test_label_run_prefers_a_timed_run_over_an_untimed_check() -> None:
+    from dagster_project.commit_exec.columns import first_runs
+
+    runs = pl.DataFrame(
+        {
+            "batch": ["s02-check", "s02", "s03-check"],
+            "id": ["a", "a", "c"],
+            "status": ["executed", "executed", "executed"],
+            "graph_speedup": [None, 1.4, None],
+        }
+    )
+    got = {
+        r["id"]: (r["batch"], r["graph_speedup"]) for r in first_runs(runs).iter_rows(named=True)
+    }
+    assert got == {"a": ("s02", 1.4), "c": ("s03-check", None)}
+
+
+def test_shared_check_oom_is_a_harness_error_not_a_verdict() -> None:
+    oom = json.loads(_line("r3", "c" * 40, [], "run_error"))
+    oom["error"] = "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    other = dict(oom, id="r4", error="AttributeError: no attribute 'x'")
+    lines = [json.dumps(oom), json.dumps(other)]
+    shared, _ = ingest.frames("s02-check", lines, shared_check=True)
+    alone, _ = ingest.frames("s02", lines)
+    assert shared["status"].to_list() == ["harness_error", "run_error"]
+    assert shared["error"][0] == ingest.SHARED_OOM
+    assert alone["status"].to_list() == ["run_error", "run_error"]
