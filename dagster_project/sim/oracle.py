@@ -79,6 +79,11 @@ ANSWER_FIELDS = (
 #: Out-of-memory while five checking workers shared the card, a cudaMallocAsync failure
 #: inside a launch wrapper under the same sharing, and a dtype the reference harness lacks.
 HARNESS_FAILURES = ("OutOfMemoryError", "launch returned cudaError 2", "KeyError: 'fp8'")
+#: Timing-phase errors that are the harness's: a CUDA-graph capture that failed once leaves
+#: the timing worker's generator in capture state, and every later case in that process
+#: fails with this message (seen on the H100, stop 35). The kernel was already checked
+#: correct; the answer keeps its verdict and has no time.
+TIMING_HARNESS_FAILURES = ("Offset increment outside graph capture", "OutOfMemoryError")
 
 
 class OracleMiss(KeyError):
