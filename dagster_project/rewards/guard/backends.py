@@ -100,9 +100,29 @@ def process_hooks() -> dict[str, Any]:
     return {
         "profile": id(sys.getprofile()),
         "trace": id(sys.gettrace()),
+        "monitoring": monitoring_tools(),
         "itimers": [any(v > 0 for v in signal.getitimer(t)) for t in timers],
         "handlers": handlers,
     }
+
+
+def monitoring_tools() -> list[tuple[int, str, int]]:
+    """Tools registered with ``sys.monitoring`` (PEP 669, Python 3.12+): id, name and
+    global event set. From 3.12 ``cProfile`` (and any debugger or coverage tool) hooks
+    the interpreter there instead of ``sys.setprofile``, so ``sys.getprofile()`` stays
+    ``None`` while a callback runs on every call and return (guard 1.3.0: the held-out
+    ``hn-cprofile-timer-callback`` filled its output from cProfile's timer callback on
+    the H100 machine's Python 3.12). A tool must hold an id to set any event, global or
+    local, so the registered ids cover local events too. Empty before 3.12."""
+    mon = getattr(sys, "monitoring", None)
+    if mon is None:
+        return []
+    out = []
+    for tool in range(6):  # ids 0-5 are the ones a tool can claim
+        name = mon.get_tool(tool)
+        if name is not None:
+            out.append((tool, str(name), int(mon.get_events(tool))))
+    return out
 
 
 def common_identities() -> dict[str, Any]:

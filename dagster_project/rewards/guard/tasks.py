@@ -6,10 +6,14 @@ computed in the *parent* from snapshots of those inputs taken before the call, s
 oracle never exists where candidate code runs.
 
 ``rmsnorm_linear``: ``y = (x / sqrt(mean(x^2, -1) + eps) * w) @ W.T`` in float32,
-``x [M, K]``, ``w [K]``, ``W [N, K]``. A norm followed by a GEMM has every attack surface
-the issue lists: a reduction (precision), a matmul (TF32), an output small enough to tempt
-constant answers when the weights are small (their scale is drawn per call), and a
-shape-dependent amount of work.
+``x [M, K]``, ``w [K]``, ``W [N, K]``. The output contract, as the before_code returns
+it and the kernel-opt-rl card states it: a new ``[M, N]`` float32 array, C-contiguous
+(row-major strides ``(N, 1)``), sharing no memory with an input; a right answer in another
+layout (column-major, as ``np.einsum`` may return it) is refused as ``exact_type``, since
+a caller of a kernel may index its output's memory directly. A norm followed by a GEMM
+has every attack surface the issue lists: a reduction (precision), a matmul (TF32), an
+output small enough to tempt constant answers when the weights are small (their scale is
+drawn per call), and a shape-dependent amount of work.
 """
 
 from __future__ import annotations
