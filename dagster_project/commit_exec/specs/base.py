@@ -15,7 +15,13 @@ A spec is our own code, reviewed like any code, one per launcher family. It name
   the signature changed);
 * ``reference(inputs)``: the repo's torch reference re-written as our own code, when its
   tests have one (reported beside the oracle, which is the ``before`` side);
-* ``tolerance``: per output ``(atol, rtol)``, justified in ``tolerance_why``.
+* ``tolerance``: per output ``(atol, rtol)``, justified in ``tolerance_why``; a spec whose
+  error grows with the shape (the accumulation length of a split-K GEMM) gives
+  ``tolerance_at(shape)`` instead, and ``tolerance_for(shape)`` is what the runner compares
+  with;
+* ``footprint(shape)``: optional upper bound, in bytes, of what ``make_inputs`` plus
+  ``reference`` hold at once at that shape, from the shape alone (no allocation), for specs
+  whose reference could outgrow the card (``tests/unit/commit_exec/test_footprint.py``).
 
 Imports only the standard library and torch (lazily), so it runs on the bare GPU machine.
 """
@@ -64,6 +70,14 @@ class Spec:
     tolerance_why: str = ""
     #: Inputs the launcher writes in place (compared, and cloned before every call).
     mutated: tuple[str, ...] = ()
+    #: Per-shape tolerance (overrides ``tolerance`` when set), for errors that grow with K.
+    tolerance_at: Callable[[Shape], Mapping[str, tuple[float, float]]] | None = None
+    #: Bytes the inputs and the reference hold at once at a shape (a bound, see above).
+    footprint: Callable[[Shape], int] | None = None
+
+    def tolerance_for(self, shape: Shape) -> Mapping[str, tuple[float, float]]:
+        """The ``(atol, rtol)`` overrides that apply at this shape."""
+        return self.tolerance if self.tolerance_at is None else self.tolerance_at(shape)
 
     def covers(self, repo: str, sha: str, path: str) -> bool:
         return any(repo == r and sha.startswith(s) and path == p for r, s, p in self.rows)

@@ -15,6 +15,7 @@ from typing import Any
 from .base import Inputs, Outputs, Shape, Spec
 from .bind import call_by_name
 from .misc_sglang import _pdl_supported, _torch
+from .moe import randn_per_expert
 
 # --- moe_fused_gate (Triton router): score, add bias, top-k, renormalise, scale ---
 
@@ -267,15 +268,16 @@ def _moe_call(mod: Any, x: Inputs, sha: str) -> Outputs:
 
 
 def _moe_reference(x: Inputs) -> Outputs:
-    """Per expert, its routed (token, slot) pairs times its weight: memory ~ the output
-    (gathering one weight copy per pair would need m * top_k * n * k floats)."""
-    torch = _torch()
-    a, ids = x["A"].float(), x["topk_ids"].long()
-    out = torch.zeros(*ids.shape, x["B"].shape[1], device=a.device)
-    for e in ids.unique().tolist():
-        tok, slot = (ids == e).nonzero(as_tuple=True)
-        out[tok, slot] = a[tok] @ x["B"][e].float().T
-    return {"C": out.to(x["C"].dtype)}
+    """moe.py's per-expert reference (its docstring says why not a gathered einsum)."""
+    from .moe import _reference
+
+    return dict(_reference(x))
+
+
+def _moe_footprint(shape: Shape) -> int:
+    from .moe import footprint
+
+    return footprint(shape)
 
 
 FUSED_MOE_2024 = Spec(
@@ -337,6 +339,7 @@ FUSED_MOE_2024 = Spec(
     make_inputs=_moe_inputs,
     call=_moe_call,
     reference=_moe_reference,
+    footprint=_moe_footprint,
     mutated=("C",),
     tolerance={"C": (2e-2, 2e-2)},
     tolerance_why="bf16 GEMM with fp32 accumulation over K <= 4096 (unit-variance outputs): "
@@ -474,13 +477,23 @@ def _grouped_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     dt = getattr(torch, shape.get("dtype", "bfloat16"))
     return {
         "a": (torch.randn(m, k, generator=gen, device=device) * 0.5).to(dt),
-        "b": (torch.randn(e, n, k, generator=gen, device=device) * k**-0.5).to(dt),
+        "b": randn_per_expert(e, n, k, k**-0.5, dt, gen, device),
         "c": torch.empty(m, n, device=device, dtype=dt),
         "batch_size": e,
         "weight_column_major": True,
         "seg_indptr": seg,
         "weight_indices": torch.arange(e, dtype=torch.int64, device=device),
     }
+
+
+def _grouped_footprint(shape: Shape) -> int:
+    """Bytes of a, b, c (16-bit), one expert's fp32 draw, and the reference's fp32 parts
+    (the whole output twice: the parts and their concatenation) with one fp32 weight."""
+    e, m, k, n = shape["experts"], shape["tokens"], shape["k"], shape["n"]
+    inputs = 2 * (m * k + e * n * k + m * n) + 8 * (2 * e + 1)
+    draw = 2 * 4 * max(m * k, n * k)
+    reference = 4 * (m * k + 2 * m * n + n * k) + 2 * m * n
+    return inputs + max(draw, reference)
 
 
 def _grouped_call(mod: Any, x: Inputs, sha: str) -> Outputs:
@@ -519,6 +532,7 @@ GROUPED_GEMM = Spec(
     make_inputs=_grouped_inputs,
     call=_grouped_call,
     reference=_grouped_reference,
+    footprint=_grouped_footprint,
     mutated=("c",),
     tolerance={"c": (2e-2, 2e-2)},
     tolerance_why="bf16 GEMM with fp32 accumulation over K <= 7168 (unit-variance outputs): "

@@ -50,6 +50,20 @@ def align(topk_ids: Any, experts: int, block_m: int) -> tuple[Any, Any, Any]:
     return out, expert_ids, total
 
 
+def randn_per_expert(
+    e: int, rows: int, cols: int, scale: float, dtype: Any, gen: Any, device: Any
+) -> Any:
+    """``randn(e, rows, cols) * scale`` in ``dtype``, drawn one expert at a time so the fp32
+    temporaries are one expert's (2 * rows * cols * 4 bytes), never the whole stack's (at
+    Qwen2-57B's 64 x 5120 x 3584 the whole-stack draw held 9.4 GB of fp32 for 2.3 GB of
+    bf16 weights)."""
+    torch = _torch()
+    out = torch.empty(e, rows, cols, dtype=dtype, device=device)
+    for i in range(e):
+        out[i] = torch.randn(rows, cols, generator=gen, device=device) * scale
+    return out
+
+
 def _inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     import triton.language as tl
 
@@ -70,7 +84,7 @@ def _inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     bf = torch.bfloat16
     return {
         "A": (torch.randn(m, k, generator=gen, device=device) * 0.5).to(bf),
-        "B": (torch.randn(e, n, k, generator=gen, device=device) * k**-0.5).to(bf),
+        "B": randn_per_expert(e, n, k, k**-0.5, bf, gen, device),
         "bias": None,
         "C": torch.empty(m, topk, n, device=device, dtype=bf),
         "A_scale": None,
@@ -102,10 +116,30 @@ def _call(mod: Any, x: Inputs, sha: str) -> Outputs:
 
 
 def _reference(x: Inputs) -> Outputs:
+    """Per expert, its routed (token, slot) pairs times its weight: one expert's weight in
+    fp32 at a time. (Gathering a weight copy per routed pair, ``einsum(A, B[topk_ids])``,
+    needs m * top_k * n * k floats: 68 GB at Mixtral m = 1024, 140 GiB at Qwen2-57B m = 256,
+    the out-of-memory errors of stop 35.)"""
     torch = _torch()
-    a, b, ids = x["A"].float(), x["B"].float(), x["topk_ids"].long()
-    out = torch.einsum("mk,mjnk->mjn", a, b[ids])
+    a, ids = x["A"].float(), x["topk_ids"].long()
+    out = torch.zeros(*ids.shape, x["B"].shape[1], device=a.device)
+    for e in ids.unique().tolist():
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        out[tok, slot] = a[tok] @ x["B"][e].float().T
     return {"C": out.to(x["C"].dtype)}
+
+
+def footprint(shape: Shape) -> int:
+    """Bytes ``_inputs`` and ``_reference`` hold at once at a shape (an upper bound): the
+    16-bit A, B, C and the routing, the larger of one expert's fp32 draw and the
+    reference's fp32 A, output and one expert's fp32 weight with its routed rows."""
+    m, e, k, n, topk = shape["tokens"], shape["experts"], shape["k"], shape["n"], shape["topk"]
+    inputs = 2 * (m * k + e * n * k + m * topk * n) + 4 * 8 * (
+        m * topk + e * CONFIG["BLOCK_SIZE_M"]
+    )
+    draw = 2 * 4 * max(m * k, n * k)
+    reference = 4 * (m * k + 2 * m * topk * n + n * k + m * k + m * n) + 2 * m * topk * n
+    return inputs + max(draw, reference)
 
 
 _SG_MID = "python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py"
@@ -181,6 +215,7 @@ FUSED_MOE = Spec(
     make_inputs=_inputs,
     call=_call,
     reference=_reference,
+    footprint=footprint,
     mutated=("C",),
     tolerance={"C": (2e-2, 2e-2)},
     tolerance_why="bf16 GEMM with fp32 accumulation over K <= 4096 (inputs scaled to unit "

@@ -1,0 +1,132 @@
+"""The runner's two process-wide modes: the warm-up shards' share of the card, and the
+CPU-check patches (``COMMIT_EXEC_CPU_PATCH``), which must never switch on near a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dagster_project.commit_exec.device import runner
+from dagster_project.commit_exec.device.runner import (
+    CpuPatchRefused,
+    cpu_patch_wanted,
+    warm_memory_fraction,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_sharing_warm_up_processes_are_capped_to_their_share() -> None:
+    assert warm_memory_fraction(True, 8) == pytest.approx(0.9 / 8)
+    assert warm_memory_fraction(True, 2) == pytest.approx(0.45)
+    # eight shards together stay under the card, leaving room for CUDA contexts
+    assert 8 * (warm_memory_fraction(True, 8) or 1.0) < 1.0
+
+
+def test_a_lone_or_timing_process_keeps_the_whole_card() -> None:
+    assert warm_memory_fraction(True, 1) is None
+    assert warm_memory_fraction(False, 8) is None
+    assert warm_memory_fraction(False, 1) is None
+
+
+def test_the_device_script_runs_sharing_warm_up_shards() -> None:
+    """The cap only helps if the script's shards say they share (n > 1 in i/n)."""
+    script = (ROOT / "benchmarks/device/commit_exec.sh").read_text()
+    assert "COMMIT_EXEC_WARM=1 COMMIT_EXEC_SHARD=$i/" in script
+    assert "COMMIT_EXEC_SHARD=$i/1 " not in script
+
+
+def test_cpu_patch_is_off_unless_asked() -> None:
+    assert cpu_patch_wanted({}, cuda_available=False) is False
+    assert cpu_patch_wanted({"COMMIT_EXEC_CPU_PATCH": "0"}, cuda_available=True) is False
+
+
+def test_cpu_patch_refuses_a_cuda_machine() -> None:
+    env = {"COMMIT_EXEC_CPU_PATCH": "1", "TRITON_INTERPRET": "1"}
+    with pytest.raises(CpuPatchRefused, match="CUDA"):
+        cpu_patch_wanted(env, cuda_available=True)
+
+
+def test_cpu_patch_refuses_without_the_interpreter() -> None:
+    for interp in ({}, {"TRITON_INTERPRET": "0"}):
+        with pytest.raises(CpuPatchRefused, match="TRITON_INTERPRET"):
+            cpu_patch_wanted({"COMMIT_EXEC_CPU_PATCH": "1", **interp}, cuda_available=False)
+
+
+def test_cpu_patch_applies_on_the_interpreter() -> None:
+    env = {"COMMIT_EXEC_CPU_PATCH": "1", "TRITON_INTERPRET": "1"}
+    assert cpu_patch_wanted(env, cuda_available=False) is True
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMMIT_EXEC", "TRITON"))}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**env, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
+def test_runner_process_refuses_the_patch_without_the_interpreter(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    (tmp_path / "manifest.json").write_text(json.dumps({"rows": []}))
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", runner.__name__, str(tmp_path), str(out)],
+        env=_env(COMMIT_EXEC_CPU_PATCH="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "CpuPatchRefused" in proc.stderr
+    assert not out.exists() or out.read_text() == ""
+
+
+def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
+    """An autotuned kernel, and a torch.cuda.device context, under the interpreter."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        textwrap.dedent(
+            """
+            import torch, triton, triton.language as tl
+            from dagster_project.commit_exec.device.runner import apply_cpu_patch
+            apply_cpu_patch()
+            seen = []
+
+            @triton.autotune(
+                configs=[triton.Config({"BLOCK": b}) for b in (16, 32, 64)], key=["n"]
+            )
+            @triton.jit
+            def add_one(x_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+            x = torch.zeros(100)
+            def grid(meta):
+                seen.append(meta["BLOCK"])
+                return (triton.cdiv(100, meta["BLOCK"]),)
+            with torch.cuda.device(0):
+                add_one[grid](x, 100)
+            assert bool((x == 1).all()), x
+            print("blocks", sorted(set(seen)))
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(probe)],
+        env=_env(TRITON_INTERPRET="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "blocks [16]" in proc.stdout
