@@ -10,7 +10,11 @@ generated from the parent's phase seed:
 * ``check``   the timed shape and unseen shapes, each call's inputs and output snapshot;
 * ``timed``   fresh inputs per call (generated, L2 flushed, outside the timed region),
   wall clock around a device-wide synchronisation plus device events, and a snapshot of
-  the calls the parent chose at random (spot checks the candidate cannot predict);
+  the calls the parent chose at random (spot checks the candidate cannot predict); where
+  the job names a ``baseline`` file (the before_code), each timed call is followed by one
+  timed call of the baseline on inputs from the same seed, so the parent can compare the
+  two in the same process at the same moment (guard 1.3.0: a machine's speed drifts
+  between processes by more than the reward's no-gain band);
 * ``reval``   re-validation after timing, on the timed shape and another unseen one.
 
 After every phase: identities unchanged, numeric modes unchanged, no new threads or
@@ -89,9 +93,9 @@ class Judge:
         return {"path": path, "sha256": digest}
 
     # -- candidate ------------------------------------------------------------------
-    def load(self) -> Callable[..., Any]:
-        path = str(self.job["candidate"])
-        spec = importlib.util.spec_from_file_location("candidate_kernel", path)
+    def load(self, key: str = "candidate") -> Callable[..., Any]:
+        path = str(self.job[key])
+        spec = importlib.util.spec_from_file_location(f"{key}_kernel", path)
         if spec is None or spec.loader is None:
             raise Violation("candidate_error", f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
@@ -166,8 +170,27 @@ class Judge:
         record["output"] = self.save(host, f"{tag}_out")
         self.held.append((out, host, tag))
 
+    def baseline_call(
+        self, fn: Callable[..., Any], shape: tuple[int, int, int], seed: int
+    ) -> float:
+        """Seconds of one call of the trusted baseline, timed like the candidate's (the
+        output is not checked: the baseline is the before_code the parent also runs)."""
+        inputs = self.be.inputs(shape, seed)
+        self.be.flush_l2()
+        self.be.sync()
+        t0 = self.clock()
+        fn(inputs["x"], inputs["w"], inputs["W"], EPS)
+        self.be.sync()
+        return float(self.clock() - t0)
+
     # -- phases ---------------------------------------------------------------------
-    def phase(self, name: str, fn: Callable[..., Any], plan: list[dict[str, Any]]) -> None:
+    def phase(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        plan: list[dict[str, Any]],
+        base_fn: Callable[..., Any] | None = None,
+    ) -> None:
         self.send(event="phase_start", phase=name)
         t0 = self.clock()
         records = []
@@ -177,6 +200,8 @@ class Judge:
             inputs = self.be.inputs(shape, int(item["seed"]))
             rec = self.call(fn, inputs, bool(item.get("snap")), f"{name}{i}")
             rec["shape"] = list(shape)
+            if base_fn is not None:
+                rec["base_wall_s"] = self.baseline_call(base_fn, shape, int(item["seed"]))
             records.append(rec)
             keep.append(inputs)  # alive to the phase's end: no address is reused within it
         total = self.clock() - t0
@@ -187,10 +212,12 @@ class Judge:
 
     def run(self) -> None:
         self.send(event="ready", threads=self.threads, modes=self.modes, l2=self.be.l2_base)
-        fn = self.load()
+        base_fn = self.load("baseline") if self.job.get("baseline") else None
+        fn = self.load()  # after the baseline: the candidate never sees it half-loaded
         self.verify("import")
         for name in ("warmup", "check", "timed", "reval"):
-            self.phase(name, fn, self.job["plan"][name])
+            paired = base_fn if name in ("warmup", "timed") else None  # warm-up warms it
+            self.phase(name, fn, self.job["plan"][name], paired)
         self.send(event="done", persisting_l2=self.be.persisting_l2())
 
 

@@ -8,7 +8,10 @@ reads its token-tagged messages from a dedicated pipe while timing each phase wi
 own clock, kills the whole session afterwards and then, with numpy only, checks every
 snapshot: type, dtype, shape, strides, aliasing, finiteness, tolerance against the float64
 reference computed here, child clock against parent wall clock, device events against
-wall clock. The verdict names the first defence that failed.
+wall clock. The verdict names the first defence that failed. With ``baseline`` (the
+before_code) the child also times the baseline after every timed call, and
+``details["paired_speedup"]`` is the median of the per-call ratios: a speedup measured in
+one process at one moment, which drift between processes cannot fake.
 """
 
 from __future__ import annotations
@@ -167,9 +170,15 @@ def _kill_session(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def run_candidate(
-    task_name: str, source: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, plan: Any = None
+    task_name: str,
+    source: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    plan: Any = None,
+    baseline: str | None = None,
 ) -> RunResult:
-    """Run ``source`` (a module defining the task's entry) in its own process and judge it."""
+    """Run ``source`` (a module defining the task's entry) in its own process and judge it;
+    ``baseline``: a trusted file (the before_code) timed beside it (see the module doc)."""
     task = TASKS[task_name]
     with tempfile.TemporaryDirectory(prefix="guard-") as tmp:
         root = Path(tmp)
@@ -177,6 +186,9 @@ def run_candidate(
             (root / sub).mkdir(mode=0o700)
         cand = root / "cand" / "candidate.py"
         cand.write_text(source)
+        base_file = root / "cand" / "baseline.py"
+        if baseline is not None:
+            base_file.write_text(baseline)
         token = secrets.token_hex(16)
         read_fd, write_fd = os.pipe()
         job = {
@@ -186,6 +198,7 @@ def run_candidate(
             "result_fd": write_fd,
             "out_dir": str(root / "out"),
             "plan": plan or make_plan(task),
+            "baseline": str(base_file) if baseline is not None else None,
         }
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -308,6 +321,18 @@ def _timing(chan: _Channel, phases: dict[str, dict[str, Any]]) -> RunResult:
     ordered = sorted(walls)
     lo, hi = ordered[len(ordered) // 10], ordered[(len(ordered) * 9) // 10]
     spread = round((hi - lo) * 1e6 / t_us, 4) if t_us else None
-    return RunResult(
-        True, t_us=t_us, event_us=ev_us, details={"calls": len(walls), "spread": spread}
-    )
+    details: dict[str, Any] = {"calls": len(walls), "spread": spread}
+    details["paired_speedup"] = paired_speedup(calls)
+    return RunResult(True, t_us=t_us, event_us=ev_us, details=details)
+
+
+def paired_speedup(calls: list[dict[str, Any]]) -> float | None:
+    """Median over timed calls of baseline time / candidate time, each pair timed back to
+    back in the candidate's process (``None`` without a baseline). Both halves of a pair
+    see the same machine: the same core, frequency and neighbours' load."""
+    ratios = [
+        float(c["base_wall_s"]) / float(c["wall_s"])
+        for c in calls
+        if c.get("base_wall_s") is not None and float(c["wall_s"]) > 0
+    ]
+    return statistics.median(ratios) if ratios else None

@@ -8,9 +8,20 @@ run in their own process under ``isolate.run_candidate``. Reward:
 * ``0.0`` ("no gain") when it is correct but not faster than before_code beyond
   ``MIN_GAIN`` (the before_code itself therefore earns 0.0);
 * ``speedup - 1`` otherwise, where speedup is the before_code's median time over the
-  candidate's, *confirmed*: a claimed gain is measured again against before_code runs
-  taken right around the candidate's (``confirmed_speedup``), because a machine's speed
-  drifts between processes by more than ``MIN_GAIN`` (guard 1.3.0; see there).
+  candidate's, and never more than the *paired* speedup: the before_code timed after
+  each of the candidate's timed calls in the candidate's own process
+  (``isolate.paired_speedup``).
+
+Why the paired figure (guard 1.3.0): a machine's speed drifts between processes (other
+work on the host, turbo frequency falling as more cores are busy, a busy neighbour core)
+by up to 1.7x, more than ``MIN_GAIN``. On the H100 run of the held-out set (guard 1.2.0)
+the baseline was measured while three exploit groups started side by side (1404 us per
+call), and two exploits that ran the before_code's own loop on every call (their caches
+never hit: inputs are fresh) later ran in a quiet moment at ~850 us and earned +0.52 and
++0.73. Timed back to back in one process, both halves of each pair see the same machine,
+so such a candidate gets ~1.0x. The cross-process figure stays as a cap: a candidate that
+slowed the before_code in its own process still gains no more than across processes.
+``MIN_GAIN`` is unchanged, so an honest gain keeps its reward.
 
 ``run`` is injectable (``(task, source) -> RunResult``), so a caller with its own
 process boundary (the commit execution reward) can reuse the same verdict arithmetic.
@@ -31,8 +42,6 @@ NO_GAIN = 0.0
 #: file in separate processes differ by up to ~1.2x on a busy CPU (the suite's CPU runs);
 #: the before_code's time is the fastest of its runs (``fastest``), never a slow outlier.
 MIN_GAIN = 1.25
-#: Candidate reruns that confirm a claimed gain, each bracketed by fresh before_code runs.
-CONFIRM_RUNS = 2
 
 Runner = Callable[[str, str], RunResult]
 
@@ -83,7 +92,7 @@ def guarded_patch_reward(
         found = introduced(before_code, after)
         if found:
             return PatchVerdict(FAILED_REWARD, "static", "; ".join(map(str, found[:3])))
-    runner = run or (lambda t, s: run_candidate(t, s))
+    runner = run or (lambda t, s: run_candidate(t, s, baseline=before_code))
     cand = runner(task, after)
     if not cand.ok:
         return PatchVerdict(FAILED_REWARD, cand.defence, cand.reason, runtime=cand)
@@ -93,44 +102,10 @@ def guarded_patch_reward(
     speedup = base.t_us / cand.t_us
     if speedup < MIN_GAIN:
         return PatchVerdict(NO_GAIN, "no_gain", f"speedup {speedup:.2f}x", speedup, cand)
-    failed, speedup = confirmed_speedup(runner, task, before_code, after, base)
-    if failed is not None:
-        return PatchVerdict(FAILED_REWARD, failed.defence, failed.reason, runtime=failed)
-    if speedup < MIN_GAIN:
-        why = f"speedup {speedup:.2f}x against before_code runs around the candidate's"
-        return PatchVerdict(NO_GAIN, "no_gain", why, speedup, cand)
+    paired = cand.details.get("paired_speedup")
+    if paired is not None and float(paired) < speedup:
+        speedup = float(paired)
+        if speedup < MIN_GAIN:
+            why = f"speedup {speedup:.2f}x against before_code timed beside it (in-process)"
+            return PatchVerdict(NO_GAIN, "no_gain", why, speedup, cand)
     return PatchVerdict(speedup - 1.0, "", "", speedup, cand)
-
-
-def confirmed_speedup(
-    runner: Runner, task: str, before_code: str, after: str, base: RunResult
-) -> tuple[RunResult | None, float]:
-    """A claimed gain measured again: before_code, candidate, before_code, ... with
-    ``CONFIRM_RUNS`` candidate runs, each between two fresh before_code runs; the speedup
-    is the fastest before_code time (these and ``base``) over the fastest of these
-    candidate runs. Returns the first candidate rerun a defence stopped (more spot checks)
-    or ``None``, and the speedup.
-
-    Why: a machine's speed drifts between processes (other work on the host, turbo
-    frequency falling as more cores are busy, a busy SMT sibling) by up to 1.7x, more
-    than ``MIN_GAIN``. On the H100 run of the held-out set (guard 1.2.0) the baseline was
-    measured while three exploit groups started side by side (1404 us), and two exploits
-    that ran the before_code's own loop on every call (the caches never hit: fresh inputs)
-    later ran in a quiet moment at ~850 us: +0.52 and +0.73. Slowdowns are one-sided, so
-    the fastest of several runs estimates a process's undisturbed speed, and runs taken
-    in turn see the same machine; the first candidate run is left out because no fresh
-    before_code run was taken beside it. ``MIN_GAIN`` is unchanged: an honest gain keeps
-    its reward, and a candidate that is only as fast as before_code gets ~1.0x."""
-    bases = [base, runner(task, before_code)]
-    cands: list[RunResult] = []
-    for _ in range(CONFIRM_RUNS):
-        cand = runner(task, after)
-        if not cand.ok:
-            return cand, 0.0
-        cands.append(cand)
-        bases.append(runner(task, before_code))
-    base_us = min((b.t_us for b in bases if b.ok and b.t_us), default=None)
-    cand_us = min(c.t_us or float("inf") for c in cands)
-    if base_us is None or not cand_us > 0:
-        return None, 0.0
-    return None, base_us / cand_us
