@@ -82,7 +82,8 @@ def guarded_patch_reward(
 
     ``base`` is the before_code's result when the caller has it (one per prompt in a
     GRPO group); ``static=False`` skips the static checks (the suite uses it to show what
-    the runtime defences alone catch).
+    the runtime defences alone catch). A ``run`` of the caller's own gets the paired cap
+    only if it passes ``baseline=before_code`` to ``run_candidate`` as the default does.
     """
     try:
         after = apply_completion(before_code, completion)
