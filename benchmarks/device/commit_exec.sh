@@ -7,6 +7,13 @@
 # and, when REWARD_SECONDS > 0, $OUT/reward_check.jsonl from tests/gpu/test_commit_exec_gpu.py
 # (rows in $COMMIT_EXEC_REWARD_ROWS). Ingest here with:
 #   .venv/bin/python -m dagster_project.commit_exec.ingest BATCH OUT/results.jsonl
+# The warm-up's 8 shards share the card: each caps its allocator at 0.9/8 of it (runner.py,
+# warm_memory_fraction), so a row too big for that fails alone there (harness_error under
+# --shared-check) and gets its verdict from the timing process, which has the whole card.
+# CPU check of rows here, no GPU (rows using triton.autotune or torch.cuda.device too):
+#   TRITON_INTERPRET=1 COMMIT_EXEC_CPU_PATCH=1 COMMIT_EXEC_SMOKE=1 /tmp/venv-exec/bin/python \
+#     -m dagster_project.commit_exec.device.runner .commit_exec_work OUT.jsonl ID[,ID...]
+# (COMMIT_EXEC_CPU_PATCH refuses to start where CUDA is present or the interpreter is off.)
 set -uo pipefail
 LIMIT=${1:-240}
 ROWS=${2:-}
@@ -16,11 +23,12 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$(pwd)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
-# compile first, side by side: 8 checking processes fill Triton's disk cache (no timing)
+# compile first, side by side: SHARDS checking processes fill Triton's disk cache (no timing)
 WARM=${WARM:-90}
+SHARDS=${SHARDS:-8}
 if [ "$WARM" -gt 0 ]; then
-  for i in 0 1 2 3 4 5 6 7; do
-    COMMIT_EXEC_WARM=1 COMMIT_EXEC_SHARD=$i/8 timeout "$WARM" python3 -m dagster_project.commit_exec.device.runner \
+  for i in $(seq 0 $((SHARDS - 1))); do
+    COMMIT_EXEC_WARM=1 COMMIT_EXEC_SHARD=$i/$SHARDS timeout "$WARM" python3 -m dagster_project.commit_exec.device.runner \
       .commit_exec_work "$OUT/warm-$i.jsonl" "$ROWS" > /dev/null 2>&1 &
   done
   wait
