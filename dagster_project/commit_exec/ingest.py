@@ -242,20 +242,18 @@ def write_batch(
 
 
 def _current_significance(runs: pl.DataFrame) -> pl.DataFrame:
-    """A batch's ``*_significant`` flags re-decided from its stored CIs under today's effect
-    floor (``stats.MIN_EFFECT``): a shipped batch never carries an older floor's verdict."""
-    floor = stats.MIN_EFFECT
-    return runs.with_columns(
-        [
-            pl.when(pl.col(f"{s}_ci_lo").is_null())
-            .then(None)
-            .otherwise(
-                (pl.col(f"{s}_ci_lo") > 1.0 + floor) | (pl.col(f"{s}_ci_hi") < 1.0 / (1.0 + floor))
-            )
-            .alias(f"{s}_significant")
-            for s in SCOPES
-        ]
-    )
+    """A batch's ``*_significant`` flags re-decided from its stored CIs by today's rule
+    (``stats.significant``, its floor ``stats.MIN_EFFECT``): a shipped batch never carries an
+    older floor's verdict. Row by row through the rule itself, so it has one home (batches
+    hold a few hundred rows)."""
+    out = {}
+    for scope in SCOPES:
+        pairs = zip(runs[f"{scope}_ci_lo"].to_list(), runs[f"{scope}_ci_hi"].to_list(), strict=True)
+        out[f"{scope}_significant"] = pl.Series(
+            [None if lo is None or hi is None else stats.significant(lo, hi) for lo, hi in pairs],
+            dtype=pl.Boolean,
+        )
+    return runs.with_columns(**out)
 
 
 def shipped(dest: Path = DATA_DIR) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -210,3 +210,24 @@ def test_shared_check_oom_is_a_harness_error_not_a_verdict() -> None:
     assert shared["status"].to_list() == ["harness_error", "run_error"]
     assert shared["error"][0] == ingest.SHARED_OOM
     assert alone["status"].to_list() == ["run_error", "run_error"]
+
+
+def test_shipped_significance_follows_todays_floor(tmp_path: Path) -> None:
+    """A batch written under the 2% floor (a 1.03x CI flagged significant) reads back
+    re-decided by today's rule; a CI far from 1 and a missing CI keep their meaning."""
+    from dagster_project.commit_exec.device.stats import significant
+
+    runs, shapes = ingest.frames("s09", _lines())
+    runs = runs.with_columns(
+        graph_ci_lo=pl.Series([1.03, None]),
+        graph_ci_hi=pl.Series([1.04, None]),
+        graph_significant=pl.Series([True, None]),
+        host_ci_lo=pl.Series([1.9, None]),
+        host_ci_hi=pl.Series([2.1, None]),
+    )
+    runs.write_parquet(tmp_path / "s09.runs.parquet")
+    shapes.write_parquet(tmp_path / "s09.shapes.parquet")
+    got, _ = ingest.shipped(tmp_path)
+    assert got["graph_significant"].to_list() == [significant(1.03, 1.04), None]
+    assert got["graph_significant"][0] is False
+    assert got["host_significant"].to_list() == [True, None]
