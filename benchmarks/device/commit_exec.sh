@@ -36,7 +36,8 @@ if [ "$WARM" -gt 0 ]; then
   echo "warm-up done: $(wc -l < "$OUT/warm.jsonl") rows checked"
 fi
 # then one process times everything (compile-cache hits), interleaved A/B
-timeout "$LIMIT" python3 -m dagster_project.commit_exec.device.runner .commit_exec_work "$OUT/results.jsonl" "$ROWS"
+# (TIME_ROWS: the timing process's ids in priority order; default the same rows as the warm-up)
+timeout "$LIMIT" python3 -m dagster_project.commit_exec.device.runner .commit_exec_work "$OUT/results.jsonl" "${TIME_ROWS:-$ROWS}"
 echo "runner exit $?"
 if [ "$REWARD" -gt 0 ]; then
   if python3 -c "import pytest" 2>/dev/null; then

@@ -117,9 +117,16 @@ def _sessions(gpu: str) -> tuple[list[tuple[list[Any], list[Any]]], int, int]:
     return ordered, len(by_op), skipped
 
 
-def _order(sessions: list[tuple[list[Any], list[Any]]], limit: int) -> list[Any]:
+def _order(
+    sessions: list[tuple[list[Any], list[Any]]], limit: int, done: frozenset[str] = frozenset()
+) -> list[Any]:
     """Tier 1 (baseline, best), then the risky-region steps, then the other steps
-    round-robin over sessions (seeded shuffle within each)."""
+    round-robin over sessions (seeded shuffle within each). Questions in ``done`` (a final
+    shipped answer) are left out, so each call spends its device time on new questions."""
+    sessions = [
+        ([q for q in t1 if q["key"] not in done], [q for q in t2 if q["key"] not in done])
+        for t1, t2 in sessions
+    ]
     order: list[Any] = [q for t1, _ in sessions for q in t1]
     order += [q for _, t2 in sessions for q in t2 if _risky(q)]
     rng = random.Random(36)
@@ -131,15 +138,28 @@ def _order(sessions: list[tuple[list[Any], list[Any]]], limit: int) -> list[Any]
     return order[:limit]
 
 
+def _answered(gpu: str) -> frozenset[str]:
+    """Keys with a final shipped answer measured on ``gpu``'s card: a failure, or ok and
+    timed (an ok answer left untimed by a timing-harness failure is asked again)."""
+    from dagster_project.sim.oracle import answers_path
+
+    path = answers_path(gpu)
+    if not path.exists():
+        return frozenset()
+    with path.open(newline="") as fh:
+        return frozenset(r["key"] for r in csv.DictReader(fh) if r["status"] != "ok" or r["ms"])
+
+
 def prepare(out: Path, gpu: str, limit: int) -> None:
     sys.path.insert(0, str(ROOT))
     if out.exists():
         shutil.rmtree(out)
     (out / "src").mkdir(parents=True)
     sessions, n_ops, skipped = _sessions(gpu)
+    done = _answered(gpu)
     cases: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    for q in _order(sessions, limit):
+    for q in _order(sessions, limit, done):
         use = [q["session_id"], q["step"], q["role"]]
         code = q.pop("code")
         if q["key"] in seen:
