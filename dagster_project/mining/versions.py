@@ -26,6 +26,7 @@ from dagster_project.mining.commits import (
     mentions,
     mine,
     perf_filter,
+    pr_tasks,
     specs,
 )
 from dagster_project.mining.commits import prompt as commit_prompt
@@ -69,6 +70,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "mentions": mentions,
     "commit_prompt": commit_prompt,
     "commit_rows": lake_sync,
+    "pr_tasks": pr_tasks,
     "exec_census": exec_census,
     "gpu_names": gpus,
     "config_layout": discover,
@@ -106,6 +108,8 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
         "exec_census",
         "gpu_names",
     ),
+    # Issue 41: grouping, columns and multi-file prompt of the PR-task view.
+    "pr_tasks": ("pr_tasks",),
     "config_files": ("config_layout", "config_names", "parsing", "config_lookup", "gpu_names"),
     "config_entries": ("parsing",),
     "config_attribution": ("attribution", "parsing"),

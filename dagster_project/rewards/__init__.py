@@ -5,6 +5,8 @@
   the similarity of the resulting file's changed lines to the real commit's.
 * ``config_reward`` (``config``): offline proxy for ``tuned_configs`` — partial credit
   against the tuned launch config, scaled by how much tuning matters for the row.
+* ``pr_patch_reward`` / ``pr_oracle_edit`` / ``pr_patch_reward_fn`` (``pr_patch``): the same
+  reward over the multi-file edits of ``pr_tasks`` (one pull request, all its files).
 * ``patch_reward_fn`` / ``config_reward_fn`` (``trl``): TRL ``GRPOTrainer`` batch wrappers.
 * ``render_reward_module`` (``export``): the same code as one standalone ``reward.py``,
   which the publish step writes as ``code/reward.py``.
@@ -45,6 +47,14 @@ from .patch import (
     split_lines,
     strip_reasoning,
 )
+from .pr_patch import (
+    apply_pr_edits,
+    pr_files,
+    pr_oracle_edit,
+    pr_patch_reward,
+    pr_patch_reward_fn,
+    pr_patch_similarity,
+)
 from .trl import completion_text, config_reward_fn, patch_reward_fn
 
 __all__ = [
@@ -56,6 +66,7 @@ __all__ = [
     "EditDoesNotApply",
     "MalformedEdit",
     "apply_edits",
+    "apply_pr_edits",
     "changed_lines",
     "completion_text",
     "config_match",
@@ -69,6 +80,11 @@ __all__ = [
     "patch_reward",
     "patch_reward_fn",
     "patch_similarity",
+    "pr_files",
+    "pr_oracle_edit",
+    "pr_patch_reward",
+    "pr_patch_reward_fn",
+    "pr_patch_similarity",
     "render_edits",
     "render_reward_module",
     "row_speedup",

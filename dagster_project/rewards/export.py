@@ -17,14 +17,14 @@ import inspect
 import sys
 from types import ModuleType
 
-from . import config, patch, trl
+from . import config, patch, pr_patch, trl
 
 __all__ = ["MODULES", "render_reward_module"]
 
 #: Concatenation order: each module only uses names of the ones before it.
-MODULES: tuple[ModuleType, ...] = (patch, config, trl)
+MODULES: tuple[ModuleType, ...] = (patch, config, trl, pr_patch)
 
-_HEADER = '''"""Reward functions for the Kernel-Opt RL dataset (kernel_commits, tuned_configs).
+_HEADER = '''"""Reward functions for the Kernel-Opt RL dataset (its three subsets).
 
 Generated from kernelhouse's ``dagster_project.rewards`` package; standard library only.
 
@@ -33,7 +33,9 @@ Generated from kernelhouse's ``dagster_project.rewards`` package; standard libra
 ``patch_reward(completion, before_code, after_code)`` and
 ``config_reward(completion, best_config, speedup_vs_default=None, **row)`` score one
 completion; ``patch_reward_fn`` / ``config_reward_fn`` take TRL GRPOTrainer's batch
-arguments. The schemes are documented in the comment block before each section.
+arguments. ``pr_patch_reward(completion, files)`` / ``pr_patch_reward_fn`` score the
+multi-file edits of ``pr_tasks`` (``files``: the row's list of path / before_code /
+after_code). The schemes are documented in the comment block before each section.
 """
 '''
 

@@ -36,3 +36,30 @@ def oracle_patch_reward(
             f"below_{low_score:g}_ids": Json(low[:20]),
         },
     )
+
+
+def pr_oracle_patch_reward(
+    tasks: pl.DataFrame, min_share_perfect: float, low_score: float
+) -> CheckOutcome:
+    """The same check over ``datasets.pr_tasks``: ``pr_patch_reward(pr_oracle_edit(files))``
+    of every PR task (all its files at once), with the files-per-task distribution."""
+    from dagster_project.rewards.pr_patch import pr_oracle_edit, pr_patch_reward
+
+    scores = [
+        (r["id"], pr_patch_reward(pr_oracle_edit(r["files"]), r["files"]))
+        for r in tasks.select("id", "files").iter_rows(named=True)
+    ]
+    n = len(scores)
+    perfect = sum(1 for _, v in scores if v == 1.0)
+    share = perfect / n if n else 1.0
+    low = [i for i, v in scores if v < low_score]
+    return CheckOutcome(
+        "pr_oracle_patch_reward",
+        share >= min_share_perfect,
+        {
+            "tasks": n,
+            "share_1.0": round(share, 5),
+            f"below_{low_score:g}": len(low),
+            f"below_{low_score:g}_ids": Json(low[:20]),
+        },
+    )

@@ -94,6 +94,8 @@ ASSETS: dict[str, Access] = {
         ),
         writes=("datasets.kernel_commits", "derived.build_properties"),
     ),
+    # Issue 41: kernel_commits one commit (PR) per row, all its files in one task.
+    "pr_tasks": Access(reads=("datasets.kernel_commits",), writes=("datasets.pr_tasks",)),
     "tuned_configs": Access(
         reads=(
             "raw.config_files",
