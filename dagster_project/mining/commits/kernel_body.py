@@ -5,7 +5,10 @@ logic outside every ``@triton.*`` function (§2, "content-level issues"). ``touc
 is the flag users filter on: True when a removed line (old side) lies inside a kernel
 function of before_code, or an added line (new side) lies inside one of after_code.
 Changed lines, not hunk extents, are used: a hunk's three context lines can reach into a
-neighbouring kernel the commit never changed.
+neighbouring kernel the commit never changed. Formatting is not a body change (issue 41, v3):
+when the changed lines inside kernels read the same on both sides once comments and all
+whitespace are dropped (a re-indent, a reflowed call, a comment edited), the flag is False;
+16 mined rows changed only whitespace or comments and 5 of them were flagged before.
 
 What counts as a kernel function:
 
@@ -42,7 +45,7 @@ from dagster_project.mining.commits.languages import CPP, CUDA, CUTE_DSL, TRITON
 
 #: Version of which changed lines count as a kernel body. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 Range = tuple[int, int]  # 1-based, inclusive line numbers
 
@@ -509,6 +512,66 @@ def kernel_ranges(language: str, code: str, changed: Sequence[int] | None = None
     return []
 
 
+#: A comment to the end of the line: ``#`` in Python, ``//`` in CUDA/C++ (block-comment lines
+#: are caught by ``_CPP_COMMENT_LINE_RE``). Quotes before the marker keep the line whole.
+_PY_COMMENT_RE = re.compile(r"#[^'\"]*$")
+_CPP_COMMENT_RE = re.compile(r"//[^'\"]*$")
+_CPP_COMMENT_LINE_RE = re.compile(r"^\s*(/\*|\*|\*/)")
+_SPACE_RE = re.compile(r"\s+")
+
+
+def _normalised(language: str, line: str) -> str:
+    """A code line without its comment and without any whitespace: what formatting keeps."""
+    if language in (TRITON, CUTE_DSL):
+        line = _PY_COMMENT_RE.sub("", line)
+    elif _CPP_COMMENT_LINE_RE.match(line):
+        return ""
+    else:
+        line = _CPP_COMMENT_RE.sub("", line)
+    return _SPACE_RE.sub("", line)
+
+
+def _kernel_lines(language: str, code: str, lines: Sequence[int]) -> list[str]:
+    """The text of those ``lines`` (sorted, 1-based) that lie inside a kernel of ``code``."""
+    if not lines:
+        return []
+    ranges = kernel_ranges(language, code, lines)
+    if not ranges:
+        return []
+    text = code.split("\n")
+    return [text[n - 1] for n in lines if n <= len(text) and any(a <= n <= b for a, b in ranges)]
+
+
+def _kernel_text(language: str, code: str) -> str:
+    """Every kernel of ``code`` in file order, comments and whitespace dropped."""
+    text = code.split("\n")
+    return "".join(
+        _normalised(language, text[n - 1])
+        for a, b in kernel_ranges(language, code)
+        for n in range(a, min(b, len(text)) + 1)
+    )
+
+
+def kernel_body_lines(
+    language: str,
+    before_code: str,
+    after_code: str,
+    diff: str,
+    changed: ChangedLines | None = None,
+) -> int:
+    """How many changed lines lie inside kernel functions; 0 when the kernels differ only in
+    formatting: all kernels of the file, in order, read the same on both sides once comments
+    and whitespace are dropped (a statement moved inside or out of a kernel is a change)."""
+    changed = changed or changed_lines(diff)
+    old = _kernel_lines(language, before_code, changed.old)
+    new = _kernel_lines(language, after_code, changed.new)
+    if not old and not new:
+        return 0
+    if _kernel_text(language, before_code) == _kernel_text(language, after_code):
+        return 0
+    return len(old) + len(new)
+
+
 def touches_kernel_body(
     language: str,
     before_code: str,
@@ -516,13 +579,9 @@ def touches_kernel_body(
     diff: str,
     changed: ChangedLines | None = None,
 ) -> bool:
-    """True when a changed line of ``diff`` lies inside a kernel function (see module doc).
+    """True when a changed line of ``diff`` lies inside a kernel function and the kernel lines
+    change more than their formatting (see module doc).
 
     ``changed`` may pass ``changed_lines(diff)`` when the caller has it already.
     """
-    changed = changed or changed_lines(diff)
-    if changed.old and _hits(changed.old, kernel_ranges(language, before_code, changed.old)):
-        return True
-    return bool(changed.new) and _hits(
-        changed.new, kernel_ranges(language, after_code, changed.new)
-    )
+    return kernel_body_lines(language, before_code, after_code, diff, changed) > 0

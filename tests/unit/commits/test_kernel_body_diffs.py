@@ -18,6 +18,7 @@ from dagster_project.mining.commits.diffs import (
 )
 from dagster_project.mining.commits.kernel_body import (
     cuda_kernel_ranges,
+    kernel_body_lines,
     python_kernel_ranges,
     python_kernel_ranges_ast,
     touches_kernel_body,
@@ -167,6 +168,27 @@ def test_touches_kernel_body(tmp_path: Path) -> None:
     assert not touches_kernel_body("Triton", TRICKY_PY, py_out, _diff(TRICKY_PY, py_out, tmp_path))
     # Autotune configs in the decorator are part of the kernel.
     assert touches_kernel_body("Triton", TRICKY_PY, py_cfg, _diff(TRICKY_PY, py_cfg, tmp_path))
+
+
+def test_formatting_inside_a_kernel_is_not_a_body_change(tmp_path: Path) -> None:
+    """Issue 41: re-indenting, reflowing and comment edits inside a kernel leave the flag off;
+    a statement moved inside the kernel (same lines, other order) still sets it."""
+    reindent = CUDA_SRC.replace("    out[i] = f(in[i]);", "      out[i] =\n          f(in[i]);")
+    comment = CUDA_SRC.replace("int i = threadIdx.x;", "int i = threadIdx.x;  // the lane")
+    blank = CUDA_SRC.replace("int i = threadIdx.x;", "int i = threadIdx.x;\n")
+    for after in (reindent, comment, blank):
+        assert after != CUDA_SRC
+        assert not touches_kernel_body("CUDA", CUDA_SRC, after, _diff(CUDA_SRC, after, tmp_path))
+    assert kernel_body_lines("CUDA", CUDA_SRC, comment, _diff(CUDA_SRC, comment, tmp_path)) == 0
+    lines = CUDA_SRC.split("\n")
+    a = lines.index("  int i = threadIdx.x;")
+    b = lines.index('  const char* s = "} not a brace {";')
+    lines[a], lines[b] = lines[b], lines[a]
+    moved = "\n".join(lines)
+    assert touches_kernel_body("CUDA", CUDA_SRC, moved, _diff(CUDA_SRC, moved, tmp_path))
+    py_comment = TRICKY_PY.replace("tl.store(x_ptr, s)", "tl.store(x_ptr, s)  # write back")
+    py_diff = _diff(TRICKY_PY, py_comment, tmp_path)
+    assert not touches_kernel_body("Triton", TRICKY_PY, py_comment, py_diff)
 
 
 @pytest.mark.parametrize(

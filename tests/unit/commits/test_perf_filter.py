@@ -266,3 +266,34 @@ def test_v6_vetoes(title: str) -> None:
 def test_v6_guard_keeps_an_outcome_word() -> None:
     # a guard that says why in outcome words is still perf work
     assert match_title("Use the fused top-k only for small batches to reduce latency (#15)")
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        # Issue 41 (title rule v7): branch-style feature titles meet the feature veto ...
+        "Feat/deepseek fused moe fp8 blockwise swigluoai (#9999)",
+        "Feature/new gemm layout for sm100 (#9998)",
+        # ... and perf words inside kernel or backend names are no perf claim.
+        "feat: Add FP4 TRTLLM-Gen throughput MOE batched gemms (#1200)",
+        "[Bugfix] Use latency MOE backend as default and other misc fixes (#1201)",
+        "Use an environment variable to control reserved SMs in TRT-LLM fused MoE (#1202)",
+        "[AMD] add aiter fused moe in DeepEP path (#7268)",
+    ],
+)
+def test_feature_branches_and_kernel_names_are_not_perf_claims(title: str) -> None:
+    assert match_title(title) is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        # The same names beside a real perf claim, and a bare "fused MoE" (new fused work).
+        "Optimize TRT-LLM fused MoE routing kernel (#1203)",
+        "feat: 2x higher throughput for the latency MoE backend (#1204)",
+        "apply fused moe gate in ds v3/r1 (#5371)",
+        "Feature/faster top-k sampling (#1205)",
+    ],
+)
+def test_names_do_not_hide_a_perf_claim(title: str) -> None:
+    assert match_title(title) is not None
