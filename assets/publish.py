@@ -40,8 +40,10 @@ def kernel_opt_rl_export(lake: LakeResource) -> dg.MaterializeResult:
     from dagster_project.publish import export_kernel_opt_rl, read_snapshot, upstream_notice_files
     from dagster_project.rewards import render_reward_module
 
-    _gate(lake, ["tuned_configs", "kernel_commits", "pr_gains"])
     handle = lake.lake()
+    # pr_tasks (issue 41) is exported, and so gated, only where it is built.
+    pr_tasks = ["pr_tasks"] if handle.table_exists("datasets", "pr_tasks") else []
+    _gate(lake, ["tuned_configs", "kernel_commits", "pr_gains", *pr_tasks])
     snapshot = read_snapshot(handle)
     licenses = {}
     for row in snapshot:

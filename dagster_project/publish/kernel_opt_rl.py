@@ -5,6 +5,7 @@ Layout (what ``datasets.load_dataset(path, "<subset>", split=…)`` and the Hub 
     README.md                                   card: YAML ``configs:`` + statistics
     tuned_configs/{train,test}-00000-of-00001.parquet
     kernel_commits/{train,test}-00000-of-00001.parquet
+    pr_tasks/{train,test}-00000-of-00001.parquet  kernel_commits one PR per row (when built)
     code/reward.py                              the reward functions, standalone
     licenses/<repo>/LICENSE, NOTICE …           upstream notices (Apache-2.0 §4)
 
@@ -40,9 +41,11 @@ from .report import ExportError, ExportReport, file_sizes
 __all__ = [
     "DATASET",
     "SPLITS",
+    "PR_TASKS",
     "SUBSETS",
     "data_file",
     "export_kernel_opt_rl",
+    "exported_subsets",
     "kernel_opt_rl_stats",
     "read_snapshot",
     "snapshot_label",
@@ -51,6 +54,9 @@ __all__ = [
 
 DATASET = "kernel-opt-rl"
 SUBSETS: tuple[str, ...] = ("tuned_configs", "kernel_commits")
+#: The subset that regroups kernel_commits one PR per row (issue 41). It is exported when
+#: ``datasets.pr_tasks`` is built, so a lake from before it still exports the two above.
+PR_TASKS = "pr_tasks"
 SPLITS: tuple[str, ...] = ("train", "test")
 
 #: Rows per Arrow batch, and so per Parquet row group. kernel_commits rows carry whole
@@ -104,7 +110,28 @@ def _stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "licenses": records(con, "licenses"),
         "source_repos": [r["repo"] for r in records(con, "source_repos")],
         "gains_state": _gains_state(con),
+        PR_TASKS: _pr_tasks_stats(con),
     }
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+        [schema, name],
+    ).fetchall()
+    return bool(found[0][0])
+
+
+def _pr_tasks_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The pr_tasks subset's figures, with its files-per-task distribution (None: not built)."""
+    if not _has_table(con, "datasets", PR_TASKS):
+        return None
+    return {**record(con, "pr_tasks_summary"), "by_files": records(con, "pr_tasks_files")}
+
+
+def exported_subsets(stats: Mapping[str, Any]) -> tuple[str, ...]:
+    """The subsets an export of these statistics writes: pr_tasks only where it is built."""
+    return (*SUBSETS, PR_TASKS) if stats.get(PR_TASKS) else SUBSETS
 
 
 def _gains_state(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
@@ -202,7 +229,7 @@ def export_kernel_opt_rl(
         with atomic_export_dir(Path(out_dir)) as tmp:
             rows = {}
             schemas: dict[str, pa.Schema] = {}
-            for subset in SUBSETS:
+            for subset in exported_subsets(stats):
                 for split in SPLITS:
                     rel_path = data_file(subset, split)
                     rows[rel_path], schemas[subset] = _write_parquet(
@@ -221,6 +248,7 @@ def export_kernel_opt_rl(
                     "s": stats,
                     "tc": stats["tuned_configs"],
                     "kc": stats["kernel_commits"],
+                    "pt": stats[PR_TASKS],
                     "snapshot": heads,
                     "license_files": license_files,
                     "load_path": repo_id or f"./{DATASET}",
@@ -249,10 +277,10 @@ def _front_matter(stats: Mapping[str, Any], schemas: Mapping[str, pa.Schema]) ->
                     {"split": split, "path": data_file(subset, split)} for split in SPLITS
                 ],
             }
-            for subset in SUBSETS
+            for subset in schemas
         ],
         # Declared schemas (features.py): the Hub viewer and `datasets` need not infer them.
-        "dataset_info": [dataset_info(subset, schemas[subset]) for subset in SUBSETS],
+        "dataset_info": [dataset_info(subset, schemas[subset]) for subset in schemas],
     }
 
 
@@ -274,7 +302,7 @@ def _write_parquet(
 def _check_counts(rows: Mapping[str, int], stats: Mapping[str, Any]) -> None:
     """The files must hold exactly the rows the card counts; rows whose split is neither
     train nor test would silently vanish otherwise."""
-    for subset in SUBSETS:
+    for subset in exported_subsets(stats):
         s = stats[subset]
         for split in SPLITS:
             if rows[data_file(subset, split)] != s[split]:

@@ -156,6 +156,7 @@ ASSETS: dict[str, Access] = {
         reads=(
             "datasets.tuned_configs",
             "datasets.kernel_commits",
+            "datasets.pr_tasks",
             "derived.pr_gains_state",
             "raw.repo_heads",
             "derived.quality_results",
