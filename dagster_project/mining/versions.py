@@ -27,7 +27,9 @@ from dagster_project.mining.commits import (
     mine,
     perf_filter,
     pr_tasks,
+    reverts,
     specs,
+    task_kind,
 )
 from dagster_project.mining.commits import prompt as commit_prompt
 from dagster_project.mining.commits import split as commit_split
@@ -63,6 +65,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "title_filter": perf_filter,
     "kernel_paths": specs,
     "file_limits": mine,
+    "reverts": reverts,
     "languages": languages,
     "licences": license,
     "kernel_body": kernel_body,
@@ -70,6 +73,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "mentions": mentions,
     "commit_prompt": commit_prompt,
     "commit_rows": lake_sync,
+    "task_kind": task_kind,
     "pr_tasks": pr_tasks,
     "exec_census": exec_census,
     "gpu_names": gpus,
@@ -89,7 +93,7 @@ RULE_MODULES: dict[str, ModuleType] = {
 
 #: asset -> the rules it applies itself (inputs' changes reach it through data versions).
 ASSET_RULES: dict[str, tuple[str, ...]] = {
-    "perf_commits": ("title_filter", "kernel_paths", "file_limits"),  # mine.py: reverts too
+    "perf_commits": ("title_filter", "kernel_paths", "file_limits", "reverts"),
     "kernel_commit_files": (
         "kernel_paths",
         "file_limits",
@@ -105,8 +109,11 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
         "mentions",
         "commit_prompt",
         "commit_rows",
+        "reverts",
         "exec_census",
         "gpu_names",
+        "task_kind",
+        "title_filter",
     ),
     # Issue 41: grouping, columns and multi-file prompt of the PR-task view.
     "pr_tasks": ("pr_tasks",),

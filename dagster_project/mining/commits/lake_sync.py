@@ -36,6 +36,7 @@ from dagster_project.mining.commits.mine import (
     needs_full_remine,
 )
 from dagster_project.mining.commits.prompt import build_prompt
+from dagster_project.mining.commits.reverts import duplicate_ids, reland_roots
 from dagster_project.mining.commits.specs import RepoSpec
 from dagster_project.mining.commits.split import TEST_FRACTION, assign_temporal_split
 from dagster_project.mining.git import GitRepo
@@ -45,7 +46,7 @@ from dagster_project.storage.lake import Lake
 #: Version of the kernel_commits row assembly (reverts, duplicates, mentions). Bump it
 #: whenever mined output changes: it is part of the miner version (``mining/versions.py``);
 #: a bump re-mines.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 MINED_SCHEMA = {"repo": pl.String(), "sha": pl.String(), "rules_version": pl.String()}
 WATERMARK_SCHEMA = {
@@ -116,7 +117,6 @@ def refresh_perf_commits(
     if not full:
         merged = attach_reverts(
             git,
-            spec,
             target,
             merged.drop("reverted_by", strict=False).with_columns(
                 reverted_by=pl.lit(None, dtype=pl.Utf8)
@@ -236,6 +236,7 @@ def assemble_kernel_commits(
     """Recompute mentions with the PR body (when fetched), rebuild the prompt with them,
     and assign the temporal split. ``rows`` already carries pr_body and gains."""
     messages = dict(commits.select("sha", "message").iter_rows()) if commits.height else {}
+    subjects = dict(commits.select("sha", "subject").iter_rows()) if commits.height else {}
     reverts = (
         dict(commits.select("sha", "reverted_by").iter_rows())
         if commits.height and "reverted_by" in commits.columns
@@ -257,30 +258,6 @@ def assemble_kernel_commits(
         speedup_claims=pl.Series(claims, dtype=pl.List(pl.String)),
         prompt=pl.Series(prompts, dtype=pl.String),
         reverted_by=pl.Series([reverts.get(s) for s in rows["sha"].to_list()], dtype=pl.String),
-        duplicate_of=duplicate_ids(rows),
+        duplicate_of=duplicate_ids(rows, reland_roots(subjects)),
     )
     return assign_temporal_split(out, test_fraction)
-
-
-def duplicate_ids(rows: pl.DataFrame) -> pl.Series:
-    """For each row, the id of the earliest row with the same repo, path, before and after
-    (a reland or resubmit of the same change); null for the first one."""
-    if rows.is_empty():
-        return pl.Series("duplicate_of", [], dtype=pl.String)
-    keyed = rows.select(
-        "id",
-        "repo",
-        "path",
-        "authored_at",
-        k_before=pl.col("before_code"),
-        k_after=pl.col("after_code"),
-        _pos=pl.int_range(pl.len()),
-    )
-    first = (
-        keyed.sort("authored_at", "id")
-        .group_by("repo", "path", "k_before", "k_after", maintain_order=True)
-        .agg(first_id=pl.col("id").first())
-    )
-    joined = keyed.join(first, on=["repo", "path", "k_before", "k_after"], how="left").sort("_pos")
-    dup = pl.when(joined["first_id"] != joined["id"]).then(joined["first_id"])
-    return joined.select(dup.alias("duplicate_of"))["duplicate_of"]

@@ -28,7 +28,6 @@ decoded as U+FFFD on all three alike (see ``diffs.py``), which keeps the diff ex
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,12 +46,17 @@ from dagster_project.mining.commits.perf_filter import (
     pr_title,
 )
 from dagster_project.mining.commits.prompt import build_prompt
+from dagster_project.mining.commits.reverts import (
+    attach_reverts,
+    is_revert_message,
+    resolve_reverts,
+)
 from dagster_project.mining.commits.specs import RepoSpec, is_binding_file
 from dagster_project.mining.configs.names import ConfigNameError, normalise_gpu, parse_config_name
 from dagster_project.mining.configs.specs import CONFIG_DIRS
 from dagster_project.mining.git import GitRepo
 
-#: Version of file limits, row rules (Limits, modified-only, exclusion reasons) and reverts.
+#: Version of file limits and row rules (Limits, modified-only, exclusion reasons).
 #: Bump it whenever mined output changes: it is part of the miner version
 #: (``mining/versions.py``); a bump re-mines.
 RULES_VERSION = "2"
@@ -274,9 +278,10 @@ def find_perf_commits(
             continue
         sha, parents, at, subject_b, body_b = fields
         subject = subject_b.decode("utf-8", "replace")
-        if subject_b[:6].lower() == b"revert" or b"This reverts commit" in body_b:
+        body = body_b.decode("utf-8", "replace")
+        if is_revert_message(subject, body):
             # Reverts of kernel commits touch kernel paths too: collected from this same log.
-            revert_log.append((sha.decode(), subject.strip(), body_b.decode("utf-8", "replace")))
+            revert_log.append((sha.decode(), subject.strip(), body))
         match = match_title(subject, spec.title_rule)
         if match is None:
             continue
@@ -302,80 +307,6 @@ def find_perf_commits(
     for r in records:
         r["reverted_by"] = reverts.get(str(r["sha"]))
     return pl.DataFrame(records, schema=PERF_COMMITS_SCHEMA)
-
-
-# -- reverts --------------------------------------------------------------------------------
-
-_REVERT_BODY_RE = re.compile(r"This reverts commit ([0-9a-f]{40})")
-_REVERT_SUBJECT_RE = re.compile(r'^Revert "(.*)"(?:\s*\(#\d+\))?\s*$')
-_REV_FORMAT = "%x01%H%x1f%s%x1f%B%x02"
-
-
-def find_reverts(
-    repo: GitRepo, spec: RepoSpec, head: str, subjects: dict[str, str]
-) -> dict[str, str]:
-    """{reverted sha: revert sha} for every revert reachable from ``head``.
-
-    A revert names its target by sha in the body (``git revert``: "This reverts commit
-    X") or, for squash merges, by quoting the subject (``Revert "T (#N)" (#M)``), which is
-    matched against ``subjects`` (sha -> subject of the perf commits). The newest revert
-    wins; a revert that was itself reverted (a reland by revert) no longer counts. One
-    ``git log --grep``: it reads no tree and no blob.
-    """
-    # No pathspec: a message-only walk reads no tree (a pathspec would diff every commit);
-    # reverts of other files simply never match a perf commit.
-    raw = repo.run(
-        [
-            "log",
-            "--no-merges",
-            "-E",
-            "-i",
-            "--grep=^revert|This reverts commit",
-            "--no-color",
-            f"--format={_REV_FORMAT}",
-            head,
-        ],
-        config=("log.showSignature=false",),
-    )
-    found: list[tuple[str, str, str]] = []
-    for chunk in raw.split(b"\x01")[1:]:
-        header, _, _ = chunk.partition(b"\x02")
-        fields = header.decode("utf-8", "replace").split("\x1f", 2)
-        if len(fields) == 3:
-            found.append((fields[0], fields[1].strip(), fields[2]))
-    return resolve_reverts(found, subjects)
-
-
-def resolve_reverts(
-    found: Sequence[tuple[str, str, str]], subjects: dict[str, str]
-) -> dict[str, str]:
-    """{target: revert} from revert commits ``found`` (sha, subject, body; newest first)
-    for the commits in ``subjects`` (see ``find_reverts``)."""
-    # Reverts can be targets too (a revert of a revert), so every subject is known first.
-    by_subject: dict[str, str] = {}
-    for sha, subject in [*subjects.items(), *((s, subj) for s, subj, _ in found)]:
-        by_subject.setdefault(subject.strip(), sha)
-    reverted: dict[str, str] = {}
-    for sha, subject, body in found:  # newest first: the newest revert of a target wins
-        m = _REVERT_BODY_RE.search(body)
-        target = m.group(1) if m else None
-        if target is None:
-            ms = _REVERT_SUBJECT_RE.match(subject)
-            target = by_subject.get(ms.group(1).strip()) if ms else None
-        if target and target != sha and target not in reverted:
-            reverted[target] = sha
-    return {t: r for t, r in reverted.items() if r not in reverted and t in subjects}
-
-
-def attach_reverts(repo: GitRepo, spec: RepoSpec, head: str, commits: pl.DataFrame) -> pl.DataFrame:
-    """``commits`` with ``reverted_by`` set from the history up to ``head``."""
-    if commits.is_empty():
-        return commits
-    subjects = dict(commits.select("sha", "subject").iter_rows())
-    reverts = find_reverts(repo, spec, head, dict(subjects))
-    return commits.with_columns(
-        reverted_by=pl.col("sha").replace_strict(reverts, default=None, return_dtype=pl.Utf8)
-    )
 
 
 # -- step 2: files → rows -------------------------------------------------------------------
@@ -673,7 +604,7 @@ def mine_repo(
     """Both steps for one repository: (perf_commits, rows, excluded)."""
     commits = find_perf_commits(repo, spec, head=head, since=since)
     if since is not None:  # an increment: reverts in it may name older commits, and vice versa
-        commits = attach_reverts(repo, spec, effective_head(repo, spec, head), commits)
+        commits = attach_reverts(repo, effective_head(repo, spec, head), commits)
     rows, excluded = mine_commit_files(repo, spec, commits, limits=limits)
     return commits, rows, excluded
 

@@ -31,11 +31,10 @@ def test_reverted_by_and_duplicate_of(engine, perf_repos) -> None:
 
 
 def test_revert_of_a_revert_cancels(tmp_path) -> None:
-    from dagster_project.mining.commits.mine import find_reverts
+    from dagster_project.mining.commits.reverts import find_reverts
     from tests.fixtures.factory import RepoBuilder
 
     b = RepoBuilder(tmp_path / "r")
-    spec = DEFAULT_SPECS["vllm"]
     k = "csrc/fixture_kernel.cu"
     b.write(k, "__global__ void k() {}\n")
     b.commit("[Kernel] add (#1)")
@@ -43,12 +42,10 @@ def test_revert_of_a_revert_cancels(tmp_path) -> None:
     first = b.commit("[Perf] Faster k (#2)")
     b.write(k, "__global__ void k() {}\n")
     rev = b.commit('Revert "[Perf] Faster k (#2)" (#3)')
-    assert find_reverts(GitRepo(b.path), spec, "HEAD", {first: "[Perf] Faster k (#2)"}) == {
-        first: rev
-    }
+    assert find_reverts(GitRepo(b.path), "HEAD", {first: "[Perf] Faster k (#2)"}) == {first: rev}
     b.write(k, "__global__ void k() { int x = 1; }\n")
     b.commit('Revert "Revert "[Perf] Faster k (#2)" (#3)" (#4)')
-    assert find_reverts(GitRepo(b.path), spec, "HEAD", {first: "[Perf] Faster k (#2)"}) == {}
+    assert find_reverts(GitRepo(b.path), "HEAD", {first: "[Perf] Faster k (#2)"}) == {}
 
 
 def test_a_later_revert_reaches_an_old_row_on_an_incremental_refresh(tmp_path) -> None:
