@@ -47,6 +47,9 @@ COLUMNS: dict[str, dict[str, str]] = {
         "lines_changed": "lines added plus removed",
         "reverted_by": "the upstream commit that reverts this one, at the snapshot",
         "duplicate_of": "id of an earlier row with the same before/after (reland, resubmit)",
+        "task_kind": "kernel_edit, host_side, fragment, cosmetic or not_perf: the row as a task "
+        "alone (mining/commits/task_kind.py)",
+        "task_kind_reason": "why the row got its task_kind",
         "split": _SPLIT + " (temporal: the newest rows are test)",
         # Execution columns (issue 35, dagster_project/commit_exec/columns.py).
         "exec_status": "execution census status; a run's status once a shipped batch ran it",

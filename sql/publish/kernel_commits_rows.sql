@@ -1,7 +1,8 @@
 -- Published rows of the kernel_commits subset for one split ($split), in a stable order.
 -- `split` is left out: the split is the file a row lives in. The quality columns the README
 -- tells users to filter on (rule, hardware_from_code, touches_cpu_kernel, reverted_by,
--- duplicate_of) are published with the rows, and so is the execution evidence (issue 35:
+-- duplicate_of, task_kind and task_kind_reason: issue 41) are published with the rows, and
+-- so is the execution evidence (issue 35:
 -- exec_status and its reason for every row; for rows run on a GPU, equivalence, both
 -- measured speedups with their 95% CIs and significance, and the toolchain they ran on).
 SELECT
@@ -33,6 +34,8 @@ SELECT
     is_binding_file,
     reverted_by,
     duplicate_of,
+    task_kind,
+    task_kind_reason,
     exec_status,
     exec_reason,
     executed,

@@ -52,10 +52,12 @@ def kernel_commits_dataset(
     from dagster_project.gains.pipeline import attach_commit_gains
     from dagster_project.mining.commits.lake_sync import assemble_kernel_commits
     from dagster_project.mining.commits.mine import EXCLUDED_SCHEMA, exclusion_counts
+    from dagster_project.mining.commits.task_kind import attach_task_kind
     from dagster_project.report import plots_markdown
 
     rows = attach_commit_gains(files, pr_gains, pr_bodies)
     rows, cutoff = assemble_kernel_commits(rows, perf_commits)
+    rows = attach_task_kind(rows)  # issue 41: what the row is worth as a task alone
     rows = attach_execution(rows, exec_runs if exec_runs is not None else empty_runs())
     excl = exclusion_counts(
         excluded if excluded is not None else pl.DataFrame(schema=EXCLUDED_SCHEMA)
@@ -91,6 +93,7 @@ def kernel_commits_dataset(
         "with_kernel_speedup": int(rows["kernel_speedup"].is_not_null().sum()),
         "executed": int(rows["executed"].sum()),
         "exec_status": Json(dict(rows.group_by("exec_status").len().iter_rows())),
+        "task_kind": Json(dict(rows.group_by("task_kind").len().iter_rows())),
         "preview": Markdown(
             md_table(rows.select("repo", "pr_number", "title", "path", "language", "split"))
         ),

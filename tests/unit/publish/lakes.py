@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from dagster_project.commit_exec.columns import attach_execution, empty_runs
+from dagster_project.mining.commits.task_kind import attach_task_kind
 from dagster_project.sim.kernelinfer import session_frames
 from dagster_project.storage.lake import Lake
 
@@ -212,8 +213,9 @@ def kernel_commits_frame(rng: random.Random) -> pl.DataFrame:
         "duplicate_of": pl.String,
     }
     frame = pl.DataFrame(rows, schema=schema, orient="row")
-    # The execution census of every row (the real rule, on these rows' code), no run.
-    return attach_execution(frame, empty_runs())
+    # The execution census of every row (the real rule, on these rows' code), no run, and
+    # each row's task_kind by the real rule (issue 41).
+    return attach_task_kind(attach_execution(frame, empty_runs()))
 
 
 def repo_heads_frame() -> pl.DataFrame:

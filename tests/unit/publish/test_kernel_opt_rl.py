@@ -81,6 +81,8 @@ COMMIT_COLUMNS = [
     "is_binding_file",
     "reverted_by",
     "duplicate_of",
+    "task_kind",
+    "task_kind_reason",
     "exec_status",
     "exec_reason",
     "executed",
