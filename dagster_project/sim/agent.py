@@ -44,6 +44,9 @@ from typing import Any
 
 from .codegen import FAMILY_BUGS, slip_kinds
 from .env import ANY_BUG, COMPILE_ERROR, OK, WRONG_RESULT, Candidate, KernelEnv, Submission
+from .failure_model import MistakeMemory, bug_intent, slip_intent
+from .kernels import plan
+from .timing import inert_params
 from .variants import (
     Params,
     Variant,
@@ -240,6 +243,7 @@ class Engineer:
         # so the runner keeps writing it until a tile reveals it and a fix removes it
         latent: dict[str, str] = {}
         carry: tuple[Candidate, str] | None = None
+        memory = MistakeMemory()  # what it was shown and fixed stays fixed (issue 39)
         while len(self.records) < self.n:
             d = pol.decide(self.n - len(self.records))
             if d is None:
@@ -254,8 +258,14 @@ class Engineer:
             carry = None
             base = self.records[d.base].sub.code if d.base is not None else None
             runs = 1000 if d.kind == "rebench" else 200
-            sub = self.env.submit(cand, self.rng, runs=runs, base_code=base)
+            sub = self.env.submit(
+                cand, self.rng, runs=runs, base_code=base, avoid=memory.avoid(tag)
+            )
             rec = self._record(d.kind, cand, sub)
+            if sub.status == WRONG_RESULT and sub.error_kind == "bug":
+                memory.shown(tag, str(sub.extra.get("bug") or ""), None)
+            elif sub.status == COMPILE_ERROR and sub.slip is not None:
+                memory.shown(tag, None, sub.slip.kind)
             if sub.status == COMPILE_ERROR and sub.extra.get("bug"):
                 carry = (cand, str(sub.extra["bug"]))
             if sub.status == OK and sub.extra.get("bug"):
@@ -309,6 +319,8 @@ class Observation:
     time_ms: float | None  # the measured median
     spread_pct: float  # the measured spread
     smem_bytes: int | None  # bytes the overflow message or the ok resource line prints
+    #: an ok the harness checked correct (False: printed "unverified", never a best)
+    verified: bool = True
 
 
 def observe(rec: StepRecord) -> Observation:
@@ -332,11 +344,25 @@ def observe(rec: StepRecord) -> Observation:
         float(f"{sub.time_ms:.4g}") if sub.status == OK and sub.time_ms is not None else None,
         sub.spread_pct,
         smem,
+        sub.verified or sub.status != OK,
     )
 
 
-#: A session has at least this many steps (the card's floor) unless nothing is left to try.
+#: A session has at least this many steps (the card's floor) unless nothing is left to try
+#: or its gains sit inside the noise (``Policy._in_the_noise``).
 MIN_STEPS = 30
+#: Stop rule (issue 39): the steps without a gain beyond the noise that end the tuning, as
+#: a share of the step of the last such gain, and their floor.
+STOP_SHARE = 0.5
+#: A gain counts as beyond the noise past this many times the larger reported spread (the
+#: difference of two medians with spread s has a spread of about 1.4 s).
+GAIN_NOISE = 1.5
+STOP_MIN = 12
+STOP_IDLE = 6
+#: A rung whose best is this many times the session's best is not reopened.
+SLOW_RUNG = 1.3
+#: Parameters that can be inert (``timing.inert_params``): a move of only these is checked.
+_MAYBE_INERT = frozenset({"GROUP_M", "minb"})
 
 
 @dataclass(frozen=True)
@@ -363,6 +389,8 @@ class _Rung:
     smem_memo: dict[tuple[Any, ...], int] = field(default_factory=dict)
     stale: int = 0
     done: bool = False
+    #: the harness printed this rung's times as unverified (tuned after the checked ones)
+    unverified: bool = False
 
 
 def _key(p: Params) -> tuple[tuple[str, object], ...]:
@@ -473,6 +501,10 @@ class Policy:
         self.last_move: tuple[str, int, tuple[tuple[str, object], ...], float] | None = None
         self.patience = int(round(6 + 10 * profile.skill))
         self.finished = False
+        #: the last step whose time beat the session's best by more than the measured noise
+        self.last_gain = 0
+        #: the last step that beat the best at all (the dataset's "kept")
+        self.last_improve = 0
 
     # ------------------------------------------------------------------ knowledge
     def _defaults(self, v: Variant) -> Params:
@@ -544,6 +576,18 @@ class Policy:
         rs.smem_memo[qd] = int(est)
         return int(est)
 
+    def _inert_move(self, v: Variant, p: Params, q: Params) -> bool:
+        """Whether ``q`` differs from ``p`` only in parameters that provably do nothing for
+        both (``timing.inert_params``: GROUP_M over one row of tiles, a ``minb`` the
+        registers ptxas printed already fit): the same kernel, not worth a step."""
+        moved = {k for k in q if q.get(k) != p.get(k)}
+        if not moved or not moved <= _MAYBE_INERT:
+            return False
+        gpu = self._gpu_sheet
+        inert_p = inert_params(plan(self.op, self.shape, self.dtype, gpu, v, p), p)
+        inert_q = inert_params(plan(self.op, self.shape, self.dtype, gpu, v, q), q)
+        return moved <= (inert_p & inert_q)
+
     def _fits_own(self, tag: str, q: Params) -> bool:
         """Whether the engineer expects ``q`` to fit (an estimate that has already
         overflowed is never resubmitted; past the cap it checks with ``p_smem_check``)."""
@@ -609,17 +653,14 @@ class Policy:
         """Intent to err: a slip or a bug; the environment lands it only on lines the
         step rewrote (a digit-only edit has none, so it comes out clean)."""
         prof = self.prof
-        # intent rates calibrated to the card's compile_error / wrong_result shares
-        # (1.8.0, on the default build: in sample by construction; RESULTS "issue 20")
-        mult = {"variant": 2.75, "tune": 4.95, "fix": 0.3}.get(kind, 0.0)
+        # the failure mix of ``failure_model`` (1.10.0): semantic bugs common, slips rare
         slip = None
-        if self.rng.random() < prof.p_slip * mult * (1.35 - 0.7 * prof.skill):
+        if self.rng.random() < slip_intent(kind, prof.p_slip, prof.skill):
             slip = self.rng.choice(slip_kinds(self.task.impl))
         if kind not in ("variant", "tune"):
             return Candidate.of(v, p, slip=slip)
         # new code can hold a typo and a logic bug at once: the bug shows once it compiles
-        pb = prof.p_bug * 6.05 * (1.3 - 0.6 * prof.skill)
-        if self.rng.random() < pb:
+        if self.rng.random() < bug_intent(kind, prof.p_bug, prof.skill):
             return Candidate.of(v, p, slip=slip, bug=ANY_BUG)
         if slip is not None:
             return Candidate.of(v, p, slip=slip)
@@ -668,17 +709,22 @@ class Policy:
                 self.effects.setdefault((o.tag, dim, sign), []).append(math.log(t / t0))
         rs.times[k] = t
         rs.step_of[k] = o.step
+        rs.unverified = rs.unverified or not o.verified
         if t < rs.best_time:
             gain = rs.best_time / t - 1 if rs.best_time < math.inf else math.inf
             rs.best_time, rs.best_key = t, k
             rs.stale = 0 if gain > o.spread_pct / 100 else rs.stale + 1
         else:
             rs.stale += 1
-        if t < self.best_time:
+        if t < self.best_time and o.verified:
+            # only a time the harness checked correct can be the best (issue 39)
             gain = self.best_time / t - 1
-            noise = 2.0 * max(o.spread_pct, self.best_spread) / 100
+            noise = GAIN_NOISE * max(o.spread_pct, self.best_spread) / 100
             if self.best_step is not None and gain < noise and o.kind != "baseline":
                 self.rebench_due = o.step  # within the noise: measure it longer first
+            else:
+                self.last_gain = o.step
+            self.last_improve = o.step
             self.best_time, self.best_step, self.best_spread = t, o.step, o.spread_pct
         self._abandon_slow()
 
@@ -762,6 +808,8 @@ class Policy:
                 return Decision(Candidate.of(v, dict(o.params)), "rebench", step)
         if self.explore:
             return self._next_rung(last)
+        if self._in_the_noise():
+            return self._final_rebench(last)
         d = self._tune(last)
         if d is None and len(self.hist) < MIN_STEPS - 1:
             d = self._keep_looking()
@@ -769,11 +817,25 @@ class Policy:
             return self._final_rebench(last)
         return d
 
+    def _in_the_noise(self) -> bool:
+        """Tuning stops once its gains sit inside the measured noise: no step has beaten
+        the best by more than the noise for ``STOP_SHARE`` of the steps it took to get
+        there (at least ``STOP_MIN``, at most twice ``patience``), or ``STOP_IDLE`` steps
+        in a row have not beaten it at all. An engineer who found its best quickly gives up
+        sooner; one still finding gains late keeps going."""
+        last = len(self.hist) - 1
+        if last - self.last_improve >= STOP_IDLE:
+            return True
+        wait = max(STOP_MIN, min(2 * self.patience, round(STOP_SHARE * self.last_gain)))
+        return last - self.last_gain >= wait
+
     def _keep_looking(self) -> Decision | None:
         """Before ``MIN_STEPS`` a plateau does not end the session: the engineer reopens
         every rung it has measured (slow ones too) and tries its best-estimated untried
         configuration at any estimate."""
         for rs in self.rungs.values():
+            if rs.best_time > SLOW_RUNG * self.best_time:
+                continue  # measured much slower: no new reason to go back
             rs.done = False
             rs.stale = 1
         keep = self.patience
@@ -787,6 +849,13 @@ class Policy:
         if self.finished or self.best_step is None:
             return None
         self.finished = True
+        if any(
+            h.kind == "rebench"
+            and h.params == self.hist[self.best_step].params
+            and h.tag == self.hist[self.best_step].tag
+            for h in self.hist
+        ):
+            return None  # the best was already measured at length
         o = self.hist[self.best_step]
         v = self.variants.get(o.tag) or self._variant(o.tag)
         self.n_rebench += 1
@@ -830,8 +899,10 @@ class Policy:
             and tag not in self.bad
             and (tag != self.base_rung.tag or len(self.rungs) == 1)
         ]
-        live.sort(key=lambda x: x[1].best_time)
-        if len(live) > 1 and self.rng.random() < 0.12:
+        live.sort(key=lambda x: (x[1].unverified, x[1].best_time))
+        # the runner-up gets a turn only while it is close to the best
+        close = len(live) > 1 and live[1][1].best_time <= 1.15 * live[0][1].best_time
+        if close and self.rng.random() < 0.12:
             live = [live[1], live[0], *live[2:]]
         for tag, rs in live:
             d = self._tune_rung(tag, rs)
@@ -861,7 +932,8 @@ class Policy:
                     continue
                 steps_ = b - a
                 e = self.effects.get((tag, dim, 1 if steps_ > 0 else -1))
-                out[(dim, val)] = (sum(e) / len(e) if e else 0.0) * abs(steps_)
+                if e:  # a direction never measured has no term: a jump along it is blind
+                    out[(dim, val)] = sum(e) / len(e) * abs(steps_)
         return out
 
     def _tune_rung(self, tag: str, rs: _Rung) -> Decision | None:
@@ -910,7 +982,7 @@ class Policy:
             k = (*pk[:n], (dim, val), *pk[n + 1 :])
             if k in rs.tried or not valid(v, self.op, self.dtype, q):
                 continue
-            if self._avoided(v, q):
+            if self._avoided(v, q) or self._inert_move(v, p, q):
                 continue
             if not self._fits_own(tag, q):
                 rs.tried.add(k)  # worked out the footprint: over the cap
@@ -951,11 +1023,15 @@ class Policy:
             if keys[r] in rs.tried or (self.avoid and self._avoided(v, dict(pool[r]))):
                 continue
             est = 0.02
+            blind = False
             for dim, val in pool[r]:
                 tv = terms.get((dim, val))
                 if tv is not None:
                     est += tv
-            if est < bar:
+                elif p.get(dim) != val:
+                    blind = True  # issue 39: no jump along a direction never measured
+                    break
+            if not blind and est < bar and not self._inert_move(v, p, dict(pool[r])):
                 q = dict(pool[r])
                 if self._fits_own(tag, q):
                     opts.append(

@@ -348,13 +348,19 @@ class KernelEnv:
 
     # -- the harness --------------------------------------------------------------------
     def place_bug(
-        self, variant: Variant, params: Params, want: str | None, touched: set[int] | None
+        self,
+        variant: Variant,
+        params: Params,
+        want: str | None,
+        touched: set[int] | None,
+        avoid: frozenset[str] = frozenset(),
     ) -> str | None:
         """The bug the candidate really carries: ``want`` (or, for ``ANY_BUG``, one of the
         rung's visible bugs, else a tail mask left out while the tile still divides the
         extent: a latent bug a later tile reveals) if all of its lines lie in ``touched``;
-        else None."""
-        if want is None or (touched is not None and not touched):
+        else None. A bug in ``avoid`` (one the engineer already fixed in this rung's code)
+        is never written again."""
+        if want is None or (touched is not None and not touched) or want in avoid:
             return None
         clean = self.code(variant, params)
         if want == ANY_BUG:
@@ -363,7 +369,7 @@ class KernelEnv:
                 bugs = ["no_tail_mask"]
         else:
             bugs = [want]
-        bugs = [b for b in bugs if self.has_spot(variant, params, b)]
+        bugs = [b for b in bugs if b not in avoid and self.has_spot(variant, params, b)]
         if touched is not None:
             bugs = [
                 b for b in bugs if mistake_lines(clean, self.code(variant, params, b)) <= touched
@@ -373,7 +379,11 @@ class KernelEnv:
         return bugs[0] if len(bugs) == 1 else bugs[_pick(len(bugs), variant.tag, params)]
 
     def _placed(
-        self, cand: Candidate, params: Params, base_code: str | None
+        self,
+        cand: Candidate,
+        params: Params,
+        base_code: str | None,
+        avoid: frozenset[str] = frozenset(),
     ) -> tuple[Candidate, set[int] | None]:
         """The candidate with the bug it really carries, and the lines its edit rewrote.
 
@@ -385,8 +395,8 @@ class KernelEnv:
         if base_code is not None and (cand.slip or cand.bug):
             touched = touched_lines(base_code, self.code(v, params))
         bug = cand.bug
-        if bug is not None and (bug == ANY_BUG or touched is not None):
-            bug = self.place_bug(v, params, bug, touched)
+        if bug is not None and (bug == ANY_BUG or touched is not None or bug in avoid):
+            bug = self.place_bug(v, params, bug, touched, avoid)
             if bug != cand.bug:
                 cand = Candidate(cand.variant, cand.params, cand.slip, bug)
         return cand, touched
@@ -400,10 +410,12 @@ class KernelEnv:
         rng: random.Random,
         flag: str,
         missing: list[str],
+        avoid: frozenset[str] = frozenset(),
     ) -> Submission | None:
         """The compile error of a candidate typed with a slip; None when it has none, its
-        edit rewrote no line, or the source has room for no slip at all."""
-        if not cand.slip:
+        edit rewrote no line, or the source has room for no slip at all (slips in
+        ``avoid``, ones the engineer already fixed in this session, are not typed again)."""
+        if not cand.slip or cand.slip in avoid:
             return None
         if touched is not None:
             if cand.bug:  # the slip goes into the source as written, bug included
@@ -411,7 +423,9 @@ class KernelEnv:
             if not touched:
                 return None  # nothing rewritten: no slip
         # fall back to another slip the source has room for (the engineer slipped somewhere)
-        kinds = [cand.slip] + [k for k in slip_kinds(self.task.impl) if k != cand.slip]
+        kinds = [cand.slip] + [
+            k for k in slip_kinds(self.task.impl) if k != cand.slip and k not in avoid
+        ]
         res = None
         for kind in kinds:
             res = inject_slip(code, self.task.impl, kind, rng, touched)
@@ -438,12 +452,15 @@ class KernelEnv:
         rng: random.Random,
         runs: int = 200,
         base_code: str | None = None,
+        avoid: frozenset[str] = frozenset(),
     ) -> Submission:
         """Compile, check and time a candidate. ``rng`` drives only noise and messages;
-        ``base_code`` is the source the candidate was edited from (see the module doc)."""
+        ``base_code`` is the source the candidate was edited from (see the module doc);
+        ``avoid`` names the bugs and slips the engineer remembers fixing (never written
+        again: the fixed code stays fixed)."""
         params = cand.param_dict
         v = cand.variant
-        cand, touched = self._placed(cand, params, base_code)
+        cand, touched = self._placed(cand, params, base_code, avoid)
         code = self.code(v, params, cand.bug)
         feats = features_used(v, self.op, self.task.dtype, params)
         flag = nvcc_arch_flag(self.gpu.arch, feats)
@@ -457,7 +474,7 @@ class KernelEnv:
         if missing and not cuda:
             detail = feature_error(missing, self.gpu, "triton", flag, rng)
             return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
-        slipped = self._slip_error(cand, code, touched, base_code, rng, flag, missing)
+        slipped = self._slip_error(cand, code, touched, base_code, rng, flag, missing, avoid)
         if slipped is not None:
             return slipped
         # nvcc's front end (the shared-memory static_assert) runs before ptxas sees any PTX
@@ -481,7 +498,8 @@ class KernelEnv:
             name, dims = self.op.out(self.shape)
             tail = tuple(d - 1 for d in dims)
             detail = wrong_result(cand.bug, name, dims, rng, tail)
-            return Submission(WRONG_RESULT, code, detail, "bug", prediction=pred)
+            bug: dict[str, object] = {"bug": cand.bug}
+            return Submission(WRONG_RESULT, code, detail, "bug", prediction=pred, extra=bug)
         rung = step_status(
             self.op.name, self.task.impl, v.tag, self.gpu.arch, params, self.shape, self.task.dtype
         )

@@ -449,7 +449,9 @@ def _plan_gemm_tensor_core(w: _GemmWork, dt: str, gpu: GPU, v: Variant, p: Param
     persistent = tag in ("v4_streamk", "v4_wgmma_tma", "v3_persistent", "v4_tma_desc")
     if persistent:
         grid = _persistent_gemm_grid(op, gpu, v, p, tiles, split, grid)
-    grouped = p.get("GROUP_M", 8) > 1 or persistent
+    # a grouped (GROUP_M) launch order is the row-major one when there is a single row of
+    # tiles: both walk the same A rows, so GROUP_M cannot change the traffic (issue 39)
+    grouped = p.get("GROUP_M", 8) > 1 or persistent or mt == 1
     miss = 0.02 if w.a_bytes + w.w_bytes < 0.5 * w.l2 else (0.06 if grouped else 0.14)
     byts = w.ideal + miss * (w.a_bytes * (nt - 1) + w.w_bytes * (mt - 1))
     if split > 1:
@@ -462,7 +464,7 @@ def _plan_gemm_tensor_core(w: _GemmWork, dt: str, gpu: GPU, v: Variant, p: Param
     alu += _dequant_alu(op, dt, p, w.n, w.k, mt)
     if regs > gpu.max_regs_per_thread and impl == "cuda":
         extra["spill_bytes"] = (regs - gpu.max_regs_per_thread) * 4 * 2
-    extra.update({"BK": bk, "tiles": tiles, "stages": stages, "split": split})
+    extra.update({"BK": bk, "tiles": tiles, "m_tiles": mt, "stages": stages, "split": split})
     eff = _tile_reuse_eff(bm, bn)
     return KernelPlan(
         threads,

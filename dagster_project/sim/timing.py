@@ -184,6 +184,22 @@ def _wave_factor(gpu: GPU, kp: KernelPlan, occ: int, tensor: bool) -> tuple[floa
     return max(0.02, util * issue), waves
 
 
+def inert_params(kp: KernelPlan, params: Params) -> frozenset[str]:
+    """Parameters of ``params`` that provably leave this kernel's execution unchanged, so
+    they may not move its time (issue 39): ``GROUP_M`` with a single row of output tiles
+    (the grouped launch order is then the row-major one) and a ``__launch_bounds__``
+    ``minb`` whose register cap the kernel already fits (ptxas allocates the same
+    registers, so occupancy and code are the same). The per-configuration quirk is keyed
+    on the other parameters only; the planner gives such configurations the same plan.
+    """
+    out: set[str] = set()
+    if "GROUP_M" in params and kp.extra.get("m_tiles") == 1:
+        out.add("GROUP_M")
+    if "minb" in params and not kp.extra.get("reg_capped"):
+        out.add("minb")
+    return frozenset(out)
+
+
 def predict(
     op: OpSpec,
     shape: Shape,
@@ -232,6 +248,7 @@ def predict(
         t_s += kp.spill_local / (busy_sms * SPILL_BYTES_PER_CYCLE * gpu.clock_ghz * 1e9)
     if kp.sm_issue:
         t_s += kp.sm_issue / (ISSUE_LANES_PER_CYCLE * gpu.clock_ghz * 1e9)
+    inert = inert_params(kp, params)
     quirk = 1.0 + 0.08 * (
         unit(
             "quirk",
@@ -240,7 +257,7 @@ def predict(
             dtype,
             gpu.id,
             variant.tag,
-            sorted(params.items()),
+            sorted((k, v) for k, v in params.items() if k not in inert),
         )
         - 0.5
     )

@@ -173,7 +173,9 @@ def test_policy_has_no_handle_to_the_cost_model() -> None:
     env = KernelEnv(GEMM_A10)
     for step in range(25):
         d = pol.decide(60 - step)
-        assert d is not None
+        if d is None:  # the session ended: gains inside the noise (issue 39)
+            assert step >= 5
+            break
         sub = env.submit(d.cand, rng)
         pol.observe(
             Observation(
@@ -207,6 +209,7 @@ def test_policy_has_no_handle_to_the_cost_model() -> None:
         "time_ms",
         "spread_pct",
         "smem_bytes",
+        "verified",
     }
 
 
@@ -222,7 +225,9 @@ def test_same_observations_same_decisions() -> None:
     for step in range(20):
         da, db = a.decide(40 - step), b.decide(40 - step)
         assert da == db
-        assert da is not None
+        if da is None:  # both ended at the same step (gains inside the noise)
+            assert step >= 5
+            break
         sub = env.submit(da.cand, rng)
         o = Observation(
             step,

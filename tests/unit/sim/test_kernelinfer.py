@@ -125,10 +125,12 @@ def test_small_build_is_clean_and_unique(small_build: dict[str, Any]) -> None:
     assert len(combos) == len(sessions)
     hours = [s["elapsed_s"] / 3600 for s in sessions]
     assert min(hours) >= 1.0 and max(hours) <= 5.0
-    # since 1.7.0 a session ends at a plateau; before 30 steps only when nothing is left
-    # to try (agent.MIN_STEPS), which a few tasks with tiny grids or wrong rungs reach
+    # since 1.10.0 (issue 39) a session ends once its gains sit inside the measured noise
+    # (agent.Policy._in_the_noise): far fewer steps after the best than 1.9.0's 63%
     assert all(5 <= s["num_steps"] <= 200 for s in sessions)
-    assert sum(s["num_steps"] >= 30 for s in sessions) >= 0.9 * len(sessions)
+    with_best = [s for s in sessions if s["best"]["step"] is not None]
+    after = sum(s["num_steps"] - 1 - s["best"]["step"] for s in with_best)
+    assert after <= 0.5 * sum(s["num_steps"] for s in with_best)
     assert all(
         s["best"]["time_ms"] <= s["baseline_ms"] for s in sessions if s["best"]["step"] is not None
     )
@@ -146,8 +148,11 @@ def test_status_mix(small_build: dict[str, Any]) -> None:
     # may say "correct" follows the shipped verification evidence
     assert 0.75 < (c[OK] + c[UNVERIFIED]) / total < 0.93
     assert c[OK] > 0 and c[UNVERIFIED] > 0
-    assert 0.07 < c[COMPILE_ERROR] / total < 0.2
-    assert 0.01 < c["wrong_result"] / total < 0.06
+    # the failure mix (sim/failure_model.py, 1.10.0): semantic bugs that run wrong outnumber
+    # compile errors, which are mostly hardware limits, rarely typed slips
+    assert 0.01 < c[COMPILE_ERROR] / total < 0.1
+    assert 0.04 < c["wrong_result"] / total < 0.2
+    assert c["wrong_result"] > 1.5 * c[COMPILE_ERROR]
     kinds = Counter(t["kind"] for s in small_build["sessions"] for t in s["trace"])
     assert {"baseline", "variant", "tune", "fix", "rebench"} <= set(kinds)
 

@@ -1,0 +1,215 @@
+"""Issue 39's engineer-behaviour acceptance figures (memory, failure mix, when tuning stops).
+
+Generates ``--sessions N`` kernelinfer sessions for each ``--seed`` in-process with the
+current generator (a ``random.Random(--sample-seed)`` sample of that seed's task pool, so
+the figures cover ops and GPUs evenly) and reads them off the card-format session dicts
+alone (trace, assistant code, feedback text), as a trainer would:
+
+* **fix repeats**: fix steps whose edit of the failing source (the previous step) removes
+  and adds exactly the same stripped lines as an earlier fix of the same session
+  (goal <= 3%);
+* **unchanged resubmissions**: steps (rebench aside) that resubmit the source of the step
+  before them byte for byte when that step failed (goal 0), and steps that resubmit any
+  earlier failed source;
+* **repeated diagnostics**: compile errors whose digit-normalised error line already
+  appeared earlier in the session;
+* **syntax slips**: the share of compile errors whose diagnostic is one of the typed slips
+  (a missing ``;``, a misspelt identifier, a lost ``reinterpret_cast``, the legacy shuffle,
+  a Triton keyword or name typo, a non-constexpr or non-power-of-2 ``arange``) (goal
+  <= 15%);
+* **after the best**: steps after the session's best step, as a share of all steps of the
+  sessions with a best (goal <= 35%), and the mean of the per-session share;
+* **slow tail**: ok tune steps after the best that are >= 1.5x slower than it (goal <= 5%);
+* **slow revisits**: tune steps on a rung whose own best was already measured >= 1.5x
+  slower than the session's best at that moment.
+
+The default build's seed (``KERNELHOUSE_SIM_SEED``'s default) is in sample for every rule
+tuned on it; pass another seed for the out-of-sample figures.
+
+    python benchmarks/sim_engineer.py --sessions 150 --seed 20260 --seed 4242
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import random
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+RAN = ("ok", "unverified")
+FAILED = ("compile_error", "wrong_result")
+_DIGITS = re.compile(r"\d+")
+#: The diagnostics of the typed slips (``sim.codegen`` CUDA_SLIPS / TRITON_SLIPS).
+SLIP_RE = re.compile(
+    r'expected a ";"|identifier "[^"]+" is undefined|cannot be used to initialize an entity'
+    r"|NameError\(|unexpected keyword argument|must be of type tl\.constexpr"
+    r"|range must be a power of 2"
+)
+_ERROR_LINE = re.compile(r"(error: .*|\w+Error\(.*)")
+
+
+def generate(n: int, seed: int, sample_seed: int) -> list[dict[str, Any]]:
+    """``n`` sessions of seed ``seed``'s task pool (a seeded random sample of it)."""
+    from dagster_project.sim.kernelinfer import build_tasks, simulate_session
+
+    tasks, _ = build_tasks(seed)
+    chosen = random.Random(sample_seed).sample(tasks, min(n, len(tasks)))
+    return [simulate_session(t, seed) for t in chosen]
+
+
+def _edit(a: str, b: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(removed, added) stripped non-blank lines of the edit from ``a`` to ``b``."""
+    la, lb = a.split("\n"), b.split("\n")
+    rem: list[str] = []
+    add: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, la, lb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        rem += [x.strip() for x in la[i1:i2] if x.strip()]
+        add += [x.strip() for x in lb[j1:j2] if x.strip()]
+    return tuple(sorted(rem)), tuple(sorted(add))
+
+
+def _error_line(feedback: str) -> str:
+    m = _ERROR_LINE.search(feedback)
+    return _DIGITS.sub("#", m.group(1)) if m else ""
+
+
+def _memory(trace: list[dict[str, Any]], codes: list[str], fbs: list[str], f: Counter[str]) -> None:
+    """Fix repeats, unchanged resubmissions and repeated diagnostics of one session."""
+    edits: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    failed_codes: set[str] = set()
+    seen_diag: set[str] = set()
+    for i, r in enumerate(trace):
+        if i and r["kind"] != "rebench":
+            prev_failed = trace[i - 1]["status"] in FAILED
+            f["unchanged_resubmit"] += int(prev_failed and codes[i] == codes[i - 1])
+            f["resubmit_failed"] += int(codes[i] in failed_codes)
+        if i and r["kind"] == "fix":
+            f["fix_steps"] += 1
+            e = _edit(codes[i - 1], codes[i])
+            if e != ((), ()):
+                f["fix_repeat"] += int(e in edits)
+                edits.add(e)
+        if r["status"] in FAILED:
+            failed_codes.add(codes[i])
+        if r["status"] == "compile_error":
+            f["compile_errors"] += 1
+            f["compile_slip"] += int(bool(SLIP_RE.search(fbs[i])))
+            d = _error_line(fbs[i])
+            f["compile_repeat_diag"] += int(bool(d) and d in seen_diag)
+            seen_diag.add(d)
+        elif r["status"] == "wrong_result":
+            f["wrong_results"] += 1
+
+
+def _tail(trace: list[dict[str, Any]], best: dict[str, Any], f: Counter[str]) -> None:
+    """Steps after the best, the slow tail and slow revisits of one session."""
+    n = len(trace)
+    f["steps"] += n
+    b, bt = best.get("step"), best.get("time_ms")
+    if b is None or not bt:
+        f["null_best"] += 1
+        return
+    f["steps_with_best"] += n
+    f["after_best"] += n - 1 - b
+    f["_after_share_x1e6"] += int(1e6 * (n - 1 - b) / n)
+    f["sessions_with_best"] += 1
+    for r in trace[b + 1 :]:
+        if r["kind"] == "tune" and r["status"] in RAN and r["time_ms"] is not None:
+            f["tail_tune_ok"] += 1
+            f["tail_slow"] += int(r["time_ms"] >= 1.5 * bt)
+    best_so_far = float("inf")
+    rung_best: dict[str, float] = {}
+    for r in trace:
+        t = r["time_ms"] if r["status"] in RAN else None
+        if r["kind"] == "tune":
+            f["tune_steps"] += 1
+            rb = rung_best.get(r["tag"])
+            f["slow_revisit"] += int(rb is not None and rb >= 1.5 * best_so_far)
+        if t is not None and r["kind"] != "rebench":
+            rung_best[r["tag"]] = min(rung_best.get(r["tag"], t), t)
+            best_so_far = min(best_so_far, t)
+
+
+def measure(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    f: Counter[str] = Counter()
+    for s in sessions:
+        msgs = s["messages"][2:]
+        codes = [m["content"] for m in msgs[0::2]]
+        fbs = [m["content"] for m in msgs[1::2]]
+        _memory(s["trace"], codes, fbs, f)
+        _tail(s["trace"], s["best"], f)
+    out: dict[str, Any] = dict(f)
+    out["sessions"] = len(sessions)
+    lengths = sorted(len(s["trace"]) for s in sessions)
+    out["median_steps"] = lengths[len(lengths) // 2] if lengths else 0
+    out["min_steps"], out["max_steps"] = (lengths[0], lengths[-1]) if lengths else (0, 0)
+    return out
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:.1f}%" if b else "n/a"
+
+
+def report(m: dict[str, Any]) -> str:
+    g = m.get
+    mean_after = g("_after_share_x1e6", 0) / 1e4 / max(1, g("sessions_with_best", 0))
+    return "\n".join(
+        [
+            f"sessions {m['sessions']}  steps {g('steps', 0)} (per session {g('min_steps')}-"
+            f"{g('max_steps')}, median {g('median_steps')})  null bests {g('null_best', 0)}",
+            f"fix steps repeating an earlier fix's edit: {g('fix_repeat', 0)}/"
+            f"{g('fix_steps', 0)} = {_pct(g('fix_repeat', 0), g('fix_steps', 0))}  (goal <= 3%)",
+            f"unchanged resubmissions of a failed step: {g('unchanged_resubmit', 0)}  (goal 0); "
+            f"any earlier failed source resubmitted: {g('resubmit_failed', 0)}",
+            f"compile errors repeating an earlier diagnostic: {g('compile_repeat_diag', 0)}/"
+            f"{g('compile_errors', 0)} = "
+            f"{_pct(g('compile_repeat_diag', 0), g('compile_errors', 0))}",
+            f"compile errors that are syntax slips: {g('compile_slip', 0)}/"
+            f"{g('compile_errors', 0)} = {_pct(g('compile_slip', 0), g('compile_errors', 0))}"
+            f"  (goal <= 15%); wrong results {g('wrong_results', 0)}",
+            f"steps after the best: {g('after_best', 0)}/{g('steps_with_best', 0)} = "
+            f"{_pct(g('after_best', 0), g('steps_with_best', 0))}  (goal <= 35%); "
+            f"mean per-session share {mean_after:.1f}%",
+            f"ok tune steps after the best >= 1.5x slower: {g('tail_slow', 0)}/"
+            f"{g('tail_tune_ok', 0)} = {_pct(g('tail_slow', 0), g('tail_tune_ok', 0))}"
+            f"  (goal <= 5%)",
+            f"tune steps on a rung already >= 1.5x slower than the best: "
+            f"{g('slow_revisit', 0)}/{g('tune_steps', 0)} = "
+            f"{_pct(g('slow_revisit', 0), g('tune_steps', 0))}",
+        ]
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=150, help="sessions per seed")
+    ap.add_argument("--seed", type=int, action="append", help="generator seed (repeatable)")
+    ap.add_argument("--sample-seed", type=int, default=0, help="which tasks of the pool")
+    ap.add_argument("--json", action="store_true", help="also print the raw counters")
+    a = ap.parse_args()
+    from dagster_project.settings import DEFAULT_SIM_SEED
+    from dagster_project.sim import GENERATOR_VERSION
+
+    for seed in a.seed or [DEFAULT_SIM_SEED]:
+        t0 = time.perf_counter()
+        m = measure(generate(a.sessions, seed, a.sample_seed))
+        where = "in sample" if seed == DEFAULT_SIM_SEED else "out of sample"
+        print(f"== generator {GENERATOR_VERSION}, seed {seed} ({where}), sample {a.sample_seed}")
+        print(report(m))
+        print(f"({time.perf_counter() - t0:.1f} s)")
+        if a.json:
+            print(json.dumps(m, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
