@@ -730,8 +730,22 @@ def gains_extract(
         str, typer.Option(help="table (deterministic) or llm (needs KERNELHOUSE_LLM_BASE_URL).")
     ] = "table",
     fmt: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+    repo: Annotated[
+        str | None,
+        typer.Option(
+            help="owner/name of the PR's repository, stamped on each row as the lake does."
+        ),
+    ] = None,
+    pr_number: Annotated[
+        int | None,
+        typer.Option("--number", help="the PR's number, stamped on each row as the lake does."),
+    ] = None,
 ) -> None:
-    """Extract measurements from one PR text and show them with their audit flags."""
+    """Extract measurements from one PR text and show them with their audit flags.
+
+    The one call the ``pr_gains`` asset makes per PR (``extract_pr_gains``), with the same
+    arguments when ``--repo``/``--number`` are given: the measurements never depend on them
+    (issue 40), they only stamp the rows and reach the LLM's prompt as they do in the lake."""
     from dagster_project.gains.extract import extract_pr_gains
     from dagster_project.gains.llm_extractor import LLMConfig, LLMExtractor
     from dagster_project.report.numbers import number
@@ -752,7 +766,13 @@ def gains_extract(
             _fail("--extractor llm needs KERNELHOUSE_LLM_BASE_URL (an OpenAI-compatible endpoint)")
         llm = LLMExtractor(cfg)
     # extractor is "table" or "llm" here: anything else failed above.
-    res = extract_pr_gains(text, extractor=cast(Literal["table", "llm"], extractor), llm=llm)
+    res = extract_pr_gains(
+        text,
+        extractor=cast(Literal["table", "llm"], extractor),
+        llm=llm,
+        repo=repo,
+        pr_number=pr_number,
+    )
     rows = [m.to_row() for m in res.measurements]
     if fmt == "json":
         sys.stdout.write(

@@ -101,7 +101,16 @@ from dagster_project.gains.schema import Measurement
 #: 2.11 (2026-12-06): plausibility in the audit (issue 42): no pair value from a key column
 #: (batch, shape, parameter), a speedup beyond the scope's bound (audit.PLAUSIBLE_SPEEDUP)
 #: fails with its reason
-EXTRACTOR_VERSION = "2.11"
+#: 2.12 (2026-12-06, issue 40: fewer rules, known harmful classes): the PR's repository no
+#: longer names a side (the lake passed it and the CLI did not: one text, two readings; an
+#: engine compared with another was the PR's gain); a weakly named implementation beside a
+#: strongly named side is a third one, never a side, in columns and rows; the 2.5 pair "a
+#: single ratio column reproduces among three weakly named implementations" is gone (a ratio
+#: between two variants the text never names the PR's); a ratio column gives claims only
+#: beside a strongly named baseline and PR column; a reference-named column or row is never
+#: the PR's side beside a strong baseline; an implementation's name under a strongly named
+#: run ("Before:" / "FlashInfer: 10 ms") is what the run timed, not a side
+EXTRACTOR_VERSION = "2.12"
 
 
 def candidates(text: str) -> list[Candidate]:

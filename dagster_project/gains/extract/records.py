@@ -809,6 +809,11 @@ class _TextRuns:
         rv = _role_value(ln)
         if rv is None:
             return False
+        if rv[0].strength < 2 and self.run is not None and self.run.role.strength == 2:
+            # 2.12: ``FlashInfer: 10.0 ms`` under ``Before:`` is what the "before" run timed,
+            # not a side of its own: an implementation's name under a strongly named run
+            # reads like any metric label ("time: 10.0 ms"), so renaming it changes nothing
+            return False
         recs = _value_records(rv[2], ln)
         if not recs:
             return False

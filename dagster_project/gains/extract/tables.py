@@ -199,13 +199,22 @@ def _norm_residual(s: str) -> str:
 
 
 def _choose(cols: list[Column]) -> tuple[Column | None, Column | None]:
-    """The baseline and the PR's variant among one metric's variant columns."""
+    """The baseline and the PR's variant among one metric's variant columns.
+
+    2.12 (issue 40): both sides named as strongly, or no pair. An implementation named only
+    weakly ("cuBLAS", "FlashInfer", "torch") beside a strongly named side ("this PR",
+    "main") is a third implementation shown for comparison, never the other side: pairing
+    it made "cuBLAS vs this PR" the PR's gain while the same table with the column called
+    "time" gave nothing. (A strong baseline beside one other value column still names that
+    column the PR's: :func:`_weak_beside_strong_baseline`.)"""
     base = [c for c in cols if c.role.kind == "baseline"]
     opt = [c for c in cols if c.role.kind == "optimized"]
     if not base or not opt:
         return None, None
     bmax = max(c.role.strength for c in base)
     omax = max(c.role.strength for c in opt)
+    if bmax != omax:
+        return None, None
     o = [c for c in opt if c.role.strength == omax][-1]
     b = _counterpart(o.header, base, lambda c: c.header) or next(
         c for c in base if c.role.strength == bmax
@@ -384,41 +393,6 @@ def _two_weak_sides(
     }
 
 
-def _pair_by_stated_ratio(
-    rows: Rows, valued: list[Column], speed_cols: list[Column]
-) -> tuple[Column, Column] | None:
-    """``| torch | triton | cuda | speedup |`` (2.5): three or more implementations named
-    only weakly and one ratio column: the (baseline, optimized) pair is the one ordered pair
-    of columns whose ratio the stated column reproduces on most rows (baseline / PR for a
-    time, PR / baseline for a rate, the direction from the cells' unit); ``None`` when no
-    pair or more than one fits."""
-    if len(valued) < 3 or len(speed_cols) != 1 or any(c.role.strength >= 2 for c in valued):
-        return None
-    sc = speed_cols[0]
-    unit = next((u for c in valued if (u := unit_in(c.header))), None) or _cells_unit(rows, *valued)
-    hib = infer_higher_is_better(" ".join(c.header for c in valued), unit)
-    if hib is None:
-        return None
-    fits: list[tuple[Column, Column]] = []
-    for b in valued:
-        for o in valued:
-            if b is o:
-                continue
-            hits = total = 0
-            for _i, row in rows:
-                if max(b.j, o.j, sc.j) >= len(row):
-                    continue
-                bv, ov = value_of(row[b.j]), value_of(row[o.j])
-                r = _stated_from(row[sc.j], sc.header)[0]
-                if not bv or not ov or not r:
-                    continue
-                total += 1
-                hits += abs((ov / bv if hib else bv / ov) / r - 1) <= 0.02
-            if total and hits >= 0.8 * total:
-                fits.append((b, o))
-    return fits[0] if len(fits) == 1 else None
-
-
 def _stacked_changes(valued: list[Column]) -> dict[str, list[Column]] | None:
     """``| Baseline | +vector loads | +unroll |``: changes stacked left to right after one
     strong baseline, the last column is the PR's state; ``None`` for other tables."""
@@ -430,7 +404,7 @@ def _stacked_changes(valued: list[Column]) -> dict[str, list[Column]] | None:
         b = strong_base[0]
         last = others[-1]
         return {
-            "": [b, Column(last.j, last.header, "variant", Role("optimized", 1), last.residual)]
+            "": [b, Column(last.j, last.header, "variant", Role("optimized", 2), last.residual)]
         }
     return None
 
@@ -454,13 +428,6 @@ def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
     weak_sides = _two_weak_sides(cols, rows, valued, speed_cols)
     if weak_sides is not None:
         groups = weak_sides
-    elif not groups and (fit := _pair_by_stated_ratio(rows, valued, speed_cols)) is not None:
-        groups = {
-            "": [
-                Column(fit[0].j, fit[0].header, "variant", Role("baseline", 1), fit[0].residual),
-                Column(fit[1].j, fit[1].header, "variant", Role("optimized", 1), fit[1].residual),
-            ]
-        }
     if not any(_choose(g)[0] for g in groups.values()) and (
         sw := _weak_beside_strong_baseline(valued, cols)
     ):
@@ -468,7 +435,7 @@ def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
         groups = {
             "": [
                 strong,
-                Column(weak.j, weak.header, "variant", Role("optimized", 1), weak.residual),
+                Column(weak.j, weak.header, "variant", Role("optimized", 2), weak.residual),
             ]
         }
     stacked = _stacked_changes(valued)
@@ -777,12 +744,15 @@ def _ratio_only_candidates(
 ) -> list[Candidate]:
     """Ratio-only claims: a speedup column without a pair, or a grid of ratio cells.
 
-    2.9: not when the table has two or more value columns none of which names a side
-    (``| Flex (tok/s) | Flash Attention (tok/s) | Speedup |``): the ratio then compares
-    two variants the text never says are the PR's before and after."""
+    2.12 (issue 40; 2.9 asked only for some side named): not when the table has two or more
+    value columns unless one is strongly named the baseline and another the PR's
+    (``| Flex (tok/s) | Flash Attention (tok/s) | Speedup |``, ``| cuBLAS | this PR |
+    speedup |``): the ratio then compares variants the text never says are the PR's
+    before and after, or the PR against a third implementation."""
     speed_cols = [c for c in cols if c.kind in ("speedup", "ratio")]
     valued = [c for c in cols if c.kind in ("variant", "metric")]
-    if len(valued) >= 2 and not any(c.role.kind in ("baseline", "optimized") for c in valued):
+    strong = {c.role.kind for c in valued if c.role.strength == 2}
+    if len(valued) >= 2 and not {"baseline", "optimized"} <= strong:
         return []
     out: list[Candidate] = []
     hib = None
@@ -897,7 +867,9 @@ def _strong_baseline_and_other(rows: Rows, c: Column) -> tuple[str, str] | None:
         return None
     roles = {n: role_of(n) for n in distinct}
     base = [n for n in distinct if roles[n].kind == "baseline" and roles[n].strength == 2]
-    other = [n for n in distinct if roles[n].kind is None]
+    # 2.12: a weakly named implementation reads as an unnamed one (as beside a strong baseline
+    # column, :func:`_weak_beside_strong_baseline`); a reference never becomes the PR's side
+    other = [n for n in distinct if roles[n].strength < 2 and roles[n].kind != "reference"]
     if len(base) == 1 and len(other) == 1:
         return base[0], other[0]
     short, long = sorted(distinct, key=len)
@@ -995,8 +967,6 @@ def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dic
             out[sides[0].j], out[sides[1].j] = "baseline", "optimized"
     if not out and (sw := _weak_beside_strong_baseline(valued, cols)):
         out[sw[1].j] = "optimized"
-    if not out and (fit := _pair_by_stated_ratio(rows, valued, speed)) is not None:
-        out[fit[0].j], out[fit[1].j] = "baseline", "optimized"
     if (nested := _nested_headers(valued)) is not None:
         out[nested[0].j], out[nested[1].j] = "baseline", "optimized"
     return out
@@ -1014,7 +984,8 @@ def _weak_beside_strong_baseline(
     if any(c.role.kind == "optimized" and c.role.strength == 2 for c in cols if c not in valued):
         return None
     strong = [c for c in valued if c.role.strength == 2 and c.role.kind == "baseline"]
-    weak = [c for c in valued if c.role.strength < 2]
+    # 2.12: a reference-named column is never the PR's side (issue 40)
+    weak = [c for c in valued if c.role.strength < 2 and c.role.kind != "reference"]
     # 2.4: the other side may be unnamed or named like a reference ("trtllm_mean" beside
     # "baseline_mean"): with one strong baseline and one other value column, the other is
     # what the PR compares against it
@@ -1119,6 +1090,8 @@ def _row_sides(
     opt = [x for x in labelled if x[2].kind == "optimized"]
     if not base or not opt:
         return []
+    if not by_ratio and named is None and _strongest(base) != _strongest(opt):
+        return []  # 2.12: a weakly named row beside a strong one is a third implementation
     top = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)]
     sides = []
     for o in top:
@@ -1128,6 +1101,10 @@ def _row_sides(
         if b is not None:
             sides.append((b, o))
     return sides
+
+
+def _strongest(xs: list[_Labelled]) -> int:
+    return max(x[2].strength for x in xs)
 
 
 def _row_pair_candidate(

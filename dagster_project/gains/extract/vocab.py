@@ -76,24 +76,6 @@ class Role:
 NO_ROLE = Role(None, 0)
 
 
-#: the repository the PR belongs to ("vllm", "sglang", "flashinfer"), while one PR is read:
-#: a column named after the PR's own project is its side, another project's is the baseline
-PROJECT: ContextVar[str | None] = ContextVar("gains_project", default=None)
-_PROJECTS = {
-    "vllm": re.compile(r"\bvllm\b", re.I),
-    "sglang": re.compile(r"\bsgl(?:ang)?\b", re.I),
-    "flashinfer": re.compile(r"\bflashinfer\b", re.I),
-}
-
-
-def project_of(repo: str | None) -> str | None:
-    """``"sglang"`` for ``sglang`` / ``sgl-project/sglang``; ``None`` for anything else."""
-    if not repo:
-        return None
-    tail = repo.rsplit("/", 1)[-1].lower()
-    return tail if tail in _PROJECTS else None
-
-
 #: 2.8: whether the PR being read is a revert (its body opens with GitHub's own "Reverts
 #: owner/repo#N"): its "before" and "after" are said of the change it reverts
 REVERTED: ContextVar[bool] = ContextVar("gains_reverted", default=False)
@@ -107,16 +89,21 @@ def is_revert(text: str) -> bool:
 
 
 @contextmanager
-def reading(text: str, repo: str | None) -> Iterator[None]:
+def reading(text: str, repo: str | None = None) -> Iterator[None]:
     """While one PR is read, by the extractor or by the audit (both must see the same
-    sides): its project (:data:`PROJECT`) and whether it is a revert (:data:`REVERTED`)."""
-    project = PROJECT.set(project_of(repo))
+    sides): whether it is a revert (:data:`REVERTED`), which its text alone says.
+
+    ``repo`` is accepted and not read. Until 2.12 the PR's project named its side (a
+    "vLLM" column was the PR's in a vLLM PR, another project's the baseline); the lake
+    passed the repo and the CLI did not, so one text gave two readings, and a comparison
+    against another engine or library became the PR's own gain (issue 40). The sides now
+    come from the text only, so every caller reads a text alike."""
+    del repo
     reverted = REVERTED.set(is_revert(text))
     try:
         yield
     finally:
         REVERTED.reset(reverted)
-        PROJECT.reset(project)
 
 
 def role_of(label: str | None) -> Role:
@@ -127,12 +114,6 @@ def role_of(label: str | None) -> Role:
         # is "after", its result "before" (a "main" / "this PR" label is its own already)
         swap = {"baseline": "optimized", "optimized": "baseline"}
         return Role(swap.get(role.kind or "", role.kind), role.strength)
-    own = PROJECT.get()
-    if own and label and role.strength < 2 and role.kind != "reference":
-        if _PROJECTS[own].search(label):
-            return Role("optimized", 1)
-        if any(rx.search(label) for name, rx in _PROJECTS.items() if name != own):
-            return Role("baseline", 1)
     return role
 
 
@@ -175,10 +156,6 @@ def strip_role_words(label: str) -> str:
     s = label
     for rx in (_OPT_STRONG, _BASE_STRONG):
         s = rx.sub(" ", s)
-    if PROJECT.get():
-        # "vllm-fp8-fp16" / "sglang-fp8-fp16": the project names are the sides
-        for rx in _PROJECTS.values():
-            s = rx.sub(" ", s)
     s = re.sub(r"\(\s*\)|\[\s*\]", " ", s)
     s = re.sub(r"^[\s:_/|-]+|[\s:_/|-]+$", "", re.sub(r"\s+", " ", s))
     return s.strip()
