@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .codegen import FAMILY_BUGS, BugProbe, Slip, inject_slip, render_candidate, slip_kinds
-from .feedback import cluster_error, feature_error, smem_error, wrong_result
+from .feedback import cluster_error, failure_report, feature_error, smem_error, wrong_result
 from .hardware import GPU, get_gpu, nvcc_arch_flag
 from .kernels import KernelPlan, plan
 from .memory import fits_memory, footprint_bytes, oom_report
@@ -530,19 +530,10 @@ class KernelEnv:
 
 
 def measured_failure_report(ans: Answer, out_name: str, dims: tuple[int, ...]) -> str:
-    """The wrong-result text of a source the oracle ran and saw fail (its own words)."""
-    total = 1
-    for d in dims:
-        total *= d
-    what = (
-        f"max_rel_err {ans.max_rel_err:.3g} (rel L2 vs fp32 reference)"
-        if ans.status == "wrong_result" and ans.max_rel_err
-        else (ans.error or ans.status)
-    )
-    return (
-        f"{out_name} [{total} values] does not match the fp32 reference: {what}\n"
-        f"measured: {ans.status} of this source at this shape on {ans.stamp} (sim_oracle)"
-    )
+    """The wrong-result text of a source the oracle ran at this shape and saw fail: its own
+    error figure or CUDA error; the device and toolchain stamp stays in the shipped answers."""
+    rel = ans.max_rel_err if ans.status == "wrong_result" else None
+    return failure_report(out_name, dims, rel, ans.error or ans.status)
 
 
 def _pick(n: int, tag: str, params: Params) -> int:

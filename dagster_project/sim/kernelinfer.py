@@ -37,12 +37,21 @@ from .env import (
     mistake_lines,
     touched_lines,
 )
-from .feedback import fmt_ms, hms, ok_result, rebench_result, resource_line, stamp, unverified_line
+from .feedback import (
+    MISMATCH,
+    fmt_ms,
+    hms,
+    ok_result,
+    rebench_result,
+    resource_line,
+    stamp,
+    unverified_line,
+)
 from .hardware import FEATURE_INSTRUCTION, compile_command, get_gpu, nvcc_arch_flag
 from .kernels import plan
 from .ops import get_op, shape_str
 from .rng import stream
-from .tasks import OBJECTIVE, TaskSpec, build_pool, split_holdout
+from .tasks import OBJECTIVE, TaskSpec, draw_split
 from .timing import physical_floor_ms
 from .variants import features_used, get_variant
 from .verification import step_status
@@ -108,8 +117,7 @@ _FAMILY_STEPS = {
 def _tasks_cached(
     seed: int, n_sessions: int, n_holdout: int
 ) -> tuple[tuple[TaskSpec, ...], tuple[TaskSpec, ...]]:
-    pool = build_pool(seed, n_sessions + n_holdout, namespace=NAMESPACE)
-    sessions, holdout = split_holdout(pool, n_holdout, seed, namespace=NAMESPACE)
+    sessions, holdout = draw_split(seed, n_sessions, n_holdout, namespace=NAMESPACE)
     return tuple(sessions), tuple(holdout)
 
 
@@ -823,7 +831,7 @@ _RAN = (OK, UNVERIFIED)
 _OVERFLOW = re.compile(r"\((\d+) B\) exceeds the opt-in|Required: (\d+), Hardware limit")
 #: Feedback marks of an error the configuration causes without a textual mistake: a rung
 #: (or parameter region, or this very source) measured wrong, an allocation over the card.
-_MEASURED_WRONG = ("(sim_verify_rungs)", "(sim_oracle)", "CUDA error: out of memory")
+_MEASURED_WRONG = (MISMATCH, "CUDA error: out of memory")
 
 
 def step_parent(trace: list[dict[str, Any]], i: int) -> int | None:

@@ -47,7 +47,7 @@ from .swarm.spec import (
     SwarmSpec,
     card_op_name,
 )
-from .tasks import TaskSpec, build_pool, split_holdout
+from .tasks import TaskSpec, draw_split
 
 DEFAULT_SEED = KERNELSWARM_DEFAULT_SEED
 DEFAULT_EPISODES = 2400
@@ -85,10 +85,6 @@ CARD_STATS: dict[str, float] = {
     "max_hours": 5.0,
 }
 
-#: Pool slack per (op, impl): tasks dropped because their (op, gpu, shape) is held out
-#: under another dtype or implementation are replaced from it.
-_SLACK = 12
-
 
 # ----------------------------------------------------------------------------------------------
 # tasks and shards
@@ -121,30 +117,21 @@ def _build(seed: int, n_episodes: int) -> tuple[tuple[SwarmSpec, ...], tuple[Tas
         pair: n_episodes // len(pairs) + (1 if i < n_episodes % len(pairs) else 0)
         for i, pair in enumerate(order)
     }
-    rest: dict[tuple[str, str], list[TaskSpec]] = {}
     holdout: list[TaskSpec] = []
+    tasks: list[TaskSpec] = []
     for op, impl in pairs:
-        ns = f"{NAMESPACE}/{op}/{impl}"
-        pool = build_pool(
+        # the one holdout rule (``tasks.held_out``): held-out (op, gpu, shape) triples are
+        # never an episode here nor a kernelinfer session, whatever the dtype or impl
+        kept, held = draw_split(
             seed,
-            quota[(op, impl)] + HOLDOUT_PER_OP + _SLACK,
+            quota[(op, impl)],
+            HOLDOUT_PER_OP,
             ops=(op,),
             impls={op: impl},
-            namespace=ns,
+            namespace=f"{NAMESPACE}/{op}/{impl}",
         )
-        kept, held = split_holdout(pool, HOLDOUT_PER_OP, seed, namespace=ns)
-        rest[(op, impl)] = kept
+        tasks.extend(kept)
         holdout.extend(held)
-    # Held-out (op, gpu, shape) triples never appear in an episode, whatever the dtype or impl.
-    blocked = {(t.op, t.gpu, t.shape_items) for t in holdout}
-    tasks: list[TaskSpec] = []
-    for pair in pairs:
-        free = [t for t in rest[pair] if (t.op, t.gpu, t.shape_items) not in blocked]
-        if len(free) < quota[pair]:
-            raise RuntimeError(
-                f"{pair}: only {len(free)} tasks left after the holdout, need {quota[pair]}"
-            )
-        tasks.extend(free[: quota[pair]])
     stream(NAMESPACE, "order", STREAM_EPOCH, seed).shuffle(tasks)
     scenarios = [
         s for s, c in _exact_counts(n_episodes, SCENARIO_WEIGHTS).items() for _ in range(c)

@@ -176,6 +176,9 @@ _HEADERS: tuple[str, ...] = (
     "kernel for {op} [{dtype}, {shape}]\napproach: {title}; built for {arch} ({gpu})",
 )
 
+#: Tuning notes are off (see ``notes_line``); the phrasings stay for older generator versions.
+NOTES_ENABLED = False
+
 _NOTES: tuple[str, ...] = ("", "knobs: {items}", "tuning: {items}", "launch choices: {items}")
 
 _REGIMES: dict[str, tuple[str, str, str]] = {
@@ -222,8 +225,13 @@ def _regime(name: str, value: object, lo: int, hi: int) -> str:
 
 
 def notes_line(style: Style, params: dict[str, object], ranges: dict[str, tuple[int, int]]) -> str:
-    """The author's note on the launch parameters of this candidate ('' for none)."""
-    if not style.notes or not params:
+    """The author's note on the launch parameters of this candidate ('' for none).
+
+    Since generator 1.11.0 (issue 39) no note is written: the regime words ("large tile")
+    were each parameter's position inside the generator's own search range, a fingerprint
+    of the simulator in every kernel, not something an engineer knows. ``Style.notes`` is
+    still drawn so the other voice choices keep their values."""
+    if not NOTES_ENABLED or not style.notes or not params:
         return ""
     items = tuple(sorted((k, v, *ranges.get(k, (0, 0))) for k, v in params.items()))
     try:

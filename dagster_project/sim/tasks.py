@@ -2,14 +2,17 @@
 
 A pool is drawn deterministically from a seed with every (op, gpu, shape, dtype) combo
 unique, ops balanced round-robin and GPUs balanced per op, shapes kept on-device
-(footprint under 70% of GPU memory). ``split_holdout`` carves off task specs whose
-combos appear in no session. Both kernelinfer and (later) kernelswarm draw from here.
+(footprint under 70% of GPU memory). ``draw_split`` draws a dataset's training tasks and
+its held-out task specs under the one holdout rule, ``held_out``: a fixed region of
+(op, gpu, shape) space, the same for every dataset and seed, so no task held out by
+kernelinfer or kernelswarm is trained on by either (issue 39).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .hardware import GPU_IDS, get_gpu
@@ -17,6 +20,16 @@ from .ops import OP_NAMES, OpSpec, footprint_bytes, get_op, shape_str
 from .rng import derive_seed, stream
 
 OBJECTIVE = "minimize latency_ms"
+
+#: Version of the holdout rule (``held_out``). 2.0.0 (issue 39): one salted hash region of
+#: (op, gpu, shape) for both datasets; before, each dataset carved its own holdout from its
+#: own pool, and 7 + 5 tasks held out by one were sessions or episodes of the other.
+HOLDOUT_VERSION = "2.0.0"
+#: Share of (op, gpu, shape) space that is held out. Large enough that every op has held-out
+#: combinations on several GPUs (the smallest shape set, conv2d_nhwc, has 36 shapes × 6 GPUs),
+#: small enough to keep most of each op's shapes for training.
+HOLDOUT_SHARE = 0.08
+_HOLDOUT_SALT = "holdout/2.0.0"
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,15 @@ class PoolExhausted(ValueError):
     """More unique tasks were asked for than the ops' shape sets hold."""
 
 
+def held_out(op: str, gpu: str, shape_items: tuple[tuple[str, int], ...]) -> bool:
+    """Whether (op, gpu, shape) lies in the held-out region, whatever the dtype, the
+    implementation, the dataset or the seed: a salted SHA-256 bucket of the triple, so a
+    held-out task of one dataset can never be a training task of the other."""
+    key = json.dumps([_HOLDOUT_SALT, op, gpu, [list(kv) for kv in shape_items]])
+    h = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return h < HOLDOUT_SHARE * 2**64
+
+
 def build_pool(
     seed: int,
     total: int,
@@ -107,11 +129,14 @@ def build_pool(
     triton_share: float = 0.3,
     impls: dict[str, str] | None = None,
     namespace: str = "kernelinfer",
+    keep: Callable[[str, str, tuple[tuple[str, int], ...]], bool] | None = None,
 ) -> list[TaskSpec]:
     """Draw ``total`` unique tasks.
 
     ``impls`` pins the implementation per op (kernelswarm's fixed CUDA/Triton pairs);
-    otherwise an op is written in Triton with probability ``triton_share``.
+    otherwise an op is written in Triton with probability ``triton_share``. ``keep``, when
+    given, accepts an (op, gpu, shape) before it is drawn (``draw_split`` passes the
+    holdout rule or its negation).
     """
     rng = stream(namespace, "pool", seed)
     order = list(ops)
@@ -141,6 +166,8 @@ def build_pool(
                 if footprint_bytes(op, shape, dtype) > 0.7 * gpu.mem_gb * 1e9:
                     continue
                 items = tuple(shape.items())
+                if keep is not None and not keep(op_name, gpu_id, items):
+                    continue
                 combo = (op_name, gpu_id, items, dtype)
                 if combo in seen:
                     continue
@@ -164,34 +191,27 @@ def build_pool(
     return tasks
 
 
-def split_holdout(
-    tasks: list[TaskSpec], n_holdout: int, seed: int, namespace: str = "kernelinfer"
-) -> tuple[list[TaskSpec], list[TaskSpec]]:
-    """Split a pool into (sessions, holdout); holdout combos never occur in sessions.
+def _trained(op: str, gpu: str, shape_items: tuple[tuple[str, int], ...]) -> bool:
+    return not held_out(op, gpu, shape_items)
 
-    The holdout is stratified by op (every op gets ⌊n/ops⌋ or one more) so evaluation
-    covers the whole op set; the remaining tasks keep their pool order.
-    """
-    rng = stream(namespace, "holdout", seed)
-    by_op: dict[str, list[TaskSpec]] = {}
-    for t in tasks:
-        by_op.setdefault(t.op, []).append(t)
-    ops = sorted(by_op)
-    rng.shuffle(ops)
-    picked: set[int] = set()
-    per_op = n_holdout // max(1, len(ops))
-    extra = n_holdout - per_op * len(ops)
-    for i, op in enumerate(ops):
-        want = per_op + (1 if i < extra else 0)
-        cands = by_op[op][:]
-        rng.shuffle(cands)
-        for t in cands[:want]:
-            picked.add(t.index)
-    # top up if some op had too few tasks
-    rest = [t for t in tasks if t.index not in picked]
-    while len(picked) < n_holdout and rest:
-        t = rest.pop(rng.randrange(len(rest)))
-        picked.add(t.index)
-    holdout = [t for t in tasks if t.index in picked]
-    sessions = [t for t in tasks if t.index not in picked]
-    return sessions, holdout
+
+def draw_split(
+    seed: int,
+    n_train: int,
+    n_holdout: int,
+    *,
+    ops: Sequence[str] = OP_NAMES,
+    impls: dict[str, str] | None = None,
+    namespace: str = "kernelinfer",
+) -> tuple[list[TaskSpec], list[TaskSpec]]:
+    """(training tasks, held-out task specs) of one dataset under the one holdout rule.
+
+    Training tasks come only from outside the ``held_out`` region and held-out specs only
+    from inside it, each drawn by ``build_pool`` (ops round-robin, so the holdout covers
+    every op); the two draws use separate streams, so the training tasks do not depend on
+    how many specs are held out."""
+    train = build_pool(seed, n_train, ops=ops, impls=impls, namespace=namespace, keep=_trained)
+    holdout = build_pool(
+        seed, n_holdout, ops=ops, impls=impls, namespace=f"{namespace}/holdout", keep=held_out
+    )
+    return train, holdout

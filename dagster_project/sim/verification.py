@@ -639,19 +639,14 @@ def best_kernel_violations(
 
 
 def mismatch_report(st: RungStatus, out_name: str, dims: tuple[int, ...]) -> str:
-    """The wrong-result text of a rung measured wrong: the real measurement, not a guess."""
-    total = 1
-    for d in dims:
-        total *= d
-    worst = (
-        f"max_rel_err {st.worst_rel_err:.3g} (rel L2 vs fp32 reference)"
-        if st.worst_rel_err is not None and st.worst_rel_err != float("inf")
-        else "non-finite or faulting output"
-    )
-    return (
-        f"{out_name} [{total} values] does not match the fp32 reference: {worst}\n"
-        f"measured: {st.mismatch}"
-    )
+    """The wrong-result text of a rung measured wrong, at the session's own shape.
+
+    The magnitude is the measured one (the rung's worst relative error, or the runtime's
+    own CUDA error); where and on which card it was measured stays in ``sim.rung_verification``
+    and the step's status, never in the text a model reads (issue 39)."""
+    from .feedback import failure_report
+
+    return failure_report(out_name, dims, st.worst_rel_err, st.mismatch)
 
 
 __all__ = [

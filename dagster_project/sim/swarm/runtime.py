@@ -36,6 +36,7 @@ from ..env import OK, Candidate, KernelEnv, Submission
 from ..feedback import (
     ATOL,
     RTOL,
+    SMEM_GUARD,
     fmt_ms,
     hms,
     ok_result,
@@ -66,7 +67,7 @@ MIN_HOURS = 1.0
 MAX_HOURS = 5.0
 
 #: Marker of the shared-memory guard every CUDA template is meant to emit.
-_SMEM_GUARD = "static_assert(kSmemBytes <= KH_SMEM_OPTIN_BYTES"
+_SMEM_GUARD = SMEM_GUARD
 
 
 def sig4(x: float) -> float:
@@ -817,7 +818,7 @@ class Runtime:
             )
         else:
             check = (
-                f"output not checked: {tag} has no execution evidence on {self.gpu.arch}, "
+                "output not checked: no reference comparison runs for this configuration, "
                 "so only the timing is re-measured"
             )
         rerun = rebench_result(
@@ -916,13 +917,13 @@ class Runtime:
             head = f"no verified kernel beat {base}; it stays the team's kernel"
         else:
             head = (
-                f"no verified kernel: none beat {base}, and {self.base_rung.tag} has no "
-                f"execution evidence on {self.gpu.arch}"
+                f"no verified kernel: none beat {base}, and {self.base_rung.tag}'s output "
+                "was never checked on this GPU"
             )
         if st.holder is None and st.fast_unverified:
             head += (
                 f" ({st.fast_unverified} faster run{'s' if st.fast_unverified > 1 else ''} "
-                "of unverified rungs cannot count)"
+                "of unchecked kernels cannot count)"
             )
         n = sum(st.statuses.values())
         parts = [

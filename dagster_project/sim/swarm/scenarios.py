@@ -336,7 +336,7 @@ def run_pipeline(rt: Runtime) -> None:
             (
                 "verified, tune it"
                 if res.status == OK
-                else f"timing confirmed, but {v.tag} has no execution evidence here; tune it"
+                else f"timing confirmed, but {v.tag}'s output is unchecked here; tune it"
             )
             if ver.status == "pass"
             else "timing is noisy, its gain does not count; re-measure while tuning",
