@@ -36,6 +36,7 @@ from dagster_project.mining.commits import split as commit_split
 from dagster_project.mining.configs import (
     attribution,
     candidates,
+    copies,
     defaults,
     discover,
     entries,
@@ -89,6 +90,7 @@ RULE_MODULES: dict[str, ModuleType] = {
     "config_prompt": config_prompt,
     "config_lookup": lookup,
     "config_rows": config_dataset,
+    "config_copies": copies,
 }
 
 #: asset -> the rules it applies itself (inputs' changes reach it through data versions).
@@ -134,6 +136,7 @@ ASSET_RULES: dict[str, tuple[str, ...]] = {
         "config_prompt",
         "parsing",
         "config_rows",
+        "config_copies",
     ),
 }
 

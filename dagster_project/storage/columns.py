@@ -120,7 +120,9 @@ COLUMNS: dict[str, dict[str, str]] = {
         "triton_version": "Triton version the file was tuned with (its name or folder), if any",
         "candidate_models": "models whose shapes match (E, N, K)",
         "default_config": "the engine's default config for this shape (JSON)",
-        "config_pr_url": "newest PR that changed a value of the file",
+        "config_pr_url": (
+            "newest PR that changed a value of the file (for a copy: of the file in copied_from)"
+        ),
         "config_pr_gains": "audited measurements from that PR's description (JSON list)",
         "speedup_vs_default": "documented speedup of the tuned config over the default",
         "split": _SPLIT + " (by deployment: split_group never straddles)",
@@ -131,7 +133,14 @@ COLUMNS: dict[str, dict[str, str]] = {
         "config_pr_number": "number of the PR in config_pr_url",
         "loaded_at_runtime": "the engine's own lookup opens this file at the snapshot",
         "not_loaded_reason": "why the lookup never opens it (when loaded_at_runtime is false)",
-        "split_group": "the deployment key the train/test split is drawn on",
+        "copied_from": (
+            "path of an earlier file of another device with the same parsed content: this "
+            "file's values were tuned there (config_pr_url is that file's tuning PR)"
+        ),
+        "split_group": (
+            "the deployment key the train/test split is drawn on (deployments sharing a "
+            "file content are one group)"
+        ),
     },
     "datasets.measured_configs": {
         "id": "the tuned_configs row measured (its id)",

@@ -1,7 +1,8 @@
 -- Published rows of the tuned_configs subset for one split ($split), in a stable order.
 -- The column list is the published schema: `split` is left out because the split is the
 -- file a row lives in. `loaded_at_runtime` / `not_loaded_reason` (does the engine's own
--- lookup open this file?) are published so users can filter on them.
+-- lookup open this file?) and `copied_from` (the earlier file of another device this file's
+-- content copies) are published so users can filter on them.
 SELECT
     id,
     prompt,
@@ -12,6 +13,7 @@ SELECT
     config_path,
     loaded_at_runtime,
     not_loaded_reason,
+    copied_from,
     device_name,
     gpu,
     dtype,

@@ -6,6 +6,11 @@ SELECT
     count(*) FILTER (WHERE split = 'train')                          AS train,
     count(*) FILTER (WHERE split = 'test')                           AS test,
     count(DISTINCT (repo, config_path))                              AS config_files,
+    count(DISTINCT (repo, config_path)) FILTER (
+        WHERE copied_from IS NOT NULL
+    )                                                                AS copied_files,
+    count(*) FILTER (WHERE copied_from IS NOT NULL)                  AS copied_rows,
+    count(*) FILTER (WHERE copied_from IS NOT NULL AND split = 'test') AS copied_test_rows,
     count(DISTINCT gpu)                                              AS gpus,
     count(DISTINCT device_name)                                      AS device_names,
     count(DISTINCT kernel)                                           AS kernels,

@@ -17,6 +17,7 @@ import polars as pl
 
 from dagster_project.frames import ColumnSchema, Json, Markdown, md_table
 from dagster_project.mining.configs.candidates import match_models, shape_rows
+from dagster_project.mining.configs.copies import find_copies
 from dagster_project.mining.configs.defaults import default_config
 from dagster_project.mining.configs.names import has_low_shared_memory, is_blackwell_datacenter
 from dagster_project.mining.configs.prompt import M_SLOT, prompt_template
@@ -24,7 +25,7 @@ from dagster_project.mining.configs.split import apply_deployment_split
 
 #: Version of the tuned_configs row assembly (columns, joins). Bump it whenever mined output
 #: changes: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 LICENSE = "Apache-2.0"
 
@@ -60,6 +61,8 @@ TUNED_CONFIGS_SCHEMA: dict[str, pl.DataType] = {
     # Does the engine's own lookup at the snapshot open this file (null: not modelled)?
     "loaded_at_runtime": pl.Boolean(),
     "not_loaded_reason": pl.String(),
+    # The earlier file of another device this file's content is a copy of (``copies``).
+    "copied_from": pl.String(),
     # The deployment the split groups by (``split.deployment_group``), kept so the
     # disjointness gate can be checked in SQL.
     "split_group": pl.String(),
@@ -149,18 +152,7 @@ def build_tuned_configs(
     if ok.is_empty():
         return pl.DataFrame(schema=TUNED_CONFIGS_SCHEMA)
     sources = {(r, k): s for k, r, s in kernels.select("kernel", "repo", "source").iter_rows()}
-    attr = (
-        attributions.select("repo", "path", "pr_url", "pr_number")
-        if not attributions.is_empty()
-        else pl.DataFrame(
-            schema={
-                "repo": pl.String(),
-                "path": pl.String(),
-                "pr_url": pl.String(),
-                "pr_number": pl.Int64(),
-            }
-        )
-    )
+    attr = _attribution(ok, entries, attributions)
 
     table = shape_rows(shapes)
 
@@ -238,8 +230,33 @@ def build_tuned_configs(
         split=pl.lit(None, dtype=pl.String()),
         split_group=pl.lit(None, dtype=pl.String()),
     )
-    out = out.select([pl.col(c).cast(t) for c, t in TUNED_CONFIGS_SCHEMA.items()])
-    return apply_deployment_split(out)
+    # The split reads content_key (copies share a group), which the schema drops.
+    out = apply_deployment_split(out)
+    return out.select([pl.col(c).cast(t) for c, t in TUNED_CONFIGS_SCHEMA.items()])
+
+
+def _attribution(
+    files: pl.DataFrame, entries: pl.DataFrame, attributions: pl.DataFrame
+) -> pl.DataFrame:
+    """Per (repo, path): ``copied_from``, ``content_key`` and the tuning PR, which for a
+    copy of another device's file is the PR that tuned the values (the original's), not
+    the one that copied them (``copies.find_copies``)."""
+    attr = (
+        attributions.select("repo", "path", "pr_url", "pr_number")
+        if not attributions.is_empty()
+        else pl.DataFrame(
+            schema={
+                "repo": pl.String(),
+                "path": pl.String(),
+                "pr_url": pl.String(),
+                "pr_number": pl.Int64(),
+            }
+        )
+    )
+    copies = find_copies(files, entries, attributions).with_columns(
+        _src=pl.coalesce("copied_from", "path")
+    )
+    return copies.join(attr.rename({"path": "_src"}), on=["repo", "_src"], how="left").drop("_src")
 
 
 def tuned_configs_dataset(

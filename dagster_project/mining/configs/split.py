@@ -17,6 +17,11 @@ key is built from parsed values, not from the file name:
   same run, and SGLang falls back to the up config when the down file is missing, so
   splitting the pair would show the model one half of the answer in training.
 
+- content: deployments that share a file's content (``copies``: one table shipped under
+  several device names, or the same table in vLLM and SGLang) are one group, so a copy
+  never sits on the other side of its original; such a group is named by the smallest
+  deployment key in it. A deployment that shares no content keeps its own key.
+
 A group is ``test`` when SHA-256 of the salted key falls in the lowest ``TEST_FRACTION``
 of the hash space: stable across runs, machines and refreshes, and independent of which
 other files exist. ``dataset.build_tuned_configs`` applies it; the blocking gate checks
@@ -31,7 +36,7 @@ import polars as pl
 
 #: Version of the deployment split. Bump it whenever mined output changes:
 #: it is part of the miner version (``mining/versions.py``); a bump re-mines.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 TEST_FRACTION = 0.09
 SALT = "kernelhouse/tuned_configs/split/v1"
@@ -60,12 +65,36 @@ def split_of(group: str, test_fraction: float = TEST_FRACTION) -> str:
     return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_fraction else "train"
 
 
+def merge_by_content(keys: list[str], contents: list[str | None]) -> list[str]:
+    """Each row's deployment key replaced by the smallest key of every deployment that
+    shares a file content with it, transitively (union-find)."""
+    parent: dict[str, str] = {}
+
+    def find(k: str) -> str:
+        while parent.get(k, k) != k:
+            k = parent[k]
+        return k
+
+    first: dict[str, str] = {}
+    for key, content in zip(keys, contents, strict=True):
+        if content is None:
+            continue
+        other = first.setdefault(content, key)
+        a, b = find(key), find(other)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    return [find(k) for k in keys]
+
+
 def apply_deployment_split(
     rows: pl.DataFrame, test_fraction: float = TEST_FRACTION
 ) -> pl.DataFrame:
     """Set ``split_group`` and ``split`` on tuned_configs rows (columns replaced in place
-    when present, appended otherwise)."""
+    when present, appended otherwise). With a ``content_key`` column, deployments that
+    share a file content are one group."""
     keys = [deployment_group(*r) for r in rows.select(*KEY_COLUMNS).iter_rows()]
+    if "content_key" in rows.columns:
+        keys = merge_by_content(keys, rows["content_key"].to_list())
     cache: dict[str, str] = {}
     splits = [cache.setdefault(k, split_of(k, test_fraction)) for k in keys]
     return rows.with_columns(

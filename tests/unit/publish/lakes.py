@@ -84,6 +84,8 @@ def tuned_configs_frame(rng: random.Random) -> pl.DataFrame:
                     "config_path": path,
                     "loaded_at_runtime": m != 1,
                     "not_loaded_reason": "not opened by the lookup" if m == 1 else None,
+                    # Every fifth file repeats an earlier file's table (issue 41).
+                    "copied_from": "configs/original.json" if f_idx % 5 == 4 else None,
                     "device_name": device,
                     "gpu": GPUS[device],
                     "dtype": dtype,
@@ -115,6 +117,7 @@ def tuned_configs_frame(rng: random.Random) -> pl.DataFrame:
         "config_path": pl.String,
         "loaded_at_runtime": pl.Boolean,
         "not_loaded_reason": pl.String,
+        "copied_from": pl.String,
         "device_name": pl.String,
         "gpu": pl.String,
         "dtype": pl.String,
