@@ -228,11 +228,12 @@ def test_tuned_configs_card_figures(opt_export: ExportReport, opt_lake: Lake) ->
         tc.select("repo", "config_path").unique().height
     ]
     copied = tc.filter(pl.col("copied_from").is_not_null())
+    assert copied.height > 0
     assert _ints(_row(sec, "copied config files")) == [
         copied.select("repo", "config_path").unique().height,
         copied.height,
         copied.filter(pl.col("split") == "test").height,
-    ] and copied.height > 0
+    ]
     assert _ints(_row(sec, "GPUs"))[0] == tc["gpu"].n_unique()
     assert _ints(_row(sec, "M (tokens)")) == [tc["M"].min(), tc["M"].max()]
     dtypes = dict(tc.group_by("dtype").len().iter_rows())
