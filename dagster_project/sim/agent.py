@@ -973,6 +973,8 @@ class Policy:
         pk = _key(p)
         at = {name: n for n, (name, _) in enumerate(pk)}
         for dim, sgn, notch, val in _notch_moves(self._space(v), p):
+            if notch > 1 and (tag, dim, sgn) not in self.effects:
+                continue  # issue 39: a long stride only along a direction already measured
             q = dict(p)
             q[dim] = val
             est = self._estimate(tag, dim, sgn) * notch
