@@ -16,8 +16,10 @@ was itself reverted (a reland by revert) is expected unlinked and reported apart
     KERNELHOUSE_HOME=/tmp/kh-exec python benchmarks/reverts_linkage.py \
         --mirror vllm=/path/vllm.git --mirror sglang=... --mirror flashinfer=... [--sample 30]
 
-Prints a JSON summary, the misses, and a seeded random sample of the miner's links for a
-hand check (revert subject beside the target's).
+``linked_by_lake`` counts the pairs the lake's stored ``reverted_by`` links (the rule
+version that built it), for a before/after. Prints a JSON summary, the misses, and a
+seeded random sample of the miner's links for a hand check (revert subject beside the
+target's, and whether the target is in the revert's history).
 """
 
 from __future__ import annotations
@@ -193,7 +195,11 @@ def _reverted_reverts(reverts: list[Revert]) -> set[str]:
     return undone & {r.sha for r in reverts}
 
 
-def score_repo(name: str, git_dir: str, head: str, kept: dict[str, str], rows: set[str]):
+def score_repo(
+    name: str, git_dir: str, head: str, kept: dict[str, str], rows: set[str], stored: set[str]
+):
+    """Score the miner's rule on one mirror; ``stored``: targets the lake's own
+    ``reverted_by`` links (the rule version the lake was built with)."""
     log = _log(git_dir, head)
     refs = reference_reverts(log, kept)
     undone = _reverted_reverts(refs)
@@ -224,6 +230,7 @@ def score_repo(name: str, git_dir: str, head: str, kept: dict[str, str], rows: s
         "linked": len(pairs) - len(misses),
         "pairs_in_rows": sum(p["in_rows"] for p in pairs),
         "linked_in_rows": sum(p["in_rows"] and p["target"] in linked for p in pairs),
+        "linked_by_lake": sum(p["target"] in stored for p in pairs),
         "cancelled_pairs": cancelled,
         "mention_pairs": mentions,
         "misses": misses,
@@ -257,8 +264,15 @@ def main() -> None:
                 "SELECT DISTINCT sha FROM datasets.kernel_commits WHERE repo = ?", [name]
             ).fetchall()
         }
+        stored = {
+            s
+            for (s,) in con.execute(
+                "SELECT sha FROM raw.perf_commits WHERE repo = ? AND reverted_by IS NOT NULL",
+                [name],
+            ).fetchall()
+        }
         subjects_all |= kept
-        results.append(score_repo(name, git_dir, head, kept, rows))
+        results.append(score_repo(name, git_dir, head, kept, rows, stored))
     pairs = sum(r["pairs"] for r in results)
     linked = sum(r["linked"] for r in results)
     summary = {
@@ -272,6 +286,7 @@ def main() -> None:
                     "linked",
                     "pairs_in_rows",
                     "linked_in_rows",
+                    "linked_by_lake",
                 )
             }
             | {
@@ -284,6 +299,7 @@ def main() -> None:
         "pairs": pairs,
         "linked": linked,
         "linked_share": round(linked / pairs, 4) if pairs else None,
+        "linked_by_lake": sum(r["linked_by_lake"] for r in results),
     }
     print(json.dumps(summary, indent=1))
     for r in results:
