@@ -190,7 +190,9 @@ def push_exports(lake: Lake, settings: Settings, log: Callable[[str], None]) -> 
     if not (settings.hub_repo_prefix and settings.hf_token):
         log("hub push skipped: set KERNELHOUSE_HUB_REPO_PREFIX and HF_TOKEN to publish")
         return {"pushed": 0, "skipped": "not configured"}
-    gates = failing_gates(lake, list(GATED_ASSETS))
+    # pr_tasks (issue 41) is gated where the export holds it (it is written only when built).
+    pr_tasks = (settings.exports_dir / "kernel-opt-rl" / "pr_tasks").exists()
+    gates = failing_gates(lake, [*GATED_ASSETS, *(["pr_tasks"] if pr_tasks else [])])
     pushed: dict[str, str] = {}
     for name in PUSHED_EXPORTS:
         folder = settings.exports_dir / name

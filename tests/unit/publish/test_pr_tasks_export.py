@@ -126,3 +126,32 @@ def test_a_commit_split_across_train_and_test_is_refused() -> None:
     assert pr_tasks_frame(lake_rows).height == lake_rows["sha"].n_unique()
     with pytest.raises(SplitStraddle, match=sha):
         pr_tasks_frame(broken)
+
+
+def test_a_pushed_export_with_pr_tasks_waits_for_their_gate(
+    kh_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster_project.publish.hub import GATED_ASSETS, PublishBlocked, push_exports
+    from dagster_project.quality.results import failing_gates
+    from dagster_project.settings import load_settings
+
+    monkeypatch.setenv("KERNELHOUSE_HUB_REPO_PREFIX", "someone/kh")
+    monkeypatch.setenv("HF_TOKEN", "hf_fixture_token")
+    settings = load_settings()
+    lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
+    lakes.build_kernel_opt_rl_lake(lake)
+    passed = pl.DataFrame(
+        {
+            "suite": list(GATED_ASSETS),
+            "asset": list(GATED_ASSETS),
+            "blocking": [True] * len(GATED_ASSETS),
+            "expectation": ["expect_column_values_to_not_be_null"] * len(GATED_ASSETS),
+            "column_name": ["id"] * len(GATED_ASSETS),
+            "success": [True] * len(GATED_ASSETS),
+        }
+    )
+    lake.replace_table("derived", "quality_results", passed)
+    assert failing_gates(lake, list(GATED_ASSETS)) == []
+    (settings.exports_dir / "kernel-opt-rl" / "pr_tasks").mkdir(parents=True)
+    with pytest.raises(PublishBlocked, match="pr_tasks: never checked"):
+        push_exports(lake, settings, lambda _line: None)
