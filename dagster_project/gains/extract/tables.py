@@ -536,6 +536,10 @@ def _pair_stated_column(
     (``| A before | A after | speedup A | B before | ... |``)."""
     if named_vs:
         return next(sc for b, _o, sc in named_vs if b is bcol)
+    # 2.12: a "speedup vs X" column whose X is not this pair's baseline states no ratio of it
+    speed_cols = [
+        s for s in speed_cols if not (m := _VS.search(s.header)) or _names(bcol, m.group("name"))
+    ]
     if not speed_cols:
         return None
     if len(speed_cols) == 1 or n_pairs == 1:
@@ -1012,9 +1016,24 @@ def _vs_named(valued: list[Column], speed_cols: list[Column]) -> list[tuple[Colu
                     rf"\b(?:with|vs\.?|over|against|than)\s+{re.escape(want)}\b", c.header, re.I
                 )
             ]
-        if len(hits) == 1:
+        if len(hits) == 1 and not _beside_strong_baseline(hits[0], valued):
             named.append((hits[0], sc))
     return named
+
+
+def _names(c: Column, name: str) -> bool:
+    """Whether a word of ``c``'s header is ``name`` (the X of "speedup vs X")."""
+    return name.lower() in re.sub(r"[^\w.+-]+", " ", c.header.lower()).split()
+
+
+def _beside_strong_baseline(c: Column, valued: list[Column]) -> bool:
+    """2.12 (issue 40): whether another value column is strongly named the baseline while
+    ``c`` is named only weakly or not at all: a "speedup vs torch" beside a ``main``
+    column compares the PR with a third implementation, so torch's column is no baseline
+    of the PR."""
+    if c.role.strength == 2:
+        return False  # "speedup vs tuned" beside "Old": a second baseline the text names
+    return any(o is not c and o.role.kind == "baseline" and o.role.strength == 2 for o in valued)
 
 
 def _speedup_vs_pairs(
@@ -1131,7 +1150,10 @@ def _row_pair_candidate(
     for s in speed:
         if s.j < len(o[1]):
             stated, stext = _stated_from(o[1][s.j], s.header)
+    hkey = _header_key(c.header)
     unit = unit_in(c.header) or unit_in(o[1][c.j])
+    if hkey is not None and unit is None:
+        unit = unit_in(o[1][role_col.j]) or unit_in(b[1][role_col.j])  # "this PR (us)"
     # one ratio beside several metrics belongs to the metric whose numbers it reproduces
     keep = n_metrics == 1 or (
         stated is not None
@@ -1139,8 +1161,8 @@ def _row_pair_candidate(
         and ov != 0
         and any(abs(x / stated - 1) <= 0.02 for x in (bv / ov, ov / bv))
     )
-    ckeys = rkeys + [("batch_size", c.header)] if re.fullmatch(r"\d+", c.header.strip()) else rkeys
-    metric = "" if re.fullmatch(r"\d+", c.header.strip()) else strip_role_words(c.header)
+    ckeys = rkeys + [hkey] if hkey is not None else rkeys
+    metric = "" if hkey is not None else strip_role_words(c.header)
     return Candidate(
         bv,
         ov,
@@ -1158,6 +1180,28 @@ def _row_pair_candidate(
             grid.raw[o[0]] if o[0] < len(grid.raw) else "",
         ],
     )
+
+
+_HEADER_KEY = re.compile(
+    r"(?P<k>[A-Za-z][\w ]{0,15}?)\s*[=:]?\s*(?P<v>\d+(?:\s*[,x×]\s*\d+)*)|"
+    r"(?P<t>\(\s*\d+(?:\s*,\s*\d+)+\s*\))"
+)
+
+
+def _header_key(header: str) -> tuple[str, str] | None:
+    """The (key, value) a rows-are-sides table's column header names when it is a condition
+    and not a metric: ``64`` (a batch), ``M=16``, ``bs 8``, ``(1, 4096, 4096)``. 2.12 (issue
+    40): shapes and parameters in headers are keys, never the metric (the metric then comes
+    from the unit the cells or the side labels carry)."""
+    h = header.strip()
+    if re.fullmatch(r"\d+", h):
+        return ("batch_size", h)
+    m = _HEADER_KEY.fullmatch(h)
+    if m is None or (m.group("k") and (METRIC_WORDS.search(m.group("k")) or unit_in(h))):
+        return None
+    if m.group("t"):
+        return ("shape", m.group("t"))
+    return (m.group("k").strip(), m.group("v"))
 
 
 def _row_pairs(

@@ -417,7 +417,9 @@ def test_round_four_tables() -> None:
 | M | new us | old-path us | lib us | Speedup vs old-path | Speedup vs lib |
 |---:|---:|---:|---:|---:|---:|
 | 1 | 2.000 | 2.200 | 6.000 | 1.100x | 3.000x |"""
-    assert sorted(pairs(two)) == [(2.2, 2.0), (6.0, 2.0)]
+    # 2.12 (issue 40): "lib" beside the strongly named "old-path" is a third implementation:
+    # its speedup column is no gain of the PR
+    assert sorted(pairs(two)) == [(2.2, 2.0)]
 
 
 def test_round_four_change_columns() -> None:
