@@ -182,6 +182,8 @@ def _homes(name: str) -> list[str]:
         ("deployment_group", "dagster_project/mining/configs/split.py"),
         ("split_of", "dagster_project/mining/configs/split.py"),
         ("assign_temporal_split", "dagster_project/mining/commits/split.py"),
+        ("pr_tasks_frame", "dagster_project/mining/commits/pr_tasks.py"),
+        ("pr_patch_reward", "dagster_project/rewards/pr_patch.py"),
         ("side_overrides", "dagster_project/gains/extract/tables.py"),
         ("row_side_overrides", "dagster_project/gains/extract/tables.py"),
         ("table_grids", "dagster_project/gains/extract/choose.py"),
