@@ -50,6 +50,9 @@ import polars as pl
 import pyarrow as pa
 
 from dagster_project import progress
+from dagster_project.sim.feedback import ATOL, RTOL
+from dagster_project.sim.swarm import reward_rule
+from dagster_project.sim.tasks import HOLDOUT_SHARE, HOLDOUT_VERSION
 from dagster_project.storage.lake import Lake
 
 from ._sql import record, records, relation
@@ -236,6 +239,26 @@ def _kernelinfer_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         **summary,
         "step_statuses": statuses,
         "coverage": _by_dimension(records(con, "kernelinfer_coverage")),
+        "rules": _shared_rules(),
+    }
+
+
+def _shared_rules() -> dict[str, Any]:
+    """The rules both cards state, read from their one home (never typed into a card)."""
+    return {
+        "atol": ATOL,
+        "rtol": RTOL,
+        "holdout_share": HOLDOUT_SHARE,
+        "holdout_version": HOLDOUT_VERSION,
+    }
+
+
+def _reward_rules() -> dict[str, Any]:
+    """kernelswarm's reward constants, from ``sim/swarm/reward_rule.py``."""
+    return {
+        **_shared_rules(),
+        "no_improvement": reward_rule.NO_IMPROVEMENT,
+        "penalty": {str(k): v for k, v in reward_rule.PENALTY.items()},
     }
 
 
@@ -247,6 +270,8 @@ def _kernelswarm_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         **summary,
         "by_scenario": records(con, "kernelswarm_scenarios"),
         "message_kinds": kinds,
+        "rewards": records(con, "kernelswarm_rewards"),
+        "rules": _reward_rules(),
         "coverage": _by_dimension(records(con, "kernelswarm_coverage")),
     }
 

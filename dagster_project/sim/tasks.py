@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from .hardware import GPU_IDS, get_gpu
 from .ops import OP_NAMES, OpSpec, footprint_bytes, get_op, shape_str
 from .rng import derive_seed, stream
+from .verification import can_verify
 
 OBJECTIVE = "minimize latency_ms"
 
@@ -177,6 +178,10 @@ def build_pool(
                     if impls
                     else ("triton" if rng.random() < triton_share else "cuda")
                 )
+                if not impls and not can_verify(op_name, impl, gpu.arch):
+                    # no rung of this implementation ever ran correct on this arch family:
+                    # every step would be an unchecked run, so the engineer writes the other
+                    impl = "cuda" if impl == "triton" else "triton"
                 idx = len(tasks)
                 sseed = (
                     derive_seed(

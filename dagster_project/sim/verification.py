@@ -598,6 +598,27 @@ def sound_baseline(rungs: list[Any], op: str, impl: str, family: str) -> Any:
     return rungs[0]
 
 
+def evidenced_rungs(rungs: list[Any], op: str, impl: str, family: str) -> list[Any]:
+    """The rungs of a ladder an engineer is given on ``family``: those with execution
+    evidence there (verified, or measured wrong: a wrong rung really fails when tried), so
+    a session shows no run whose output nobody could check (issue 39). A ladder without
+    any such rung comes back whole; the task pools never draw one (``can_verify``)."""
+    kept = [v for v in rungs if rung_status(op, impl, v.tag, family).status != UNVERIFIED]
+    return kept or list(rungs)
+
+
+@lru_cache(maxsize=512)
+def can_verify(op: str, impl: str, family: str) -> bool:
+    """Whether any rung of (op, impl) is verified on ``family``: a task without one could
+    only produce runs nobody checked, so ``tasks.build_pool`` writes it in the other
+    implementation instead."""
+    return any(
+        st.verified
+        for (o, i, _tag, fam), st in verification_table().items()
+        if (o, i, fam) == (op, impl, family)
+    )
+
+
 def verification_rows() -> list[dict[str, Any]]:
     """The ``sim.rung_verification`` table, one row per (op, impl, rung, family)."""
     return [st.row() for _, st in sorted(verification_table().items())]
@@ -658,6 +679,8 @@ __all__ = [
     "WRONG",
     "RungStatus",
     "best_kernel_violations",
+    "can_verify",
+    "evidenced_rungs",
     "mismatch_report",
     "region_evidence",
     "region_of",

@@ -19,5 +19,11 @@ SELECT
     quantile_cont(best.speedup, 0.1)                 AS p10_speedup,
     quantile_cont(best.speedup, 0.9)                 AS p90_speedup,
     max(best.speedup)                                AS max_speedup,
+    count(*) FILTER (WHERE best.step IS NULL)        AS null_best_sessions,
+    count(*) FILTER (WHERE best.step = 0)            AS baseline_best_sessions,
+    sum(attempts.kept)                               AS kept_steps,
+    sum(attempts.reverted)                           AS reverted_steps,
+    sum(attempts.errors)                             AS error_steps,
+    sum(attempts.rebench)                            AS rebench_steps,
     (SELECT count(*) FROM sim.kernelinfer_tasks_holdout) AS holdout_tasks
 FROM sim.kernelinfer_sessions

@@ -18,5 +18,6 @@ SELECT
     quantile_cont(speedup, 0.5)                          AS median_speedup,
     quantile_cont(speedup, 0.1)                          AS p10_speedup,
     quantile_cont(speedup, 0.9)                          AS p90_speedup,
+    count(*) FILTER (WHERE speedup = 1.0)                AS baseline_best_episodes,
     (SELECT count(*) FROM sim.kernelswarm_tasks_holdout) AS holdout_tasks
 FROM sim.kernelswarm_episodes

@@ -396,6 +396,8 @@ _MESSAGE = pl.Struct(
         "to": pl.String,
         "content": pl.String,
         "params": pl.String,
+        "status": pl.String,
+        "time_ms": pl.Float64,
         "reward": pl.Float64,
     }
 )
@@ -449,7 +451,10 @@ def make_episode(i: int, rng: random.Random) -> dict[str, Any]:
             "to": "a01",
             "content": "ok 0.01 ms",
             "params": None,
-            "reward": 0.5,
+            # the real schema's result status and time (issue 39's reward table reads both)
+            "status": "unverified" if i % 5 == 0 else "ok",
+            "time_ms": 0.01,
+            "reward": -0.05 if i % 5 == 0 else 0.5,
         },
         {
             "kind": "verdict",
@@ -458,9 +463,14 @@ def make_episode(i: int, rng: random.Random) -> dict[str, Any]:
             "to": None,
             "content": "done",
             "params": None,
+            "status": "improved",
+            "time_ms": None,
             "reward": 0.25,
         },
     ]
+    for m in messages:
+        m.setdefault("status", None)
+        m.setdefault("time_ms", None)
     baseline = round(rng.uniform(0.1, 1.0), 4)
     best = round(baseline / rng.uniform(2, 60), 5)
     return {

@@ -223,13 +223,22 @@ def test_kernelinfer_stats_json(infer_export: SimExport) -> None:
     assert {k: stats[k] for k in fresh} == json.loads(json.dumps(fresh))
 
 
+def stats_of(export: SimExport) -> dict[str, Any]:
+    return export.report.stats
+
+
 def test_kernelinfer_card(infer_export: SimExport) -> None:
     readme = (infer_export.report.out_dir / "README.md").read_text()
     meta = parse_front_matter(readme)
     assert meta["license"] == "mit"
     assert "synthetic-data" in meta["tags"]
-    assert "Simulated data." in readme and "roofline-style performance model" in readme
-    assert "never compiled or ran a kernel" in readme
+    assert "Simulated data" in readme and "roofline-style performance model" in readme
+    # the generator's kernels were executed and compiled for the labels (issue 39)
+    assert "never compiled or ran" not in readme
+    assert "executed against an fp32 reference" in readme
+    assert f"| best kernel | {stats_of(infer_export)['null_best_sessions']:,} sessions" in readme
+    assert '`best["step"] is not None`' not in readme and 's["best"]["step"] is not None' in readme
+    assert "| `unverified` |" in readme and "whatever the dtype or implementation" in readme
     assert "37 of 40 sampled candidate kernels\n(92.5%) compiled with nvcc 13.0" in readme
     stats = infer_export.report.stats
     assert f"| sessions | {stats['sessions']:,} (" in readme
@@ -350,7 +359,18 @@ def test_kernelswarm_stats_and_card(swarm_export: SimExport, hf_cache: Path) -> 
     }
     readme = (out / "README.md").read_text()
     assert parse_front_matter(readme)["license"] == "mit"
-    assert "Simulated data." in readme
+    assert "Simulated data" in readme and "never compiled or ran" not in readme
     assert f"| episodes | {len(rows):,} in " in readme
+    # every rewarded (kind, status) of the rows is in the card's reward table, counted
+    rewarded: dict[tuple[str, str], int] = {}
+    for r in rows:
+        for m in r["messages"]:
+            if m["kind"] in ("result", "verify", "verdict"):
+                key = (m["kind"], m["status"] or "")
+                rewarded[key] = rewarded.get(key, 0) + 1
+    assert {(x["kind"], x["status"]): x["messages"] for x in stats["rewards"]} == rewarded
+    for (kind, status), n in rewarded.items():
+        assert f"| `{kind}` | `{status}` | {n:,} |" in readme
+    assert "| `result` | `unverified` (it ran" in readme and "a take-back" in readme
     ds = datasets.load_dataset(str(out), split="train", cache_dir=str(hf_cache))
     assert ds.num_rows == len(rows)
