@@ -6,8 +6,9 @@ baseline and best must be answered, else ``OracleMiss``), writes the measured ti
 (sessions whose baseline and best were both timed) to
 ``dagster_project/sim/data/measured/<gpu>_tier.csv`` and prints the figures of
 ``benchmarks/RESULTS.md``: answers by status, model vs measured device time (all out of
-sample), speedup label vs measured speedup, the (impl, rung level) refit validated leaving
-whole sessions and whole ops out, and the parameter-region evidence::
+sample), speedup label vs measured speedup, the (impl, rung level) refit and the code model
+(``sim/codemodel.py``: features of each kernel's own source and launch) validated leaving
+whole sessions and whole ops out, per op and overall, and the parameter-region evidence::
 
     .venv/bin/python benchmarks/device/sim_oracle_report.py --gpu h100
 """
@@ -80,6 +81,43 @@ def _tier(gpu: str, rows: list[dict[str, str]], pairs: list[Any]) -> list[dict[s
     return out
 
 
+def _figs(pts: list[Any], pairs: list[Any]) -> str:
+    e, p = error_summary(pts)["all"], pair_summary(pairs)
+    return (
+        f"step med|log|={e['median_abs_log_err']} <=2x={e['within_2x']} "
+        f"<=1.5x={e['within_1_5x']} | speedup <=2x={p.get('within_2x')} "
+        f"(n={p['n']}, under {p.get('understated')}, over {p.get('overstated')})"
+    )
+
+
+def _compare(pts: list[Any]) -> None:
+    """Raw model, per-rung refit and code model, each held out by session and by op:
+    overall, per op, and the worst held-out kernels of the code model."""
+    runs: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
+    for by in ("session", "op"):
+        for method in ("rung", "code"):
+            runs[(by, method)] = cross_validate(pts, by, method)
+    print(f"timing models, {len(pts)} timed kernels (held out = fitted without them):")
+    print(f"  raw model (never fitted)   {_figs(pts, speedup_pairs(pts))}")
+    for (by, method), (held, hp) in runs.items():
+        print(f"  {method:4s} held out by {by:7s} {_figs(held, hp)}")
+    per = {"raw": error_summary(pts)["per_op"]}
+    per |= {f"{m}/{b}": error_summary(h)["per_op"] for (b, m), (h, _) in runs.items()}
+    print("  per op, med|log| (<=2x):", " | ".join(per))
+    for op in per["raw"]:
+        cells = [
+            f"{v[op]['median_abs_log_err']:.2f} ({v[op]['within_2x']:.2f})" for v in per.values()
+        ]
+        print(f"    {op:22s} n={per['raw'][op]['n']:2d} " + " | ".join(cells))
+    for by in ("session", "op"):
+        held = runs[(by, "code")][0]
+        for p in sorted(held, key=lambda p: abs(p.log_err))[-5:]:
+            print(
+                f"  worst code/{by}: {p.op} {p.impl} {p.variant} measured {p.measured_ms:.4g} ms "
+                f"corrected {p.modelled_ms:.4g}"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--gpu", default="h100")
@@ -88,7 +126,7 @@ def main() -> None:
     rows = load_rows(a.gpu)
     print(f"answers: {len(rows)}", dict(collections.Counter(r["status"] for r in rows)))
     print(f"timed: {sum(1 for r in rows if r['ms'])}")
-    pts = model_points(rows, a.gpu)
+    pts = model_points(rows, a.gpu, code=True)
     summ = error_summary(pts)
     print("model vs measured device time (out of sample):", summ["all"])
     for impl in ("cuda", "triton"):
@@ -102,9 +140,7 @@ def main() -> None:
     print("speedup, modelled vs measured (same GPU):", pair_summary(pairs))
     for p in sorted(pairs, key=lambda p: abs(math.log(p.ratio)))[-5:]:
         print(f"  worst: {p.session_id} measured {p.measured:.3g}x modelled {p.modelled:.3g}x")
-    for by in ("session", "op"):
-        held, hp = cross_validate(pts, by)
-        print(f"refit held out by {by}:", error_summary(held)["all"], pair_summary(hp))
+    _compare(pts)
     for k, v in sorted(region_failures(rows).items()):
         print("region", *k, v)
     if a.no_tier:

@@ -22,10 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import codemodel
+from .codegen import render_candidate
 from .hardware import get_gpu
+from .memory import footprint_bytes
 from .ops import get_op
 from .oracle import Answer, answers_path, read_answers
-from .timing import InfeasibleConfig, predict
+from .timing import InfeasibleConfig, Prediction, predict
 from .variants import default_params, get_variant
 from .verification import region_of
 
@@ -44,6 +47,9 @@ class Point:
     uses: tuple[tuple[str, int, str], ...]
     measured_ms: float
     modelled_ms: float
+    #: ``codemodel.FEATURES`` of the kernel's own source and launch (``model_points(...,
+    #: code=True)``); empty when not read.
+    features: tuple[float, ...] = ()
 
     @property
     def log_err(self) -> float:
@@ -82,8 +88,34 @@ def load_rows(gpu: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def model_points(rows: Iterable[dict[str, str]], gpu: str) -> list[Point]:
-    """Every correct, timed answer beside the model's device time on ``gpu``."""
+def render(row: dict[str, str]) -> str:
+    """The answered kernel's source as its session's environment renders it (same op,
+    rung, launch parameters, shape, dtype and session GPU, the task's own author): the
+    code the session's step carried, up to the generator's comment and guard wording."""
+    uses = _uses(row["uses"])
+    render_gpu = uses[0][0].split("-")[_SID_GPU] if uses else "h100"
+    op = get_op(row["op"])
+    v = get_variant(op.family, row["impl"], row["variant"])
+    shape = json.loads(row["shape"])
+    return render_candidate(op, render_gpu, row["dtype"], shape, v, _params(row, render_gpu))
+
+
+def _features(row: dict[str, str], pred: Prediction, gpu: str) -> tuple[float, ...]:
+    """``codemodel.FEATURES`` of one answered kernel: its rendered source and launch."""
+    op = get_op(row["op"])
+    v = get_variant(op.family, row["impl"], row["variant"])
+    shape = json.loads(row["shape"])
+    code = render(row)
+    foot = footprint_bytes(
+        op.bytes(shape, row["dtype"]), code, row["impl"], shape, op.signature_for(row["dtype"])
+    )
+    feats = codemodel.features(code, row["impl"], v.level, pred, get_gpu(gpu), foot)
+    return tuple(codemodel.vector(feats))
+
+
+def model_points(rows: Iterable[dict[str, str]], gpu: str, code: bool = False) -> list[Point]:
+    """Every correct, timed answer beside the model's device time on ``gpu`` (``code``:
+    with the code model's features of its source and launch)."""
     card = get_gpu(gpu)
     out = []
     for r in rows:
@@ -97,8 +129,18 @@ def model_points(rows: Iterable[dict[str, str]], gpu: str) -> list[Point]:
             pred = predict(op, json.loads(r["shape"]), r["dtype"], card, v, _params(r, render_gpu))
         except InfeasibleConfig:
             continue
+        feats = _features(r, pred, gpu) if code else ()
         out.append(
-            Point(r["key"], r["op"], r["impl"], r["variant"], uses, float(r["ms"]), pred.device_ms)
+            Point(
+                r["key"],
+                r["op"],
+                r["impl"],
+                r["variant"],
+                uses,
+                float(r["ms"]),
+                pred.device_ms,
+                feats,
+            )
         )
     return out
 
@@ -216,37 +258,97 @@ def fit_corrections(points: Iterable[Point]) -> dict[tuple[str, int], float]:
 
 def corrected(p: Point, corr: dict[tuple[str, int], float]) -> Point:
     """The point with its modelled time moved by its group's correction (none: as is)."""
-    c = corr.get(_group(p), 0.0)
-    return Point(p.key, p.op, p.impl, p.variant, p.uses, p.measured_ms, p.modelled_ms * math.exp(c))
+    return _moved(p, corr.get(_group(p), 0.0))
+
+
+def _moved(p: Point, log_factor: float) -> Point:
+    """The point with its modelled time times exp(``log_factor``)."""
+    return Point(
+        p.key,
+        p.op,
+        p.impl,
+        p.variant,
+        p.uses,
+        p.measured_ms,
+        p.modelled_ms * math.exp(log_factor),
+        p.features,
+    )
 
 
 def _sessions_of(p: Point) -> set[str]:
     return {sid for sid, _s, _r in p.uses}
 
 
-def cross_validate(points: list[Point], by: str) -> tuple[list[Point], list[Pair]]:
-    """Held-out corrected points and pairs: each session (``by="session"``: every kernel
-    of it left out of the fit) or each op (``by="op"``) predicted from a fit on the rest."""
-    folds: dict[str, list[Point]] = defaultdict(list)
+def _components(points: list[Point]) -> list[str]:
+    """Per point, the name of its session component: points linked by a shared session
+    (a kernel two sessions both wrote, a session's baseline and best) share one, so a fold
+    made of whole components leaves every session it touches wholly out of the fit."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
     for p in points:
-        keys = sorted(_sessions_of(p)) if by == "session" else [p.op]
-        folds[keys[0]].append(p)
+        sids = sorted(_sessions_of(p)) or [p.key]
+        for other in sids[1:]:
+            parent[root(other)] = root(sids[0])
+    return [root((sorted(_sessions_of(p)) or [p.key])[0]) for p in points]
+
+
+def folds(points: list[Point], by: str) -> list[tuple[list[int], list[int]]]:
+    """(train, test) index lists: one fold per session component (``by="session"``) or
+    per op (``by="op"``). No training point shares a session (or op) with a test point."""
+    if by not in ("session", "op"):
+        raise ValueError(f"folds by session or op, not {by!r}")
+    keys = _components(points) if by == "session" else [p.op for p in points]
+    out = []
+    for fold in sorted(set(keys)):
+        test = [i for i, k in enumerate(keys) if k == fold]
+        out.append(([i for i, k in enumerate(keys) if k != fold], test))
+    return out
+
+
+def _code_fix(train: list[Point], test: list[Point], by: str) -> list[float]:
+    """The code model's log corrections of ``test``, fitted on ``train`` alone (its
+    penalty chosen by group folds inside ``train``: sessions or ops, as the outer split)."""
+    x = [p.features for p in train]
+    y = [-p.log_err for p in train]
+    groups = _components(train) if by == "session" else [p.op for p in train]
+    model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
+    return model.predict([p.features for p in test])
+
+
+def cross_validate(
+    points: list[Point], by: str, method: str = "rung"
+) -> tuple[list[Point], list[Pair]]:
+    """Held-out corrected points and pairs: each session component (``by="session"``) or
+    each op (``by="op"``) predicted from a fit on the rest, by the per-(impl, rung level)
+    correction (``method="rung"``) or the code model (``"code"``: points need features)."""
     held: list[Point] = []
     pairs: list[Pair] = []
-    for fold, test in sorted(folds.items()):
-        test_keys = {p.key for p in test}
-        out = set().union(*(_sessions_of(p) for p in test)) if by == "session" else {fold}
-        train = [
-            p
-            for p in points
-            if p.key not in test_keys
-            and not (_sessions_of(p) & out if by == "session" else p.op in out)
-        ]
-        corr = fit_corrections(train)
-        fixed = [corrected(p, corr) for p in test]
+    for train_i, test_i in folds(points, by):
+        train = [points[i] for i in train_i]
+        test = [points[i] for i in test_i]
+        if method == "code":
+            fixed = [_moved(p, c) for p, c in zip(test, _code_fix(train, test, by), strict=True)]
+        elif method == "rung":
+            corr = fit_corrections(train)
+            fixed = [corrected(p, corr) for p in test]
+        else:
+            raise ValueError(f"method rung or code, not {method!r}")
         held.extend(fixed)
-        pairs.extend(pr for pr in speedup_pairs(fixed) if by == "op" or pr.session_id in out)
+        pairs.extend(speedup_pairs(fixed))
     return held, pairs
+
+
+def fit_code_model(points: list[Point]) -> codemodel.Ridge:
+    """The code model fitted on every point (penalty by session-component folds)."""
+    x = [p.features for p in points]
+    y = [-p.log_err for p in points]
+    return codemodel.fit(x, y, codemodel.choose_penalty(x, y, _components(points)))
 
 
 # --------------------------------------------------------------------------------------
