@@ -64,16 +64,28 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dagster_project.gains.evaluation import (  # noqa: E402
+    ScoringLog,
+    ScoringRefused,
+    Slot,
+    pr_slots,
+    slot_summary,
+)
 from dagster_project.gains.extract import extract_pr_gains  # noqa: E402
 from dagster_project.gains.normalise import normalise_unit  # noqa: E402
 from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "labelled" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
-#: 2.1 (``fresh``) … 2.9 (``fresh9``)
-DEV_ROOTS = (DEVSET, *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9")))
-#: the held-out set of the current round (scored once, at its end)
-HELD = DEVSET / "fresh10"
+#: 2.1 (``fresh``) … 2.10 (``fresh10``)
+DEV_ROOTS = (
+    DEVSET,
+    *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9", "10")),
+)
+#: the held-out set of the current round (issue 40; scored once, at its end)
+HELD = DEVSET / "fresh11"
+#: every held-out scoring, committed: a set is not scored twice by one extractor and policy
+SCORINGS = DEVSET / "scorings.jsonl"
 #: retired sets, by their ``split`` value in ``prs.csv``
 RETIRED_SPLITS = (
     "fresh",
@@ -85,6 +97,7 @@ RETIRED_SPLITS = (
     "fresh7",
     "fresh8",
     "fresh9",
+    "fresh10",
 )
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
@@ -295,22 +308,129 @@ def by_layout(prs: list[Any], lines: list[str]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def versions() -> dict[str, str]:
+    """What a held-out scoring is a scoring *of*: the extractor and the publication policy."""
+    from dagster_project.gains.extract.choose import EXTRACTOR_VERSION
+    from dagster_project.gains.policy import POLICY_VERSION
+
+    return {"extractor": EXTRACTOR_VERSION, "policy": POLICY_VERSION}
+
+
+def per_pr_scores(
+    prs: Iterable[Any], extract: Callable[[str, str], list[Measurement]]
+) -> dict[str, Any]:
+    """The issue-40 headline: per PR and scope, the published median against the true one
+    (:func:`~dagster_project.gains.evaluation.pr_slots`), beside measurement precision and
+    recall of everything extracted and of what the policy publishes."""
+    every, published, slots = Tally(), Tally(), []
+    by_repo: dict[str, list[Slot]] = {}
+    for pr in prs:
+        ms = extract(input_text(pr), pr.repo)
+        pub = [m for m in ms if m.published]
+        every.add(score_pr(pr, ms, detail=True))
+        published.add(score_pr(pr, pub, detail=True))
+        got = pr_slots(pr.key, list(pr.labels), pub)
+        slots += got
+        by_repo.setdefault(pr.repo, []).extend(got)
+    return {
+        "slots": slot_summary(slots),
+        "slots_by_repo": {r: slot_summary(v) for r, v in sorted(by_repo.items())},
+        "slot_rows": [
+            f"{s.pr} {s.scope}: {s.outcome} (true {s.true_median}, published {s.published_median})"
+            for s in slots
+            if s.outcome != "right"
+        ],
+        "published": published.summary(),
+        "published_false": published.false,
+        "all_extracted": every.summary(),
+    }
+
+
+def fit_policy(
+    prs: Iterable[Any], extract: Callable[[str, str], list[Measurement]]
+) -> dict[str, Any]:
+    """Each evidence class's record on development texts and the policy threshold.
+
+    A class's confidence is the 95% Wilson lower bound of its precision (audited
+    measurements that match a hand label): the extractor was written on these texts, so
+    a point estimate near 1.0 on a handful of cases says little, and the bound discounts
+    small support. The threshold is the highest cut in steps of 0.05 whose kept classes
+    still hold at least half of the correct development measurements (precision first,
+    recall reported). Prints what ``gains/policy.py`` ``CONFIDENCE`` / ``THRESHOLD`` hold."""
+    from dagster_project.gains.policy import wilson_lower
+
+    pred: dict[str, int] = {}
+    hit: dict[str, int] = {}
+    for pr in prs:
+        by_class: dict[str, list[Measurement]] = {}
+        for m in extract(input_text(pr), pr.repo):
+            if m.audit_pass:
+                by_class.setdefault(m.evidence_class or "none", []).append(m)
+        for cls, ms in by_class.items():
+            t = score_pr(pr, ms, detail=False)
+            pred[cls] = pred.get(cls, 0) + t.predicted
+            hit[cls] = hit.get(cls, 0) + t.matched
+    table = {
+        c: {
+            "predicted": pred[c],
+            "matched": hit[c],
+            "precision": round(hit[c] / pred[c], 4),
+            "confidence": round(wilson_lower(hit[c], pred[c]), 4),
+        }
+        for c in sorted(pred)
+        if pred[c]
+    }
+    right = sum(hit.values())
+    threshold = None
+    for cut in (0.95, 0.9, 0.85, 0.8, 0.75, 0.7):
+        kept = sum(hit[c] for c in table if table[c]["confidence"] >= cut)
+        if right and kept >= right / 2:
+            threshold = cut
+            break
+    return {"classes": table, "correct_measurements": right, "threshold": threshold}
+
+
+def held_scoring(why: str | None, log: ScoringLog, held: Path = HELD) -> dict[str, Any]:
+    """Score the held-out set once (refused when already scored with these versions and no
+    reason is given), and record the scoring with its headline figures."""
+    v = versions()
+    log.check(held.name, v, why)
+    prs = _loader().load_devset(held)
+    res = per_pr_scores(prs, _det)
+    log.record(
+        held.name,
+        v,
+        why,
+        {
+            "slots": res["slots"],
+            "published_precision": res["published"]["precision"],
+            "published_recall": res["published"]["recall"],
+            "all_precision": res["all_extracted"]["precision"],
+            "all_recall": res["all_extracted"]["recall"],
+        },
+    )
+    return res
+
+
 def run(
     show: bool,
     show_folds: Iterable[int] = DEV_FOLDS,
     held: bool = False,
     show_set: str | None = None,
+    *,
+    why: str | None = None,
+    log: ScoringLog | None = None,
+    fit: bool = False,
 ) -> dict[str, Any]:
     devset = _loader()
-    out: dict[str, Any] = {"extractor": "table"}
+    out: dict[str, Any] = {"extractor": "table", "versions": versions()}
     t0 = time.perf_counter()
     if held:
-        prs = devset.load_devset(HELD)
-        tally = evaluate(prs, _det, detail=True)
-        out["held"] = tally.summary()
-        out["held_misses"], out["held_false"] = tally.misses, tally.false
-        out["held_misses_by_layout"] = by_layout(prs, tally.misses)
-        out["held_false_by_layout"] = by_layout(prs, tally.false)
+        res = held_scoring(why, log or ScoringLog(SCORINGS))
+        out["held"] = res["all_extracted"]
+        out["held_published"] = res["published"]
+        out["held_slots"], out["held_slots_by_repo"] = res["slots"], res["slots_by_repo"]
+        out["held_slot_rows"], out["held_false"] = res["slot_rows"], res["published_false"]
     else:
         # a development text the cache lacks (the search excerpt could not be found again)
         # is skipped and counted, never scored as a PR with no measurements
@@ -325,6 +445,10 @@ def run(
             for root in DEV_ROOTS
         }
         out["dev"] = evaluate(dev, _det, detail=False).summary()
+        per_pr = per_pr_scores(dev, _det)
+        out["dev_published"], out["dev_slots"] = per_pr["published"], per_pr["slots"]
+        if fit:
+            out["policy_fit"] = fit_policy(dev, _det)
         out["dev_by_set"] = {
             root.name: evaluate(
                 [p for p in dev if _root_of(p) == root.name], _det, detail=False
@@ -362,8 +486,33 @@ def _root_of(pr: Any) -> str:
     return pr.split if pr.split in RETIRED_SPLITS else DEVSET.name
 
 
+def _print_per_pr(res: dict[str, Any]) -> None:
+    """The issue-40 headline lines: per-PR slots, what is published, the policy fit."""
+    for split in ("held", "dev"):
+        if f"{split}_slots" in res:
+            s = res[f"{split}_slots"]
+            print(
+                f"{split:5s} per PR and scope ({s['slots']} slots): right {s['right']}, "
+                f"wrong {s['wrong']}, missing {s['missing']}, invented {s['invented']}; "
+                f"wrong or invented {s['wrong_or_invented_share']}"
+            )
+        if f"{split}_published" in res:
+            s = res[f"{split}_published"]
+            print(
+                f"{split:5s} published: {s['predicted']}, {s['matched']} match a label: "
+                f"precision {s['precision']} recall {s['recall']}"
+            )
+    for repo, s in res.get("held_slots_by_repo", {}).items():
+        print(f"  {repo}: {s}")
+    for line in res.get("held_slot_rows", []):
+        print(f"slot: {line}")
+    if "policy_fit" in res:
+        print(json.dumps(res["policy_fit"], indent=1))
+
+
 def _print_result(res: dict[str, Any]) -> None:
     """The run's figures as text (``--json`` prints ``res`` itself)."""
+    _print_per_pr(res)
     for split in ("held", "dev"):
         if split in res:
             s = res[split]
@@ -412,13 +561,31 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="score the held-out set of this round (once per round)",
     )
-    args = ap.parse_args(argv)
-    res = run(
-        args.show,
-        [int(f) for f in args.show_folds.split(",")],
-        held=args.held,
-        show_set=args.show_set,
+    ap.add_argument(
+        "--why",
+        default=None,
+        help="with --held: why the set is scored again (refused without it after a scoring)",
     )
+    ap.add_argument(
+        "--fit-policy",
+        action="store_true",
+        help="print each evidence class's development precision and the policy threshold",
+    )
+    ap.add_argument("--log", type=Path, default=SCORINGS, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    try:
+        res = run(
+            args.show,
+            [int(f) for f in args.show_folds.split(",")],
+            held=args.held,
+            show_set=args.show_set,
+            why=args.why,
+            log=ScoringLog(args.log),
+            fit=args.fit_policy,
+        )
+    except ScoringRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(res, indent=1))
         return 0

@@ -121,6 +121,55 @@ def _tokens(text: str, role: str | None, slot: str) -> list[tuple[float, str | N
     return out
 
 
+#: strongest first: the class a pair gets when several structures hold it
+EVIDENCE_ORDER: tuple[str, ...] = (
+    "table:roles",
+    "table:role_rows",
+    "record:runs",
+    "record:inline",
+    "prose:transition",
+    "table:row",
+)
+
+
+def _unit_kind(group: str) -> str:
+    """What produced a unit, from its group id (see :func:`_block_units`, :func:`_record_units`)."""
+    if group.startswith("t"):
+        return "table"
+    if group.startswith("r"):
+        return "record:runs"
+    if group.startswith("i"):
+        return "record:inline"
+    return "prose:transition"  # "l…" code lines, "s…" sentences, "title…"
+
+
+def _hits(u: Unit, value: float, not_roles: tuple[str, ...]) -> list[tuple[float, str | None, str]]:
+    return [t for t in u.tokens if round(t[0], 9) == value and t[1] not in not_roles]
+
+
+def _inline_class(u: Unit, b: float, o: float) -> str | None:
+    """The evidence class of a unit holding both values as two different numbers, else None."""
+    hits_b = _hits(u, b, ("optimized", "reference", "key"))
+    hits_o = _hits(u, o, ("baseline", "reference", "key"))
+    if not (hits_b and hits_o and (b != o or any(x[2] != y[2] for x in hits_b for y in hits_o))):
+        return None
+    kind = _unit_kind(u.group)
+    if kind != "table":
+        return kind
+    roled = any(x[1] == "baseline" for x in hits_b) and any(y[1] == "optimized" for y in hits_o)
+    return "table:roles" if roled or u.role in ("baseline", "optimized") else "table:row"
+
+
+def _group_class(group: str, units: list[Unit], b: float, o: float) -> str | None:
+    """The evidence class of two role-labelled units of one group (rows of a table whose
+    first cells name the sides, paired runs) holding the values in one slot, else None."""
+    bslots = {t[2] for u in units if u.role == "baseline" for t in u.tokens if round(t[0], 9) == b}
+    oslots = {t[2] for u in units if u.role == "optimized" for t in u.tokens if round(t[0], 9) == o}
+    if not bslots & oslots:
+        return None
+    return "table:role_rows" if _unit_kind(group) == "table" else _unit_kind(group)
+
+
 @dataclass
 class StructureIndex:
     """The units of one PR text (see :func:`structure_index`)."""
@@ -130,47 +179,39 @@ class StructureIndex:
     flat: str
     #: the stated ratios the text's rows and sentences make (speedup cells, prose claims)
     ratios: tuple[float, ...] = ()
+    #: the subset of :attr:`ratios` read from tables and records (speedup cells, ``Nx`` cells)
+    table_ratios: tuple[float, ...] = ()
 
     def ratio_stated(self, value: float) -> bool:
         """True when a speedup cell or a prose claim of the text states this ratio (1%)."""
         return any(abs(value / r - 1) <= 0.01 for r in self.ratios if r)
 
-    def same_structure(self, baseline: float, optimized: float) -> bool:
+    def pair_evidence(self, baseline: float, optimized: float) -> str | None:
+        """The strongest structure holding the pair under the right roles (a class of
+        :data:`EVIDENCE_ORDER`), ``None`` when no structure does (the audit then fails it)."""
         b, o = round(abs(baseline), 9), round(abs(optimized), 9)
+        found: set[str] = set()
         by_group: dict[str, list[Unit]] = {}
         for u in self.units:
-            hits_b = [
-                t
-                for t in u.tokens
-                if round(t[0], 9) == b and t[1] not in ("optimized", "reference", "key")
-            ]
-            hits_o = [
-                t
-                for t in u.tokens
-                if round(t[0], 9) == o and t[1] not in ("baseline", "reference", "key")
-            ]
-            # two different numbers of the unit (equal values: two different cells)
-            if (
-                hits_b
-                and hits_o
-                and (b != o or any(tb[2] != to[2] for tb in hits_b for to in hits_o))
-            ):
-                return True
+            cls = _inline_class(u, b, o)
+            if cls:
+                found.add(cls)
             by_group.setdefault(u.group, []).append(u)
-        for units in by_group.values():
-            bslots = {
-                t[2] for u in units if u.role == "baseline" for t in u.tokens if round(t[0], 9) == b
-            }
-            oslots = {
-                t[2]
-                for u in units
-                if u.role == "optimized"
-                for t in u.tokens
-                if round(t[0], 9) == o
-            }
-            if bslots & oslots:
-                return True
-        return False
+        for group, units in by_group.items():
+            cls = _group_class(group, units, b, o)
+            if cls:
+                found.add(cls)
+        return next((c for c in EVIDENCE_ORDER if c in found), None)
+
+    def same_structure(self, baseline: float, optimized: float) -> bool:
+        return self.pair_evidence(baseline, optimized) is not None
+
+    def ratio_evidence(self, value: float) -> str | None:
+        """Where a stated ratio is stated: a table/record cell (``table``) or only in prose
+        (``prose``); ``None`` when nowhere (the audit then fails it)."""
+        if any(abs(value / r - 1) <= 0.01 for r in self.table_ratios if r):
+            return "table"
+        return "prose" if self.ratio_stated(value) else None
 
     def phrase_verbatim(self, phrase: str | None) -> bool:
         if not phrase:
@@ -323,9 +364,12 @@ def _structure_index(text: str) -> StructureIndex:
     units = _block_units(blocks, title)
     units += _record_units(blocks)
     flat = re.sub(r"\s+", "", clean_cell(text)).lower()
+    table_ratios = tuple(
+        c.stated for c in candidates(text) if c.stated is not None and c.block.kind != "text"
+    )
     ratios = tuple(c.stated for c in candidates(text) if c.stated is not None)
     ratios += tuple(ratio_claims(blocks, title))
-    return StructureIndex(units, text_values(text), flat, ratios)
+    return StructureIndex(units, text_values(text), flat, ratios, table_ratios)
 
 
 # ------------------------------------------------------------------------- audit
@@ -372,15 +416,21 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
             reasons.append("baseline not in the text")
         if not m.optimized_verbatim:
             reasons.append("optimized not in the text")
-        m.same_structure = bool(
-            m.baseline_verbatim and m.optimized_verbatim
-        ) and idx.same_structure(m.baseline, m.optimized)
+        where = (
+            idx.pair_evidence(m.baseline, m.optimized)
+            if m.baseline_verbatim and m.optimized_verbatim
+            else None
+        )
+        m.same_structure = where is not None
+        m.evidence_class = f"pair:{where}" if where else None
         if m.baseline_verbatim and m.optimized_verbatim and not m.same_structure:
             reasons.append(
                 "values not from one row/record/sentence under baseline and optimized roles"
             )
     else:
         m.baseline_verbatim = m.optimized_verbatim = m.same_structure = None
+        where = idx.ratio_evidence(m.stated_speedup) if m.stated_speedup is not None else None
+        m.evidence_class = f"ratio:{where}" if where else None
     if m.stated_speedup is not None:
         m.stated_verbatim = idx.phrase_verbatim(m.stated_text) and idx.ratio_stated(
             m.stated_speedup
@@ -401,9 +451,13 @@ def audit_measurement(m: Measurement, text: str | StructureIndex) -> Measurement
 def audit_all(
     measurements: Iterable[Measurement], text: str, repo: str | None = None
 ) -> list[Measurement]:
-    """Audit every measurement against the same PR text (structure index built once)."""
+    """Audit every measurement against the same PR text (structure index built once), then
+    apply the publication policy (:mod:`dagster_project.gains.policy`): both extractors'
+    measurements pass here, so both meet the same audit and the same policy."""
+    from dagster_project.gains.policy import apply_policy
+
     idx = structure_index(text, repo)
-    return [audit_measurement(m, idx) for m in measurements]
+    return [apply_policy(audit_measurement(m, idx)) for m in measurements]
 
 
 def audit_rate(measurements: Iterable[Measurement | dict[str, Any]]) -> float | None:

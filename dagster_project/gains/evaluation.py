@@ -174,3 +174,138 @@ def evaluate(
         text = (fixtures_dir / name).read_text()
         scores.append(score_fixture(name, extract(text), label))
     return Score(scores)
+
+
+# --------------------------------------------------------------- per-PR scoring (issue 40)
+
+#: a published per-PR median within this share of the true one is right
+MEDIAN_TOLERANCE = 0.05
+SCOPES: tuple[str, ...] = ("kernel", "e2e")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One PR and scope: the median a user receives beside the one the labels give.
+
+    ``outcome``: ``right`` (within :data:`MEDIAN_TOLERANCE`), ``wrong``, ``missing`` (a true
+    value, nothing published) or ``invented`` (published where the PR has no value)."""
+
+    pr: str
+    scope: str
+    true_median: float | None
+    published_median: float | None
+    outcome: str
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def label_speedup(label: Any) -> float | None:
+    """A label's true speedup: the pair's (direction known), else the stated ratio."""
+    sp = getattr(label, "speedup", None)
+    return sp if sp is not None else getattr(label, "stated_speedup", None)
+
+
+def pr_slots(pr: str, labels: list[Any], published: list[Measurement]) -> list[Slot]:
+    """The PR's slots: one per scope where the labels or the published measurements have a
+    value (a scope with neither is no slot). ``published`` are the measurements that reach
+    the datasets (the policy's ``published``); their median is what ``kernel_speedup`` /
+    ``e2e_speedup`` carry."""
+    out = []
+    for scope in SCOPES:
+        true = _median(
+            [v for lab in labels if lab.scope == scope if (v := label_speedup(lab)) is not None]
+        )
+        got = _median(
+            [v for m in published if m.scope == scope and (v := m.documented_speedup) is not None]
+        )
+        if true is None and got is None:
+            continue
+        if got is None:
+            outcome = "missing"
+        elif true is None:
+            outcome = "invented"
+        else:
+            outcome = "right" if abs(got / true - 1) <= MEDIAN_TOLERANCE else "wrong"
+        out.append(Slot(pr, scope, true, got, outcome))
+    return out
+
+
+def slot_summary(slots: list[Slot]) -> dict[str, Any]:
+    """Counts per outcome and the headline: the share of slots whose published median is
+    wrong or invented (what a user would be misled by)."""
+    counts = {
+        k: sum(s.outcome == k for s in slots) for k in ("right", "wrong", "missing", "invented")
+    }
+    n = len(slots)
+    bad = counts["wrong"] + counts["invented"]
+    with_truth = n - counts["invented"]
+    return {
+        "slots": n,
+        **counts,
+        "wrong_or_invented_share": round(bad / n, 4) if n else None,
+        "right_share_of_true_slots": round(counts["right"] / with_truth, 4) if with_truth else None,
+    }
+
+
+# ------------------------------------------------------------------- the scoring log
+
+
+class ScoringRefused(RuntimeError):
+    """A held-out set was already scored by this extractor and policy version."""
+
+
+@dataclass(frozen=True)
+class ScoringLog:
+    """The committed record of every held-out scoring (one JSON object per line).
+
+    Why: a blind set is only blind for its first scoring; a second look at its misses tunes
+    the extractor to it. :meth:`check` refuses to score a set again with the same extractor
+    and policy versions unless a reason is given, and :meth:`record` keeps that reason."""
+
+    path: Path
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        return [json.loads(ln) for ln in self.path.read_text().splitlines() if ln.strip()]
+
+    def previous(self, set_name: str, versions: dict[str, str]) -> list[dict[str, Any]]:
+        return [
+            e for e in self.entries() if e.get("set") == set_name and e.get("versions") == versions
+        ]
+
+    def check(self, set_name: str, versions: dict[str, str], why: str | None) -> None:
+        """Raise :class:`ScoringRefused` when the set was scored with these versions and no
+        reason for another scoring is given."""
+        before = self.previous(set_name, versions)
+        if before and not (why and why.strip()):
+            last = before[-1]
+            raise ScoringRefused(
+                f"{set_name} was already scored with {versions} on {last.get('when')} "
+                f"({last.get('why')!r}); a blind set is scored once: pass --why to say why "
+                "it must be scored again"
+            )
+
+    def record(
+        self, set_name: str, versions: dict[str, str], why: str | None, figures: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Append one scoring (set, versions, reason, UTC time, headline figures)."""
+        import datetime
+
+        entry = {
+            "set": set_name,
+            "versions": versions,
+            "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "why": (why or "first scoring").strip(),
+            "figures": figures,
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+        return entry

@@ -145,13 +145,13 @@ def extractor_code_version(llm_model: str | None) -> str:
     LLM prompt's version and model when an endpoint is configured. Read from the modules at
     call time, so a new extractor version marks pr_gains stale and ``refresh`` re-runs it."""
     from dagster_project import gpus
-    from dagster_project.gains import llm_extractor
+    from dagster_project.gains import llm_extractor, policy
     from dagster_project.gains.extract import choose
 
     # GPU names decide gains attribution (gains/mentions.py), so their version is part of it.
     version = (
         f"table-{choose.EXTRACTOR_VERSION}+gpus-{gpus.RULES_VERSION}"
-        f"+quarantine-{QUARANTINE_VERSION}"
+        f"+quarantine-{QUARANTINE_VERSION}+policy-{policy.POLICY_VERSION}"
     )
     if llm_model:
         version += f"+llm-{llm_extractor.PROMPT_VERSION}:{llm_model}"
@@ -241,7 +241,7 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
     for r in runs.iter_rows(named=True):
         primary = (r["extractor"] == "llm") == ((r["repo"], r["number"]) in llm_ok)
         for i, m in enumerate(json.loads(r["measurements_json"] or "[]")):
-            m = dict(m)
+            m = _with_policy(dict(m))
             m.pop("repo", None)
             m.pop("pr_number", None)
             gain_id = f"{r['repo']}#{r['number']}:{r['extractor']}:{i}"
@@ -266,6 +266,21 @@ def gains_frame(runs: pl.DataFrame) -> pl.DataFrame:
             bool(row.get("audit_pass")) if row["primary"] and not row["quarantined"] else None
         )
     return pl.DataFrame(rows, schema=schema)
+
+
+def _with_policy(row: dict[str, Any]) -> dict[str, Any]:
+    """A cached measurement with the current publication policy applied (the policy is a
+    pure function of the audited fields, so a policy change needs no re-extraction)."""
+    from dagster_project.gains.policy import apply_policy
+
+    m = apply_policy(Measurement.from_dict(row))
+    row.update(
+        evidence_class=m.evidence_class,
+        confidence=m.confidence,
+        published=m.published,
+        withheld_reason=m.withheld_reason,
+    )
+    return row
 
 
 #: Version of the quarantine rule below; part of ``pr_gains``' code version.
@@ -369,13 +384,16 @@ def cross_checks(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _gains_by_pr(pr_gains: pl.DataFrame | None) -> dict[tuple[str, int], list[Measurement]]:
-    """The primary extractor's *audited* measurements per PR: the only ones that reach a
+    """The primary extractor's *published* measurements per PR (audited, and kept by the
+    publication policy, :mod:`dagster_project.gains.policy`): the only ones that reach a
     dataset column (gains, config_pr_gains, kernel_speedup, e2e_speedup,
-    speedup_vs_default). Audit-failed rows stay in ``derived.pr_gains`` with their flags."""
+    speedup_vs_default). The rest stay in ``derived.pr_gains`` with ``withheld_reason``."""
     if pr_gains is None or not pr_gains.height or "primary" not in pr_gains.columns:
         return {}
     out: dict[tuple[str, int], list[Measurement]] = {}
     usable = pl.col("primary") & pl.col("audit_pass").fill_null(False)
+    if "published" in pr_gains.columns:
+        usable = usable & pl.col("published").fill_null(False)
     if "quarantined" in pr_gains.columns:  # a quarantined PR gives no value at all
         usable = usable & ~pl.col("quarantined").fill_null(False)
     for r in pr_gains.filter(usable).iter_rows(named=True):

@@ -99,6 +99,16 @@ class Measurement:
     #: which layout produced it (``table:columns``, ``runs``, ``prose:stated``, ``llm``…);
     #: kept in lake rows for debugging, never in the card's ``gains``
     source: str | None = field(default=None, compare=False)
+    # publication policy (see dagster_project.gains.policy), set after the audit
+    #: the structure the audit found the values in (``pair:table:roles``, ``ratio:prose``…),
+    #: the same for both extractors because the audit locates them, not the extractor
+    evidence_class: str | None = None
+    #: how often measurements of this evidence class were right on the development sets
+    confidence: float | None = None
+    #: the policy's verdict: only published measurements reach dataset columns and medians
+    published: bool | None = None
+    #: why a measurement was not published ("" when it was)
+    withheld_reason: str | None = None
 
     @property
     def is_pair(self) -> bool:
@@ -112,12 +122,15 @@ class Measurement:
 
     @property
     def usable_speedup(self) -> float | None:
-        """:attr:`documented_speedup` if the measurement passed the audit, else ``None``.
+        """:attr:`documented_speedup` if the measurement passed the audit and was not withheld by
+        the publication policy, else ``None``.
 
         The one rule for every derived speedup column (kernel_speedup, e2e_speedup,
         speedup_vs_default): an unaudited or audit-failed value never feeds them.
         """
-        return self.documented_speedup if self.audit_pass is True else None
+        if self.audit_pass is not True or self.published is False:
+            return None  # a withheld measurement (publication policy) never feeds them either
+        return self.documented_speedup
 
     def to_gain(self) -> dict[str, Any]:
         """The card's ``gains`` entry (exactly :data:`GAIN_FIELDS`, in order)."""

@@ -314,6 +314,8 @@ VERSIONED = {
         "gains.extract.choose:EXTRACTOR_VERSION",
         tuple(f"gains/extract/{p.name}" for p in sorted((PACKAGE / "gains/extract").glob("*.py"))),
     ),
+    # issue 40: which audited measurements are published (evidence classes are the audit's)
+    "gains_policy": ("gains.policy:POLICY_VERSION", ("gains/policy.py", "gains/audit.py")),
 }
 
 #: rule -> (version, fingerprint) as last recorded. Re-record with

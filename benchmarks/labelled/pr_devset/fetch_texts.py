@@ -79,8 +79,12 @@ FRESH8_ROOT = Path(__file__).resolve().parent / "fresh8"
 #: the held-out set of extractor 2.9 (``split=fresh9``), scored once, then retired into
 #: development for 2.10
 FRESH9_ROOT = Path(__file__).resolve().parent / "fresh9"
-#: the held-out set of the current round (``split=fresh10``), scored once at its end
-HELD_ROOT = Path(__file__).resolve().parent / "fresh10"
+#: the held-out set of extractor 2.10 (``split=fresh10``), scored once, then retired into
+#: development for issue 40
+FRESH10_ROOT = Path(__file__).resolve().parent / "fresh10"
+#: the held-out set of issue 40 (``split=fresh11``: publication policy, per-PR scoring),
+#: scored once at its end (``eval_extractors.py --held``, recorded in ``scorings.jsonl``)
+HELD_ROOT = Path(__file__).resolve().parent / "fresh11"
 
 
 class DevsetError(ValueError):
@@ -127,7 +131,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh9" (retired held-out sets) | "fresh10" (held out); "held" was
+    # "dev" | "fresh" … "fresh10" (retired held-out sets) | "fresh11" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool

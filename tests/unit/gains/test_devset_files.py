@@ -39,8 +39,10 @@ FRESH7 = ROOT / "fresh7"
 FRESH8 = ROOT / "fresh8"
 #: the held-out set of extractor 2.9 (``split=fresh9``), retired into development for 2.10
 FRESH9 = ROOT / "fresh9"
-#: the held-out set of this round (``split=fresh10``), scored once at its end
-HELD = ROOT / "fresh10"
+#: the held-out set of extractor 2.10 (``split=fresh10``), retired into development for 40
+FRESH10 = ROOT / "fresh10"
+#: the held-out set of issue 40 (``split=fresh11``), scored once at its end
+HELD = ROOT / "fresh11"
 #: every committed set: the development sets and the held-out set
 SETS = {
     "dev": ROOT,
@@ -53,7 +55,8 @@ SETS = {
     "fresh7": FRESH7,
     "fresh8": FRESH8,
     "fresh9": FRESH9,
-    "fresh10": HELD,
+    "fresh10": FRESH10,
+    "fresh11": HELD,
 }
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset
