@@ -46,7 +46,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "is_binding_file": "a registration/binding file (declares ops, is no kernel)",
         "lines_changed": "lines added plus removed",
         "reverted_by": "the upstream commit that reverts this one, at the snapshot",
-        "duplicate_of": "id of an earlier row with the same before/after (reland, resubmit)",
+        "duplicate_of": "id of an earlier row of the same file it repeats (reland, resubmit): "
+        "same before/after, or changed lines >= 60% alike (mining/commits/reverts.py)",
         "task_kind": "kernel_edit, host_side, fragment, cosmetic or not_perf: the row as a task "
         "alone (mining/commits/task_kind.py)",
         "task_kind_reason": "why the row got its task_kind",
