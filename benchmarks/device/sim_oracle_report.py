@@ -32,24 +32,33 @@ from dagster_project.sim.measured import (  # noqa: E402
     TIER_FIELDS,
     cross_validate,
     error_summary,
+    fit_code_model,
     load_rows,
     model_points,
     pair_summary,
     region_failures,
     replay,
     speedup_pairs,
+    step_times,
     tier_path,
 )
 from dagster_project.sim.oracle import Oracle, OracleMiss  # noqa: E402
 
 
-def _tier(gpu: str, rows: list[dict[str, str]], pairs: list[Any]) -> list[dict[str, Any]]:
-    """Replay the sessions of the timed pairs; the tier rows of those that replay."""
+def _tier(
+    gpu: str, rows: list[dict[str, str]], pairs: list[Any], model: Any
+) -> list[dict[str, Any]]:
+    """Replay the sessions of the timed pairs; the tier rows of those that replay (and the
+    count of their steps timed by measurement, by the code model, or not at all)."""
     oracle = Oracle(gpu)
     tasks = {t.session_id: t for t in build_tasks()[0]}
     modelled = {p.session_id: p.modelled for p in pairs}
     out, misses = [], 0
+    prov: collections.Counter[str] = collections.Counter()
     for sid in sorted(modelled):
+        if sid not in tasks:  # the current task draw no longer holds this session
+            misses += 1
+            continue
         s = simulate_session(tasks[sid])
         try:
             r = replay(s, gpu, oracle)
@@ -58,6 +67,7 @@ def _tier(gpu: str, rows: list[dict[str, str]], pairs: list[Any]) -> list[dict[s
             continue
         if r["measured_speedup"] is None:
             continue
+        prov.update(p for _ms, p in step_times(s, gpu, oracle, model))
         out.append(
             {
                 "session_id": sid,
@@ -78,6 +88,7 @@ def _tier(gpu: str, rows: list[dict[str, str]], pairs: list[Any]) -> list[dict[s
             }
         )
     print(f"tier: {len(out)} sessions replay their measured baseline and best; {misses} miss")
+    print(f"tier steps by provenance (code model for unmeasured steps): {dict(prov)}")
     return out
 
 
@@ -145,7 +156,7 @@ def main() -> None:
         print("region", *k, v)
     if a.no_tier:
         return
-    tier = _tier(a.gpu, rows, pairs)
+    tier = _tier(a.gpu, rows, pairs, fit_code_model(pts))
     ratios = [t["label_speedup"] / t["measured_speedup"] for t in tier if t["label_speedup"]]
     within = sum(abs(math.log(r)) <= math.log(2) for r in ratios)
     steps = sum(t["num_steps"] for t in tier)

@@ -102,14 +102,27 @@ def render(row: dict[str, str]) -> str:
 
 def _features(row: dict[str, str], pred: Prediction, gpu: str) -> tuple[float, ...]:
     """``codemodel.FEATURES`` of one answered kernel: its rendered source and launch."""
-    op = get_op(row["op"])
-    v = get_variant(op.family, row["impl"], row["variant"])
-    shape = json.loads(row["shape"])
-    code = render(row)
-    foot = footprint_bytes(
-        op.bytes(shape, row["dtype"]), code, row["impl"], shape, op.signature_for(row["dtype"])
-    )
-    feats = codemodel.features(code, row["impl"], v.level, pred, get_gpu(gpu), foot)
+    return kernel_features(
+        row["op"], row["impl"], row["variant"], json.loads(row["shape"]), row["dtype"],
+        render(row), pred, gpu,
+    )  # fmt: skip
+
+
+def kernel_features(
+    op_name: str,
+    impl: str,
+    tag: str,
+    shape: dict[str, int],
+    dtype: str,
+    code: str,
+    pred: Prediction,
+    gpu: str,
+) -> tuple[float, ...]:
+    """``codemodel.FEATURES`` of a kernel from its source and its prediction on ``gpu``."""
+    op = get_op(op_name)
+    v = get_variant(op.family, impl, tag)
+    foot = footprint_bytes(op.bytes(shape, dtype), code, impl, shape, op.signature_for(dtype))
+    feats = codemodel.features(code, impl, v.level, pred, get_gpu(gpu), foot)
     return tuple(codemodel.vector(feats))
 
 
@@ -398,3 +411,46 @@ def replay(session: dict[str, Any], gpu: str, oracle: Any) -> dict[str, Any]:
         "best_key": keys[best],
         "measured_speedup": (base.ms / top.ms) if base.ms and top.ms else None,
     }
+
+
+#: The provenance of a step whose time is the code model's (``step_times``): the rule and
+#: its version, so a row says which correction it carries.
+CODE_MODELLED = f"modelled:codemodel-{codemodel.CODEMODEL_VERSION}"
+
+
+def step_times(
+    session: dict[str, Any], gpu: str, oracle: Any, model: codemodel.Ridge
+) -> list[tuple[float | None, str]]:
+    """Per step of a regenerated session on ``gpu``: (device ms, provenance). A step whose
+    exact source was answered is ``measured`` (its answer's time, None if it did not run
+    correctly); any other step that ran is timed by the code model (``CODE_MODELLED``: the
+    roofline prediction on ``gpu`` times the fitted correction of its source and launch);
+    a step that did not run has no time (``modelled``)."""
+    op = get_op(session["op"])
+    card = get_gpu(gpu)
+    out: list[tuple[float | None, str]] = []
+    for i, tr in enumerate(session["trace"]):
+        code = session["messages"][2 + 2 * i]["content"]
+        ans = oracle.get(code, session["shape"], session["dtype"])
+        if ans is not None:
+            out.append((ans.ms, "measured"))
+            continue
+        if tr["time_ms"] is None:
+            out.append((None, "modelled"))
+            continue
+        v = get_variant(op.family, session["impl"], tr["tag"])
+        params = tr["params"] or dict(
+            default_params(v, op, session["dtype"], session["shape"], get_gpu(session["gpu"]))
+        )
+        try:
+            pred = predict(op, session["shape"], session["dtype"], card, v, params)
+        except InfeasibleConfig:
+            out.append((None, "modelled"))
+            continue
+        feats = kernel_features(
+            session["op"], session["impl"], tr["tag"], session["shape"], session["dtype"],
+            code, pred, gpu,
+        )  # fmt: skip
+        corr = model.predict([feats])[0]
+        out.append((round(pred.device_ms * math.exp(corr), 6), CODE_MODELLED))
+    return out

@@ -153,3 +153,25 @@ def test_render_regenerates_the_answered_kernel() -> None:
         code = render(r)
         assert r["op"] in code or r["op"].split("_")[0] in code
         assert code_sha(code) != "" and len(code) > 200
+
+
+def test_unmeasured_steps_take_the_code_model_time_measured_ones_their_answer() -> None:
+    from dagster_project.sim.kernelinfer import build_tasks, simulate_session
+    from dagster_project.sim.measured import CODE_MODELLED, fit_code_model, step_times
+    from dagster_project.sim.oracle import Answer, Oracle, answer_key
+
+    pts = model_points(load_rows("h100"), "h100", code=True)
+    model = fit_code_model(pts)
+    task = next(t for t in build_tasks()[0] if t.impl == "triton" and t.gpu == "h100")
+    s = simulate_session(task)
+    code0 = s["messages"][2]["content"]
+    key = answer_key(code0, s["shape"], s["dtype"], "h100")
+    ans = Answer(key, s["op"], s["impl"], s["trace"][0]["tag"], "ok", 0.123, 1.0, 0.0, "", "")
+    times = step_times(s, "h100", Oracle("h100", {key: ans}), model)
+    assert times[0] == (0.123, "measured")
+    ran = [i for i, t in enumerate(s["trace"]) if t["time_ms"] is not None and i > 0]
+    assert ran and all(times[i][1] in (CODE_MODELLED, "measured") for i in ran)
+    coded = [times[i][0] for i in ran if times[i][1] == CODE_MODELLED]
+    assert coded and all(ms is not None and ms > 0 for ms in coded)
+    # with no answers at all, step 0 is timed by the code model too
+    assert step_times(s, "h100", Oracle("h100", {}), model)[0][1] == CODE_MODELLED
