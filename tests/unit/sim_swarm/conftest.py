@@ -12,7 +12,7 @@ import pytest
 
 from dagster_project.sim import kernelswarm as ks
 
-SMALL_SEED = 7
+SMALL_SEED = 9  # 7 drew no unstable verification under holdout rule 2.0.0 (issue 39)
 SMALL_EPISODES = 68
 
 
