@@ -54,9 +54,14 @@ def test_every_export_of_a_small_build_loads(
     assert load(str(infer), "tasks_holdout", split="test").num_rows > 0
     assert load("json", data_files=str(infer / "sessions.jsonl"), split="train").num_rows == n
     opt = exports / "kernel-opt-rl"
-    for subset in ("tuned_configs", "kernel_commits"):
-        rows = sum(load(str(opt), subset, split=split).num_rows for split in ("train", "test"))
-        assert rows > 0
+    counts = {}
+    for subset in ("tuned_configs", "kernel_commits", "pr_tasks"):
+        counts[subset] = {split: load(str(opt), subset, split=split) for split in ("train", "test")}
+        assert sum(ds.num_rows for ds in counts[subset].values()) > 0
+    # pr_tasks (issue 41) holds every kernel_commits row once, as a file of its commit's task
+    for split in ("train", "test"):
+        files = counts["pr_tasks"][split]["files"]
+        assert sum(len(f) for f in files) == counts["kernel_commits"][split].num_rows
     # measured_configs holds the H200 rows of tuned configs this build has; the fixture
     # repos' configs match none, and `datasets` refuses an empty split by design
     # ("corresponds to no data"), so an empty file is checked for its schema instead.
