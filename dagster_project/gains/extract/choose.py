@@ -109,7 +109,12 @@ from dagster_project.gains.schema import Measurement
 #: between two variants the text never names the PR's); a ratio column gives claims only
 #: beside a strongly named baseline and PR column; a reference-named column or row is never
 #: the PR's side beside a strong baseline; an implementation's name under a strongly named
-#: run ("Before:" / "FlashInfer: 10 ms") is what the run timed, not a side
+#: run ("Before:" / "FlashInfer: 10 ms") is what the run timed, not a side; a shape or
+#: parameter header of a rows-are-sides table is a key, never the metric; a "speedup vs X"
+#: column beside a strong baseline neither names X the baseline nor states the pair's ratio;
+#: removed for paying on no blind set (fresh9 and fresh10 scored alike under 2.7, 2.9 and
+#: 2.10): 2.9's hyperfine summaries, "finished in N seconds" log lines, "Stage 49s." and
+#: comma-separated "name value unit" role lines
 EXTRACTOR_VERSION = "2.12"
 
 

@@ -33,7 +33,6 @@ from dagster_project.gains.extract.vocab import (
     unit_in,
 )
 from dagster_project.gains.normalise import (
-    TIME_UNITS,
     UNIT_PATTERN,
     infer_higher_is_better,
     normalise_unit,
@@ -133,58 +132,6 @@ def _json_records(s: str, line: str) -> list[Rec] | None:
     return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
 
 
-#: 2.9: hyperfine's summary lines, ``Time (mean ± σ):  9.37 s ±  0.21 s  [User: 8.95 s,
-#: System: 2.03 s]`` and ``Range (min … max):  8.93 s … 10.01 s  100 runs``
-_HYPERFINE_TIME = re.compile(
-    rf"^Time\s*\(mean\s*±\s*σ\)\s*:\s*(?P<mean>{_VAL})\s*(?P<unit>{_UNIT})\s*±\s*{_VAL}\s*{_UNIT}"
-    rf"(?:\s*\[User:\s*(?P<user>{_VAL})\s*{_UNIT},\s*System:\s*(?P<sys>{_VAL})\s*{_UNIT}\])?",
-    re.I,
-)
-_HYPERFINE_RANGE = re.compile(
-    rf"^Range\s*\(min\s*…\s*max\)\s*:\s*(?P<min>{_VAL})\s*(?P<unit>{_UNIT})\s*…\s*"
-    rf"(?P<max>{_VAL})\s*{_UNIT}",
-    re.I,
-)
-
-
-def _hyperfine_records(s: str, line: str) -> list[Rec] | None:
-    """The readings of one hyperfine summary line (mean, user and system CPU time, min and
-    max); ``None`` when the line is not one. Read as such because ``±`` and ``…`` between
-    two values are not the ``key: value`` shape."""
-    names = {"mean": "time (mean)", "user": "user time", "sys": "system time"}
-    m = _HYPERFINE_TIME.match(s)
-    if m is None:
-        m = _HYPERFINE_RANGE.match(s)
-        names = {"min": "time (min)", "max": "time (max)"}
-    if m is None:
-        return None
-    unit = m.group("unit")
-    out: list[Rec] = []
-    for g, name in names.items():
-        v = parse_number(m.group(g)) if m.group(g) is not None else None
-        if v is not None:
-            out.append(Rec(name, v, m.group(g), unit, (), line))
-    return out
-
-
-#: 2.9: a log line's elapsed time, "[12:00:05] [DecodingStage] finished in 3.6521 seconds"
-_LOG_DONE = re.compile(
-    rf"\b(?:finished|completed|done)\s+in\s+(?P<val>{_VAL})\s*(?P<unit>{_UNIT})(?![\w/])", re.I
-)
-
-
-def _log_time_records(s: str, line: str) -> list[Rec] | None:
-    """The elapsed time of a log line, named by the last bracketed name before it (the
-    stage); ``None`` when the line is not one (or its unit is not a time)."""
-    m = _LOG_DONE.search(s)
-    if m is None or normalise_unit(m.group("unit")) not in TIME_UNITS:
-        return None
-    names = re.findall(r"\[([A-Za-z][\w .-]{0,40})\]", s[: m.start()])
-    name = f"{names[-1]} time" if names else "time"
-    v = parse_number(m.group("val"))
-    return [Rec(name, v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
-
-
 def _tqdm_records(s: str, line: str) -> list[Rec]:
     """tqdm's ``9.5it/s`` and ``input: 1234.5 toks/s, output: 234.5 toks/s`` readings."""
     out: list[Rec] = []
@@ -208,8 +155,6 @@ _HEAD_VALUE = re.compile(
     re.I,
 )
 _ALIGNED_PAIR = re.compile(rf"^(?P<name>\S.*?\S)\s{{2,}}(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\s*$")
-#: 2.9: one identifier and its value with a unit, "DenoisingStage 49s." (a log's stage time)
-_NAME_VALUE = re.compile(rf"^(?P<name>[A-Za-z_][\w.-]*)\s+(?P<val>{_VAL})\s*(?P<unit>{_UNIT})\.?$")
 
 
 def _keyed_records(s: str, line: str) -> list[Rec] | None:
@@ -229,7 +174,7 @@ def _keyed_records(s: str, line: str) -> list[Rec] | None:
             for a, b in re.findall(r"([\w.]+)\s*=\s*([\w.]+)", m.group("head"))
         )
         return [Rec("", v, m.group("val"), m.group("unit"), ks, line)] if v is not None else []
-    m = _ALIGNED_PAIR.match(line.strip()) or _NAME_VALUE.match(s)
+    m = _ALIGNED_PAIR.match(line.strip())
     if m and not re.search(r":\s|:$", m.group("name")):
         v = parse_number(m.group("val"))
         return (
@@ -287,12 +232,6 @@ def parse_records(line: str) -> list[Rec]:
             return out
     if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
         return []
-    hyperfine = _hyperfine_records(s, line)
-    if hyperfine is not None:
-        return hyperfine
-    logged = _log_time_records(s, line)
-    if logged is not None:
-        return logged
     keyed = _keyed_records(s, line)
     if keyed is not None:
         return keyed
@@ -387,7 +326,7 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         return recs
     m = re.match(rf"^\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?P<tail>.*)$", rest, re.I)
     if not m:
-        return _named_values(rest, line) or _clause_record(rest, line)
+        return _clause_record(rest, line)
     v = parse_number(m.group("val"))
     tail = m.group("tail") or ""
     if (
@@ -404,31 +343,6 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         ev = parse_number(e.group("val"))
         if ev is not None:
             out.append(Rec(e.group("unit"), ev, e.group("val"), e.group("unit"), (), line))
-    return out
-
-
-_NAMED_VALUE = re.compile(
-    rf"^\s*(?P<name>[A-Za-z][\w ./-]{{0,30}}?)\s+(?P<val>{_VAL})\s*"
-    rf"(?P<unit>{_UNIT}|[KMGT]i?B\b)\s*$"
-)
-
-
-def _named_values(rest: str, line: str) -> list[Rec]:
-    """2.9: ``this PR: total 5384.2 ms, decode 1814.8 ms, peak reserved 31990 MB``: a role
-    line's comma-separated ``name value unit`` readings (sizes are memory, not runs'
-    values); empty unless every part has that shape."""
-    parts = [p for p in re.split(r"[,;]", rest) if p.strip()]
-    found = [_NAMED_VALUE.match(p) for p in parts]
-    if len(parts) < 2 or not all(found):
-        return []
-    out: list[Rec] = []
-    for m in found:
-        assert m is not None
-        v = parse_number(m.group("val"))
-        unit = m.group("unit")
-        if v is None or re.fullmatch(r"[kmgt]i?b|bytes", unit, re.I):
-            continue
-        out.append(Rec(m.group("name").strip(), v, m.group("val"), unit, (), line))
     return out
 
 

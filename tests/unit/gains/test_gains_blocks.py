@@ -938,55 +938,35 @@ main
     assert [m.stated_speedup for m in extract_text(signed)] == [1.042]
 
 
-def test_round_ten_tool_output_and_log_lines() -> None:
-    """2.9: hyperfine's summary lines (mean, user, system, min, max), a stage's elapsed time
-    in a log line, "Stage 41s." and a role line of comma-separated readings (sizes left
-    out); a role heading that carries a commit sha still names its side."""
-    hyperfine = """t
-### before (main at 0a1b2c3d4e5f60718293a4b5c6d7e8f901234567)
-
-```shell
-Benchmark 1: python -c "import engine"
-  Time (mean ± σ):      4.210 s ±  0.100 s    [User: 3.900 s, System: 1.200 s]
-  Range (min … max):    4.050 s …  4.480 s    50 runs
-```
-
-### after (this PR at 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432)
-
-```shell
-Benchmark 1: python -c "import engine"
-  Time (mean ± σ):      3.950 s ±  0.090 s    [User: 3.700 s, System: 1.150 s]
-  Range (min … max):    3.820 s …  4.300 s    50 runs
-```"""
-    assert sorted(pairs(hyperfine)) == [
-        (1.2, 1.15),
-        (3.9, 3.7),
-        (4.05, 3.82),
-        (4.21, 3.95),
-        (4.48, 4.3),
-    ]
+def test_round_ten_log_layouts_were_removed() -> None:
+    """2.12 (issue 40, fewer rules): 2.9 read hyperfine summaries, a stage's "finished in N
+    seconds" log line, "Stage 41s." and a role line of comma-separated readings; on the two
+    blind sets that met them (fresh9, fresh10) 2.7, 2.9 and 2.10 scored the same labels, so
+    they were removed. These layouts are read no more (a rule comes back with blind evidence).
+    A role heading that carries a commit sha still names its side."""
     log = """t
-### Before
+### Before (main at 0a1b2c3d4e5f60718293a4b5c6d7e8f901234567)
 
 ```
-[09:00:01] [VaeStage] started...
 [09:00:05] [VaeStage] finished in 4.2500 seconds
 ```
 
-### After
+### After (this PR at 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432)
 
 ```
-[09:10:01] [VaeStage] started...
 [09:10:04] [VaeStage] finished in 3.1000 seconds
 ```"""
-    ms = [m for m in extract_text(log) if m.is_pair]
-    assert [(m.baseline, m.optimized, m.metric) for m in ms] == [(4.25, 3.1, "VaeStage time")]
-    stage = "t\nBefore:\n\nUnetStage 52s.\n\nPR:\n\nUnetStage 33s.\n"
-    assert pairs(stage) == [(52.0, 33.0)]
-    listed = """t
-- this PR (`abc1234`): total 812.5 ms, decode 301.0 ms, peak reserved 20480 MB
-- `main` (`def5678`): total 990.0 ms, decode 402.5 ms, peak reserved 24576 MB"""
-    assert sorted(pairs(listed)) == [(402.5, 301.0), (990.0, 812.5)]
+    assert pairs(log) == []
+    assert pairs("t\nBefore:\n\nUnetStage 52s.\n\nPR:\n\nUnetStage 33s.\n") == []
+    sha = """t
+### Before (main at 0a1b2c3d4e5f60718293a4b5c6d7e8f901234567)
+
+latency: 4.25 s
+
+### After (this PR at 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432)
+
+latency: 3.10 s"""
+    assert pairs(sha) == [(4.25, 3.1)]
 
 
 def test_round_ten_commands_ratio_columns_and_arrowed_readings() -> None:
