@@ -44,7 +44,7 @@ from typing import Any
 
 from .codegen import FAMILY_BUGS, slip_kinds
 from .env import ANY_BUG, COMPILE_ERROR, OK, WRONG_RESULT, Candidate, KernelEnv, Submission
-from .failure_model import MistakeMemory, bug_intent, slip_intent
+from .failure_model import HANDS_SLIP_WEIGHT, MistakeMemory, bug_intent, slip_intent
 from .kernels import plan
 from .timing import inert_params
 from .variants import (
@@ -191,8 +191,8 @@ class Engineer:
 
     def _maybe_mistake(self, v: Variant, p: Params, kind: str) -> Candidate:
         prof = self.prof
-        mult = {"variant": 1.6, "tune": 0.55, "fix": 0.3}.get(kind, 0.0)
-        p_slip = prof.p_slip * mult * (1.35 - 0.7 * prof.skill)
+        # slips are rare (``failure_model``, 1.10.0); semantic bugs keep their 1.9.0 rates
+        p_slip = slip_intent(kind, prof.p_slip, prof.skill, HANDS_SLIP_WEIGHT)
         if self.rng.random() < p_slip:
             return Candidate.of(v, p, slip=self.rng.choice(slip_kinds(self.task.impl)))
         if kind not in ("variant", "tune"):
@@ -321,6 +321,8 @@ class Observation:
     smem_bytes: int | None  # bytes the overflow message or the ok resource line prints
     #: an ok the harness checked correct (False: printed "unverified", never a best)
     verified: bool = True
+    #: the waves of the printed resource line (grid over the resident slots of the GPU)
+    waves: float | None = None
 
 
 def observe(rec: StepRecord) -> Observation:
@@ -345,6 +347,7 @@ def observe(rec: StepRecord) -> Observation:
         sub.spread_pct,
         smem,
         sub.verified or sub.status != OK,
+        sub.prediction.waves if sub.status == OK and sub.prediction is not None else None,
     )
 
 
@@ -357,10 +360,24 @@ STOP_SHARE = 0.5
 #: A gain counts as beyond the noise past this many times the larger reported spread (the
 #: difference of two medians with spread s has a spread of about 1.4 s).
 GAIN_NOISE = 1.5
+#: The least relative gain a tuning move must be expected to bring (a 1% spread floor).
+NOISE_FLOOR = 0.01
 STOP_MIN = 12
 STOP_IDLE = 6
 #: A rung whose best is this many times the session's best is not reopened.
 SLOW_RUNG = 1.3
+#: A rung is tuned only while its best is within this factor of the session's best.
+TUNE_RUNG = 1.15
+#: The occupancy rule of thumb (``Policy._occupancy_hunch``): waves under which a grid is
+#: underfilled, over which it can afford bigger tiles, and the hunch's size (log ratio).
+UNDERFILLED = 0.5
+OVERFILLED = 8.0
+HUNCH = 0.08
+#: Dimensions that raise the grid when increased, and tile dimensions that lower it.
+_SPLIT_DIMS = frozenset({"splits", "split_k", "SPLIT_K", "NUM_SPLITS"})
+_TILE_DIMS = frozenset(
+    {"BM", "BN", "BLOCK_M", "BLOCK_N", "rows", "ROWS", "BLOCK", "tile", "TB", "BLOCK_D"}
+)
 #: Parameters that can be inert (``timing.inert_params``): a move of only these is checked.
 _MAYBE_INERT = frozenset({"GROUP_M", "minb"})
 
@@ -391,6 +408,8 @@ class _Rung:
     done: bool = False
     #: the harness printed this rung's times as unverified (tuned after the checked ones)
     unverified: bool = False
+    #: waves the resource line printed for the rung's best configuration
+    best_waves: float | None = None
 
 
 def _key(p: Params) -> tuple[tuple[str, object], ...]:
@@ -712,7 +731,7 @@ class Policy:
         rs.unverified = rs.unverified or not o.verified
         if t < rs.best_time:
             gain = rs.best_time / t - 1 if rs.best_time < math.inf else math.inf
-            rs.best_time, rs.best_key = t, k
+            rs.best_time, rs.best_key, rs.best_waves = t, k, o.waves
             rs.stale = 0 if gain > o.spread_pct / 100 else rs.stale + 1
         else:
             rs.stale += 1
@@ -822,7 +841,8 @@ class Policy:
         the best by more than the noise for ``STOP_SHARE`` of the steps it took to get
         there (at least ``STOP_MIN``, at most twice ``patience``), or ``STOP_IDLE`` steps
         in a row have not beaten it at all. An engineer who found its best quickly gives up
-        sooner; one still finding gains late keeps going."""
+        sooner; one still finding gains late keeps going. (Tuning moves themselves need an
+        expected gain beyond the noise: ``_tune_rung``.)"""
         last = len(self.hist) - 1
         if last - self.last_improve >= STOP_IDLE:
             return True
@@ -887,8 +907,35 @@ class Policy:
         """Own estimate of a one-notch move's log time ratio (0 when never measured; a
         skilled engineer's hunch is less noisy)."""
         e = self.effects.get((tag, dim, sign))
-        mean = sum(e) / len(e) if e else -0.02
+        mean = sum(e) / len(e) if e else -0.02 + self._occupancy_hunch(tag, dim, sign)
         return mean + self.rng.gauss(0.0, 0.12 * (1.25 - self.prof.skill))
+
+    def _won(self, tag: str, dim: str, sign: int) -> bool:
+        """Whether this one-notch move was measured faster on average."""
+        e = self.effects.get((tag, dim, sign))
+        return e is not None and len(e) > 0 and sum(e) < 0
+
+    def _occupancy_hunch(self, tag: str, dim: str, sign: int) -> float:
+        """What the printed waves suggest of an unmeasured move (issue 39): a grid that
+        fills under half a wave wants more parallelism (more splits, smaller tiles); one of
+        many waves can afford bigger tiles. An engineer's rule of thumb, not a model."""
+        rs = self.rungs.get(tag)
+        w = rs.best_waves if rs is not None else None
+        if w is None:
+            return 0.0
+        if dim in _SPLIT_DIMS:
+            after = w * 2.0**sign  # one notch about doubles or halves the grid
+        elif dim in _TILE_DIMS:
+            after = w * 2.0**-sign
+        else:
+            return 0.0
+        if after > w and w < UNDERFILLED and dim in _SPLIT_DIMS:
+            return -HUNCH  # more splits for an underfilled grid (smaller tiles cost reuse)
+        if after < w and after < 1.0:
+            return HUNCH  # a grid left under one wave: idle SMs
+        if after < w and w > OVERFILLED:
+            return -0.5 * HUNCH  # bigger tiles with waves to spare
+        return 0.0
 
     def _tune(self, last: int) -> Decision | None:
         live = [
@@ -898,6 +945,8 @@ class Policy:
             and not rs.done
             and tag not in self.bad
             and (tag != self.base_rung.tag or len(self.rungs) == 1)
+            # issue 39: a rung well behind the best is not tuned further without a reason
+            and rs.best_time <= TUNE_RUNG * self.best_time
         ]
         live.sort(key=lambda x: (x[1].unverified, x[1].best_time))
         # the runner-up gets a turn only while it is close to the best
@@ -941,13 +990,12 @@ class Policy:
         assert rs.best_key is not None
         p = dict(rs.best_key)
         base_step = rs.step_of.get(rs.best_key)
-        # the longer the rung has not improved, the less sure a move has to look before it
-        # is tried (moves measured slower by more than the noise come last); past
-        # ``patience`` without a gain beyond the noise, only clear wins are worth a step
+        # issue 39: a move is worth a step only when its own estimate gains more than the
+        # measured noise (1.9.0 lowered the bar as the rung went stale, to moves it expected
+        # 40% slower); once no move looks like a gain beyond the noise, the rung is done
         if rs.stale >= 10 * self.patience:
             return None
-        reach = min(1.0, rs.stale / self.patience)
-        bar = 0.03 + 0.37 * reach
+        bar = -max(NOISE_FLOOR, GAIN_NOISE * self.best_spread / 100)
         opts, singles = self._single_moves(v, tag, rs, p, bar)
         # two dimensions at once, along moves not measured slower
         opts += self._pair_moves(v, tag, rs, p, singles)
@@ -1001,8 +1049,8 @@ class Policy:
         for a in range(len(singles)):
             for b in range(a + 1, len(singles)):
                 (d1, s1, _), (d2, s2, _) = singles[a], singles[b]
-                if d1 == d2:
-                    continue
+                if d1 == d2 or not (self._won(tag, d1, s1) and self._won(tag, d2, s2)):
+                    continue  # issue 39: combine only moves each measured faster
                 q = _notched(space, p, ((d1, s1), (d2, s2)))
                 k = _key(q)
                 if k in rs.tried or not valid(v, self.op, self.dtype, q):

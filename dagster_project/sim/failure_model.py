@@ -47,14 +47,19 @@ FAILURE_MODEL_VERSION = "1.0.0"
 #: lands only on a line the step rewrote, so a parameter-only tune rarely has room for one).
 #: 1.9.0 used 2.75 / 4.95 / 0.3.
 SLIP_WEIGHT: dict[str, float] = {"variant": 0.04, "tune": 0.06, "fix": 0.0}
+#: The same for a swarm agent's ``Hands`` (``Engineer._maybe_mistake``), whose submissions
+#: carry no edit base, so a slip lands wherever it is typed. 1.9.0 used 1.6 / 0.55 / 0.3.
+HANDS_SLIP_WEIGHT: dict[str, float] = {"variant": 0.05, "tune": 0.015, "fix": 0.0}
 #: Intent to write a semantic bug, as a multiple of ``AgentProfile.p_bug`` (1.9.0: 6.05 on
 #: both): new code (a rung) is where logic goes wrong; a retune rewrites a few lines.
 BUG_WEIGHT: dict[str, float] = {"variant": 7.5, "tune": 6.5}
 
 
-def slip_intent(kind: str, p_slip: float, skill: float) -> float:
+def slip_intent(
+    kind: str, p_slip: float, skill: float, weights: dict[str, float] | None = None
+) -> float:
     """Chance that a step of ``kind`` is typed with a slip (skill makes it rarer)."""
-    return p_slip * SLIP_WEIGHT.get(kind, 0.0) * (1.35 - 0.7 * skill)
+    return p_slip * (weights or SLIP_WEIGHT).get(kind, 0.0) * (1.35 - 0.7 * skill)
 
 
 def bug_intent(kind: str, p_bug: float, skill: float) -> float:

@@ -210,6 +210,7 @@ def test_policy_has_no_handle_to_the_cost_model() -> None:
         "spread_pct",
         "smem_bytes",
         "verified",
+        "waves",
     }
 
 

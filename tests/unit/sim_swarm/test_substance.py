@@ -82,7 +82,8 @@ def test_failing_reviews_quote_the_candidates_own_line(small_build: list[Episode
             assert 1 <= n <= len(code)
             assert code[n - 1].strip().startswith(text), (m["content"], code[n - 1])
             quoted += 1
-    assert quoted >= 5
+    # typed slips, what a reviewer quotes by line, are rare since 1.10.0 (sim/failure_model)
+    assert quoted >= 2
 
 
 def _env(ep: Episode) -> KernelEnv:
