@@ -106,12 +106,15 @@ def _compare(pts: list[Any]) -> None:
     overall, per op, and the worst held-out kernels of the code model."""
     runs: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
     for by in ("session", "op"):
-        for method in ("rung", "code"):
+        for method in ("rung", "ridge", "code"):
             runs[(by, method)] = cross_validate(pts, by, method)
-    print(f"timing models, {len(pts)} timed kernels (held out = fitted without them):")
+    print(
+        f"timing models, {len(pts)} timed kernels (held out = fitted without them; ridge = "
+        "code features, ridge alone; code = the learner nested folds pick, ridge or trees):"
+    )
     print(f"  raw model (never fitted)   {_figs(pts, speedup_pairs(pts))}")
     for (by, method), (held, hp) in runs.items():
-        print(f"  {method:4s} held out by {by:7s} {_figs(held, hp)}")
+        print(f"  {method:5s} held out by {by:7s} {_figs(held, hp)}")
     per = {"raw": error_summary(pts)["per_op"]}
     per |= {f"{m}/{b}": error_summary(h)["per_op"] for (b, m), (h, _) in runs.items()}
     print("  per op, med|log| (<=2x):", " | ".join(per))

@@ -27,11 +27,12 @@ code's features carry over to an op the fit never saw.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -331,24 +332,139 @@ def group_folds(groups: Sequence[str], k: int) -> list[list[int]]:
     return out
 
 
+class Model(Protocol):
+    """A fitted correction: log(measured / modelled) of feature rows."""
+
+    def predict(self, x: Sequence[Sequence[float]] | Any) -> list[float]: ...
+
+
+def _inner_error(
+    make: Callable[[Any, Any], Model], xa: Any, ya: Any, folds: list[list[int]]
+) -> float:
+    """Median absolute error of ``make``'s fits over ``folds`` of these rows."""
+    errs: list[float] = []
+    for test in folds:
+        mask = np.ones(len(ya), bool)
+        mask[test] = False
+        model = make(xa[mask], ya[mask])
+        errs.extend(abs(p - t) for p, t in zip(model.predict(xa[test]), ya[test], strict=True))
+    return float(np.median(errs))
+
+
 def choose_penalty(
-    x: Sequence[Sequence[float]], y: Sequence[float], groups: Sequence[str]
+    x: Sequence[Sequence[float]] | Any, y: Sequence[float] | Any, groups: Sequence[str]
 ) -> float:
     """The penalty of ``PENALTIES`` with the least median absolute error over
     ``INNER_FOLDS`` group folds of these (training) rows alone."""
+    return _choose_ridge(np.asarray(x, float), np.asarray(y, float), groups)[0]
+
+
+def _choose_ridge(xa: Any, ya: Any, groups: Sequence[str]) -> tuple[float, float]:
     folds = group_folds(groups, INNER_FOLDS)
     if len(folds) < 2:
-        return PENALTIES[len(PENALTIES) // 2]
+        return PENALTIES[len(PENALTIES) // 2], math.inf
+    scored = [
+        (_inner_error(functools.partial(fit, penalty=lam), xa, ya, folds), lam) for lam in PENALTIES
+    ]
+    err, lam = min(scored)
+    return lam, err
+
+
+# --------------------------------------------------------------------------------------
+# boosted depth-2 trees: the second learner the inner folds may pick
+# --------------------------------------------------------------------------------------
+
+#: Fixed before any held-out run (not tuned): rounds, shrinkage, least rows per leaf.
+BOOST_ROUNDS = 80
+BOOST_RATE = 0.1
+BOOST_MIN_LEAF = 8
+
+#: One depth-2 tree: (feature, threshold, left subtree, right subtree), leaves are floats.
+Tree = tuple[int, float, "Tree | float", "Tree | float"]
+
+
+def _best_split(xa: Any, r: Any, order: Any, min_leaf: int) -> tuple[int, float] | None:
+    """(feature, threshold) of the split that most reduces the squared error of ``r`` over
+    the rows ``order`` holds (per feature, those rows' indices sorted by that feature)."""
+    n = order.shape[0]
+    if n < 2 * min_leaf:
+        return None
+    xs = xa[order, np.arange(xa.shape[1])]
+    cs = np.cumsum(r[order], axis=0)
+    total = cs[-1]
+    k = np.arange(1, n)[:, None]
+    gain = cs[:-1] ** 2 / k + (total - cs[:-1]) ** 2 / (n - k) - total**2 / n
+    valid = (xs[:-1] < xs[1:]) & (k >= min_leaf) & (n - k >= min_leaf)
+    gain = np.where(valid, gain, -np.inf)
+    pos, feat = np.unravel_index(int(np.argmax(gain)), gain.shape)
+    if not np.isfinite(gain[pos, feat]) or gain[pos, feat] <= 0:
+        return None
+    return int(feat), float((xs[pos, feat] + xs[pos + 1, feat]) / 2)
+
+
+def _grow(xa: Any, r: Any, order: Any, depth: int) -> Tree | float:
+    """A tree of ``depth`` over the rows ``order`` holds (sorted once per fit, filtered
+    for each child, so no node sorts again)."""
+    split = _best_split(xa, r, order, BOOST_MIN_LEAF) if depth > 0 else None
+    if split is None:
+        return float(r[order[:, 0]].mean())
+    f, t = split
+    go_left = xa[:, f] <= t
+    cols = order.T
+    keep = go_left[cols]
+    left = cols[keep].reshape(cols.shape[0], -1).T
+    right = cols[~keep].reshape(cols.shape[0], -1).T
+    return (f, t, _grow(xa, r, left, depth - 1), _grow(xa, r, right, depth - 1))
+
+
+def _tree_values(tree: Tree | float, xa: Any) -> Any:
+    """The tree's leaf value for every row of ``xa`` (vectorised)."""
+    if isinstance(tree, float):
+        return np.full(len(xa), tree)
+    f, t, left, right = tree
+    return np.where(xa[:, f] <= t, _tree_values(left, xa), _tree_values(right, xa))
+
+
+@dataclass(frozen=True)
+class Boosted:
+    """Gradient-boosted depth-2 regression trees (squared loss), clamped like ``Ridge``."""
+
+    base: float
+    trees: tuple[Tree, ...]
+    lo: float
+    hi: float
+
+    def predict(self, x: Sequence[Sequence[float]] | Any) -> list[float]:
+        xa = np.asarray(x, float)
+        v = np.full(len(xa), self.base)
+        for t in self.trees:
+            v += BOOST_RATE * _tree_values(t, xa)
+        return [float(min(max(e, self.lo), self.hi)) for e in v]
+
+
+def fit_boosted(x: Sequence[Sequence[float]] | Any, y: Sequence[float] | Any) -> Boosted:
+    """``BOOST_ROUNDS`` depth-2 trees, each fitted to the residual of the ones before."""
     xa, ya = np.asarray(x, float), np.asarray(y, float)
-    best, best_err = PENALTIES[0], math.inf
-    for lam in PENALTIES:
-        errs: list[float] = []
-        for test in folds:
-            mask = np.ones(len(ya), bool)
-            mask[test] = False
-            model = fit(xa[mask], ya[mask], lam)
-            errs.extend(abs(p - t) for p, t in zip(model.predict(xa[test]), ya[test], strict=True))
-        err = float(np.median(errs))
-        if err < best_err:
-            best, best_err = lam, err
-    return best
+    pred = np.full(len(ya), ya.mean())
+    order = np.argsort(xa, axis=0, kind="stable")
+    trees: list[Tree] = []
+    for _ in range(BOOST_ROUNDS):
+        tree = _grow(xa, ya - pred, order, 2)
+        if isinstance(tree, float):
+            break
+        trees.append(tree)
+        pred += BOOST_RATE * _tree_values(tree, xa)
+    return Boosted(float(ya.mean()), tuple(trees), float(ya.min()), float(ya.max()))
+
+
+def fit_model(
+    x: Sequence[Sequence[float]] | Any, y: Sequence[float] | Any, groups: Sequence[str]
+) -> Model:
+    """The learner these (training) rows pick for themselves: ridge at its best penalty or
+    the boosted trees, whichever has the smaller median absolute error over the same
+    ``INNER_FOLDS`` group folds of these rows (nested: no held-out row takes part)."""
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    lam, ridge_err = _choose_ridge(xa, ya, groups)
+    folds = group_folds(groups, INNER_FOLDS)
+    boost_err = _inner_error(fit_boosted, xa, ya, folds) if len(folds) >= 2 else math.inf
+    return fit_boosted(xa, ya) if boost_err < ridge_err else fit(xa, ya, lam)

@@ -324,13 +324,18 @@ def folds(points: list[Point], by: str) -> list[tuple[list[int], list[int]]]:
     return out
 
 
-def _code_fix(train: list[Point], test: list[Point], by: str) -> list[float]:
-    """The code model's log corrections of ``test``, fitted on ``train`` alone (its
-    penalty chosen by group folds inside ``train``: sessions or ops, as the outer split)."""
+def _code_fix(train: list[Point], test: list[Point], by: str, method: str) -> list[float]:
+    """The code model's log corrections of ``test``, fitted on ``train`` alone: ridge at
+    the penalty group folds inside ``train`` choose (``"ridge"``), or the learner those
+    folds choose between that ridge and boosted trees (``"code"``); the inner groups are
+    sessions or ops, as the outer split."""
     x = [p.features for p in train]
     y = [-p.log_err for p in train]
     groups = _components(train) if by == "session" else [p.op for p in train]
-    model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
+    if method == "ridge":
+        model: codemodel.Model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
+    else:
+        model = codemodel.fit_model(x, y, groups)
     return model.predict([p.features for p in test])
 
 
@@ -339,29 +344,33 @@ def cross_validate(
 ) -> tuple[list[Point], list[Pair]]:
     """Held-out corrected points and pairs: each session component (``by="session"``) or
     each op (``by="op"``) predicted from a fit on the rest, by the per-(impl, rung level)
-    correction (``method="rung"``) or the code model (``"code"``: points need features)."""
+    correction (``method="rung"``) or the code model (points need features): ridge alone
+    (``"ridge"``) or the learner nested folds pick between ridge and boosted trees
+    (``"code"``, the one ``fit_code_model`` and ``step_times`` use)."""
     held: list[Point] = []
     pairs: list[Pair] = []
     for train_i, test_i in folds(points, by):
         train = [points[i] for i in train_i]
         test = [points[i] for i in test_i]
-        if method == "code":
-            fixed = [_moved(p, c) for p, c in zip(test, _code_fix(train, test, by), strict=True)]
+        if method in ("code", "ridge"):
+            fix = _code_fix(train, test, by, method)
+            fixed = [_moved(p, c) for p, c in zip(test, fix, strict=True)]
         elif method == "rung":
             corr = fit_corrections(train)
             fixed = [corrected(p, corr) for p in test]
         else:
-            raise ValueError(f"method rung or code, not {method!r}")
+            raise ValueError(f"method rung, ridge or code, not {method!r}")
         held.extend(fixed)
         pairs.extend(speedup_pairs(fixed))
     return held, pairs
 
 
-def fit_code_model(points: list[Point]) -> codemodel.Ridge:
-    """The code model fitted on every point (penalty by session-component folds)."""
+def fit_code_model(points: list[Point]) -> codemodel.Model:
+    """The code model fitted on every point (learner and penalty chosen by group folds of
+    session components)."""
     x = [p.features for p in points]
     y = [-p.log_err for p in points]
-    return codemodel.fit(x, y, codemodel.choose_penalty(x, y, _components(points)))
+    return codemodel.fit_model(x, y, _components(points))
 
 
 # --------------------------------------------------------------------------------------
@@ -419,7 +428,7 @@ CODE_MODELLED = f"modelled:codemodel-{codemodel.CODEMODEL_VERSION}"
 
 
 def step_times(
-    session: dict[str, Any], gpu: str, oracle: Any, model: codemodel.Ridge
+    session: dict[str, Any], gpu: str, oracle: Any, model: codemodel.Model
 ) -> list[tuple[float | None, str]]:
     """Per step of a regenerated session on ``gpu``: (device ms, provenance). A step whose
     exact source was answered is ``measured`` (its answer's time, None if it did not run

@@ -175,3 +175,16 @@ def test_unmeasured_steps_take_the_code_model_time_measured_ones_their_answer() 
     assert coded and all(ms is not None and ms > 0 for ms in coded)
     # with no answers at all, step 0 is timed by the code model too
     assert step_times(s, "h100", Oracle("h100", {}), model)[0][1] == CODE_MODELLED
+
+
+def test_boosted_trees_fit_a_step_and_nested_folds_pick_the_learner_that_fits() -> None:
+    x = [[float(i % 10), float(i % 7)] for i in range(60)]
+    step = [2.0 if a >= 5 else 0.0 for a, _ in x]
+    b = codemodel.fit_boosted(x, step)
+    assert b.predict([[8.0, 0.0]])[0] == pytest.approx(2.0, abs=0.05)
+    assert b.predict([[1.0, 0.0]])[0] == pytest.approx(0.0, abs=0.05)
+    assert b.predict([[99.0, 0.0]])[0] <= max(step)  # clamped to the training range
+    groups = [str(i % 12) for i in range(60)]
+    assert isinstance(codemodel.fit_model(x, step, groups), codemodel.Boosted)
+    line = [0.3 * a - 0.1 * c for a, c in x]
+    assert isinstance(codemodel.fit_model(x, line, groups), codemodel.Ridge)
