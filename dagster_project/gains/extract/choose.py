@@ -112,9 +112,12 @@ from dagster_project.gains.schema import Measurement
 #: run ("Before:" / "FlashInfer: 10 ms") is what the run timed, not a side; a shape or
 #: parameter header of a rows-are-sides table is a key, never the metric; a "speedup vs X"
 #: column beside a strong baseline neither names X the baseline nor states the pair's ratio;
-#: removed for paying on no blind set (fresh9 and fresh10 scored alike under 2.7, 2.9 and
-#: 2.10): 2.9's hyperfine summaries, "finished in N seconds" log lines, "Stage 49s." and
-#: comma-separated "name value unit" role lines
+#: role lines alike ("main" / "torch" / "this PR" pair main with the PR; "torch" / "this PR"
+#: is no pair); a prose ratio said against a reference, or against a weakly named
+#: implementation by the PR's strongly named side, is no claim. Removed for paying on no
+#: blind set (fresh9 and fresh10 scored alike under 2.7, 2.9 and 2.10): 2.9's hyperfine
+#: summaries, "finished in N seconds" log lines, "Stage 49s." and comma-separated "name
+#: value unit" role lines
 EXTRACTOR_VERSION = "2.12"
 
 

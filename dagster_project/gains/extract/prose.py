@@ -22,6 +22,7 @@ from dagster_project.gains.extract.vocab import (
     METRIC_WORDS,
     NON_PERF,
     metric_from_unit,
+    role_of,
 )
 from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit, parse_stated_speedup
 from dagster_project.gains.numbers import parse_number
@@ -373,6 +374,33 @@ def _summary_or_bound(s: str, m: re.Match[str], lead: str, tail: str) -> bool:
     )
 
 
+_AGAINST_AFTER = re.compile(
+    r"^[^.;]{0,40}?\b(?:than|vs\.?|versus|over|against|compared\s+(?:to|with)|relative\s+to)"
+    r"\s+(?P<x>[^,.;()]{1,40})",
+    re.I,
+)
+_AGAINST_BEFORE = re.compile(
+    r"\b(?:compared\s+(?:to|with)|relative\s+to|vs\.?|versus|against)\s+(?P<x>[^,.;()]{1,40})"
+    r"[,;:]?[^,.;]{0,40}$",
+    re.I,
+)
+
+
+def _against_third(lead: str, tail: str) -> bool:
+    """2.12 (issue 40): a ratio said against a reference ("3.75x faster than the PyTorch
+    reference", "compared with TensorRT-LLM, 1.5x"), or against an implementation named
+    only weakly while the PR's side is named strongly ("this PR is 2.1x faster than
+    cuBLAS"): a comparison with a third implementation, not the PR's gain (as in tables)."""
+    found = _AGAINST_AFTER.match(tail) or _AGAINST_BEFORE.search(lead)
+    if found is None:
+        return False
+    target = role_of(found.group("x"))
+    if target.kind == "reference":
+        return True
+    subject = role_of(re.split(r"[.;:]\s", lead)[-1])
+    return target.strength == 1 and subject.kind == "optimized" and subject.strength == 2
+
+
 def _not_performance(m: re.Match[str], lead: str, tail: str) -> bool:
     """A ratio restated after its formula (read by :func:`transitions`), or one about
     accuracy, memory, shares, utilisation or hit rates."""
@@ -435,7 +463,7 @@ def _stated(s: str, b: Block, *, summaries: bool = False) -> list[Candidate]:
             continue  # "bs=8: -8.09% / 1.088x" under "Largest observed gains:" is a claim
         if not summaries and _summary_or_bound(s, m, lead, tail):
             continue
-        if _not_performance(m, lead, tail):
+        if _not_performance(m, lead, tail) or _against_third(lead, tail):
             continue
         v = _stated_value(s, m, lead, tail)
         if v is None:

@@ -760,7 +760,7 @@ class _TextRuns:
         ):
             return False
         rec = Rec(ref.metric, recs[0].value, recs[0].text, recs[0].unit, ref.keys, ln)
-        self.runs.append(Run(Role("optimized", 1), m.group("label").strip(), self.b, [rec]))
+        self.runs.append(Run(Role("optimized", 2), m.group("label").strip(), self.b, [rec]))
         self.last_pr = self.runs[-1]
         return True
 
@@ -854,12 +854,29 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
             and pending.role.kind == r.role.kind
             and pending.role.strength != r.role.strength
         ):
-            # "sgl_kernel: 5.63 us" / "FlashInfer: 3.79 us (1.49x faster)": one side is said
-            # to win, the other (named only weakly) is then the baseline
             weak = pending if pending.role.strength < r.role.strength else r
-            weak.role = Role("baseline" if r.role.kind == "optimized" else "optimized", 1)
+            if r.role.kind == "baseline":
+                # 2.12 (issue 40): "main: 10 ms" / "torch: 30 ms": a weakly named run beside
+                # a strong baseline is a third implementation, never the PR's side (2.11
+                # made it the PR's: a speedup on the wrong side of 1)
+                pending = r if weak is pending else pending
+                continue
+            strong = r if weak is pending else pending
+            if role_of(strong.label).strength == 2:
+                # 2.12: "FlashInfer: 30 ms" / "this PR: 8 ms": the PR's side named, the other
+                # implementation is a third one; the named side waits for its baseline
+                pending = strong
+                continue
+            # "sgl_kernel: 5.63 us" / "FlashInfer: 3.79 us (1.49x faster)": one side is said
+            # to win, the other (named only weakly) is then the baseline, as sure as its winner
+            weak.role = Role("baseline", 2)
         if pending is None or pending.role.kind == r.role.kind:
             pending = r
+            continue
+        if pending.role.strength != r.role.strength:
+            # 2.12: "torch: 30 ms" / "this PR: 8 ms": a weak side beside a strong one is a
+            # third implementation (as in tables, ``tables._choose``): the strong one waits
+            pending = pending if pending.role.strength > r.role.strength else r
             continue
         b, o = (pending, r) if pending.role.kind == "baseline" else (r, pending)
         out.append((b, o))
@@ -904,8 +921,9 @@ def _parallel_groups(sided: list[Run]) -> list[tuple[Run, Run]] | None:
 def _name_unnamed_beside_baseline(runs: list[Run]) -> None:
     """2.4: a run named by nothing next to a strongly named baseline run of the same
     benchmark (at least two metrics in common: "Results for X:" then "Comparing to Y") is
-    the run the PR compares with it; it is named the optimized side, weakly. Only when no
-    run of the text is named the optimized side already (then that run is the PR's)."""
+    the run the PR compares with it; it is named the optimized side, as sure as the baseline
+    beside it (2.12). Only when no run of the text is named the optimized side already (then
+    that run is the PR's)."""
     if any(r.role.kind == "optimized" for r in runs):
         return
     for a, b in zip(runs, runs[1:], strict=False):
@@ -919,7 +937,7 @@ def _name_unnamed_beside_baseline(runs: list[Run]) -> None:
             _norm_metric(r.metric) for r in named.records
         }
         if len(shared) >= 2:
-            unnamed.role = Role("optimized", 1)
+            unnamed.role = Role("optimized", 2)
 
 
 def run_candidates(blocks: list[Block]) -> list[Candidate]:

@@ -19,6 +19,7 @@ PRODUCTS = ("FlashInfer", "cuBLAS", "torch", "Triton", "TensorRT-LLM", "vLLM", "
 #: the products the vocabulary does not already call a reference (``TensorRT-LLM`` and
 #: ``cuDNN`` are references: never the PR's side, whatever "time" would give)
 NAMES = tuple(p for p in PRODUCTS if p not in ("TensorRT-LLM", "cuDNN"))
+NAMES_AND_REFERENCES = ("torch", "cuBLAS", "FlashInfer", "Triton", "reference", "TensorRT-LLM")
 REPOS = (None, "vllm-project/vllm", "sgl-project/sglang", "flashinfer-ai/flashinfer")
 
 
@@ -75,6 +76,38 @@ def test_a_third_implementation_is_never_a_side(layout: str, name: str, repo: st
     assert _pairs(text, repo) == want
     # no ratio-only claim against it either
     assert all(m.is_pair for m in extract_pr_gains(text, repo=repo).measurements)
+
+
+@pytest.mark.parametrize("name", NAMES_AND_REFERENCES)
+def test_a_third_implementations_line_is_never_a_side(name: str) -> None:
+    """Role lines: ``main`` / ``X`` / ``this PR`` pair main with the PR (2.11 paired main
+    with torch: a speedup of 0.33, the wrong side of 1), and ``X`` / ``this PR`` alone is
+    no pair, as with a line called ``time``."""
+    three = f"[Kernel] faster norm\nmain: 10.0 ms\n{name}: 30.0 ms\nthis PR: 8.0 ms\n"
+    assert _pairs(three) == [(10.0, 8.0)]
+    two = f"[Kernel] faster norm\n{name}: 30.0 ms\nthis PR: 8.0 ms\n"
+    assert _pairs(two) == _pairs(two.replace(f"{name}:", "time:")) == []
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The new kernel is 3.75x faster than the PyTorch reference.",
+        "Compared with TensorRT-LLM, this PR achieves a 1.5x speedup.",
+        "This PR is 2.1x faster than cuBLAS on H100.",
+        "Our kernel runs 2.1x faster than FlashInfer.",
+    ],
+)
+def test_a_ratio_said_against_a_third_implementation_is_no_claim(sentence: str) -> None:
+    assert extract_text("[Kernel] faster norm\n" + sentence) == []
+
+
+def test_a_ratio_said_against_main_stays_a_claim() -> None:
+    text = (
+        "[Kernel] faster norm\n"
+        "It is 3.75x faster than the PyTorch reference and 1.2x faster than main."
+    )
+    assert [m.stated_speedup for m in extract_text(text)] == [1.2]
 
 
 @pytest.mark.parametrize(
