@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import json
 import math
 import sys
 from pathlib import Path
@@ -40,7 +41,9 @@ from dagster_project.sim.measured import (  # noqa: E402
     replay,
     speedup_pairs,
     step_times,
+    summary_path,
     tier_path,
+    timing_model_summary,
 )
 from dagster_project.sim.oracle import Oracle, OracleMiss  # noqa: E402
 
@@ -101,7 +104,7 @@ def _figs(pts: list[Any], pairs: list[Any]) -> str:
     )
 
 
-def _compare(pts: list[Any]) -> None:
+def _compare(pts: list[Any]) -> dict[tuple[str, str], Any]:
     """Raw model, per-rung refit and code model, each held out by session and by op:
     overall, per op, and the worst held-out kernels of the code model."""
     runs: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
@@ -130,6 +133,7 @@ def _compare(pts: list[Any]) -> None:
                 f"  worst code/{by}: {p.op} {p.impl} {p.variant} measured {p.measured_ms:.4g} ms "
                 f"corrected {p.modelled_ms:.4g}"
             )
+    return runs
 
 
 def main() -> None:
@@ -154,7 +158,11 @@ def main() -> None:
     print("speedup, modelled vs measured (same GPU):", pair_summary(pairs))
     for p in sorted(pairs, key=lambda p: abs(math.log(p.ratio)))[-5:]:
         print(f"  worst: {p.session_id} measured {p.measured:.3g}x modelled {p.modelled:.3g}x")
-    _compare(pts)
+    runs = _compare(pts)
+    held = {by: runs[(by, "code")] for by in ("session", "op")}
+    summary = timing_model_summary(pts, len(rows), held)
+    summary_path(a.gpu).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {summary_path(a.gpu).relative_to(ROOT)}: {summary}")
     for k, v in sorted(region_failures(rows).items()):
         print("region", *k, v)
     if a.no_tier:

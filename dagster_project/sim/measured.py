@@ -373,6 +373,51 @@ def fit_code_model(points: list[Point]) -> codemodel.Model:
     return codemodel.fit_model(x, y, _components(points))
 
 
+def _figures(points: list[Point], pairs: list[Pair]) -> dict[str, Any]:
+    e, p = error_summary(points)["all"], pair_summary(pairs)
+    return {
+        "kernels": e["n"],
+        "median_abs_log_err": e["median_abs_log_err"],
+        "within_2x": e["within_2x"],
+        "sessions": p["n"],
+        "speedup_within_2x": p.get("within_2x"),
+    }
+
+
+def timing_model_summary(
+    points: list[Point],
+    answers: int,
+    held: dict[str, tuple[list[Point], list[Pair]]] | None = None,
+) -> dict[str, Any]:
+    """The card's figures of the timing model on the measured session kernels: the raw
+    model, and the code model held out by session and by op (``points`` need features;
+    ``held``: those two cross-validations by scheme, when the caller already ran them)."""
+    out: dict[str, Any] = {
+        "codemodel_version": codemodel.CODEMODEL_VERSION,
+        "answers": answers,
+        "ops": len({p.op for p in points}),
+        "raw": _figures(points, speedup_pairs(points)),
+    }
+    for by in ("session", "op"):
+        run = (held or {}).get(by) or cross_validate(points, by, "code")
+        out[f"code_held_out_by_{by}"] = _figures(*run)
+    return out
+
+
+def summary_path(gpu: str) -> Any:
+    """Where the timing model's figures on ``gpu``'s answers are shipped (for the card)."""
+    return answers_path(gpu).with_name(f"{gpu}_timing_model.json")
+
+
+def read_timing_model_summary(gpu: str) -> dict[str, Any] | None:
+    """The shipped figures of ``timing_model_summary`` (None when none were written)."""
+    path = summary_path(gpu)
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
 # --------------------------------------------------------------------------------------
 # the measured tier: sessions whose baseline and best kernels were both timed
 # --------------------------------------------------------------------------------------

@@ -167,7 +167,10 @@ ASSETS: dict[str, Access] = {
             "sim.kernelinfer_sessions",
             "sim.kernelinfer_tasks_holdout",
             "sim.compile_validation",
-        )
+        ),
+        # issue 36: the card states the timing model's error on the shipped H100 answers
+        # (sim/data/measured/h100_timing_model.json), so new answers re-export the card
+        shipped=("sim/data/measured",),
     ),
     "kernelswarm_export": Access(
         reads=(

@@ -4,6 +4,7 @@ and cross-validation folds that never let a held-out session or op into the fit.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,33 @@ def test_boosted_trees_fit_a_step_and_nested_folds_pick_the_learner_that_fits() 
     assert isinstance(codemodel.fit_model(x, step, groups), codemodel.Boosted)
     line = [0.3 * a - 0.1 * c for a, c in x]
     assert isinstance(codemodel.fit_model(x, line, groups), codemodel.Ridge)
+
+
+def test_shipped_figures_match_the_shipped_answers_and_reach_the_card(tmp_path: Path) -> None:
+    from dagster_project.publish import export_kernelinfer
+    from dagster_project.sim.measured import (
+        error_summary,
+        read_timing_model_summary,
+        speedup_pairs,
+    )
+    from tests.unit.publish import lakes
+
+    summary = read_timing_model_summary("h100")
+    assert summary is not None
+    rows = load_rows("h100")
+    # rerun benchmarks/device/sim_oracle_report.py after shipping new answers
+    assert summary["answers"] == len(rows)
+    assert summary["codemodel_version"] == codemodel.CODEMODEL_VERSION
+    pts = model_points(rows, "h100")
+    raw = error_summary(pts)["all"]
+    assert summary["raw"]["kernels"] == raw["n"]
+    assert summary["raw"]["median_abs_log_err"] == raw["median_abs_log_err"]
+    assert summary["raw"]["sessions"] == len(speedup_pairs(pts))
+
+    lake = lakes.new_lake(tmp_path / "lake")
+    lakes.build_kernelinfer_lake(lake, shard_sizes=(2,))
+    readme = (export_kernelinfer(lake, tmp_path / "out").out_dir / "README.md").read_text()
+    flat = " ".join(readme.split())
+    assert f"median absolute log error of {summary['raw']['median_abs_log_err']} (" in flat
+    by_op = summary["code_held_out_by_op"]["median_abs_log_err"]
+    assert f"{summary['code_held_out_by_session']['median_abs_log_err']} / {by_op}" in flat
