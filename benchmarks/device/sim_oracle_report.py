@@ -133,6 +133,12 @@ def _compare(pts: list[Any]) -> dict[tuple[str, str], Any]:
                 f"  worst code/{by}: {p.op} {p.impl} {p.variant} measured {p.measured_ms:.4g} ms "
                 f"corrected {p.modelled_ms:.4g}"
             )
+        for pr in sorted(runs[(by, "code")][1], key=lambda p: abs(math.log(p.ratio)))[-3:]:
+            print(
+                f"  worst speedup code/{by}: {pr.session_id} measured {pr.measured:.3g}x "
+                f"corrected {pr.modelled:.3g}x"
+            )
+    print(f"  the shipped fit on all {len(pts)} kernels: {type(fit_code_model(pts)).__name__}")
     return runs
 
 
