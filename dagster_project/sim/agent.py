@@ -323,6 +323,8 @@ class Observation:
     verified: bool = True
     #: the waves of the printed resource line (grid over the resident slots of the GPU)
     waves: float | None = None
+    #: the registers per thread ptxas printed (CUDA; None for Triton, which prints none)
+    regs: int | None = None
 
 
 def observe(rec: StepRecord) -> Observation:
@@ -348,7 +350,15 @@ def observe(rec: StepRecord) -> Observation:
         smem,
         sub.verified or sub.status != OK,
         sub.prediction.waves if sub.status == OK and sub.prediction is not None else None,
+        _printed_regs(sub),
     )
+
+
+def _printed_regs(sub: Submission) -> int | None:
+    """The "N registers" of an ok CUDA step's ptxas line (capped at 255 as printed)."""
+    if sub.status != OK or sub.prediction is None or "__global__" not in sub.code:
+        return None
+    return min(sub.prediction.plan.regs, 255)
 
 
 #: A session has at least this many steps (the card's floor) unless nothing is left to try
@@ -373,6 +383,8 @@ TUNE_RUNG = 1.15
 UNDERFILLED = 0.5
 OVERFILLED = 8.0
 HUNCH = 0.08
+#: Registers per thread from which a bigger tile is expected to spill.
+REG_HEAVY = 128
 #: Dimensions that raise the grid when increased, and tile dimensions that lower it.
 _SPLIT_DIMS = frozenset({"splits", "split_k", "SPLIT_K", "NUM_SPLITS"})
 _TILE_DIMS = frozenset(
@@ -408,8 +420,9 @@ class _Rung:
     done: bool = False
     #: the harness printed this rung's times as unverified (tuned after the checked ones)
     unverified: bool = False
-    #: waves the resource line printed for the rung's best configuration
+    #: waves and registers the resource line printed for the rung's best configuration
     best_waves: float | None = None
+    best_regs: int | None = None
 
 
 def _key(p: Params) -> tuple[tuple[str, object], ...]:
@@ -731,7 +744,7 @@ class Policy:
         rs.unverified = rs.unverified or not o.verified
         if t < rs.best_time:
             gain = rs.best_time / t - 1 if rs.best_time < math.inf else math.inf
-            rs.best_time, rs.best_key, rs.best_waves = t, k, o.waves
+            rs.best_time, rs.best_key, rs.best_waves, rs.best_regs = t, k, o.waves, o.regs
             rs.stale = 0 if gain > o.spread_pct / 100 else rs.stale + 1
         else:
             rs.stale += 1
@@ -918,19 +931,25 @@ class Policy:
     def _occupancy_hunch(self, tag: str, dim: str, sign: int) -> float:
         """What the printed waves suggest of an unmeasured move (issue 39): a grid that
         fills under half a wave wants more parallelism (more splits, smaller tiles); one of
-        many waves can afford bigger tiles. An engineer's rule of thumb, not a model."""
+        many waves can afford bigger tiles; more splits for a grid that already fills the GPU
+        only add reduction traffic; a bigger tile with registers already at 128 or more per
+        thread spills. An engineer's rule of thumb, not a model."""
         rs = self.rungs.get(tag)
         w = rs.best_waves if rs is not None else None
-        if w is None:
+        if w is None or rs is None:
             return 0.0
+        if sign > 0 and dim in _TILE_DIMS and (rs.best_regs or 0) >= REG_HEAVY:
+            return 2 * HUNCH
         if dim in _SPLIT_DIMS:
             after = w * 2.0**sign  # one notch about doubles or halves the grid
         elif dim in _TILE_DIMS:
             after = w * 2.0**-sign
         else:
             return 0.0
-        if after > w and w < UNDERFILLED and dim in _SPLIT_DIMS:
-            return -HUNCH  # more splits for an underfilled grid (smaller tiles cost reuse)
+        if after > w and dim in _SPLIT_DIMS:
+            # more splits for an underfilled grid (smaller tiles cost reuse); a full one
+            # only pays the extra partial sums
+            return -HUNCH if w < UNDERFILLED else (HUNCH if w >= 1.0 else 0.0)
         if after < w and after < 1.0:
             return HUNCH  # a grid left under one wave: idle SMs
         if after < w and w > OVERFILLED:

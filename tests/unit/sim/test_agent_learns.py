@@ -211,6 +211,7 @@ def test_policy_has_no_handle_to_the_cost_model() -> None:
         "smem_bytes",
         "verified",
         "waves",
+        "regs",
     }
 
 
