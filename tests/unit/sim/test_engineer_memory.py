@@ -120,3 +120,20 @@ def test_group_m_over_one_row_of_tiles_is_inert() -> None:
     rows = {"M": 4096, "N": 14336, "K": 8192}
     kp = plan(op, rows, "int4", gpu, v, {**base, "GROUP_M": 1})
     assert "GROUP_M" not in inert_params(kp, {**base, "GROUP_M": 1})
+
+
+def test_the_policy_does_not_spend_a_step_on_an_inert_move() -> None:
+    from dagster_project.sim.agent import AgentProfile, Policy
+    from dagster_project.sim.hardware import get_gpu
+
+    v = get_variant("gemm", "triton", "v2_pipelined")
+    p = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
+    for m, inert in ((32, True), (4096, False)):
+        task = TaskSpec(
+            0, "int4_gemm", "triton", "a10", "int4", (("M", m), ("N", 14336), ("K", 8192)), 1
+        )
+        gpu = get_gpu("a10")
+        pol = Policy(task, gpu, random.Random(0), 40, AgentProfile(), v)
+        assert pol._inert_move(v, {**p, "GROUP_M": 1}, {**p, "GROUP_M": 8}) is inert
+        # a move of a parameter that does something is never inert
+        assert not pol._inert_move(v, {**p, "GROUP_M": 1}, {**p, "GROUP_M": 1, "num_warps": 8})
