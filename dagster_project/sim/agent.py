@@ -60,6 +60,7 @@ from .variants import (
     tempting_wrong_hw,
     valid,
 )
+from .verification import evidenced_rung, evidenced_rungs
 
 #: Parameters that grow shared memory when increased (first ones are cut first on overflow).
 _SMEM_DIMS = (
@@ -146,9 +147,17 @@ class Engineer:
         self.op = env.op
         self.task = env.task
         self.gpu = env.gpu
-        rungs = ladder(self.op.family, self.task.impl)
+        # only rungs with execution evidence on this GPU's family (issue 39, 39b)
+        rungs = evidenced_rungs(
+            ladder(self.op.family, self.task.impl), self.op.name, self.task.impl, self.gpu.arch
+        )
         self.base_rung = self.env.sound_baseline(rungs)
-        self.hw_rung = hw_choice(self.op.family, self.task.impl, self.gpu)
+        self.hw_rung = evidenced_rung(
+            hw_choice(self.op.family, self.task.impl, self.gpu),
+            self.op.name,
+            self.task.impl,
+            self.gpu.arch,
+        )
         self.wrong_hw = tempting_wrong_hw(self.op.family, self.task.impl, self.gpu)
         self.records: list[StepRecord] = []
         self.best_time = math.inf
@@ -501,9 +510,11 @@ class Policy:
         self.features = frozenset(gpu.features)
         self.cap = gpu.smem_cap_kb * 1024
         self._gpu_sheet = gpu
-        rungs = ladder(self.op.family, task.impl)
+        rungs = evidenced_rungs(ladder(self.op.family, task.impl), task.op, task.impl, gpu.arch)
         self.base_rung = base_rung
-        self.hw_rung = hw_choice(self.op.family, task.impl, gpu)
+        self.hw_rung = evidenced_rung(
+            hw_choice(self.op.family, task.impl, gpu), task.op, task.impl, gpu.arch
+        )
         self.wrong_hw = tempting_wrong_hw(self.op.family, task.impl, gpu)
         self.variants = {v.tag: v for v in rungs}
         if self.hw_rung is not None:

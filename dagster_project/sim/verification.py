@@ -607,6 +607,14 @@ def evidenced_rungs(rungs: list[Any], op: str, impl: str, family: str) -> list[A
     return kept or list(rungs)
 
 
+def evidenced_rung(v: Any, op: str, impl: str, family: str) -> Any:
+    """``v`` when it has execution evidence on ``family`` (see ``evidenced_rungs``), else
+    None: the architecture-specific rung an engineer reaches for is offered only then."""
+    if v is None or rung_status(op, impl, v.tag, family).status == UNVERIFIED:
+        return None
+    return v
+
+
 @lru_cache(maxsize=512)
 def can_verify(op: str, impl: str, family: str) -> bool:
     """Whether any rung of (op, impl) is verified on ``family``: a task without one could
@@ -680,6 +688,7 @@ __all__ = [
     "RungStatus",
     "best_kernel_violations",
     "can_verify",
+    "evidenced_rung",
     "evidenced_rungs",
     "mismatch_report",
     "region_evidence",

@@ -48,7 +48,7 @@ from ..feedback import (
 from ..rng import stream
 from ..timing import benchmark, noise_sigma
 from ..variants import Params, Variant, default_params, hw_choice, iter_params, ladder, param_space
-from ..verification import rung_status, step_status
+from ..verification import evidenced_rung, evidenced_rungs, rung_status, step_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID, SwarmAgent, draw_skill, make_agent
 from .review import fail_note, pass_note, read_candidate
 from .reward_rule import (
@@ -172,10 +172,18 @@ class Runtime:
         self.gpu = self.env.gpu
         self.dtype = self.task.dtype
         self.rng = stream(NAMESPACE, "episode", STREAM_EPOCH, seed, spec.episode_id)
-        rungs = ladder(self.op.family, self.task.impl)
+        # only rungs with execution evidence on this GPU's family (issue 39, 39b)
+        rungs = evidenced_rungs(
+            ladder(self.op.family, self.task.impl), self.op.name, self.task.impl, self.gpu.arch
+        )
         self.base_rung = self.env.sound_baseline(rungs)
         self.mid_rungs = [v for v in rungs if 1 <= v.level <= 3]
-        self.hw_rung = hw_choice(self.op.family, self.task.impl, self.gpu)
+        self.hw_rung = evidenced_rung(
+            hw_choice(self.op.family, self.task.impl, self.gpu),
+            self.op.name,
+            self.task.impl,
+            self.gpu.arch,
+        )
         self.events: list[Event] = []
         self.results: list[Event] = []
         self.agents: list[SwarmAgent] = []
