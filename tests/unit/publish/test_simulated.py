@@ -21,6 +21,8 @@ from dagster_project.publish import (
 )
 from dagster_project.publish import simulated as module
 from dagster_project.publish.cards import parse_front_matter
+from dagster_project.publish.simulated import card_comparison
+from dagster_project.sim.kernelinfer import CARD_STATS as KERNELINFER_CARD
 from tests.unit.publish import lakes
 from tests.unit.publish.conftest import SimExport
 
@@ -223,6 +225,14 @@ def test_kernelinfer_stats_json(infer_export: SimExport) -> None:
     assert {k: stats[k] for k in fresh} == json.loads(json.dumps(fresh))
 
 
+def test_a_deviation_within_five_percent_needs_no_reason() -> None:
+    rows = card_comparison(
+        "kernelinfer", {"mean_steps": 100.0, "steps": 10.0}, {"mean_steps": 104.0, "steps": 20}
+    )
+    assert rows[0]["why"] == "within 5%" and rows[0]["deviation"] == pytest.approx(0.04)
+    assert rows[1]["why"] == "sessions × mean_steps: see both"
+
+
 def stats_of(export: SimExport) -> dict[str, Any]:
     return export.report.stats
 
@@ -239,6 +249,12 @@ def test_kernelinfer_card(infer_export: SimExport) -> None:
     assert f"| best kernel | {stats_of(infer_export)['null_best_sessions']:,} sessions" in readme
     assert '`best["step"] is not None`' not in readme and 's["best"]["step"] is not None' in readme
     assert "| `unverified` |" in readme and "whatever the dtype or implementation" in readme
+    # every figure of the original card is compared, a deviation past 5% with its reason
+    rows = {r["figure"]: r for r in stats_of(infer_export)["card_comparison"]}
+    assert set(rows) == set(KERNELINFER_CARD)
+    assert rows["sessions"]["why"].startswith("the build's size")  # 9 fixture sessions
+    assert rows["mean_hours"]["why"] == "not explained yet"
+    assert f"| `sessions` | 1,899 | {stats_of(infer_export)['sessions']:,} |" in readme
     assert "37 of 40 sampled candidate kernels\n(92.5%) compiled with nvcc 13.0" in readme
     stats = infer_export.report.stats
     assert f"| sessions | {stats['sessions']:,} (" in readme
