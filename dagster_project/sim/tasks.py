@@ -122,6 +122,19 @@ def held_out(op: str, gpu: str, shape_items: tuple[tuple[str, int], ...]) -> boo
     return h < HOLDOUT_SHARE * 2**64
 
 
+def _checkable_impl(op: str, impl: str, pinned: bool, arch: str, dtype: str) -> str | None:
+    """The implementation a task is written in, so that some rung of it can be checked
+    correct on ``arch`` at ``dtype`` (issue 39: a task with none only yields runs nobody
+    checked): the drawn one, else the other (unless ``pinned``), else None (skip the task);
+    an unpinned task that neither can check keeps its draw."""
+    if can_verify(op, impl, arch, dtype):
+        return impl
+    if pinned:
+        return None
+    other = "cuda" if impl == "triton" else "triton"
+    return other if can_verify(op, other, arch, dtype) else impl
+
+
 def build_pool(
     seed: int,
     total: int,
@@ -173,15 +186,14 @@ def build_pool(
                 if combo in seen:
                     continue
                 seen.add(combo)
-                impl = (
+                drawn = (
                     impls[op_name]
                     if impls
                     else ("triton" if rng.random() < triton_share else "cuda")
                 )
-                if not impls and not can_verify(op_name, impl, gpu.arch):
-                    # no rung of this implementation ever ran correct on this arch family:
-                    # every step would be an unchecked run, so the engineer writes the other
-                    impl = "cuda" if impl == "triton" else "triton"
+                impl = _checkable_impl(op_name, drawn, bool(impls), gpu.arch, dtype)
+                if impl is None:
+                    continue  # a pinned implementation with nothing checkable here
                 idx = len(tasks)
                 sseed = (
                     derive_seed(

@@ -598,33 +598,55 @@ def sound_baseline(rungs: list[Any], op: str, impl: str, family: str) -> Any:
     return rungs[0]
 
 
-def evidenced_rungs(rungs: list[Any], op: str, impl: str, family: str) -> list[Any]:
-    """The rungs of a ladder an engineer is given on ``family``: those with execution
-    evidence there (verified, or measured wrong: a wrong rung really fails when tried), so
-    a session shows no run whose output nobody could check (issue 39). A ladder without
-    any such rung comes back whole; the task pools never draw one (``can_verify``)."""
-    kept = [v for v in rungs if rung_status(op, impl, v.tag, family).status != UNVERIFIED]
-    return kept or list(rungs)
+def _status_at(op: str, impl: str, tag: str, family: str, dtype: str | None) -> str:
+    """A rung's status on ``family``, narrowed to ``dtype``'s element width when given."""
+    st = rung_status(op, impl, tag, family)
+    if dtype is not None and st.verified:
+        st = _dtype_status(op, impl, tag, family, dtype)
+    return st.status
 
 
-def evidenced_rung(v: Any, op: str, impl: str, family: str) -> Any:
-    """``v`` when it has execution evidence on ``family`` (see ``evidenced_rungs``), else
-    None: the architecture-specific rung an engineer reaches for is offered only then."""
-    if v is None or rung_status(op, impl, v.tag, family).status == UNVERIFIED:
+def _evidenced(op: str, impl: str, tag: str, family: str, dtype: str | None) -> bool:
+    """Whether a rung has execution evidence on ``family`` (and, with ``dtype``, at the
+    task's element width): verified there, or measured wrong (a wrong rung really fails)."""
+    return _status_at(op, impl, tag, family, dtype) != UNVERIFIED
+
+
+def evidenced_rungs(
+    rungs: list[Any], op: str, impl: str, family: str, dtype: str | None = None
+) -> list[Any]:
+    """The rungs of a ladder an engineer is given on ``family`` at ``dtype``: those with
+    execution evidence there (``_evidenced``), so a session shows no run whose output
+    nobody could check (issue 39). A ladder without a verified rung comes back whole (an
+    engineer must have something that can run correct); the task pools avoid drawing one
+    (``can_verify``)."""
+    kept = [v for v in rungs if _evidenced(op, impl, v.tag, family, dtype)]
+    if not any(_status_at(op, impl, v.tag, family, dtype) == VERIFIED for v in kept):
+        return list(rungs)  # nothing here could be correct: the whole ladder, as before
+    return kept
+
+
+def evidenced_rung(v: Any, op: str, impl: str, family: str, dtype: str | None = None) -> Any:
+    """``v`` when it has execution evidence on ``family`` at ``dtype`` (see
+    ``evidenced_rungs``), else None: the architecture-specific rung an engineer reaches for
+    is offered only then."""
+    if v is None or not _evidenced(op, impl, v.tag, family, dtype):
         return None
     return v
 
 
-@lru_cache(maxsize=512)
-def can_verify(op: str, impl: str, family: str) -> bool:
-    """Whether any rung of (op, impl) is verified on ``family``: a task without one could
-    only produce runs nobody checked, so ``tasks.build_pool`` writes it in the other
-    implementation instead."""
-    return any(
-        st.verified
-        for (o, i, _tag, fam), st in verification_table().items()
-        if (o, i, fam) == (op, impl, family)
-    )
+@lru_cache(maxsize=4096)
+def can_verify(op: str, impl: str, family: str, dtype: str | None = None) -> bool:
+    """Whether any rung of (op, impl) is verified on ``family`` (at ``dtype``'s element
+    width, when given): a task without one could only produce runs nobody checked, so
+    ``tasks.build_pool`` writes it in the other implementation instead."""
+    for o, i, tag, fam in verification_table():
+        if (o, i, fam) != (op, impl, family):
+            continue
+        st = rung_status(op, impl, tag, family)
+        if st.verified and (dtype is None or _dtype_status(op, impl, tag, family, dtype).verified):
+            return True
+    return False
 
 
 def verification_rows() -> list[dict[str, Any]]:
