@@ -113,7 +113,9 @@ def test_cluster_region_is_never_ok() -> None:
     env = KernelEnv(task)
     v = env.variant("v4_wgmma_tma")
     sub = env.submit(Candidate.of(v, two), random.Random(0))
-    assert sub.status == WRONG_RESULT and "(sim_oracle)" in sub.detail
+    # the oracle's failure at this source and shape, in the harness's words (issue 39)
+    assert sub.status == WRONG_RESULT and "does not match the fp32 reference" in sub.detail
+    assert "sim_oracle" not in sub.detail
     assert env.submit(Candidate.of(v, one), random.Random(0)).status == OK
 
 
@@ -250,10 +252,16 @@ def test_triton_workspace_is_read_from_the_entry_point() -> None:
     is a runtime error and the session's baseline starts from the next rung."""
     from dagster_project.sim.memory import signature_dims, triton_workspace_bytes
 
-    task = next(
-        t
-        for t in build_tasks()[0]
-        if t.session_id.startswith("triton_chunked_prefill-a10-B=2,C=2048,P=65536")
+    # the task is spelled out (it was drawn by the default build before holdout rule 2.0.0
+    # changed the draws, issue 39)
+    task = TaskSpec(
+        1179,
+        "chunked_prefill",
+        "triton",
+        "a10",
+        "bf16",
+        (("B", 2), ("C", 2048), ("P", 65536), ("Hq", 32), ("Hkv", 8), ("D", 128)),
+        648037,
     )
     env = KernelEnv(task)
     op = get_op(task.op)
