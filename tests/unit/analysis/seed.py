@@ -124,6 +124,7 @@ GAINS_SCHEMA: dict[str, pl.DataType] = {
     "baseline_verbatim": pl.Boolean(),
     "optimized_verbatim": pl.Boolean(),
     "audit_pass": pl.Boolean(),
+    "published": pl.Boolean(),
     "source": pl.String(),
 }
 
@@ -352,6 +353,7 @@ def pr_gains(rng: random.Random) -> pl.DataFrame:
             if base and opt
             else (round(rng.uniform(1.0, 2.0), 2) if i % 3 else None)
         )
+        audit = (rng.random() < 0.8) if is_pair and i % 7 else None
         rows.append(
             {
                 "gain_id": f"g{i}",
@@ -378,7 +380,9 @@ def pr_gains(rng: random.Random) -> pl.DataFrame:
                 else None,
                 "baseline_verbatim": True,
                 "optimized_verbatim": True,
-                "audit_pass": (rng.random() < 0.8) if is_pair and i % 7 else None,
+                "audit_pass": audit,
+                # the publication policy withholds some audited values (gains/policy.py)
+                "published": bool(audit) and rng.random() < 0.75,
                 "source": "table:columns",
             }
         )

@@ -242,11 +242,15 @@ def test_gains_by_kernel_gpu(seeded: Seed, views: ViewReport) -> None:
     primary = [
         r
         for r in seeded.gains.to_dicts()
-        if r["primary"] and r["audit_pass"] is True and r["speedup"] is not None
+        if r["primary"] and r["published"] is True and r["speedup"] is not None
     ]
-    # the seed has audit-failed primaries: they must not reach the view
+    # the seed has audit-failed and audited-but-withheld primaries: neither reaches the view
     assert any(
         r["primary"] and r["audit_pass"] is not True and r["speedup"] is not None
+        for r in seeded.gains.to_dicts()
+    )
+    assert any(
+        r["primary"] and r["audit_pass"] is True and not r["published"] and r["speedup"]
         for r in seeded.gains.to_dicts()
     )
     expected = []
@@ -325,7 +329,7 @@ def test_speedup_values(seeded: Seed, views: ViewReport) -> None:
             "speedup": r["speedup"],
         }
         for r in seeded.gains.to_dicts()
-        if r["primary"] and r["audit_pass"] is True and r["speedup"] is not None
+        if r["primary"] and r["published"] is True and r["speedup"] is not None
     ]
     expected += [
         {
