@@ -22,20 +22,7 @@ def oracle_patch_reward(
     for r in rows.select("id", "path", "before_code", "after_code").iter_rows(named=True):
         edit = oracle_edit(r["before_code"], r["after_code"], r["path"])
         scores.append((r["id"], patch_reward(edit, r["before_code"], r["after_code"])))
-    n = len(scores)
-    perfect = sum(1 for _, v in scores if v == 1.0)
-    share = perfect / n if n else 1.0
-    low = [i for i, v in scores if v < low_score]
-    return CheckOutcome(
-        "oracle_patch_reward",
-        share >= min_share_perfect,
-        {
-            "rows": n,
-            "share_1.0": round(share, 5),
-            f"below_{low_score:g}": len(low),
-            f"below_{low_score:g}_ids": Json(low[:20]),
-        },
-    )
+    return _outcome("oracle_patch_reward", "rows", scores, min_share_perfect, low_score)
 
 
 def pr_oracle_patch_reward(
@@ -49,15 +36,27 @@ def pr_oracle_patch_reward(
         (r["id"], pr_patch_reward(pr_oracle_edit(r["files"]), r["files"]))
         for r in tasks.select("id", "files").iter_rows(named=True)
     ]
+    return _outcome("pr_oracle_patch_reward", "tasks", scores, min_share_perfect, low_score)
+
+
+def _outcome(
+    name: str,
+    unit: str,
+    scores: list[tuple[str, float]],
+    min_share_perfect: float,
+    low_score: float,
+) -> CheckOutcome:
+    """Both checks' verdict: the share of perfect oracle scores against the bar, and the
+    first ids scoring below ``low_score`` (one place, so the two checks read alike)."""
     n = len(scores)
     perfect = sum(1 for _, v in scores if v == 1.0)
     share = perfect / n if n else 1.0
     low = [i for i, v in scores if v < low_score]
     return CheckOutcome(
-        "pr_oracle_patch_reward",
+        name,
         share >= min_share_perfect,
         {
-            "tasks": n,
+            unit: n,
             "share_1.0": round(share, 5),
             f"below_{low_score:g}": len(low),
             f"below_{low_score:g}_ids": Json(low[:20]),
