@@ -354,6 +354,15 @@ def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[
     return result
 
 
+def rows_in_order(rows: list[dict[str, Any]], wanted: list[str] | None) -> list[dict[str, Any]]:
+    """The manifest's rows in the order of ``wanted`` (ids), rows it does not name after
+    them in manifest order; no ids: the manifest's order."""
+    if not wanted:
+        return rows
+    rank = {rid: i for i, rid in enumerate(wanted)}
+    return sorted(rows, key=lambda r: rank.get(r["id"], len(rank)))
+
+
 def main(argv: list[str]) -> int:
     import torch
 
@@ -364,9 +373,7 @@ def main(argv: list[str]) -> int:
     wanted = argv[2].split(",") if len(argv) > 2 and argv[2] else None
     only = set(wanted) if wanted else None
     manifest = json.loads((work / "manifest.json").read_text())
-    if wanted:
-        rank = {rid: i for i, rid in enumerate(wanted)}
-        manifest["rows"] = sorted(manifest["rows"], key=lambda r: rank.get(r["id"], len(rank)))
+    manifest["rows"] = rows_in_order(manifest["rows"], wanted)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     if cpu_patch_wanted(os.environ, cuda):

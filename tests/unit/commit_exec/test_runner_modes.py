@@ -130,3 +130,12 @@ def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "blocks [16]" in proc.stdout
+
+
+def test_the_timing_process_takes_rows_in_the_given_order() -> None:
+    """TIME_ROWS sets the timing process's order (its time limit usually ends the list, so
+    the rows a session most needs go first); unnamed rows keep the manifest's order."""
+    rows = [{"id": i} for i in ("a", "b", "c", "d")]
+    assert [r["id"] for r in runner.rows_in_order(rows, ["c", "a"])] == ["c", "a", "b", "d"]
+    assert runner.rows_in_order(rows, None) == rows
+    assert runner.rows_in_order(rows, []) == rows

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -286,3 +287,36 @@ def test_triton_workspace_is_read_from_the_entry_point() -> None:
     assert sub.status == WRONG_RESULT and sub.error_kind == "oom"
     session = simulate_session(task)
     assert session["trace"][0]["tag"] != "v0_naive" and check_session(session) == []
+
+
+def _sim_oracle_script() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "device" / "sim_oracle.py"
+    spec = importlib.util.spec_from_file_location("sim_oracle_script", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_prepare_leaves_out_questions_with_a_final_answer() -> None:
+    """A device call spends its time on new questions: a question with a final shipped
+    answer (a failure, or ok and timed) is not asked again; an ok answer left untimed is."""
+    script = _sim_oracle_script()
+
+    def q(key: str, role: str) -> dict[str, Any]:
+        return {"key": key, "role": role, "params": {}, "shape": {}}
+
+    sessions = [([q("b1", "baseline"), q("x1", "best")], [q("s1", "step"), q("s2", "step")])]
+    every = [c["key"] for c in script._order(sessions, 10)]
+    assert sorted(every) == ["b1", "s1", "s2", "x1"]
+    asked = [c["key"] for c in script._order(sessions, 10, frozenset({"b1", "s2"}))]
+    assert asked[0] == "x1" and sorted(asked) == ["s1", "x1"]
+    done = script._answered("h100")
+    with answers_path("h100").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    untimed_ok = {r["key"] for r in rows if r["status"] == "ok" and not r["ms"]}
+    assert done and not (done & untimed_ok)
+    assert {r["key"] for r in rows if r["status"] != "ok"} <= done
