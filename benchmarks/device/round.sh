@@ -22,10 +22,12 @@ echo "G=$G"
 R=$(pwd)
 mkdir -p /tmp/ce
 cd .devrun/clean && ln -sfn "$R/.commit_exec_work" .commit_exec_work
-# .devrun/time_rows.txt (one id per line, written here): the timing process's priority order
+# .devrun/time_rows.txt (one id per line, written here): the timing process's priority order;
+# .devrun/warm_rows.txt (optional): the only rows the warm-up checks (default: every row)
 TR=""; [ -f "$R/.devrun/time_rows.txt" ] && TR=$(paste -sd, "$R/.devrun/time_rows.txt")
-TIME_ROWS=$TR COMMIT_EXEC_REWARD_ROWS=${COMMIT_EXEC_REWARD_ROWS:-} WARM=${WARM:-90} OUT=/tmp/ce \
-  timeout "${CE_S:-420}" bash benchmarks/device/commit_exec.sh "${CE_TIME_S:-280}" "" "${REWARD_S:-40}" \
+WR=""; [ -f "$R/.devrun/warm_rows.txt" ] && WR=$(paste -sd, "$R/.devrun/warm_rows.txt")
+TIME_ROWS=${TR:-$WR} COMMIT_EXEC_REWARD_ROWS=${COMMIT_EXEC_REWARD_ROWS:-} WARM=${WARM:-90} OUT=/tmp/ce \
+  timeout "${CE_S:-420}" bash benchmarks/device/commit_exec.sh "${CE_TIME_S:-280}" "$WR" "${REWARD_S:-40}" \
   > /tmp/ce/log.txt 2>&1
 grep -v "^\s*$" /tmp/ce/log.txt | tail -12
 cp /tmp/ce/results.jsonl "$OUT/" 2>/dev/null
