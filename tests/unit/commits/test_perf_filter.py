@@ -297,3 +297,58 @@ def test_feature_branches_and_kernel_names_are_not_perf_claims(title: str) -> No
 )
 def test_names_do_not_hide_a_perf_claim(title: str) -> None:
     assert match_title(title) is not None
+
+
+@pytest.mark.parametrize(
+    ("title", "reason"),
+    [
+        # Issue 41 (41d, title rule v8), invented titles: a verb about the code itself ...
+        ("[MoE] Correct the allreduce fusion workspace size on 4 GPUs (#1301)", "non_work_verb"),
+        ("Handle empty batches in fused top-k (#1302)", "non_work_verb"),
+        ("Set num_fused_experts from the config when fusion is on (#1303)", "non_work_verb"),
+        ("[Kernel] Small refactor of the norm fusion pass (#1304)", "non_work_verb"),
+        ("Modularize fused experts (#1305)", "non_work_verb"),
+        # ... or a new backend/option/mode with no outcome word beyond "efficient"
+        ("Add option to use the split-k GEMM for fused MoE (#1306)", "feature_object"),
+        ("[AMD] Support a tile attention backend with GPU optimizations (#1307)", "feature_object"),
+    ],
+)
+def test_v8_structure_vetoes(title: str, reason: str) -> None:
+    from dagster_project.mining.commits.perf_filter import veto_reason
+
+    assert veto_reason(title) == reason
+    assert match_title(title) is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        # one-time work: weight pre-processing, start-up warm-ups, RL weight updates (v8)
+        "[Kernel] Faster pre-processing time for int4 weights (#1308)",
+        "[Perf] Warm up the decode kernels during startup (#1309)",
+        "Speed up `update_weights_from_disk` (#1310)",
+        "Optimize weight sync for RL rollouts (#1311)",
+    ],
+)
+def test_v8_one_time_work_is_excluded(title: str) -> None:
+    assert is_excluded_title(title)
+    assert match_title(title) is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        # v8 widening: less computation, communication, forwards, steps, workspaces
+        "Reduce computation and communication in DP attention (#1312)",
+        "[Eagle] reduce one draft forward (#1313)",
+        "Reduce one step decode for the draft model (#1314)",
+        "Reduce number of workspaces (#1315)",
+        # the v8 vetoes keep a title with an outcome word, a perf tag/type or a hoist
+        "Refactor the MoE align kernel for 1.4x speedup (#1316)",
+        "[Perf] simplify the metadata update of the MLA backend (#1317)",
+        "move divide-d out of reduction loop",
+        "Add a chunked LoRA backend for improved performance (#1318)",
+    ],
+)
+def test_v8_keeps_perf_work(title: str) -> None:
+    assert match_title(title) is not None, title
