@@ -14,7 +14,9 @@ Statuses, in the order they are decided:
 * Triton: ``host_side_only`` (no ``@triton`` function changed and no launch site changed),
   ``no_launcher_found`` (kernels changed but no top-level function in both versions launches
   them: methods of engine classes, or kernels only added), ``harness_ready`` (a spec covers
-  the row) or ``no_harness_spec`` (runnable in principle, no spec written).
+  the row, also when the kernel's only launcher is an engine method: the spec launches
+  it with that call site's grid and arguments) or ``no_harness_spec`` (runnable in
+  principle, no spec written).
 
 A run later turns ``harness_ready`` into ``executed`` / ``not_equivalent`` / ``run_error``
 / ``load_error`` (``commit_exec.ingest``). ``CENSUS_VERSION`` is stored with the census.
@@ -28,8 +30,9 @@ from dataclasses import dataclass
 
 from .specs import spec_for
 
-#: Bump when any decision below changes.
-CENSUS_VERSION = "1"
+#: Bump when any decision below changes. 2: a spec that launches a changed kernel itself (its
+#: call site's grid and arguments) makes a ``no_launcher_found`` row ``harness_ready``.
+CENSUS_VERSION = "2"
 #: The name ``mining/versions.py`` reads: the census is part of kernel_commits' rules, so a
 #: new census version makes the dataset stale.
 RULES_VERSION = CENSUS_VERSION
@@ -215,6 +218,14 @@ def _triton(before: str, after: str, title: str, path: str) -> Census:
     )
 
 
+#: Statuses a spec can turn into ``harness_ready``, with the reason it gives.
+_SPEC_CAN_RUN = {
+    "no_harness_spec": "a spec covers the row",
+    "no_launcher_found": "a spec launches the changed kernel with its call site's grid and "
+    "arguments (the launcher is an engine method)",
+}
+
+
 def census_row(
     repo: str, sha: str, path: str, language: str, title: str, before: str, after: str
 ) -> Census:
@@ -228,10 +239,10 @@ def census_row(
             other[0], other[1], None, hw or ("blackwell" if other[0] == "blackwell_only" else None)
         )
     census = _triton(before, after, title, path)
-    if census.status == "no_harness_spec" and spec_for(repo, sha, path) is not None:
+    if census.status in _SPEC_CAN_RUN and spec_for(repo, sha, path) is not None:
         return Census(
             "harness_ready",
-            "a spec covers the row",
+            _SPEC_CAN_RUN[census.status],
             census.import_tier,
             census.claim_hardware,
             census.changed_kernels,

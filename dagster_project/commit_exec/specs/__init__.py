@@ -18,6 +18,7 @@ from .misc_sglang_index import SPECS as _MISC_SGLANG_INDEX
 from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
+from .more_sglang import SPECS as _MORE_SGLANG
 from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
@@ -38,6 +39,7 @@ SPECS: tuple[Spec, ...] = (
     + _MISC_SGLANG_DIFFUSION
     + _MISC_SGLANG_INDEX
     + _MISC_SGLANG_MOE
+    + _MORE_SGLANG
 )
 
 

@@ -1,0 +1,652 @@
+"""Specs for SGLang rows whose changed kernel is launched from an engine method (census 1
+said ``no_launcher_found``) or a small plain launcher (issue 35, task 35d): the spec
+launches the kernel itself with the grid and arguments of the call site at the sha, an
+adapter per side where the commit changed the grid or the argument list.
+
+* ``create_flashmla_kv_indices_triton`` (bd47869b): the page table of each request for
+  FlashMLA / TRT-LLM MLA; the commit moves the loop over 4096-token page blocks to a second
+  grid axis (call sites: ``trtllm_mla_backend.py``, ``flashmla_backend.py`` at the sha).
+* ``create_flashinfer_kv_indices_triton`` (edad3731): the flat KV index list FlashInfer's
+  decode/prefill plans read (call site: ``flashinfer_backend.py``, its own file).
+* ``pre_reorder_triton_kernel`` / ``post_reorder_triton_kernel`` (c087ddd6): the EP MoE
+  scatter of tokens to their experts' rows and the weighted gather back (call sites:
+  ``ep_moe/layer.py`` at the sha, ``BLOCK_SIZE=512``).
+* ``alloc_extend_kernel`` / ``alloc_decode_kernel`` (0b2aa8a7): the paged KV allocator;
+  the commit drops the kernel's ``ret_values`` store (the host then computes the page count
+  from CPU lengths instead of a blocking ``.item()``); the spec times the kernels, so the
+  host-side sync it removes is outside what is measured (the method is not loadable alone).
+* ``zero_experts_compute_triton`` (c5d2b01c): LongCat-Flash's zero-computation experts.
+
+Models: DeepSeek-V3/R1 (MLA, 256 experts top-8, hidden 7168), LongCat-Flash (512 experts
+plus 256 zero experts, top-12, hidden 6144), Llama-3-8B / Qwen3 (FlashInfer paged KV).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .base import Inputs, Outputs, Shape, Spec
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _cpu_gen(gen: Any, device: Any) -> Any:
+    """A CPU generator seeded from ``gen`` (``randperm`` refuses a CUDA generator for a CPU
+    permutation, and the permutation is small)."""
+    torch = _torch()
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=device).item())
+    return torch.Generator().manual_seed(seed)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(a // -b)
+
+
+def _lens(gen: Any, device: Any, batch: int, lo: int, hi: int) -> Any:
+    """``batch`` int32 lengths in [lo, hi]: a mixed batch, never uniform."""
+    torch = _torch()
+    return torch.randint(lo, hi + 1, (batch,), generator=gen, device=device, dtype=torch.int32)
+
+
+def _req_to_token(gen: Any, device: Any, pool: int, width: int, page: int) -> Any:
+    """SGLang's ``req_to_token`` (pool rows x max context, int32 slot ids): each request's
+    tokens sit in whole pages drawn at random from the KV pool, a token's slot being
+    ``page_id * page + offset`` as the paged allocator hands them out."""
+    torch = _torch()
+    pages_per_row = _cdiv(width, page)
+    ids = torch.randperm(pool * pages_per_row + 16, generator=_cpu_gen(gen, device))
+    ids = ids[: pool * pages_per_row].view(pool, pages_per_row, 1).to(device)
+    slots = ids * page + torch.arange(page, device=device).view(1, 1, page)
+    return slots.view(pool, -1)[:, :width].to(torch.int32).contiguous()
+
+
+# --- create_flashmla_kv_indices_triton (bd47869b): per-request page ids, -1 padded ---
+
+
+def _flashmla_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    bs, ctx, page = shape["batch"], shape["context"], shape["page"]
+    pool = bs + 8
+    seq = _lens(gen, device, bs, max(1, ctx // 8), ctx)
+    rows = torch.randperm(pool, generator=_cpu_gen(gen, device))[:bs].to(device)
+    max_blocks = _cdiv(ctx, page)
+    return {
+        "req_to_token": _req_to_token(gen, device, pool, ctx, page),
+        "req_pool_indices": rows.to(torch.int32),
+        "seq_lens": seq,
+        "block_kv_indices": torch.full((bs, max_blocks), -1, dtype=torch.int32, device=device),
+        "page": page,
+    }
+
+
+def _flashmla_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    out, page = x["block_kv_indices"], x["page"]
+    bs, width = out.shape
+    blocks = getattr(mod, "get_num_kv_index_blocks_flashmla", None)
+    # before: one program per request loops over its page blocks; after (the call sites at
+    # bd47869b): one program per (request, page block)
+    grid = (bs,) if blocks is None else (bs, blocks(width, page))
+    mod.create_flashmla_kv_indices_triton[grid](
+        x["req_to_token"],
+        x["req_pool_indices"],
+        x["seq_lens"],
+        None,
+        out,
+        x["req_to_token"].stride(0),
+        width,
+        PAGED_SIZE=page,
+    )
+    return {"block_kv_indices": out}
+
+
+def _flashmla_reference(x: Inputs) -> Outputs:
+    out, page = x["block_kv_indices"].clone(), x["page"]
+    for b, (row, n) in enumerate(
+        zip(x["req_pool_indices"].tolist(), x["seq_lens"].tolist(), strict=True)
+    ):
+        pages = x["req_to_token"][row, 0:n:page] // page
+        out[b, : pages.numel()] = pages
+    return {"block_kv_indices": out}
+
+
+_DSV3_MLA = "DeepSeek-V3/R1 decode on the TRT-LLM MLA / FlashMLA backends (pages of 32/64)"
+
+FLASHMLA_KV_INDICES = Spec(
+    name="sglang_flashmla_kv_indices",
+    launcher="create_flashmla_kv_indices_triton",
+    rows=(("sglang", "bd47869b", "python/sglang/srt/layers/attention/triton_ops/kv_indices.py"),),
+    shapes=(
+        {
+            "name": "dsv3-decode-b64-32k",
+            "source": _DSV3_MLA,
+            "batch": 64,
+            "context": 32768,
+            "page": 64,
+        },
+        {
+            "name": "dsv3-decode-b8-128k",
+            "source": _DSV3_MLA,
+            "batch": 8,
+            "context": 131072,
+            "page": 64,
+        },
+        {
+            "name": "dsv3-decode-b256-8k-p32",
+            "source": _DSV3_MLA + ", TRT-LLM page 32",
+            "batch": 256,
+            "context": 8192,
+            "page": 32,
+        },
+        {
+            "name": "dsv3-decode-b16-64k-p32",
+            "source": _DSV3_MLA,
+            "batch": 16,
+            "context": 65536,
+            "page": 32,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 3, 9]),
+        "context": r.choice([100, 900, 5000]),
+        "page": r.choice([32, 64]),
+    },
+    make_inputs=_flashmla_inputs,
+    call=_flashmla_call,
+    reference=_flashmla_reference,
+    mutated=("block_kv_indices",),
+    tolerance={"block_kv_indices": (0.0, 0.0)},
+    tolerance_why="an integer gather and division by the page size: exact",
+)
+
+
+# --- create_flashinfer_kv_indices_triton (edad3731): flat KV slot list per request ---
+
+
+def _flashinfer_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    bs, ctx = shape["batch"], shape["context"]
+    pool = bs + 8
+    seq = _lens(gen, device, bs, max(1, ctx // 8), ctx)
+    indptr = torch.zeros(bs + 1, dtype=torch.int32, device=device)
+    indptr[1:] = torch.cumsum(seq, 0)
+    rows = torch.randperm(pool, generator=_cpu_gen(gen, device))[:bs].to(device)
+    return {
+        # page size 1 (FlashInfer's default in SGLang): any slot order
+        "req_to_token": _req_to_token(gen, device, pool, shape["max_context"], 1),
+        "req_pool_indices": rows.to(torch.int32),
+        "seq_lens": seq,
+        "kv_indptr": indptr,
+        "kv_indices": torch.full((int(seq.sum()),), -1, dtype=torch.int32, device=device),
+    }
+
+
+def _flashinfer_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    out = x["kv_indices"]
+    # the last argument is max_context_len (before) / the row stride (after): the same value
+    # at every call site, ``req_to_token.shape[1]`` of a contiguous pool
+    mod.create_flashinfer_kv_indices_triton[(x["seq_lens"].numel(),)](
+        x["req_to_token"],
+        x["req_pool_indices"],
+        x["seq_lens"],
+        x["kv_indptr"],
+        None,
+        out,
+        x["req_to_token"].shape[1],
+    )
+    return {"kv_indices": out}
+
+
+def _flashinfer_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    parts = [
+        x["req_to_token"][row, :n]
+        for row, n in zip(x["req_pool_indices"].tolist(), x["seq_lens"].tolist(), strict=True)
+    ]
+    return {"kv_indices": torch.cat(parts)}
+
+
+_FI_DECODE = "FlashInfer decode plan (Llama-3-8B / Qwen3 serving, context 4k-32k)"
+
+FLASHINFER_KV_INDICES = Spec(
+    name="sglang_flashinfer_kv_indices",
+    launcher="create_flashinfer_kv_indices_triton",
+    rows=(("sglang", "edad3731", "python/sglang/srt/layers/attention/flashinfer_backend.py"),),
+    shapes=(
+        {
+            "name": "decode-b64-4k",
+            "source": _FI_DECODE,
+            "batch": 64,
+            "context": 4096,
+            "max_context": 8192,
+        },
+        {
+            "name": "decode-b256-2k",
+            "source": _FI_DECODE,
+            "batch": 256,
+            "context": 2048,
+            "max_context": 4096,
+        },
+        {
+            "name": "decode-b16-32k",
+            "source": _FI_DECODE,
+            "batch": 16,
+            "context": 32768,
+            "max_context": 32768,
+        },
+        {
+            "name": "prefill-b4-8k",
+            "source": "FlashInfer prefill plan, 4 prompts of <= 8k",
+            "batch": 4,
+            "context": 8192,
+            "max_context": 16384,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 5, 17]),
+        "context": r.choice([7, 300, 1100]),
+        "max_context": 2048,
+    },
+    make_inputs=_flashinfer_inputs,
+    call=_flashinfer_call,
+    reference=_flashinfer_reference,
+    mutated=("kv_indices",),
+    tolerance={"kv_indices": (0.0, 0.0)},
+    tolerance_why="an integer copy: exact",
+)
+
+
+# --- pre/post_reorder_triton_kernel (c087ddd6): EP MoE scatter and weighted gather ---
+
+
+def _reorder_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, e, k, ep = shape["tokens"], shape["hidden"], shape["experts"], shape["topk"], shape["ep"]
+    scores = torch.rand(t, e, generator=gen, device=device)
+    topk_ids = scores.topk(k, dim=1).indices.to(torch.int32)
+    # run_moe_ep_preproess at the sha: a stable sort of the flat ids; src2dst is its inverse
+    order = torch.sort(topk_ids.view(-1).long(), stable=True).indices
+    src2dst = torch.empty(t * k, dtype=torch.int32, device=device)
+    src2dst[order] = torch.arange(t * k, dtype=torch.int32, device=device)
+    local = e // ep  # this rank's experts: the first EP shard
+    bf = getattr(torch, shape.get("dtype", "bfloat16"))
+    return {
+        "hidden_states": torch.randn(t, h, generator=gen, device=device).to(bf),
+        "gateup_input": torch.zeros(t * k, h, dtype=bf, device=device),
+        "src2dst": src2dst,
+        "topk_ids": topk_ids,
+        "topk_weights": torch.rand(t, k, generator=gen, device=device),
+        "down_output": torch.randn(t * k, h, generator=gen, device=device).to(bf),
+        "output": torch.empty(t, h, dtype=bf, device=device),
+        "start_expert_id": 0,
+        "end_expert_id": local - 1,
+    }
+
+
+def _reorder_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    t, h = x["hidden_states"].shape
+    k = x["topk_ids"].shape[1]
+    lo, hi = x["start_expert_id"], x["end_expert_id"]
+    mod.pre_reorder_triton_kernel[(t,)](
+        x["hidden_states"],
+        x["gateup_input"],
+        x["src2dst"],
+        x["topk_ids"],
+        None,
+        lo,
+        hi,
+        k,
+        h,
+        BLOCK_SIZE=512,
+    )
+    mod.post_reorder_triton_kernel[(t,)](
+        x["down_output"],
+        x["output"],
+        x["src2dst"],
+        x["topk_ids"],
+        x["topk_weights"],
+        lo,
+        hi,
+        k,
+        h,
+        BLOCK_SIZE=512,
+    )
+    return {"gateup_input": x["gateup_input"], "output": x["output"]}
+
+
+def _reorder_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ids = x["topk_ids"].long()
+    dst = x["src2dst"].long().view(ids.shape)
+    mine = (ids >= x["start_expert_id"]) & (ids <= x["end_expert_id"])
+    gate = x["gateup_input"].clone()
+    tok = torch.arange(ids.shape[0], device=ids.device)[:, None].expand(ids.shape)
+    gate[dst[mine]] = x["hidden_states"][tok[mine]]
+    w = (x["topk_weights"] * mine).to(torch.float32)
+    out = (x["down_output"].float()[dst] * w[..., None]).sum(1)
+    return {"gateup_input": gate, "output": out.to(x["output"].dtype)}
+
+
+_EP = "DeepSeek-V3/R1 under expert parallelism (256 experts, top-8, hidden 7168)"
+
+EP_REORDER = Spec(
+    name="sglang_ep_moe_reorder",
+    launcher="pre_reorder_triton_kernel",
+    rows=(("sglang", "c087ddd6", "python/sglang/srt/layers/moe/ep_moe/kernels.py"),),
+    shapes=(
+        {
+            "name": "dsv3-ep8-decode-128",
+            "source": _EP + ", EP 8",
+            "tokens": 128,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 8,
+        },
+        {
+            "name": "dsv3-ep8-prefill-2k",
+            "source": _EP + ", EP 8",
+            "tokens": 2048,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 8,
+        },
+        {
+            "name": "dsv3-ep16-prefill-4k",
+            "source": _EP + ", EP 16",
+            "tokens": 4096,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 16,
+        },
+        {
+            "name": "mixtral-ep2-prefill-1k",
+            "source": "Mixtral-8x7B, EP 2 (8 experts, top-2)",
+            "tokens": 1024,
+            "hidden": 4096,
+            "experts": 8,
+            "topk": 2,
+            "ep": 2,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 40]),
+        "hidden": r.choice([512, 1024, 1536]),
+        "experts": r.choice([8, 16]),
+        "topk": r.choice([2, 4]),
+        "ep": r.choice([1, 2, 4]),
+        # the CPU interpreter mis-adds a bf16 accumulator (tl.zeros of a bf16 dtype): the
+        # held-out shape runs fp16, which the engine serves too
+        "dtype": "float16",
+    },
+    make_inputs=_reorder_inputs,
+    call=_reorder_call,
+    reference=_reorder_reference,
+    mutated=("gateup_input", "output"),
+    tolerance={"gateup_input": (0.0, 0.0), "output": (6.4e-2, 3.2e-2)},
+    tolerance_why="the scatter copies bf16 values: exact; the gather sums up to 8 weighted "
+    "rows in a bf16 accumulator (the kernel's InDtype), one rounding per add: up to 8 bf16 "
+    "ulps (2^-8 each) of sums of O(1) terms against the fp32 reference; before and after "
+    "add in the same order",
+)
+
+
+# --- alloc_extend_kernel / alloc_decode_kernel (0b2aa8a7): the paged KV allocator ---
+
+
+def _alloc_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    bs, page, mode = shape["batch"], shape["page"], shape["mode"]
+    pre = _lens(gen, device, bs, 0, shape["prefix"]).long()
+    if mode == "decode":
+        pre = pre.clamp(min=1)
+        seq = pre + 1
+    else:
+        seq = pre + _lens(gen, device, bs, 1, shape["extend"]).long()
+    used = int(((pre + page - 1) // page).sum())
+    new = int(((seq + page - 1) // page).sum()) - used
+    pages = torch.randperm(used + new + 64, generator=_cpu_gen(gen, device)).to(device) + 1
+    own, free = pages[:used], pages[used:]
+    # each request's last token sits in its last owned page (one page list per request)
+    ends = torch.cumsum((pre + page - 1) // page, 0) - 1
+    last_page = own[ends.clamp(min=0)] if used else torch.zeros_like(pre)
+    last_loc = torch.where(pre > 0, last_page * page + (pre - 1) % page, pre - 1)
+    total = int((seq - pre).sum())
+    return {
+        "prefix_lens": pre,
+        "seq_lens": seq,
+        "last_loc": last_loc,
+        "free_pages": free,
+        "out_indices": torch.full((total,), -1, dtype=torch.int64, device=device),
+        "page": page,
+        "mode": mode,
+    }
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _alloc_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    torch = _torch()
+    out, bs = x["out_indices"], x["seq_lens"].numel()
+    kernel = mod.alloc_decode_kernel if x["mode"] == "decode" else mod.alloc_extend_kernel
+    head = [x["seq_lens"], x["last_loc"], x["free_pages"], out]
+    if x["mode"] != "decode":
+        head.insert(0, x["prefix_lens"])
+    if "ret_values" in kernel.arg_names:  # before: the kernel also stores the page count
+        head.append(torch.empty((), dtype=torch.int64, device=out.device))
+    tail = [_next_pow2(bs), x["page"]]
+    if x["mode"] != "decode":
+        tail.append(_next_pow2(out.numel()))
+    kernel[(bs,)](*head, *tail)
+    return {"out_indices": out}
+
+
+def _alloc_reference(x: Inputs) -> Outputs:
+    """Per request: its old partial page continues from ``last_loc``, then whole new pages
+    from the free list in request order, the last one partly."""
+    out: list[int] = []
+    page, free = x["page"], x["free_pages"].tolist()
+    cursor = 0
+    for p, s, last in zip(
+        x["prefix_lens"].tolist(), x["seq_lens"].tolist(), x["last_loc"].tolist(), strict=True
+    ):
+        part1 = min(s, _cdiv(p, page) * page) - p
+        out.extend(last + 1 + i for i in range(part1))
+        for pos in range(p + part1, s):
+            if (pos - p - part1) % page == 0:
+                cur = free[cursor]
+                cursor += 1
+            out.append(cur * page + (pos - p - part1) % page)
+    torch = _torch()
+    return {"out_indices": torch.tensor(out, dtype=torch.int64, device=x["seq_lens"].device)}
+
+
+_ALLOC = "SGLang paged allocator (PagedTokenToKVPoolAllocator at the sha)"
+
+KV_ALLOC = Spec(
+    name="sglang_paged_kv_alloc",
+    launcher="alloc_decode_kernel",
+    rows=(("sglang", "0b2aa8a7", "python/sglang/srt/mem_cache/allocator.py"),),
+    shapes=(
+        {
+            "name": "decode-b256-p64",
+            "source": _ALLOC + ", decode batch 256, page 64",
+            "mode": "decode",
+            "batch": 256,
+            "page": 64,
+            "prefix": 4096,
+            "extend": 1,
+        },
+        {
+            "name": "decode-b32-p16",
+            "source": _ALLOC + ", decode batch 32, page 16",
+            "mode": "decode",
+            "batch": 32,
+            "page": 16,
+            "prefix": 8192,
+            "extend": 1,
+        },
+        {
+            "name": "extend-b8-p64",
+            "source": _ALLOC + ", chunked prefill of 8 prompts",
+            "mode": "extend",
+            "batch": 8,
+            "page": 64,
+            "prefix": 2048,
+            "extend": 1024,
+        },
+        {
+            "name": "extend-b64-p16-spec",
+            "source": _ALLOC + ", EAGLE verify (4 tokens per req)",
+            "mode": "extend",
+            "batch": 64,
+            "page": 16,
+            "prefix": 3000,
+            "extend": 4,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "mode": r.choice(["decode", "extend"]),
+        "batch": r.choice([1, 5, 12]),
+        "page": r.choice([16, 32, 64]),
+        "prefix": r.choice([10, 200]),
+        "extend": r.choice([1, 3, 70]),
+    },
+    make_inputs=_alloc_inputs,
+    call=_alloc_call,
+    reference=_alloc_reference,
+    mutated=("out_indices",),
+    tolerance={"out_indices": (0.0, 0.0)},
+    tolerance_why="integer slot arithmetic: exact",
+)
+
+
+# --- zero_experts_compute_triton (c5d2b01c): LongCat-Flash zero-computation experts ---
+
+
+def _zero_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, h, e, z, k = shape["tokens"], shape["hidden"], shape["experts"], shape["zero"], shape["topk"]
+    ids = torch.rand(t, e + z, generator=gen, device=device).topk(k, dim=1).indices
+    return {
+        "expert_indices": ids,
+        "expert_scales": torch.rand(t, k, generator=gen, device=device),
+        "num_experts": e,
+        "zero_expert_type": "identity",
+        "hidden_states": torch.randn(t, h, generator=gen, device=device).to(torch.bfloat16),
+    }
+
+
+def _zero_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    torch = _torch()
+    routed = x["expert_indices"] < x["num_experts"]
+    out = mod.zero_experts_compute_triton(
+        x["expert_indices"],
+        x["expert_scales"],
+        x["num_experts"],
+        x["zero_expert_type"],
+        x["hidden_states"],
+    )
+    # The commit's one change to the mutated ids is the sentinel written over zero-expert
+    # slots (0 -> -1, so the routed GEMM skips them instead of running expert 0): by design,
+    # so those slots are compared as "not routed" and every routed slot exactly.
+    ids = torch.where(routed, x["expert_indices"], torch.full_like(x["expert_indices"], -7))
+    return {"output": out, "expert_scales": x["expert_scales"], "routed_ids": ids}
+
+
+def _zero_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ids, scales = x["expert_indices"], x["expert_scales"]
+    zero = ids >= x["num_experts"]
+    out = x["hidden_states"].float() * (scales * zero).sum(1, keepdim=True)
+    return {
+        "output": out.to(x["hidden_states"].dtype),
+        "expert_scales": torch.where(zero, torch.zeros_like(scales), scales),
+        "routed_ids": torch.where(~zero, ids, torch.full_like(ids, -7)),
+    }
+
+
+_LONGCAT = "LongCat-Flash (512 experts + 256 zero experts, top-12, hidden 6144)"
+
+ZERO_EXPERTS = Spec(
+    name="sglang_zero_experts_compute",
+    launcher="zero_experts_compute_triton",
+    rows=(("sglang", "c5d2b01c", "python/sglang/srt/layers/moe/ep_moe/kernels.py"),),
+    shapes=(
+        {
+            "name": "longcat-decode-64",
+            "source": _LONGCAT,
+            "tokens": 64,
+            "hidden": 6144,
+            "experts": 512,
+            "zero": 256,
+            "topk": 12,
+        },
+        {
+            "name": "longcat-decode-256",
+            "source": _LONGCAT,
+            "tokens": 256,
+            "hidden": 6144,
+            "experts": 512,
+            "zero": 256,
+            "topk": 12,
+        },
+        {
+            "name": "longcat-prefill-4k",
+            "source": _LONGCAT,
+            "tokens": 4096,
+            "hidden": 6144,
+            "experts": 512,
+            "zero": 256,
+            "topk": 12,
+        },
+        {
+            "name": "longcat-prefill-1k",
+            "source": _LONGCAT,
+            "tokens": 1024,
+            "hidden": 6144,
+            "experts": 512,
+            "zero": 256,
+            "topk": 12,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 9, 60]),
+        "hidden": r.choice([256, 768]),
+        "experts": r.choice([16, 64]),
+        "zero": r.choice([8, 32]),
+        "topk": r.choice([4, 12]),
+    },
+    make_inputs=_zero_inputs,
+    call=_zero_call,
+    reference=_zero_reference,
+    mutated=("expert_indices", "expert_scales"),
+    tolerance={"output": (3.2e-2, 1.6e-2), "expert_scales": (0.0, 0.0), "routed_ids": (0.0, 0.0)},
+    tolerance_why="the output sums up to 12 fp32 products of one bf16 row, rounded once to "
+    "bf16 (2 ulp relative plus a floor for near-zero sums); scales are copied or zeroed and "
+    "ids are integers: exact",
+)
+
+
+SPECS: tuple[Spec, ...] = (
+    FLASHMLA_KV_INDICES,
+    FLASHINFER_KV_INDICES,
+    EP_REORDER,
+    KV_ALLOC,
+    ZERO_EXPERTS,
+)
+
+_ = random
