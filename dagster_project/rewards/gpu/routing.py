@@ -33,21 +33,88 @@ class Routing:
         return int(self.topk_ids.size)
 
 
-def route(M: int, num_experts: int, top_k: int, *, n_shared: int = 0, seed: int = 0) -> Routing:
-    """Random routing: each token picks ``top_k`` distinct routed experts uniformly from
-    the first ``num_experts - n_shared``, plus every fused shared expert (the last
-    ``n_shared`` ids), with softmax weights of random logits.
+#: The routing the tuners benchmark with and every batch before issue 38 was measured
+#: under: each token's experts drawn uniformly (``route``). The default everywhere, so a
+#: batch line or result without a ``routing`` field means this.
+UNIFORM = "uniform"
+#: The skewed routing measured besides uniform (issue 38): Zipf-like expert popularity
+#: with exponent 0.5 (``zipf_popularity``).
+SKEWED = "zipf:0.5"
+#: Version of the routing rules (the names above and how ``route`` draws each): bumped
+#: when the same name would draw other experts, since results are stamped by name.
+ROUTING_RULES = "1"
 
-    Uniform choice matches what the tuners benchmark with (random gating), so a tuned
-    config is measured under the load it was tuned for.
+
+def parse_routing(name: str) -> float | None:
+    """The Zipf exponent a routing name asks for (``"zipf:0.5"`` -> 0.5), ``None`` for
+    ``"uniform"``; ``ValueError`` for anything else (a typo must not measure uniform)."""
+    if name == UNIFORM:
+        return None
+    kind, _, value = name.partition(":")
+    try:
+        s = float(value)
+    except ValueError:
+        s = -1.0
+    if kind != "zipf" or not 0.0 < s <= 4.0:
+        raise ValueError(f"routing {name!r} is not 'uniform' or 'zipf:<exponent in (0, 4]>'")
+    return s
+
+
+def zipf_popularity(routed: int, s: float, rng: np.random.Generator) -> np.ndarray:
+    """Per-expert probability of being chosen: ``1 / rank**s``, normalised, over a seeded
+    random order of the experts (which experts are hot differs per row, how hot does not).
+
+    Why this shape and exponent: expert load in real traffic is uneven and persistent,
+    and a power law over expert rank is the usual model of "a few hot experts, a long
+    tail". Its strength is set from measured traces: DODOCO (Ma, Eitzinger, Koestler,
+    Wellein, arXiv:2605.20982, 2026) instrumented five MoE checkpoints on real text on
+    H100s and reports per-expert token-load Gini coefficients of about 0.10 to 0.38, the
+    MLA models (DeepSeek-V2-Lite) above 0.24 in every real-text condition. Exponent 0.5
+    gives a Gini of 0.26 to 0.33 for E = 64 to 512 (top-k 6 to 10, 2,048 tokens; checked
+    by ``tests/unit/rewards/test_routing_skew.py``), inside that band, where most of the
+    tuned fused-MoE rows (DeepSeek-style E = 256, top-k 8) sit; exponent 1.0 (Gini ~0.6)
+    is a stress case beyond it.
+    """
+    p = 1.0 / np.arange(1, routed + 1, dtype=np.float64) ** s
+    p /= p.sum()
+    return p[rng.permutation(routed)]
+
+
+def route(
+    M: int,
+    num_experts: int,
+    top_k: int,
+    *,
+    n_shared: int = 0,
+    seed: int = 0,
+    routing: str = UNIFORM,
+) -> Routing:
+    """Random routing: each token picks ``top_k`` distinct routed experts from the first
+    ``num_experts - n_shared``, plus every fused shared expert (the last ``n_shared``
+    ids), with softmax weights of random logits.
+
+    ``routing="uniform"`` (default) picks uniformly, which matches what the tuners
+    benchmark with (random gating), so a tuned config is measured under the load it was
+    tuned for; its draws are the ones every batch before issue 38 used. ``"zipf:S"``
+    picks without replacement in proportion to ``zipf_popularity`` (Gumbel top-k: adding
+    Gumbel noise to log-probabilities and keeping the ``top_k`` largest is sampling
+    without replacement in proportion to the probabilities, Kool et al., ICML 2019), so
+    every token still visits ``top_k`` distinct experts but the popular ones get most
+    pairs.
     """
     routed = num_experts - n_shared
     if top_k < 1 or routed < top_k:
         raise ValueError(f"cannot route top_k={top_k} over {routed} routed experts")
+    s = parse_routing(routing)
     rng = np.random.default_rng(seed)
-    # argsort of uniform keys = a uniformly random permutation per row; keep top_k.
-    keys = rng.random((M, routed))
-    ids = np.argsort(keys, axis=1, kind="stable")[:, :top_k]
+    if s is None:
+        # argsort of uniform keys = a uniformly random permutation per row; keep top_k.
+        keys = rng.random((M, routed))
+        ids = np.argsort(keys, axis=1, kind="stable")[:, :top_k]
+    else:
+        log_p = np.log(zipf_popularity(routed, s, rng))
+        keys = log_p[None, :] + rng.gumbel(size=(M, routed))
+        ids = np.argsort(-keys, axis=1, kind="stable")[:, :top_k]
     if n_shared:
         shared = np.broadcast_to(np.arange(routed, num_experts), (M, n_shared))
         ids = np.concatenate([ids, shared], axis=1)
@@ -133,8 +200,16 @@ def naive_assignment(topk_ids: np.ndarray, block_m: int) -> Alignment:
 
 def row_routing(row: Any) -> Routing | None:
     """The routing a measured row's kernel runs with: ``route`` over the row's own M,
-    expert count, top-k, shared experts and seed for a MoE row, ``None`` for a dense one.
-    One place, so the planner's batches and the device run route a row identically."""
+    expert count, top-k, shared experts, seed and ``routing`` for a MoE row, ``None``
+    for a dense one. One place, so the planner's batches and the device run route a row
+    identically."""
     if row.kind != "moe":
         return None
-    return route(row.M, int(row.E or 0), int(row.top_k or 0), n_shared=row.n_shared, seed=row.seed)
+    return route(
+        row.M,
+        int(row.E or 0),
+        int(row.top_k or 0),
+        n_shared=row.n_shared,
+        seed=row.seed,
+        routing=getattr(row, "routing", UNIFORM) or UNIFORM,
+    )

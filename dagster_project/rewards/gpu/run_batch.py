@@ -126,6 +126,11 @@ def _append(path: Path, obj: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
+#: Planner fields of ``MeasureRow.extra`` stamped on each result: the row's dataset split
+#: and documented speedup, and the exhaustive search space (name, size) of its plan line.
+ROW_EXTRA_STAMPS = ("split", "documented_speedup_vs_default", "exhaustive_space", "space_size")
+
+
 def row_meta(row: MeasureRow) -> dict[str, Any]:
     """The shape a row was measured at, stored with each result (MoE rows get their K,
     top-k and GEMMs from the planner, not from the lake row)."""
@@ -151,7 +156,10 @@ def row_meta(row: MeasureRow) -> dict[str, Any]:
         "best_config": row.best_config,
         "default_config": row.default_config,
         "kernel_source_sha": source_hash(row.kernel_source) if row.kernel_source else None,
-        **{k: row.extra[k] for k in ("split", "documented_speedup_vs_default") if k in row.extra},
+        # issue 38: the inputs' token-to-expert distribution, and for a row of an
+        # exhaustive plan (``space.exhaustive_lines``) the search space it enumerates
+        "routing": row.routing,
+        **{k: row.extra[k] for k in ROW_EXTRA_STAMPS if k in row.extra},
     }
 
 

@@ -212,6 +212,11 @@ class MeasureRow:
     ``top_k`` is the model's routed top-k; ``n_shared`` counts routed-size shared experts
     fused into the same GEMM as always-selected extra experts (SGLang's E=257 for
     DeepSeek-V3), so each token really visits ``top_k + n_shared`` experts.
+
+    ``routing`` names the token-to-expert distribution of a MoE row's inputs
+    (``routing.route``): ``"uniform"`` (the default, what every batch before issue 38
+    was measured under) or a skewed one such as ``"zipf:0.5"``; it is stamped on every
+    result, so one row measured under two routings gives two latency tables.
     """
 
     id: str
@@ -233,6 +238,7 @@ class MeasureRow:
     gpu: str | None = None
     config_path: str | None = None
     model: str | None = None
+    routing: str = "uniform"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -289,6 +295,12 @@ class MeasureRow:
             return f"top_k {self.routed_top_k} exceeds E={self.E}"
         if self.moe_gemms not in ("both", "up", "down"):
             return f"moe_gemms={self.moe_gemms!r}"
+        from .routing import parse_routing
+
+        try:
+            parse_routing(self.routing)
+        except ValueError as exc:
+            return str(exc)
         return None
 
     # -- JSON ---------------------------------------------------------------------
@@ -316,6 +328,7 @@ class MeasureRow:
         kwargs.setdefault("n_shared", 0)
         if kwargs.get("n_shared") is None:
             kwargs["n_shared"] = 0
+        kwargs["routing"] = str(d.get("routing") or "uniform")
         kwargs["per_channel_quant"] = bool(d.get("per_channel_quant") or False)
         kwargs.setdefault(
             "moe_gemms", "mm" if kernel_kind(str(d.get("kernel"))) == "block_mm" else "both"
