@@ -19,6 +19,7 @@ from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
 from .more_sglang import SPECS as _MORE_SGLANG
+from .more_vllm import SPECS as _MORE_VLLM
 from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
@@ -40,6 +41,7 @@ SPECS: tuple[Spec, ...] = (
     + _MISC_SGLANG_INDEX
     + _MISC_SGLANG_MOE
     + _MORE_SGLANG
+    + _MORE_VLLM
 )
 
 

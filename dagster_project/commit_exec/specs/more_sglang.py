@@ -641,12 +641,109 @@ ZERO_EXPERTS = Spec(
 )
 
 
+# --- fused_layernorm_modulate (89144567, Sana/diffusion): LN(x) * (1 + scale) + shift ---
+
+
+def _ln_mod_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    b, n, d = shape["batch"], shape["seq"], shape["hidden"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+
+    def rnd(*size: int, scale: float = 1.0) -> Any:
+        return (torch.randn(*size, generator=gen, device=device) * scale).to(dt)
+
+    # adaLN modulation rows, one per sample (small, as a trained projection gives them)
+    return {
+        "x": rnd(b, n, d),
+        "scale": rnd(b, d, scale=0.1),
+        "shift": rnd(b, d, scale=0.1),
+        "eps": 1e-6,
+    }
+
+
+def _ln_mod_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # after: the direct launcher is ``fused_layernorm_modulate_raw`` (the old name became a
+    # torch custom-op wrapper of it); before: ``fused_layernorm_modulate`` itself
+    fn = getattr(mod, "fused_layernorm_modulate_raw", None) or mod.fused_layernorm_modulate
+    return {"y": fn(x["x"], x["scale"], x["shift"], x["eps"])}
+
+
+def _ln_mod_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    d = x["x"].shape[-1]
+    y = torch.nn.functional.layer_norm(x["x"].float(), (d,), eps=x["eps"])
+    y = y * (1 + x["scale"].float()[:, None]) + x["shift"].float()[:, None]
+    return {"y": y.to(x["x"].dtype)}
+
+
+_LN_MOD = "python/sglang/kernels/ops/diffusion/triton/layernorm_modulate.py"
+
+LAYERNORM_MODULATE = Spec(
+    name="sglang_diffusion_layernorm_modulate",
+    launcher="fused_layernorm_modulate",
+    rows=(("sglang", "89144567", _LN_MOD),),
+    shapes=(
+        {
+            "name": "flux-1k-image",
+            "source": "FLUX.1 (hidden 3072), 1024x1024 image: 4096 tokens",
+            "batch": 1,
+            "seq": 4096,
+            "hidden": 3072,
+        },
+        {
+            "name": "qwen-image-b2",
+            "source": "Qwen-Image (hidden 3072), CFG batch 2",
+            "batch": 2,
+            "seq": 4096,
+            "hidden": 3072,
+        },
+        {
+            "name": "sd35-medium-b2",
+            "source": "SD3.5-Medium (hidden 1536), CFG batch 2",
+            "batch": 2,
+            "seq": 4096,
+            "hidden": 1536,
+        },
+        {
+            "name": "wan21-14b-video",
+            "source": "Wan2.1-14B (hidden 5120), 81-frame 480p clip",
+            "batch": 1,
+            "seq": 8190,
+            "hidden": 5120,
+        },
+    ),
+    control={
+        "name": "control-1x4096x4096",
+        "source": "the kernel's own tuning shape (1, 4096, 4096)",
+        "batch": 1,
+        "seq": 4096,
+        "hidden": 4096,
+    },
+    control_reason="hidden 4096 is a multiple of 512 (no tail chunk: the commit's masked "
+    "tail path is pruned at compile time) and >= 4096 (4 warps before and after): the "
+    "kernel compiles to the same code on both sides",
+    random_shape=lambda r: {
+        "name": "random",
+        "batch": r.choice([1, 2]),
+        "seq": r.choice([3, 17, 64]),
+        "hidden": r.choice([512, 1024, 2048]),  # before requires hidden % 512 == 0
+    },
+    make_inputs=_ln_mod_inputs,
+    call=_ln_mod_call,
+    reference=_ln_mod_reference,
+    tolerance_why="one Welford mean/variance per row in fp32 (aten's order, bit-exact by "
+    "the kernel's claim), then an affine in fp32 rounded once to bf16: dtype defaults (4 "
+    "bf16 ulp) against the fp32 torch reference",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
     EP_REORDER,
     KV_ALLOC,
     ZERO_EXPERTS,
+    LAYERNORM_MODULATE,
 )
 
 _ = random

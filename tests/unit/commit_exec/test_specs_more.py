@@ -11,9 +11,16 @@ from typing import Any
 import pytest
 
 from dagster_project.commit_exec.census import CENSUS_VERSION, census_row
-from dagster_project.commit_exec.specs import SPECS, Spec, more_sglang, shape_label, spec_for
+from dagster_project.commit_exec.specs import (
+    SPECS,
+    Spec,
+    more_sglang,
+    more_vllm,
+    shape_label,
+    spec_for,
+)
 
-MORE: tuple[Spec, ...] = more_sglang.SPECS
+MORE: tuple[Spec, ...] = more_sglang.SPECS + more_vllm.SPECS
 
 
 def _torch() -> Any:
