@@ -69,7 +69,8 @@ class Stub:
 
     Calling it returns another stub, except that calling it with one function (a
     decorator) returns that function unchanged; it is false in a test, an empty iterable,
-    and a base class that contributes nothing."""
+    a base class that contributes nothing (it is dropped from the bases), and a type in
+    annotations (``X | None``, ``X[int]``; ``isinstance(v, X)`` is False)."""
 
     def __init__(self, name: str = "stub") -> None:
         self._name = name
@@ -91,13 +92,26 @@ class Stub:
         return iter(())
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
-        return (object,)
+        # Dropped from the bases: ``class X(StubA, StubB)`` and ``class X(StubA, int)`` would
+        # otherwise repeat ``object`` or put it before ``int`` (no consistent MRO).
+        return ()
 
+    # Type-level use in annotations and aliases evaluated at import time: ``X | None``,
+    # ``None | X``, ``X[int]`` give the stub back; nothing is an instance or subclass of it.
     def __or__(self, other: object) -> Any:
         return self
 
     def __ror__(self, other: object) -> Any:
         return self
+
+    def __getitem__(self, item: object) -> Any:
+        return self
+
+    def __instancecheck__(self, obj: object) -> bool:
+        return False
+
+    def __subclasscheck__(self, cls: object) -> bool:
+        return False
 
     def __enter__(self) -> Stub:
         return self
@@ -123,6 +137,13 @@ def _cdiv(a: int, b: int) -> int:
 
 def _next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def _tma_aligned_size(x: int, element_size: int) -> int:
+    """vLLM's ``deep_gemm.get_tma_aligned_size``: ``x`` elements rounded up to TMA's
+    16-byte alignment."""
+    align = 16 // element_size
+    return _cdiv(x, align) * align
 
 
 def _cuda_capability(device_id: int = 0) -> tuple[int, int]:
@@ -248,6 +269,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "supports_pdl": lambda: _supports_pdl,
     "is_arch_support_pdl": lambda: _supports_pdl,  # SGLang's name for the same test
     "cached_triton_kernel": lambda: _identity_decorator_factory,
+    "get_tma_aligned_size": lambda: _tma_aligned_size,
 }
 
 

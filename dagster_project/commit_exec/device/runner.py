@@ -29,8 +29,9 @@ CPU check (``COMMIT_EXEC_CPU_PATCH=1``, only with ``TRITON_INTERPRET=1`` and no 
         /tmp/venv-exec/bin/python -m dagster_project.commit_exec.device.runner WORK OUT.jsonl ID
 
 cuts every ``triton.autotune`` to its first config (the interpreter would run each config
-of the sweep, minutes per call) and makes ``torch.cuda.device(...)`` a no-op context (it
-raises without CUDA), so rows whose files use either can be checked here. It changes what
+of the sweep, minutes per call), makes ``torch.cuda.device(...)`` a no-op context (it
+raises without CUDA) and answers the device queries files make at import time as the H100
+(``CPU_STAND_IN_DEVICE``), so rows whose files use any of these can be checked here. It changes what
 runs, never what is compared; it refuses to start on a CUDA machine or without the
 interpreter, so a device run can never be patched by a stray variable.
 """
@@ -58,7 +59,9 @@ from .loader import load_file, package_of
 
 #: Version of the harness (runner, loader, comparison, statistics). Bump it when a change
 #: could change a result; it is stored with every result.
-HARNESS_VERSION = "3"  # 3: per-shape tolerance, capped warm-up shards
+HARNESS_VERSION = "4"  # 4: type-level stubs, specs' not_runnable rows, Triton fallback of
+#   compiled-op quant launchers, KDA-gate tolerance of chunk_delta_h; 3: per-shape
+#   tolerance, capped warm-up shards
 
 #: L2 multiple the timing rotation must exceed, and caps on sets and their bytes.
 L2_MULTIPLE = 3
@@ -108,9 +111,30 @@ class _NoDevice:
         return None
 
 
+#: The H100 the device rows run on, as ``torch.cuda.get_device_properties`` reports it,
+#: for files that read the device at import time (``CUDA_CAPABILITY``, SM counts, warp
+#: size) when checked on the CPU.
+CPU_STAND_IN_DEVICE: dict[str, Any] = {
+    "name": "NVIDIA H100 80GB HBM3 (CPU check stand-in)",
+    "major": 9,
+    "minor": 0,
+    "multi_processor_count": 132,
+    "warp_size": 32,
+    "L2_cache_size": 50 * 2**20,
+    "total_memory": 80 * 2**30,
+    "max_shared_memory_per_block_optin": 227 * 2**10,
+    "shared_memory_per_block_optin": 227 * 2**10,
+    "regs_per_multiprocessor": 65536,
+}
+
+
 def apply_cpu_patch() -> None:
-    """``triton.autotune`` keeps its first config; ``torch.cuda.device`` becomes a no-op.
-    Call before any upstream file is loaded (their decorators run at import)."""
+    """``triton.autotune`` keeps its first config; ``torch.cuda.device`` becomes a no-op;
+    the device queries files make at import (capability, properties, current device)
+    answer as the H100 does (``CPU_STAND_IN_DEVICE``). Call before any upstream file is
+    loaded (their decorators and module-level queries run at import)."""
+    import types
+
     import torch
     import triton
 
@@ -124,6 +148,12 @@ def apply_cpu_patch() -> None:
     first_config._ce_first_config = True  # type: ignore[attr-defined]
     triton.autotune = first_config
     torch.cuda.device = _NoDevice
+    props = types.SimpleNamespace(**CPU_STAND_IN_DEVICE)
+    cap = (props.major, props.minor)
+    torch.cuda.get_device_capability = lambda *_a, **_k: cap
+    torch.cuda.get_device_properties = lambda *_a, **_k: props
+    torch.cuda.get_device_name = lambda *_a, **_k: props.name
+    torch.cuda.current_device = lambda: 0
 
 
 def toolchain() -> dict[str, str]:
@@ -309,6 +339,9 @@ def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[
     if spec is None:
         return {**result, "status": "no_harness_spec"}
     result["spec"] = spec.name
+    cannot = spec.not_runnable_for(row["sha"])
+    if cannot is not None:
+        return {**result, "status": cannot[0], "error": cannot[1]}
     package = package_of(row["path"])
     try:
         mods = {

@@ -19,6 +19,8 @@ A spec is our own code, reviewed like any code, one per launcher family. It name
   error grows with the shape (the accumulation length of a split-K GEMM) gives
   ``tolerance_at(shape)`` instead, and ``tolerance_for(shape)`` is what the runner compares
   with;
+* ``not_runnable``: rows it covers that cannot run under the harness, with the status
+  and reason the runner records for them instead (a change that is a compiled CUDA op);
 * ``footprint(shape)``: optional upper bound, in bytes, of what ``make_inputs`` plus
   ``reference`` hold at once at that shape, from the shape alone (no allocation), for specs
   whose reference could outgrow the card (``tests/unit/commit_exec/test_footprint.py``).
@@ -74,10 +76,21 @@ class Spec:
     tolerance_at: Callable[[Shape], Mapping[str, tuple[float, float]]] | None = None
     #: Bytes the inputs and the reference hold at once at a shape (a bound, see above).
     footprint: Callable[[Shape], int] | None = None
+    #: Rows the spec covers that cannot run here, by sha prefix: ``(exec_status, reason)``
+    #: (e.g. the commit's change is a CUDA kernel of the package's compiled extension that
+    #: the after side dispatches to). The runner records that status without loading them.
+    not_runnable: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def tolerance_for(self, shape: Shape) -> Mapping[str, tuple[float, float]]:
         """The ``(atol, rtol)`` overrides that apply at this shape."""
         return self.tolerance if self.tolerance_at is None else self.tolerance_at(shape)
+
+    def not_runnable_for(self, sha: str) -> tuple[str, str] | None:
+        """``(exec_status, reason)`` when this row cannot run under the harness, else None."""
+        for prefix, why in self.not_runnable.items():
+            if sha.startswith(prefix):
+                return why
+        return None
 
     def covers(self, repo: str, sha: str, path: str) -> bool:
         return any(repo == r and sha.startswith(s) and path == p for r, s, p in self.rows)

@@ -5,6 +5,7 @@ Qwen3-32B, Mamba-Codestral-7B / Nemotron-H, gpt-oss with its sliding window)."""
 
 from __future__ import annotations
 
+import inspect
 import random
 from typing import Any
 
@@ -36,11 +37,43 @@ def _group_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     return {"x": x.to(torch.bfloat16), "group_size": shape.get("group", 128)}
 
 
+class _TritonFallbackPlatform:
+    """``current_platform`` with ``is_cuda()`` False, everything else the loader's: the
+    launchers of later vLLM files prefer the compiled ``torch.ops._C`` op on CUDA
+    (``if current_platform.is_cuda() and x.is_contiguous()``), which is not built here;
+    the file's own Triton fallback is the kernel the harness can run."""
+
+    def __init__(self, platform: Any) -> None:
+        self._platform = platform
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._platform, name)
+
+    def is_cuda(self) -> bool:
+        return False
+
+
+#: Rows whose launcher's only change is the scale tensor's layout for DeepGEMM
+#: (``tma_aligned_scales``, d08b356e): called with column-major, TMA-aligned scales, the
+#: path the change is on (its callers' DeepGEMM input quantisation); the before side,
+#: without the parameter, writes plain column-major scales.
+_COLUMN_MAJOR_TMA = ("d08b356e",)
+
+
 def _group_call(fn_name: str) -> Any:
     def call(mod: Any, x: Inputs, sha: str) -> Outputs:
-        q, s = call_by_name(
-            getattr(mod, fn_name), {**x, "column_major_scales": False, "eps": 1e-10}
-        )
+        fn = getattr(mod, fn_name)
+        values = {**x, "column_major_scales": False, "eps": 1e-10}
+        if sha.startswith(_COLUMN_MAJOR_TMA):
+            values.update(column_major_scales=True, tma_aligned_scales=True)
+        platform = getattr(mod, "current_platform", None)
+        if platform is not None and "torch.ops._C." in inspect.getsource(fn):
+            mod.current_platform = _TritonFallbackPlatform(platform)
+        try:
+            q, s = call_by_name(fn, values)
+        finally:
+            if platform is not None:
+                mod.current_platform = platform
         return {"q": q.float(), "scale": s.float().contiguous()}
 
     return call
@@ -92,6 +125,15 @@ PER_TOKEN_GROUP_FP8 = Spec(
     "the scale differs in its last float bit (one fp8 step: 12.5% relative, and near zero "
     "one subnormal step, 2^-9, absolute; harness 1 lacked the absolute part and failed one "
     "element in 29M); scales are one fp32 max and one division: 1e-5 relative",
+    not_runnable={
+        "774d0c01": (
+            "needs_cuda_extension_build",
+            "the commit's change is a new CUDA kernel (csrc/quantization/fp8/"
+            "per_token_group_quant.cu) that the after side calls as torch.ops._C."
+            "per_token_group_fp8_quant on CUDA; its Triton fallback is the before side's "
+            "kernel unchanged, so only the package's compiled extension measures the commit",
+        ),
+    },
 )
 
 PER_TOKEN_GROUP_INT8 = Spec(
@@ -106,6 +148,15 @@ PER_TOKEN_GROUP_INT8 = Spec(
     tolerance={"q": (1.0, 0.0), "scale": (1e-9, 1e-5)},
     tolerance_why="int8 rounding of a value within float error of .5 may go either way: one "
     "integer step; scales 1e-5 relative",
+    not_runnable={
+        "75d29cf4": (
+            "needs_cuda_extension_build",
+            "the commit's change is a CUDA kernel (csrc/quantization/compressed_tensors/"
+            "int8_quant_kernels.cu, per_token_group_quant_8bit.h) that the after side calls as "
+            "torch.ops._C.per_token_group_quant_int8 on CUDA; the Triton kernel is unchanged, "
+            "so only the package's compiled extension measures the commit",
+        ),
+    },
 )
 
 

@@ -135,6 +135,25 @@ def _chunk_h_reference(x: Inputs) -> Outputs:
 
 _VL_DELTA_H = "vllm/model_executor/layers/fla/ops/chunk_delta_h.py"
 
+_DELTA_H_TOL = {"h": (4e-3, 2e-2), "v_new": (1e-2, 2e-2), "state": (2e-3, 2e-2)}
+
+
+def _chunk_h_tolerance(shape: Shape) -> dict[str, tuple[float, float]]:
+    """The spec's tolerance; on KDA's per-channel gate (``gk``) ``h`` gets an absolute
+    4e-2. Why: on that path the new values are rounded to bf16 *undecayed* before
+    ``k^T @ v`` (the scalar-gate path first scales them by ``exp(g_last - g) <= 1``), so
+    where kernel and reference round a value of |v_new| in [4, 8) to neighbouring bf16
+    numbers (one ulp there is 2^-5 = 0.031; v_new itself passes its own tolerance) the
+    difference enters h through k and adds over the chunk, independent of h's own size:
+    an absolute error, which a relative tolerance misses on small h elements. Set after
+    stop 36's H100 check of eb3da9c1 (in sample): before and after were bitwise equal on
+    every shape and both missed the old bound on 17,100 of 22.5M h elements of the KDA
+    shape only (max 0.031, the other shapes' max 0.016)."""
+    if shape.get("gk"):
+        return {**_DELTA_H_TOL, "h": (4e-2, 2e-2)}
+    return dict(_DELTA_H_TOL)
+
+
 CHUNK_DELTA_H = Spec(
     name="fla_chunk_gated_delta_rule_fwd_h",
     launcher="chunk_gated_delta_rule_fwd_h",
@@ -160,11 +179,13 @@ CHUNK_DELTA_H = Spec(
     call=_chunk_h_call,
     reference=_chunk_h_reference,
     mutated=("state_kv", "state_vk"),
-    tolerance={"h": (4e-3, 2e-2), "v_new": (1e-2, 2e-2), "state": (2e-3, 2e-2)},
+    tolerance=_DELTA_H_TOL,
+    tolerance_at=_chunk_h_tolerance,
     tolerance_why="bf16 tensor-core dots of 64-long chunks (the state rounded to bf16 for "
     "w @ h, the new values for k^T @ v) accumulated in fp32 over up to 64 chunks, the "
     "reference doing the same roundings in another summation order: two bf16 ulps for "
-    "the bf16 outputs h and v_new, and 2% relative for the fp32 final state",
+    "the bf16 outputs h and v_new, and 2% relative for the fp32 final state; on KDA's "
+    "per-channel gate an absolute 4e-2 on h (see _chunk_h_tolerance)",
 )
 
 SPECS: tuple[Spec, ...] = (CHUNK_DELTA_H,)

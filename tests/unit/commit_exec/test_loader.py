@@ -69,3 +69,47 @@ def test_a_file_that_fails_raises(tmp_path: Path) -> None:
 def test_package_of() -> None:
     assert package_of("python/sglang/srt/layers/x.py") == "sglang.srt.layers"
     assert package_of("vllm/attention/ops/y.py") == "vllm.attention.ops"
+
+
+TYPE_LEVEL_FILE = """
+from typing import Optional, Union
+from vllm.model_executor.layers.quantization import QuantConfig, Fp8Config
+from vllm.utils.deep_gemm import get_tma_aligned_size
+from .config import MoeConfig
+
+
+def launcher(x: QuantConfig | None = None, y: None | QuantConfig = None) -> QuantConfig | None:
+    return "called"
+
+
+Alias = dict[str, QuantConfig | None]
+Indexed = QuantConfig[int]
+Either = Optional[QuantConfig] | Union[Fp8Config, None]
+
+
+class Both(QuantConfig, Fp8Config):
+    kind = "both"
+
+
+class WithInt(MoeConfig, int):
+    pass
+
+
+IS_CONFIG = isinstance(3, QuantConfig) or issubclass(int, QuantConfig)
+TMA_ROWS = get_tma_aligned_size(130, 4)
+"""
+
+
+def test_stubs_support_type_level_use(tmp_path: Path) -> None:
+    """s01's four load errors (``Stub | None`` in annotations) and their relatives: stubs in
+    unions, subscripts, several stub bases or a stub beside a real base, isinstance tests,
+    all evaluated at import time."""
+    f = tmp_path / "typed_file.py"
+    f.write_text(TYPE_LEVEL_FILE)
+    mod = load_file(f, "_test_typed_file", "vllm.model_executor.layers.quantization.utils")
+    assert mod.launcher() == "called"
+    assert isinstance(mod.Indexed, Stub) and isinstance(mod.Either, Stub | object)
+    assert mod.Both.kind == "both" and mod.Both.__mro__ == (mod.Both, object)
+    assert mod.WithInt(5) + 1 == 6  # the real base kept, the stub dropped
+    assert mod.IS_CONFIG is False
+    assert mod.TMA_ROWS == 132  # 130 rows rounded up to 16 bytes of fp32 (4 per 16 B)

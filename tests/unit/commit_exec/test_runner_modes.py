@@ -116,6 +116,9 @@ def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
             with torch.cuda.device(0):
                 add_one[grid](x, 100)
             assert bool((x == 1).all()), x
+            # files that query the device at import see the H100 the rows run on
+            assert torch.cuda.get_device_capability() == (9, 0)
+            assert torch.cuda.get_device_properties(torch.cuda.current_device()).warp_size == 32
             print("blocks", sorted(set(seen)))
             """
         )
