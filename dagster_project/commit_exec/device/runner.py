@@ -154,6 +154,36 @@ def apply_cpu_patch() -> None:
     torch.cuda.get_device_properties = lambda *_a, **_k: props
     torch.cuda.get_device_name = lambda *_a, **_k: props.name
     torch.cuda.current_device = lambda: 0
+    # launchers that ``assert x.is_cuda`` (SGLang's) accept the CPU tensors of the check
+    torch.Tensor.is_cuda = property(lambda self: True)
+    _interpreter_bf16_dot()
+
+
+def _interpreter_bf16_dot() -> None:
+    """Triton 3.6's interpreter keeps bf16 as its uint16 bits and ``tl.dot`` multiplies
+    those integers (a bf16 GEMM gave 1e12 on the CPU: every fused-MoE row, before and
+    after alike); here bf16 operands are widened to fp32 first (exact, as tensor cores
+    multiply them) and the dot is otherwise the interpreter's own."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    original = builder.create_dot
+    if getattr(original, "_ce_bf16", False):
+        return
+
+    def widen(h: Any) -> Any:
+        if h.dtype.scalar != tl.bfloat16:
+            return h
+        data = interpreter._convert_float(h.data, tl.bfloat16, tl.float32, None)
+        return interpreter.TensorHandle(data.view(np.float32), tl.float32)
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, *rest: Any) -> Any:
+        return original(self, widen(a), widen(b), d, *rest)
+
+    create_dot._ce_bf16 = True  # type: ignore[attr-defined]
+    builder.create_dot = create_dot
 
 
 def toolchain() -> dict[str, str]:

@@ -89,7 +89,9 @@ def test_runner_process_refuses_the_patch_without_the_interpreter(tmp_path: Path
 
 
 def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
-    """An autotuned kernel, and a torch.cuda.device context, under the interpreter."""
+    """An autotuned kernel, a torch.cuda.device context, the H100's device queries, CUDA
+    assertions and a bf16 ``tl.dot`` (wrong in Triton 3.6's interpreter) under the
+    interpreter."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     probe = tmp_path / "probe.py"
@@ -119,6 +121,20 @@ def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
             # files that query the device at import see the H100 the rows run on
             assert torch.cuda.get_device_capability() == (9, 0)
             assert torch.cuda.get_device_properties(torch.cuda.current_device()).warp_size == 32
+            assert x.is_cuda  # launchers asserting CUDA inputs accept the check's tensors
+
+            @triton.jit
+            def bf16_dot(a_ptr, c_ptr, B: tl.constexpr):
+                o = tl.arange(0, B)
+                a = tl.load(a_ptr + o[:, None] * B + o[None, :])
+                acc = tl.dot(a, a, tl.zeros((B, B), dtype=tl.float32))
+                tl.store(c_ptr + o[:, None] * B + o[None, :], acc.to(tl.bfloat16))
+
+            a = torch.randn(16, 16).to(torch.bfloat16)
+            c = torch.empty(16, 16, dtype=torch.bfloat16)
+            bf16_dot[(1,)](a, c, B=16)
+            want = (a.float() @ a.float()).to(torch.bfloat16)
+            assert torch.allclose(c.float(), want.float(), atol=2e-2, rtol=2e-2), c  # was 1e10
             print("blocks", sorted(set(seen)))
             """
         )
