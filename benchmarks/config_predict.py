@@ -33,6 +33,12 @@ def main() -> None:
     tasks = shipped_tasks()
     gpus = sorted({t.measured_on for t in tasks})
     print(f"tasks: {len(tasks)} latency tables on {', '.join(gpus)} (split rules {SPLIT_VERSION})")
+    exhaustive = sum(t.exhaustive for t in tasks)
+    skewed = sum(t.routing != "uniform" for t in tasks)
+    print(
+        f"  regret against: the exhaustive optimum in {exhaustive} tables, the best of a "
+        f"partial table in {len(tasks) - exhaustive}; skewed-routing tables: {skewed}"
+    )
     for name, (train, test) in split_sizes(tasks).items():
         print(f"  {name}: train {train}, test {test} (held out)")
     if len(gpus) < 2:

@@ -93,7 +93,16 @@ RAW_SCHEMA: dict[str, pl.DataType] = {
     # kept but no longer used for labels (``superseded``); both filled at ingestion
     "measured_on": pl.String(),
     "superseded_reason": pl.String(),
+    # issue 38: the token-to-expert distribution the row's inputs were routed with
+    # (``gpu.routing``; results before it are "uniform"), and for a result of an
+    # exhaustive plan the tuner space it enumerates and that space's candidate count
+    # (``gpu.space``; null for the tuned-config neighbourhoods)
+    "routing": pl.String(),
+    "exhaustive_space": pl.String(),
+    "space_size": pl.Int64(),
 }
+#: The key of one latency table: a tuned row, the GPU it was timed on, its routing.
+TABLE_KEY = ["row_id", "measured_on", "routing"]
 
 #: Where measured batches ship with the package: ``<gpu folder>/batch-NNN.parquet``, one
 #: file per device batch, RAW_SCHEMA columns (``kernelhouse gpu pack`` writes them).
@@ -476,6 +485,9 @@ def _result_rows(lines: Iterable[dict[str, Any]], source: str) -> list[dict[str,
                 or ("full" if d.get("harness_version") == "1.0.0" else None),
                 "driver_version": env.get("driver"),
                 "cuda_version": env.get("cuda"),
+                "routing": row.get("routing") or "uniform",
+                "exhaustive_space": row.get("exhaustive_space"),
+                "space_size": int(row["space_size"]) if row.get("space_size") else None,
             }
         )
     return out
@@ -583,7 +595,7 @@ def read_shipped(paths: Sequence[Path]) -> pl.DataFrame:
 
 def _to_raw(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with exactly RAW_SCHEMA's columns (absent ones null, as older lakes and
-    batches lack the 1.1.0 columns)."""
+    batches lack the 1.1.0 columns; a result without a routing was routed uniformly)."""
     # DataFrame.cast keys its mapping by column names or selectors (a str key is one).
     dtypes: Mapping[Any, pl.DataType] = RAW_SCHEMA
     return (
@@ -592,6 +604,7 @@ def _to_raw(df: pl.DataFrame) -> pl.DataFrame:
         )
         .select(list(RAW_SCHEMA))
         .cast(dtypes)
+        .with_columns(pl.col("routing").fill_null("uniform"))
     )
 
 
@@ -664,10 +677,12 @@ def mark_superseded(df: pl.DataFrame) -> pl.DataFrame:
     times are what was measured) but give no labels (``sql/measured/dataset.sql``)
     until the row is measured again under harness >= 1.2.0."""
     df = with_measured_on(df)
-    keys = ["row_id", "measured_on"]
-    reasons: dict[tuple[Any, Any], str] = {}
+    if "routing" not in df.columns:
+        df = df.with_columns(pl.lit("uniform").alias("routing"))
+    df = df.with_columns(pl.col("routing").fill_null("uniform"))
+    reasons: dict[tuple[Any, Any, Any], str] = {}
     for r in df.filter(pl.col("status") == "ok").iter_rows(named=True):
-        key = (r["row_id"], r["measured_on"])
+        key = (r["row_id"], r["measured_on"], r["routing"])
         if key not in reasons:
             why = grid_mismatch(r)
             if why is not None:
@@ -676,12 +691,18 @@ def mark_superseded(df: pl.DataFrame) -> pl.DataFrame:
         {
             "row_id": [k[0] for k in reasons],
             "measured_on": [k[1] for k in reasons],
+            "routing": [k[2] for k in reasons],
             "_why": list(reasons.values()),
         },
-        schema={"row_id": pl.String(), "measured_on": pl.String(), "_why": pl.String()},
+        schema={
+            "row_id": pl.String(),
+            "measured_on": pl.String(),
+            "routing": pl.String(),
+            "_why": pl.String(),
+        },
     )
     return (
-        df.join(flagged, on=keys, how="left", nulls_equal=True)
+        df.join(flagged, on=TABLE_KEY, how="left", nulls_equal=True)
         .with_columns(pl.col("_why").alias("superseded_reason"))
         .drop("_why")
     )
@@ -703,14 +724,17 @@ def with_measured_on(df: pl.DataFrame) -> pl.DataFrame:
 
 def merge_results(df: pl.DataFrame) -> pl.DataFrame:
     """Results as the lake keeps them: the newest measurement of a (row, GPU measured on,
-    candidate) wins (equal times: the later in ``df``), then ``mark_superseded``."""
+    routing, candidate) wins (equal times: the later in ``df``), then ``mark_superseded``."""
+    if "routing" not in df.columns:
+        df = df.with_columns(pl.lit("uniform").alias("routing"))
     return mark_superseded(
         with_measured_on(df)
+        .with_columns(pl.col("routing").fill_null("uniform"))
         .with_row_index("_order")
         .sort(["measured_at", "_order"], nulls_last=False)
-        .unique(["row_id", "measured_on", "label"], keep="last", maintain_order=True)
+        .unique([*TABLE_KEY, "label"], keep="last", maintain_order=True)
         .drop("_order")
-        .sort(["row_id", "measured_on", "cand_index"], nulls_last=True)
+        .sort([*TABLE_KEY, "cand_index"], nulls_last=True)
     )
 
 

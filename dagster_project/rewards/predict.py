@@ -10,6 +10,11 @@ lower bound of the regret against the true optimum). A pick that did not run (an
 but ``ok``) is a failure: it is counted, and its regret is the table's slowest ``ok``
 time (so a failure is never cheaper than the worst config that ran).
 
+Where a table holds an exhaustive search (every launchable config of the upstream
+tuner's space, ``gpu.space``; ``Task.exhaustive``), ``t_best`` is the true optimum over
+that space and the regret is exact, not a lower bound. One row timed under skewed
+routing is a task of its own (``Task.routing``), held out with its shape.
+
 Tasks come from the shipped batches alone (``rewards.measured.read_shipped``), with
 superseded tables left out (``mark_superseded``: measured on a grid the engine would not
 use) and tables with fewer than two ``ok`` candidates left out (no choice to make).
@@ -78,6 +83,11 @@ class Task:
     moe_gemms: str
     block_shape: tuple[int, ...]
     candidates: tuple[Candidate, ...]
+    #: the inputs' token-to-expert distribution (``gpu.routing``): a table of its own
+    routing: str = "uniform"
+    #: every candidate of the upstream tuner's pruned space has a result
+    #: (``gpu.space``): ``t_best`` is then the true optimum, not the best of a partial table
+    exhaustive: bool = False
 
     @property
     def shape_key(self) -> str:
@@ -125,14 +135,17 @@ def tasks_from_frame(raw: pl.DataFrame) -> list[Task]:
     """Tasks of a ``RAW_SCHEMA`` frame as the lake keeps it (``measured.merge_results``): one per
     (row, GPU measured on), superseded tables and tables with < 2 ``ok`` left out."""
     live = raw.filter(pl.col("superseded_reason").is_null() & pl.col("measured_on").is_not_null())
+    if "routing" not in live.columns:
+        live = live.with_columns(pl.lit("uniform").alias("routing"))
+    live = live.with_columns(pl.col("routing").fill_null("uniform"))
     out: list[Task] = []
-    for (_rid, _gpu), g in live.sort("cand_index").group_by(
-        ["row_id", "measured_on"], maintain_order=True
+    for _key, g in live.sort("cand_index").group_by(
+        ["row_id", "measured_on", "routing"], maintain_order=True
     ):
         task = _task(g)
         if sum(c.t_us is not None for c in task.candidates) >= 2:
             out.append(task)
-    return sorted(out, key=lambda t: (t.row_id, t.measured_on))
+    return sorted(out, key=lambda t: (t.row_id, t.measured_on, t.routing))
 
 
 def _task(g: pl.DataFrame) -> Task:
@@ -158,7 +171,19 @@ def _task(g: pl.DataFrame) -> Task:
         moe_gemms=first["moe_gemms"] or "",
         block_shape=tuple(first["block_shape"] or ()),
         candidates=tuple(cands),
+        routing=str(first.get("routing") or "uniform"),
+        exhaustive=_space_complete(g),
     )
+
+
+def _space_complete(g: pl.DataFrame) -> bool:
+    """Every candidate of the table's exhaustive space has a result (as the dataset's
+    ``exhaustive`` column: results stamped with the space >= its size)."""
+    if "space_size" not in g.columns or g["space_size"].null_count() == g.height:
+        return False
+    stamped = g.filter(pl.col("exhaustive_space").is_not_null()).height
+    size = g.select(pl.col("space_size").max()).item()
+    return stamped >= int(size or 0) > 0
 
 
 def shipped_tasks(root: Path | None = None) -> list[Task]:

@@ -152,6 +152,10 @@ COLUMNS: dict[str, dict[str, str]] = {
         "gpu": "the GPU the config was tuned for (normalised)",
         "measured_on": "the GPU the row was timed on",
         "cross_gpu": "timed on another GPU than the one it was tuned for (a transfer table)",
+        "routing": (
+            "token-to-expert distribution of the inputs: uniform, or a skewed one such as "
+            "zipf:0.5 (rewards/gpu/routing.py); one table per routing"
+        ),
         "config_path": "the tuned-config JSON file",
         "E": "number of experts (MoE families; null otherwise)",
         "N": "N dimension of the GEMM",
@@ -205,6 +209,12 @@ COLUMNS: dict[str, dict[str, str]] = {
         "harness_version": "version of the measuring harness",
         "timing": "how the times were taken (CUDA-graph replays, counts)",
         "batches": "the shipped batch folders the row's results came from",
+        "exhaustive_space": "the upstream tuner space an exhaustive plan timed (null: none)",
+        "space_size": "candidates of that space (tuned, default, every launchable config)",
+        "n_space_measured": "candidates of that space with a result",
+        "exhaustive": "every candidate of the space has a result (t_best_us is its optimum)",
+        "tuned_regret_vs_optimum": "t_tuned_us / the space's fastest - 1 (exhaustive only)",
+        "default_regret_vs_optimum": "t_default_us / the space's fastest - 1 (exhaustive only)",
         "kernel_source_sha": "hash of the kernel source that was run",
         "measured_at": "when the row was last measured (UTC)",
         "split": _SPLIT + " (the tuned_configs row's split)",

@@ -5,8 +5,9 @@
 -- Built from raw.measured_configs alone (each result carries its row's fields since
 -- harness 1.1.0), so the shipped batches make the dataset on a machine whose
 -- tuned_configs came from other snapshots, or without tuned_configs at all.
--- One row per (tuned row, GPU measured on): a row of one GPU timed on another
--- (measured_on <> gpu) is a cross-GPU transfer table of its own.
+-- One row per (tuned row, GPU measured on, routing): a row of one GPU timed on another
+-- (measured_on <> gpu) is a cross-GPU transfer table of its own, and a MoE row timed
+-- under skewed routing (routing <> 'uniform') a table of its own too (issue 38).
 -- Ties are ties (issue 38): every ok candidate within noise of the fastest (its time
 -- <= the fastest's x (1 + the larger of the two spreads)) is in measured_best_configs;
 -- measured_best_config and best_label name a winner only when it is alone there
@@ -15,17 +16,19 @@
 -- A superseded table (superseded_reason: launched on a grid the engine would not use)
 -- keeps its latency_table and times but gives no labels (they are NULL).
 WITH m AS (
-    SELECT * FROM raw.measured_configs
+    -- a result stored before routing existed was routed uniformly
+    SELECT * REPLACE (coalesce(routing, 'uniform') AS routing) FROM raw.measured_configs
 ),
 fastest AS (
     SELECT
         row_id,
         measured_on,
+        routing,
         min(t_us) AS t_best_us,
         arg_min(spread, t_us) AS spread_best
     FROM m
     WHERE status = 'ok'
-    GROUP BY row_id, measured_on
+    GROUP BY row_id, measured_on, routing
 ),
 -- one entry per distinct config (the tuned and the default config can be the same
 -- config, timed twice): its fastest time and the labels it was timed under
@@ -33,6 +36,7 @@ by_config AS (
     SELECT
         row_id,
         measured_on,
+        routing,
         config,
         min(t_us) AS t_us,
         arg_min(spread, t_us) AS spread,
@@ -40,25 +44,28 @@ by_config AS (
         min(cand_index) AS cand_index
     FROM m
     WHERE status = 'ok'
-    GROUP BY row_id, measured_on, config
+    GROUP BY row_id, measured_on, routing, config
 ),
 ties AS (
     SELECT
         c.row_id,
         c.measured_on,
+        c.routing,
         list(c.config ORDER BY c.t_us, c.cand_index) AS best_configs,
         list(c.label ORDER BY c.t_us, c.cand_index) AS best_labels,
         count(*) AS n_tied
     FROM by_config c
     JOIN fastest f ON f.row_id = c.row_id AND f.measured_on IS NOT DISTINCT FROM c.measured_on
+        AND f.routing = c.routing
     WHERE c.t_us <= f.t_best_us
           * (1 + greatest(coalesce(c.spread, 0), coalesce(f.spread_best, 0)))
-    GROUP BY c.row_id, c.measured_on
+    GROUP BY c.row_id, c.measured_on, c.routing
 ),
 agg AS (
     SELECT
         row_id,
         measured_on,
+        routing,
         list({'label': label, 'config': config, 'status': status, 't_us': t_us,
               'spread': spread, 'rel_err': rel_err, 'reason': reason}
              ORDER BY cand_index) AS latency_table,
@@ -111,9 +118,17 @@ agg AS (
         max(harness_version) AS harness_version,
         any_value(timing) AS timing,
         string_agg(DISTINCT source, ',' ORDER BY source) AS batches,
+        -- issue 38: the tuner space an exhaustive plan timed for this table, its size
+        -- (tuned, default and every launch-distinct config that can launch) and how
+        -- many of its candidates have a result; the fastest of them is the optimum
+        any_value(exhaustive_space) AS exhaustive_space,
+        max(space_size) AS space_size,
+        count(*) FILTER (WHERE exhaustive_space IS NOT NULL) AS n_space_measured,
+        min(t_us) FILTER (WHERE exhaustive_space IS NOT NULL AND status = 'ok')
+            AS t_space_best_us,
         max(measured_at) AS measured_at
     FROM m
-    GROUP BY row_id, measured_on
+    GROUP BY row_id, measured_on, routing
 ),
 labelled AS (
     SELECT
@@ -134,6 +149,7 @@ labelled AS (
     FROM agg
     LEFT JOIN ties
         ON ties.row_id = agg.row_id AND ties.measured_on IS NOT DISTINCT FROM agg.measured_on
+        AND ties.routing = agg.routing
 )
 SELECT
     row_id AS id,
@@ -144,6 +160,7 @@ SELECT
     gpu,
     measured_on,
     measured_on IS DISTINCT FROM gpu AS cross_gpu,
+    routing,
     config_path,
     "E",
     "N",
@@ -204,8 +221,17 @@ SELECT
     harness_version,
     timing,
     batches,
+    exhaustive_space,
+    space_size,
+    n_space_measured,
+    -- every candidate of the space timed: t_best_us is then the space's optimum
+    coalesce(n_space_measured >= space_size, false) AS exhaustive,
+    CASE WHEN superseded_reason IS NULL AND n_space_measured >= space_size
+        THEN t_tuned_us / t_space_best_us - 1 END AS tuned_regret_vs_optimum,
+    CASE WHEN superseded_reason IS NULL AND n_space_measured >= space_size
+        THEN t_default_us / t_space_best_us - 1 END AS default_regret_vs_optimum,
     kernel_source_sha,
     measured_at,
     split
 FROM labelled
-ORDER BY kernel, quant, repo, config_path, "M", id, measured_on
+ORDER BY kernel, quant, repo, config_path, "M", id, measured_on, routing

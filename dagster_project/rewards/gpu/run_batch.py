@@ -69,8 +69,13 @@ class BatchItem:
 
 
 def read_batch(path: Path) -> list[BatchItem]:
-    """The rows of a batch file and each row's candidates (explicit or generated)."""
+    """The rows of a batch file and each row's candidates (explicit or generated).
+
+    A row id appears once per batch: results are keyed by (row id, label), so the same
+    row under another routing (``MeasureRow.routing``) is planned as a batch of its own
+    (with its own results file)."""
     items: list[BatchItem] = []
+    seen: set[str] = set()
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
@@ -79,6 +84,12 @@ def read_batch(path: Path) -> list[BatchItem]:
             row = MeasureRow.from_json(d)
         except (ValueError, TypeError, KeyError) as exc:
             raise ValueError(f"{path}:{n}: not a batch row: {exc}") from exc
+        if row.id in seen:
+            raise ValueError(
+                f"{path}:{n}: row {row.id} is already in this batch (another routing "
+                "is a batch of its own)"
+            )
+        seen.add(row.id)
         if d.get("candidates"):
             cands = [Candidate(str(c["label"]), dict(c["config"])) for c in d["candidates"]]
         else:

@@ -1,0 +1,238 @@
+"""The upstream tuners' search spaces, pruned only by configs that cannot launch, the
+stratified exhaustive subset, its plans, and ingestion of their results (issue 38).
+
+The space sizes are our own reading of the tuning scripts at the snapshots (vLLM
+``28be48fa944d``, SGLang ``30cb848d4b45``), written out as numbers; a planner that drifts
+from them fails here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dagster_project.rewards import measured
+from dagster_project.rewards.gpu import run_batch as rb
+from dagster_project.rewards.gpu import space as sp
+from dagster_project.rewards.gpu.neighbours import Candidate
+from dagster_project.rewards.gpu.spec import MeasureRow, normalise_config
+from tests.unit.test_execution_reward import make_lake, mm_row, moe_row, runner_measure
+
+
+def _moe(**over: Any) -> MeasureRow:
+    base = dict(M=1, E=256, top_k=8, N=256, K=7168)
+    return moe_row(**{**base, **over})
+
+
+@pytest.mark.parametrize(
+    ("row", "size"),
+    [
+        # 5 BM x 4 BN x 3 BK x 4 GROUP x 2 warps x 4 stages
+        (_moe(), 1920),
+        (_moe(repo="sglang"), 1920),
+        (_moe(dtype="fp8_w8a8"), 1920),
+        # vLLM, fp8 block [128, 128]: BK and BN multiples of 128 -> BK {128, 256}, BN {128, 256}
+        (_moe(dtype="fp8_w8a8", block_shape=[128, 128]), 640),
+        # SGLang: BK divides 128 -> BK {64, 128}
+        (_moe(repo="sglang", dtype="fp8_w8a8", block_shape=[128, 128]), 1280),
+        # block-fp8 matmul tuners: BK {64, 128}, both dividing 128
+        (mm_row(), 1280),
+        (mm_row(repo="vllm", kernel="_w8a8_triton_block_scaled_mm"), 1280),
+    ],
+)
+def test_tuner_space_sizes(row: MeasureRow, size: int) -> None:
+    configs = sp.tuner_configs(row)
+    assert len(configs) == size
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == size
+    assert all(normalise_config(c)[0] == c for c in configs)
+
+
+def tile_of(pid: np.ndarray, num_pid_m: int, num_pid_n: int, group: int, moe: bool) -> Any:
+    """Which output tile each program computes, by the kernels' grouped ordering (our
+    own statement of it; the MoE kernels take ``pid % num_pid_in_group`` before the
+    modulo, the block-fp8 matmuls take ``pid`` itself)."""
+    in_group = group * num_pid_n
+    first = (pid // in_group) * group
+    size = np.minimum(num_pid_m - first, group)
+    pid_m = first + ((pid % in_group) % size if moe else pid % size)
+    pid_n = (pid % in_group) // size
+    return np.stack([pid_m, pid_n])
+
+
+@pytest.mark.parametrize("moe", [True, False])
+@pytest.mark.parametrize("num_pid_m", [1, 3, 8, 20])
+def test_group_sizes_at_or_above_the_row_blocks_launch_alike(moe: bool, num_pid_m: int) -> None:
+    """The aliasing rule: every GROUP_SIZE_M >= the row blocks maps programs to tiles
+    exactly as GROUP_SIZE_M = row blocks does; a smaller one (of the space) does not."""
+    num_pid_n = 7
+    pid = np.arange(num_pid_m * num_pid_n)
+    ref = tile_of(pid, num_pid_m, num_pid_n, num_pid_m, moe)
+    for g in (1, 16, 32, 64):
+        same = np.array_equal(tile_of(pid, num_pid_m, num_pid_n, g, moe), ref)
+        assert same == (g >= num_pid_m or num_pid_m == 1 or (g == 1 and num_pid_n == 1))
+
+
+def test_launch_aliases_follow_the_engines() -> None:
+    base = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "GROUP_SIZE_M": 32, "num_warps": 4}
+    cfg = {**base, "BLOCK_SIZE_K": 256, "num_stages": 3}
+    vllm = _moe(dtype="fp8_w8a8", block_shape=[128, 128])
+    sglang = _moe(repo="sglang", dtype="fp8_w8a8", block_shape=[128, 128])
+    k128 = {**cfg, "BLOCK_SIZE_K": 128}
+    assert sp.launch_key(vllm, cfg) == sp.launch_key(vllm, k128)  # vLLM caps BK at 128
+    assert sp.launch_key(sglang, cfg) != sp.launch_key(sglang, k128)
+    # M=1, 8 pairs: vLLM's no-sort path has 8 row blocks, so GROUP 16/32/64 are one launch
+    assert sp.row_blocks(vllm, cfg) == (8, 8)
+    g16, g64 = {**cfg, "GROUP_SIZE_M": 16}, {**cfg, "GROUP_SIZE_M": 64}
+    assert sp.launch_key(vllm, g16) == sp.launch_key(vllm, g64)
+    assert sp.launch_key(vllm, g16) != sp.launch_key(vllm, {**cfg, "GROUP_SIZE_M": 1})
+    big = _moe(M=4096)  # hundreds of row blocks: every GROUP differs
+    assert sp.launch_key(big, g16) != sp.launch_key(big, g64)
+
+
+def test_exhaustive_space_lists_each_launch_once_and_prunes_only_the_impossible() -> None:
+    row = _moe(M=64, repo="sglang")
+    space = sp.exhaustive_space(row)
+    labels = [c.label for c in space.candidates]
+    assert labels[:2] == ["tuned", "default"] and len(set(labels)) == len(labels)
+    keys = [sp.launch_key(row, normalise_config(c.config)[0]) for c in space.candidates]
+    assert len(set(keys)) == len(keys)
+    assert len(space.candidates) == 2 + space.tuner_size - space.aliases - space.pruned
+    assert space.name.startswith("sglang:") and "30cb848d4b45" in space.name
+    # bf16: BM 256 + BN 256 at BK 256, 5 stages needs >= 4 x 512 x 256 x 2 bytes
+    huge = {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1}
+    assert sp.cannot_launch(row, {**huge, "num_warps": 8, "num_stages": 5})
+    assert not sp.cannot_launch(row, {**huge, "BLOCK_SIZE_K": 64, "num_stages": 2})
+    assert space.pruned == 432  # the bf16 grid's configs over the bound
+    assert all(not sp.cannot_launch(row, c.config) for c in space.candidates[2:])
+
+
+def test_no_config_that_ran_exceeds_the_shared_memory_bound() -> None:
+    """Over every shipped result, the pruning bound never exceeds the sm_90 limit for a
+    config that ran (so pruning drops only configs that cannot launch)."""
+    df = measured.read_shipped(measured.shipped_batches()).filter(pl.col("status") == "ok")
+    cfg = pl.col("config").str.json_decode(
+        pl.Struct({k: pl.Int64() for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")})
+    )
+    stages = pl.col("config").str.json_path_match("$.num_stages").cast(pl.Int64).fill_null(3)
+    bk = cfg.struct.field("BLOCK_SIZE_K")
+    vllm_moe_block = (
+        (pl.col("repo") == "vllm") & (pl.col("kernel") == "fused_moe_kernel")
+    ) & pl.col("block_shape").is_not_null()
+    bk = pl.when(vllm_moe_block).then(pl.min_horizontal(bk, 128)).otherwise(bk)
+    width = pl.when(pl.col("quant") == "bf16").then(2).otherwise(1)
+    bound = (
+        pl.max_horizontal(stages - 1, 1)
+        * (cfg.struct.field("BLOCK_SIZE_M") + cfg.struct.field("BLOCK_SIZE_N"))
+        * bk
+        * width
+    )
+    worst = df.select(bound.max()).item()
+    assert df.height > 30_000 and 0 < worst <= sp.SMEM_LIMIT_SM90
+
+
+def _pool() -> list[MeasureRow]:
+    rows = []
+    for repo, kernel in (("vllm", "fused_moe_kernel"), ("sglang", "_w8a8_block_fp8_matmul")):
+        for n in (256, 512, 1024):
+            for M in (1, 2, 16, 64, 512, 4096):
+                make = moe_row if kernel == "fused_moe_kernel" else mm_row
+                rows.append(make(id=f"{repo}-{n}-{M}", repo=repo, kernel=kernel, N=n, M=M))
+    return rows
+
+
+def test_stratified_subset_covers_families_and_the_m_range() -> None:
+    rows = _pool()
+    pick = sp.select_exhaustive(rows, 8, seed=7)
+    assert pick == sp.select_exhaustive(rows, 8, seed=7)  # deterministic
+    assert {sp.family(r)[0] for r in pick[:2]} == {"vllm", "sglang"}  # round-robin
+    for fam in {sp.family(r) for r in pick}:
+        ms = [r.M for r in pick if sp.family(r) == fam]
+        assert ms[:2] == [1, 4096]  # the smallest and the largest M first
+        assert len({r.N for r in pick if sp.family(r) == fam}) >= 3  # shapes cycled
+    assert len(sp.select_exhaustive(rows, 100, seed=7)) == len(rows)
+    others = [sp.select_exhaustive(rows, 8, seed=s) for s in range(8, 12)]
+    assert any([r.id for r in o] != [r.id for r in pick] for o in others)
+
+
+def test_plan_parts_and_estimate() -> None:
+    rows = [mm_row(id=f"mm-{M}", M=M) for M in (1, 64, 4096)]
+    items = [(r, sp.exhaustive_space(r)) for r in sp.plan_order(rows)]
+    est = sp.estimate(items)
+    assert est.rows == 3 and est.candidates == sum(len(s.candidates) for _, s in items)
+    assert 0 < est.variants <= est.candidates
+    assert est.device_s == max(est.candidates / 22.5, est.variants / 18.0)
+    parts = sp.split_parts(items, part_s=1.0)  # a part is at least one row
+    assert [len(p) for p in parts] == [1, 1, 1]
+    assert len(sp.split_parts(items, part_s=1e9)) == 1
+
+
+def _tiny_exhaustive_line(row: MeasureRow, n: int) -> dict[str, Any]:
+    """The first ``n`` candidates of the row's space, stamped as a whole space of ``n``
+    (a tiny fixture of what the plan writer emits)."""
+    full = sp.exhaustive_space(row)
+    tiny = sp.Space(full.name, full.candidates[:n], full.tuner_size, 0, 0)
+    return sp.exhaustive_line(row, tiny)
+
+
+def test_exhaustive_and_skewed_results_ingest_as_their_own_columns(tmp_path: Path) -> None:
+    """Through a real lake: an exhaustive plan line's results mark its table exhaustive
+    (optimum, regrets), a partly measured space does not, and the same row timed under
+    skewed routing is a table of its own (routing column)."""
+    lake = make_lake(tmp_path)
+    rows, _ = measured.measurable_rows(lake)
+    moe = next(r for r in rows if r.kernel == "fused_moe_kernel" and r.M == 16)
+    mm = next(r for r in rows if r.kernel == "_w8a8_block_fp8_matmul" and r.M == 16)
+    skewed = {**moe.to_json(), "routing": "zipf:0.5"}
+    skewed["candidates"] = [{"label": "tuned", "config": moe.best_config}]
+    plan, skew_plan = tmp_path / "exhaustive.jsonl", tmp_path / "skew.jsonl"
+    lines = [_tiny_exhaustive_line(moe, 4), _tiny_exhaustive_line(mm, 4)]
+    plan.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    skew_plan.write_text(json.dumps(skewed) + "\n")
+    items = rb.read_batch(plan)
+    assert [len(it.cands) for it in items] == [4, 4]
+    assert items[0].row.extra["space_size"] == 4
+    assert rb.read_batch(skew_plan)[0].row.routing == "zipf:0.5"
+    both = tmp_path / "both.jsonl"
+    both.write_text(plan.read_text() + skew_plan.read_text())
+    with pytest.raises(ValueError, match="batch of its own"):
+        rb.read_batch(both)
+    out, skew_out = tmp_path / "out.jsonl", tmp_path / "skew-out.jsonl"
+    times = {"tuned": 10.0, "default": 12.0}
+    for p, o in ((plan, out), (skew_plan, skew_out)):
+        rb.run_batch(p, o, measure=runner_measure(times), env={"device": "NVIDIA H200"})
+    # drop one space candidate of the matmul row: its space is then not complete
+    kept = [r for r in rb.read_results(out) if not (r["row_id"] == mm.id and r["index"] == 3)]
+    out.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    measured.ingest_results(lake, [out, skew_out])
+    ds = lake.read_table("datasets", "measured_configs")
+    got = {(r["id"], r["routing"]): r for r in ds.to_dicts()}
+    assert set(got) == {(moe.id, "uniform"), (moe.id, "zipf:0.5"), (mm.id, "uniform")}
+    full = got[(moe.id, "uniform")]
+    assert full["exhaustive"] is True and full["space_size"] == 4
+    assert full["exhaustive_space"].startswith("vllm:benchmarks/kernels/benchmark_moe.py")
+    assert full["tuned_regret_vs_optimum"] == pytest.approx(0.0)  # others ran at 20 us
+    assert full["default_regret_vs_optimum"] == pytest.approx(0.2)
+    part = got[(mm.id, "uniform")]
+    assert part["exhaustive"] is False and part["n_space_measured"] == 3
+    assert part["tuned_regret_vs_optimum"] is None
+    skew = got[(moe.id, "zipf:0.5")]
+    assert skew["exhaustive"] is False and skew["n_candidates"] == 1
+    raw = lake.read_table("raw", "measured_configs")
+    assert set(raw["routing"]) == {"uniform", "zipf:0.5"}
+
+
+def test_space_candidates_are_launchable_batch_candidates() -> None:
+    row = _moe(M=2, dtype="fp8_w8a8", block_shape=[128, 128])
+    space = sp.exhaustive_space(row)
+    # vLLM block fp8: 640 configs, BK 256 aliases BK 128, GROUP >= 16 alias at 16 pairs
+    assert space.tuner_size == 640 and space.aliases > 320
+    line = sp.exhaustive_line(row, space)
+    assert line["extra"]["exhaustive_space"] == space.name
+    assert [Candidate(c["label"], c["config"]) for c in line["candidates"]] == list(
+        space.candidates
+    )
