@@ -27,6 +27,16 @@ The default build's seed (``KERNELHOUSE_SIM_SEED``'s default) is in sample for e
 tuned on it; pass another seed for the out-of-sample figures.
 
     python benchmarks/sim_engineer.py --sessions 150 --seed 20260 --seed 4242
+
+``--prefix-of ROOT`` checks the hard constraint of a stop-rule change (issue 39, 39c): it
+generates the first ``--sessions`` sessions of the seed's task pool (0: all, the default
+build's 1,899) with the generator checked out at ``ROOT`` (``git worktree add`` / ``git archive``
+of the earlier revision) in a subprocess and here, and counts the sessions whose steps are
+not the old session's steps (a session may only end earlier, and its closing re-benchmark
+re-measures a kernel the old session wrote): every kernel the new sessions write must be
+one the old sessions wrote, so the measured answers (addressed by kernel text) still apply.
+
+    python benchmarks/sim_engineer.py --prefix-of /tmp/before --seed 20260 --sessions 0
 """
 
 from __future__ import annotations
@@ -160,6 +170,59 @@ def measure(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_KEYS_SCRIPT = """
+import hashlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from dagster_project.sim.kernelinfer import build_tasks, simulate_session
+tasks, _ = build_tasks(int(sys.argv[2]))
+n = int(sys.argv[3])
+out = {}
+for t in tasks[: n or len(tasks)]:
+    s = simulate_session(t, int(sys.argv[2]))
+    out[s["session_id"]] = [hashlib.sha256(m["content"].encode()).hexdigest()
+                            for m in s["messages"][2::2]]
+json.dump(out, sys.stdout)
+"""
+
+
+def kernel_keys(root: Path, seed: int, n: int) -> dict[str, list[str]]:
+    """Per session id, the sha256 of each step's source, as the generator at ``root``
+    writes the seed's first ``n`` sessions (0: all); run in a fresh interpreter."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", _KEYS_SCRIPT, str(root), str(seed), str(n)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    keys: dict[str, list[str]] = json.loads(out)
+    return keys
+
+
+def prefix_report(old: dict[str, list[str]], new: dict[str, list[str]]) -> dict[str, int]:
+    """How the new sessions relate to the old: identical, cut short (every step but the
+    last is the old step, the last is an old step or re-measures a kernel the old session
+    wrote), or otherwise (any kernel the old session never wrote counts in ``new_kernels``)."""
+    f: Counter[str] = Counter()
+    for sid, nk in new.items():
+        ok = old.get(sid)
+        if ok is None:
+            f["missing_in_old"] += 1
+            continue
+        f["sessions"] += 1
+        f["old_steps"] += len(ok)
+        f["new_steps"] += len(nk)
+        f["new_kernels"] += sum(k not in set(ok) for k in nk)
+        if nk == ok:
+            f["identical"] += 1
+        elif len(nk) <= len(ok) and nk[:-1] == ok[: len(nk) - 1] and nk[-1] in set(ok):
+            f["cut_short"] += 1
+        else:
+            f["diverged"] += 1
+    return dict(f)
+
+
 def _pct(a: int, b: int) -> str:
     return f"{100.0 * a / b:.1f}%" if b else "n/a"
 
@@ -201,10 +264,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, action="append", help="generator seed (repeatable)")
     ap.add_argument("--sample-seed", type=int, default=0, help="which tasks of the pool")
     ap.add_argument("--json", action="store_true", help="also print the raw counters")
+    ap.add_argument(
+        "--prefix-of", type=Path, help="a checkout of the earlier generator: the prefix check"
+    )
     a = ap.parse_args()
     from dagster_project.settings import DEFAULT_SIM_SEED
     from dagster_project.sim import GENERATOR_VERSION
 
+    if a.prefix_of is not None:
+        for seed in a.seed or [DEFAULT_SIM_SEED]:
+            old = kernel_keys(a.prefix_of, seed, a.sessions)
+            new = kernel_keys(Path(__file__).resolve().parents[1], seed, a.sessions)
+            print(f"== seed {seed}: {GENERATOR_VERSION} against {a.prefix_of}")
+            print(json.dumps(prefix_report(old, new), sort_keys=True))
+        return
     for seed in a.seed or [DEFAULT_SIM_SEED]:
         t0 = time.perf_counter()
         m = measure(generate(a.sessions, seed, a.sample_seed))

@@ -46,6 +46,7 @@ from .codegen import FAMILY_BUGS, slip_kinds
 from .env import ANY_BUG, COMPILE_ERROR, OK, WRONG_RESULT, Candidate, KernelEnv, Submission
 from .failure_model import HANDS_SLIP_WEIGHT, MistakeMemory, bug_intent, slip_intent
 from .kernels import plan
+from .stop_rule import GAIN_NOISE, NOISE_FLOOR, TuningRecord, settled
 from .timing import inert_params
 from .variants import (
     Params,
@@ -106,6 +107,9 @@ class AgentProfile:
     #: chance that a new rung is written without a tail mask because its tile divides the
     #: extent (a later tile that does not divide it gives a wrong result)
     p_skip_mask: float = 0.8
+    #: the expected-gain stop and the settled-best rule of ``stop_rule`` (1.12.0); False
+    #: keeps only the stop tests of 1.11.0, whose sessions each 1.12.0 session is a prefix of
+    stop_rule: bool = True
 
 
 @dataclass
@@ -376,11 +380,8 @@ MIN_STEPS = 30
 #: Stop rule (issue 39): the steps without a gain beyond the noise that end the tuning, as
 #: a share of the step of the last such gain, and their floor.
 STOP_SHARE = 0.5
-#: A gain counts as beyond the noise past this many times the larger reported spread (the
-#: difference of two medians with spread s has a spread of about 1.4 s).
-GAIN_NOISE = 1.5
-#: The least relative gain a tuning move must be expected to bring (a 1% spread floor).
-NOISE_FLOOR = 0.01
+#: (``GAIN_NOISE`` and ``NOISE_FLOOR``, what counts as a gain beyond the measured noise,
+#: live in ``stop_rule`` with the expected-gain test since 1.12.0.)
 STOP_MIN = 12
 STOP_IDLE = 6
 #: A rung whose best is this many times the session's best is not reopened.
@@ -548,6 +549,8 @@ class Policy:
         self.last_gain = 0
         #: the last step that beat the best at all (the dataset's "kept")
         self.last_improve = 0
+        #: tuning tries and their gains beyond the noise (``stop_rule``, 1.12.0)
+        self.tuning = TuningRecord()
 
     # ------------------------------------------------------------------ knowledge
     def _defaults(self, v: Variant) -> Params:
@@ -720,6 +723,8 @@ class Policy:
     # ------------------------------------------------------------------ observing
     def observe(self, o: Observation) -> None:
         self.hist.append(o)
+        if o.kind == "tune":
+            self.tuning.tried()
         p = dict(o.params)
         k = _key(p)
         rs = self._rung(o.tag)
@@ -767,6 +772,8 @@ class Policy:
                 self.rebench_due = o.step  # within the noise: measure it longer first
             else:
                 self.last_gain = o.step
+                if self.tuning.tries and o.kind in ("tune", "fix") and self.best_time < math.inf:
+                    self.tuning.gained(self.best_time, t)
             self.last_improve = o.step
             self.best_time, self.best_step, self.best_spread = t, o.step, o.spread_pct
         self._abandon_slow()
@@ -866,9 +873,13 @@ class Policy:
         there (at least ``STOP_MIN``, at most twice ``patience``), or ``STOP_IDLE`` steps
         in a row have not beaten it at all. An engineer who found its best quickly gives up
         sooner; one still finding gains late keeps going. (Tuning moves themselves need an
-        expected gain beyond the noise: ``_tune_rung``.)"""
+        expected gain beyond the noise: ``_tune_rung``.) Since 1.12.0 it also stops once
+        its own tuning record expects the next try to gain no more than the measured noise
+        of the best (``stop_rule.TuningRecord.in_the_noise``)."""
         last = len(self.hist) - 1
         if last - self.last_improve >= STOP_IDLE:
+            return True
+        if self.prof.stop_rule and self.tuning.in_the_noise(self.best_spread):
             return True
         wait = max(STOP_MIN, min(2 * self.patience, round(STOP_SHARE * self.last_gain)))
         return last - self.last_gain >= wait
@@ -900,12 +911,30 @@ class Policy:
             for h in self.hist
         ):
             return None  # the best was already measured at length
+        if self.prof.stop_rule and self._settled():
+            return None  # its lead is beyond the noise: a longer run cannot change the rank
         o = self.hist[self.best_step]
         v = self.variants.get(o.tag) or self._variant(o.tag)
         self.n_rebench += 1
         self.pending = None
         self.explore = []
         return Decision(Candidate.of(v, dict(o.params)), "rebench", self.best_step)
+
+    def _settled(self) -> bool:
+        """Whether the best's lead over every other kernel measured is beyond the noise."""
+        b = self.hist[self.best_step] if self.best_step is not None else None
+        if b is None or b.time_ms is None:
+            return False
+        others = [
+            h.time_ms
+            for h in self.hist
+            if h.kind != "rebench"
+            and h.status == OK
+            and h.verified
+            and h.time_ms is not None
+            and (h.tag, h.params) != (b.tag, b.params)
+        ]
+        return settled(b.time_ms, min(others, default=math.inf), self.best_spread)
 
     def _next_rung(self, last: int) -> Decision:
         v = self.explore.pop(0)
