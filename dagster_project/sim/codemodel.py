@@ -40,7 +40,11 @@ from .hardware import GPU
 from .timing import SFU_PER_CLK, Prediction
 
 #: Version of the feature set and learner; a change that moves any corrected time bumps it.
-CODEMODEL_VERSION = "1.0.0"
+#: 1.1.0: the model's own distance from the physical floor, its efficiencies, compute path,
+#: ALU share and dependent-trip chain as features; the GPU's bandwidth as a feature (a
+#: second measuring GPU); shrunk per-(op, impl) and per-(op, impl, rung) offsets of the
+#: measured kernels' residuals (``Offsets``) on top of the learner.
+CODEMODEL_VERSION = "1.1.0"
 
 #: Ridge penalties the inner cross-validation chooses from (fixed in advance).
 PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
@@ -206,6 +210,27 @@ def launch_facts(
         "log_sfu_over_model": math.log1p(sfu_ms / dev),
         "footprint_frac": footprint / (gpu.mem_gb * 1e9),
         "launches": float(kp.launches),
+        **_roofline_facts(pred, gpu),
+    }
+
+
+def _roofline_facts(pred: Prediction, gpu: GPU) -> dict[str, float]:
+    """Where the model puts the kernel against its physical floor and why: the model's
+    time over the plan's bytes/FLOPs/SFU floor, the rung's memory and compute
+    efficiencies, FP32 CUDA-core path vs tensor cores, the share of FP32 ALU work, the
+    dependent memory trips on a program's critical path, and the GPU's bandwidth (the
+    same code runs on an H100 and an H200 at different peaks)."""
+    dev = max(pred.device_ms, 1e-6)
+    floor = max(pred.floor_ms - pred.host_ms, 1e-4)
+    return {
+        "log_over_floor": math.log(dev / floor),
+        "log_mem_eff": math.log(max(pred.eff[0], 1e-3)),
+        "log_comp_eff": math.log(max(pred.eff[1], 1e-3)),
+        "quirk": pred.quirk,
+        "path_fp32": float(pred.plan.path == "fp32"),
+        "share_alu": min(pred.t_alu_ms / dev, 3.0),
+        "log_chain": math.log1p(pred.plan.chain),
+        "gpu_bw_tbs": gpu.bw_tbs,
     }
 
 
@@ -268,6 +293,14 @@ FEATURES: tuple[str, ...] = (
     "cuda_no_tc_compute",
     "log1p_barriers",
     "log1p_sfu_in_loop",
+    "log_over_floor",
+    "log_mem_eff",
+    "log_comp_eff",
+    "quirk",
+    "path_fp32",
+    "share_alu",
+    "log_chain",
+    "gpu_bw_tbs",
 )
 
 
@@ -468,3 +501,78 @@ def fit_model(
     folds = group_folds(groups, INNER_FOLDS)
     boost_err = _inner_error(fit_boosted, xa, ya, folds) if len(folds) >= 2 else math.inf
     return fit_boosted(xa, ya) if boost_err < ridge_err else fit(xa, ya, lam)
+
+
+# --------------------------------------------------------------------------------------
+# the measured kernels of the same op and rung as evidence (1.1.0)
+# --------------------------------------------------------------------------------------
+
+#: Shrinkage of the offsets: a group of n measured kernels moves its kernels by
+#: sum(residual) / (n + K): one kernel moves a third of its residual, ten most of theirs.
+#: Fixed in advance (a prior of two kernels' worth of zero residual), not tuned.
+K_OP = 2.0
+K_RUNG = 2.0
+
+#: (op, impl) and (op, impl, rung tag) of a kernel.
+KernelKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Offsets:
+    """What the learner still misses per op and rung, from the measured kernels: the
+    shrunk mean residual of the kernels of the same (op, impl), then of the same rung on
+    top of it. The learner reads code and launch only, so kernels of one op share misses
+    it cannot see (an op whose dequantisation the plan under-counts, say); an op or rung
+    with no measured kernel gets no offset, which is what a held-out op sees."""
+
+    op: Mapping[tuple[str, str], float]
+    rung: Mapping[KernelKey, float]
+
+    def of(self, key: KernelKey) -> float:
+        op, impl, tag = key
+        return self.op.get((op, impl), 0.0) + self.rung.get(key, 0.0)
+
+
+def fit_offsets(keys: Sequence[KernelKey], resid: Sequence[float]) -> Offsets:
+    """Hierarchical shrunk means of ``resid`` (the learner's residuals on its own training
+    rows): per (op, impl) with ``K_OP``, then per rung on what is left with ``K_RUNG``."""
+    s1: dict[tuple[str, str], float] = {}
+    n1: dict[tuple[str, str], int] = {}
+    for (op, impl, _tag), r in zip(keys, resid, strict=True):
+        s1[(op, impl)] = s1.get((op, impl), 0.0) + r
+        n1[(op, impl)] = n1.get((op, impl), 0) + 1
+    o1 = {g: s1[g] / (n1[g] + K_OP) for g in s1}
+    s2: dict[KernelKey, float] = {}
+    n2: dict[KernelKey, int] = {}
+    for k, r in zip(keys, resid, strict=True):
+        s2[k] = s2.get(k, 0.0) + r - o1[(k[0], k[1])]
+        n2[k] = n2.get(k, 0) + 1
+    return Offsets(o1, {g: s2[g] / (n2[g] + K_RUNG) for g in s2})
+
+
+@dataclass(frozen=True)
+class CodeModel:
+    """The code model: the learner's correction of a kernel's features plus the offsets of
+    its op and rung; ``predict_kernels`` gives log(measured / modelled) per kernel."""
+
+    learner: Model
+    offsets: Offsets
+
+    def predict_kernels(
+        self, x: Sequence[Sequence[float]] | Any, keys: Sequence[KernelKey]
+    ) -> list[float]:
+        base = self.learner.predict(x)
+        return [b + self.offsets.of(k) for b, k in zip(base, keys, strict=True)]
+
+
+def fit_code(
+    x: Sequence[Sequence[float]] | Any,
+    y: Sequence[float] | Any,
+    groups: Sequence[str],
+    keys: Sequence[KernelKey],
+) -> CodeModel:
+    """``fit_model`` on these rows, then the offsets of its residuals on them."""
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    learner = fit_model(xa, ya, groups)
+    resid = ya - np.asarray(learner.predict(xa))
+    return CodeModel(learner, fit_offsets(keys, [float(r) for r in resid]))

@@ -50,6 +50,13 @@ class Point:
     #: ``codemodel.FEATURES`` of the kernel's own source and launch (``model_points(...,
     #: code=True)``); empty when not read.
     features: tuple[float, ...] = ()
+    #: The GPU that measured it (the model predicts it on that GPU).
+    gpu: str = "h100"
+
+    @property
+    def kernel_key(self) -> codemodel.KernelKey:
+        """(op, impl, rung tag): what the code model's offsets are kept by."""
+        return (self.op, self.impl, self.variant)
 
     @property
     def log_err(self) -> float:
@@ -153,6 +160,7 @@ def model_points(rows: Iterable[dict[str, str]], gpu: str, code: bool = False) -
                 float(r["ms"]),
                 pred.device_ms,
                 feats,
+                gpu,
             )
         )
     return out
@@ -167,6 +175,8 @@ class Pair:
     impl: str
     measured: float
     modelled: float
+    #: The GPU both kernels were measured on.
+    gpu: str = "h100"
 
     @property
     def ratio(self) -> float:
@@ -175,14 +185,15 @@ class Pair:
 
 
 def speedup_pairs(points: Iterable[Point]) -> list[Pair]:
-    """Measured vs modelled speedup (baseline time / best time) per session."""
-    by: dict[str, dict[str, Point]] = defaultdict(dict)
+    """Measured vs modelled speedup (baseline time / best time) per session and measuring
+    GPU (a session's kernels timed on two GPUs make two pairs, never a mixed one)."""
+    by: dict[tuple[str, str], dict[str, Point]] = defaultdict(dict)
     for p in points:
         for sid, _step, role in p.uses:
             if role in ("baseline", "best"):
-                by[sid][role] = p
+                by[(sid, p.gpu)][role] = p
     out = []
-    for sid, roles in sorted(by.items()):
+    for (sid, gpu), roles in sorted(by.items()):
         if len(roles) == 2:
             b, best = roles["baseline"], roles["best"]
             out.append(
@@ -192,6 +203,7 @@ def speedup_pairs(points: Iterable[Point]) -> list[Pair]:
                     b.impl,
                     b.measured_ms / best.measured_ms,
                     b.modelled_ms / best.modelled_ms,
+                    gpu,
                 )
             )
     return out
@@ -285,6 +297,7 @@ def _moved(p: Point, log_factor: float) -> Point:
         p.measured_ms,
         p.modelled_ms * math.exp(log_factor),
         p.features,
+        p.gpu,
     )
 
 
@@ -326,17 +339,26 @@ def folds(points: list[Point], by: str) -> list[tuple[list[int], list[int]]]:
 
 def _code_fix(train: list[Point], test: list[Point], by: str, method: str) -> list[float]:
     """The code model's log corrections of ``test``, fitted on ``train`` alone: ridge at
-    the penalty group folds inside ``train`` choose (``"ridge"``), or the learner those
-    folds choose between that ridge and boosted trees (``"code"``); the inner groups are
-    sessions or ops, as the outer split."""
+    the penalty group folds inside ``train`` choose (``"ridge"``), the learner those folds
+    choose between that ridge and boosted trees (``"learner"``: code model 1.0.0's rule),
+    or that learner plus the op and rung offsets of ``train`` (``"code"``); the inner
+    groups are sessions or ops, as the outer split."""
     x = [p.features for p in train]
     y = [-p.log_err for p in train]
     groups = _components(train) if by == "session" else [p.op for p in train]
     if method == "ridge":
         model: codemodel.Model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
-    else:
+    elif method == "learner":
         model = codemodel.fit_model(x, y, groups)
+    else:
+        full = codemodel.fit_code(x, y, groups, [p.kernel_key for p in train])
+        return code_corrections(full, test)
     return model.predict([p.features for p in test])
+
+
+def code_corrections(model: codemodel.CodeModel, points: list[Point]) -> list[float]:
+    """The code model's log(measured / modelled) of each point."""
+    return model.predict_kernels([p.features for p in points], [p.kernel_key for p in points])
 
 
 def cross_validate(
@@ -345,32 +367,34 @@ def cross_validate(
     """Held-out corrected points and pairs: each session component (``by="session"``) or
     each op (``by="op"``) predicted from a fit on the rest, by the per-(impl, rung level)
     correction (``method="rung"``) or the code model (points need features): ridge alone
-    (``"ridge"``) or the learner nested folds pick between ridge and boosted trees
-    (``"code"``, the one ``fit_code_model`` and ``step_times`` use)."""
+    (``"ridge"``), the learner nested folds pick between ridge and boosted trees
+    (``"learner"``), or that learner with the op and rung offsets (``"code"``, the one
+    ``fit_code_model`` and ``step_times`` use)."""
     held: list[Point] = []
     pairs: list[Pair] = []
     for train_i, test_i in folds(points, by):
         train = [points[i] for i in train_i]
         test = [points[i] for i in test_i]
-        if method in ("code", "ridge"):
+        if method in ("code", "ridge", "learner"):
             fix = _code_fix(train, test, by, method)
             fixed = [_moved(p, c) for p, c in zip(test, fix, strict=True)]
         elif method == "rung":
             corr = fit_corrections(train)
             fixed = [corrected(p, corr) for p in test]
         else:
-            raise ValueError(f"method rung, ridge or code, not {method!r}")
+            raise ValueError(f"method rung, ridge, learner or code, not {method!r}")
         held.extend(fixed)
         pairs.extend(speedup_pairs(fixed))
     return held, pairs
 
 
-def fit_code_model(points: list[Point]) -> codemodel.Model:
+def fit_code_model(points: list[Point]) -> codemodel.CodeModel:
     """The code model fitted on every point (learner and penalty chosen by group folds of
-    session components)."""
+    session components; offsets of op and rung from its residuals). Points of several
+    measuring GPUs fit one model: the features carry each GPU's launch and bandwidth."""
     x = [p.features for p in points]
     y = [-p.log_err for p in points]
-    return codemodel.fit_model(x, y, _components(points))
+    return codemodel.fit_code(x, y, _components(points), [p.kernel_key for p in points])
 
 
 def _figures(points: list[Point], pairs: list[Pair]) -> dict[str, Any]:
@@ -473,7 +497,7 @@ CODE_MODELLED = f"modelled:codemodel-{codemodel.CODEMODEL_VERSION}"
 
 
 def step_times(
-    session: dict[str, Any], gpu: str, oracle: Any, model: codemodel.Model
+    session: dict[str, Any], gpu: str, oracle: Any, model: codemodel.CodeModel
 ) -> list[tuple[float | None, str]]:
     """Per step of a regenerated session on ``gpu``: (device ms, provenance). A step whose
     exact source was answered is ``measured`` (its answer's time, None if it did not run
@@ -505,6 +529,6 @@ def step_times(
             session["op"], session["impl"], tr["tag"], session["shape"], session["dtype"],
             code, pred, gpu,
         )  # fmt: skip
-        corr = model.predict([feats])[0]
+        corr = model.predict_kernels([feats], [(session["op"], session["impl"], tr["tag"])])[0]
         out.append((round(pred.device_ms * math.exp(corr), 6), CODE_MODELLED))
     return out

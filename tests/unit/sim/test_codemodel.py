@@ -219,3 +219,63 @@ def test_shipped_figures_match_the_shipped_answers_and_reach_the_card(tmp_path: 
     assert f"median absolute log error of {summary['raw']['median_abs_log_err']} (" in flat
     by_op = summary["code_held_out_by_op"]["median_abs_log_err"]
     assert f"{summary['code_held_out_by_session']['median_abs_log_err']} / {by_op}" in flat
+    assert "they are in sample" in flat  # the folds chose the model: the card says so
+    fresh = summary.get("fresh")
+    if fresh is not None:  # sim_codemodel_fresh.py --write: the clean test of this version
+        assert fresh["codemodel_version"] == codemodel.CODEMODEL_VERSION
+        assert f"shipped at {fresh['before']} and scored on the {fresh['kernels']} kernels" in flat
+        assert f"log error {fresh['code_steps']['median_abs_log_err']} (raw model" in flat
+
+
+def test_offsets_shrink_a_group_toward_zero_by_its_size() -> None:
+    keys = [("gemv", "cuda", "v0")] * 2 + [("gemv", "cuda", "v1")] * 4 + [("rope", "cuda", "v0")]
+    resid = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -0.5]
+    off = codemodel.fit_offsets(keys, resid)
+    k = codemodel.K_OP
+    assert off.op[("gemv", "cuda")] == pytest.approx(6 / (6 + k))
+    left = 1.0 - 6 / (6 + k)  # what the op offset leaves to each rung
+    assert off.rung[("gemv", "cuda", "v0")] == pytest.approx(2 * left / (2 + codemodel.K_RUNG))
+    assert off.of(("gemv", "cuda", "v1")) < 1.0  # never the whole residual of few kernels
+    assert off.of(("rope", "cuda", "v0")) < 0
+    assert off.of(("unseen_op", "cuda", "v0")) == 0.0  # a held-out op gets no offset
+
+
+def _op_pt(key: str, op: str, i: int, err: float) -> Point:
+    # two kernels per session (baseline and best of one), so a session fold holds two
+    uses = ((f"s-{op}-{i // 2}", i % 2, "step"),)
+    return Point(key, op, "cuda", "v1", uses, 1.0, math.exp(err), (float(i % 3),))
+
+
+def test_op_offsets_help_held_out_sessions_never_held_out_ops() -> None:
+    # op "slow" runs 1.5 log-units slower than modelled whatever its feature says: the
+    # features cannot see it, the measured kernels of the same op can
+    pts = [_op_pt(f"a{i}", f"op{i % 3}", i, -0.1 * (i % 3)) for i in range(12)]
+    pts += [_op_pt(f"z{i}", "slow", i, -0.1 * (i % 3) - 1.5) for i in range(6)]
+
+    def slow_err(by: str, method: str) -> float:
+        held, _ = cross_validate(pts, by, method)
+        return max(abs(p.log_err) for p in held if p.op == "slow")
+
+    assert slow_err("session", "code") < 0.5 < slow_err("session", "learner")
+    # leaving the op out, its offset is gone with it: as wrong as the learner alone
+    assert slow_err("op", "code") == pytest.approx(slow_err("op", "learner"), abs=1e-9)
+    assert slow_err("op", "code") > 1.0
+
+
+def test_pairs_never_mix_measuring_gpus_and_features_carry_the_gpu() -> None:
+    from dagster_project.sim.measured import speedup_pairs
+
+    uses_b, uses_t = (("s1", 0, "baseline"),), (("s1", 3, "best"),)
+    pts = [
+        Point("b1", "gemv", "cuda", "v0", uses_b, 4.0, 2.0, (), "h100"),
+        Point("t1", "gemv", "cuda", "v2", uses_t, 1.0, 1.0, (), "h100"),
+        Point("b2", "gemv", "cuda", "v0", uses_b, 3.0, 2.0, (), "h200"),
+    ]
+    pairs = speedup_pairs(pts)
+    assert [(q.session_id, q.gpu, q.measured) for q in pairs] == [("s1", "h100", 4.0)]
+    row = next(r for r in load_rows("h100") if r["status"] == "ok" and r["ms"])
+    (on_h100,) = model_points([row], "h100", code=True)
+    (on_h200,) = model_points([row], "h200", code=True)
+    assert on_h200.gpu == "h200" and on_h100.gpu == "h100"
+    bw = codemodel.FEATURES.index("gpu_bw_tbs")
+    assert on_h200.features[bw] > on_h100.features[bw]
