@@ -571,6 +571,33 @@ def pack_batch(
     return df.height
 
 
+def shipped_rows(sources: Mapping[str, str], root: Path | None = None) -> list[MeasureRow]:
+    """The rows of the shipped tables as ``MeasureRow`` (one per row id, its uniform
+    results' fields), each with the kernel source whose hash it was measured with, taken
+    from ``sources`` (hash -> source, e.g. from batch files: the shipped batches store
+    only the hash); rows whose source is not there are left out. Lets a machine without
+    the lake plan re-measurements of shipped rows (the exhaustive and skew plans)."""
+    df = merge_results(read_shipped(shipped_batches(root)))
+    first = df.filter(pl.col("routing") == "uniform").unique("row_id", keep="first").sort("row_id")
+    out: list[MeasureRow] = []
+    for r in first.iter_rows(named=True):
+        src = sources.get(str(r["kernel_source_sha"]))
+        if src is None:
+            continue
+        fields = {
+            **r,
+            "id": r["row_id"],
+            "kernel_source": src,
+            "per_channel_quant": r["quant"] == "fp8_channel",
+            "extra": {
+                "split": r["split"],
+                "documented_speedup_vs_default": r["documented_speedup_vs_default"],
+            },
+        }
+        out.append(MeasureRow.from_json(fields))
+    return out
+
+
 def shipped_batches(root: Path | None = None) -> list[Path]:
     """Every shipped batch file, in name order (batch-001 before batch-002, ...)."""
     base = root or SHIPPED_DIR

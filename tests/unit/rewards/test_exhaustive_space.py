@@ -21,6 +21,7 @@ from dagster_project.rewards.gpu import run_batch as rb
 from dagster_project.rewards.gpu import space as sp
 from dagster_project.rewards.gpu.neighbours import Candidate
 from dagster_project.rewards.gpu.spec import MeasureRow, normalise_config
+from dagster_project.storage.lake import Lake
 from tests.unit.test_execution_reward import make_lake, mm_row, moe_row, runner_measure
 
 
@@ -183,10 +184,8 @@ def test_exhaustive_and_skewed_results_ingest_as_their_own_columns(tmp_path: Pat
     """Through a real lake: an exhaustive plan line's results mark its table exhaustive
     (optimum, regrets), a partly measured space does not, and the same row timed under
     skewed routing is a table of its own (routing column)."""
-    lake = make_lake(tmp_path)
-    rows, _ = measured.measurable_rows(lake)
-    moe = next(r for r in rows if r.kernel == "fused_moe_kernel" and r.M == 16)
-    mm = next(r for r in rows if r.kernel == "_w8a8_block_fp8_matmul" and r.M == 16)
+    lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))  # no tuned_configs needed
+    moe, mm = moe_row(id="moe-16", M=16, gpu="NVIDIA H200"), mm_row(id="mm-16", M=16)
     skewed = {**moe.to_json(), "routing": "zipf:0.5"}
     skewed["candidates"] = [{"label": "tuned", "config": moe.best_config}]
     plan, skew_plan = tmp_path / "exhaustive.jsonl", tmp_path / "skew.jsonl"
@@ -236,3 +235,81 @@ def test_space_candidates_are_launchable_batch_candidates() -> None:
     assert [Candidate(c["label"], c["config"]) for c in line["candidates"]] == list(
         space.candidates
     )
+
+
+def test_plan_writer_script_writes_resumable_parts(tmp_path: Path) -> None:
+    """``benchmarks/device/gpu_exhaustive_plan.py`` on a tiny batch file: stratified rows,
+    parts in the batch format with the space stamps, and the skew pair of batches."""
+    from benchmarks.device import gpu_exhaustive_plan as plan
+
+    src = tmp_path / "rows.jsonl"
+    h100 = "NVIDIA H100"
+    rows = [moe_row(id=f"h100-{M}", M=M, gpu=h100, moe_gemms="up") for M in (1, 8, 64)]
+    rows += [mm_row(id="h100-mm", gpu=h100), moe_row(id="h200-x", gpu="NVIDIA H200")]
+    src.write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows))
+    out = tmp_path / "plans"
+    argv = ["--gpu", "h100", "--rows", "3", "--from", str(src), "--out", str(out)]
+    assert plan.main(["exhaustive", *argv, "--part-s", "1"]) == 0
+    parts = sorted(out.glob("exhaustive-h100-p*.jsonl.xz"))
+    items = [it for p in parts for it in rb.read_batch(p)]
+    assert len(parts) == 3 and {it.row.id for it in items} == {"h100-1", "h100-64", "h100-mm"}
+    for it in items:
+        assert len(it.cands) == it.row.extra["space_size"] > 100
+        assert it.row.extra["exhaustive_space"] == sp.space_for(it.row).name
+    assert plan.main(["skew", *argv]) == 0
+    uni, zipf = (rb.read_batch(out / f"skew-h100-{n}.jsonl.xz") for n in ("uniform", "zipf"))
+    assert [it.row.id for it in uni] == [it.row.id for it in zipf]
+    assert {it.row.kind for it in uni} == {"moe"} and len(uni) == 3
+    assert {it.row.routing for it in zipf} == {"zipf:0.5"}
+    assert [c.label for c in uni[0].cands] == [c.label for c in zipf[0].cands]
+
+
+def test_shipped_rows_take_their_source_by_hash(tmp_path: Path) -> None:
+    from dagster_project.rewards.gpu.source import source_hash
+
+    lake = make_lake(tmp_path)
+    batch, _ = measured.plan_batch(lake, 4, order="files", m_per_file=2)
+    inp, out = tmp_path / "b.jsonl", tmp_path / "out.jsonl"
+    measured.write_batch(batch, inp)
+    rb.run_batch(inp, out, measure=runner_measure({}), env={"device": "NVIDIA H200"})
+    (tmp_path / "data" / "h200").mkdir(parents=True)
+    measured.pack_batch([out], tmp_path / "data" / "h200" / "batch-001.parquet")
+    moe_src = next(r.kernel_source for r in batch if r.kind == "moe")
+    got = measured.shipped_rows({source_hash(moe_src): moe_src}, tmp_path / "data")
+    want = {r.id: r for r in batch if r.kind == "moe"}
+    assert {r.id for r in got} == set(want) and len(want) == 2
+    for r in got:
+        w = want[r.id]
+        assert (r.kernel_source, r.M, r.K, r.top_k, r.best_config) == (
+            w.kernel_source,
+            w.M,
+            w.K,
+            w.top_k,
+            w.best_config,
+        )
+        assert r.problem_error() is None and r.routing == "uniform"
+
+
+def test_skew_report_counts_changed_winners(tmp_path: Path) -> None:
+    """``gpu_skew_report.pairs`` on two tiny batches of one row: the winner changes under
+    skew beyond noise, and keeping the uniform winner costs its skewed time over the
+    skewed best; a row timed under one routing only gives no pair."""
+    from benchmarks.device import gpu_skew_report as report
+
+    row = moe_row(id="moe-5", gpu="NVIDIA H200")
+    lonely = moe_row(id="moe-6", M=6, gpu="NVIDIA H200")
+    uni, skw = tmp_path / "u.jsonl", tmp_path / "s.jsonl"
+    uni.write_text(json.dumps(row.to_json()) + "\n" + json.dumps(lonely.to_json()) + "\n")
+    skw.write_text(json.dumps({**row.to_json(), "routing": "zipf:0.5"}) + "\n")
+    outs = []
+    skew_times = {"tuned": 15.0, "BLOCK_SIZE_N*2": 9.0}
+    for plan, times in ((uni, {"tuned": 10.0, "default": 12.0}), (skw, skew_times)):
+        out = plan.with_suffix(".out.jsonl")
+        rb.run_batch(plan, out, measure=runner_measure(times), env={"device": "NVIDIA H200"})
+        outs.append(out)
+    raw = measured.merge_results(measured.read_result_files(outs))
+    (pair,) = report.pairs(raw)
+    assert pair.row_id == "moe-5" and pair.changed_raw and pair.changed_beyond_noise
+    # the uniform winner (tuned, 10 us) takes 15 us under skew, where BN*2 takes 9
+    assert pair.regret_uniform_best == pytest.approx(15 / 9 - 1)
+    assert "100.0%" in report.summary([pair])
