@@ -183,3 +183,116 @@ def test_shipped_h200_batches_superseded_where_the_grid_was_wrong() -> None:
     by = dict(sup.group_by("repo").agg(pl.col("row_id").n_unique()).iter_rows())
     assert by == {"sglang": 268, "vllm": 59}
     assert set(sup["kernel"]) == {"fused_moe_kernel"}
+
+
+# -- every launch the harness plans, against each engine's launcher restated -----------
+#
+# Our own restatement (no upstream code) of what each launcher allocates and launches at
+# the snapshot, from reading vLLM 28be48fa944d (``moe_align_block_size``, the no-sort
+# decision before it, ``invoke_fused_moe_triton_kernel``) and SGLang 30cb848d4b45
+# (``moe_align_block_size``, ``invoke_fused_moe_kernel``, ``should_enable_swap_ab``).
+
+
+def _vllm_moe(rows: int, top_k: int, pairs: int, E: int, bm: int, bk: int, bs: Any) -> dict:
+    """vLLM: no-sort path when pairs x 4 <= E; else the padded buffer (capped to
+    pairs x BM below E pairs) and, for fewer A rows than BM, EM narrowed to rows x
+    top_k x BM; BLOCK_SIZE_K capped at the quantisation block."""
+    if pairs * 4 <= E:
+        return {
+            "sorted": None,
+            "experts": pairs,
+            "EM": pairs * bm,
+            "naive": True,
+            "BK": min(bk, *bs) if bs else bk,
+        }
+    padded = pairs + E * (bm - 1)
+    if pairs < E:
+        padded = min(padded, pairs * bm)
+    em = min(padded, rows * top_k * bm) if rows < bm else padded
+    return {
+        "sorted": padded,
+        "experts": -(-padded // bm),
+        "EM": em,
+        "naive": False,
+        "BK": min(bk, *bs) if bs else bk,
+    }
+
+
+def _sglang_moe(pairs: int, E: int, bm: int, bk: int) -> dict:
+    """SGLang: one more expert of padding, the buffer capped to pairs x BM below E + 1
+    pairs; EM is the buffer; the config's BLOCK_SIZE_K as is."""
+    padded = pairs * bm if pairs < E + 1 else pairs + (E + 1) * (bm - 1)
+    return {"sorted": padded, "experts": -(-padded // bm), "EM": padded, "naive": False, "BK": bk}
+
+
+SWEEP = [
+    (M, E, top_k, bm, bn, bk)
+    for M in (1, 3, 8, 33, 256)
+    for E, top_k in ((8, 2), (64, 6), (256, 8))
+    for bm, bn, bk in ((16, 64, 256), (64, 32, 128), (256, 128, 64))
+]
+
+
+@pytest.mark.parametrize("repo", ["vllm", "sglang"])
+@pytest.mark.parametrize("quant", ["bf16", "fp8_block"])
+def test_every_moe_launch_matches_the_engine_restated(repo: str, quant: str) -> None:
+    """Buffers (sorted_token_ids and expert_ids lengths), EM, grid, the no-sort path,
+    BLOCK_SIZE_K and swap_ab of both GEMMs over a sweep of batch sizes, expert counts and
+    tiles, under uniform and skewed routing (the engines size buffers from the pair
+    count alone, so routing must not change them)."""
+    src = MOE_SRC_ENGINE if repo == "vllm" else MOE_SRC_PLAIN
+    sig = signature_of(src, "fused_moe_kernel")
+    fp8 = quant == "fp8_block"
+    extra = {"dtype": "fp8_w8a8", "block_shape": [128, 128]} if fp8 else {}
+    for M, E, top_k, bm, bn, bk in SWEEP:
+        row = moe_row(repo=repo, M=M, E=E, top_k=top_k, N=96, K=256, kernel_source=src, **extra)
+        cfg, _ = normalise_config(
+            {**TUNED, "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk}
+        )
+        pairs = M * top_k
+        for routing in ("uniform", "zipf:1.0"):
+            r = route(M, E, top_k, seed=1, routing=routing)
+            up, down = plan_launches(row, cfg, sig, r)
+            for lch, rows, tk, n in ((up, M, top_k, 192), (down, pairs, 1, 256)):
+                want = (
+                    _vllm_moe(rows, tk, pairs, E, bm, bk, extra.get("block_shape"))
+                    if repo == "vllm"
+                    else _sglang_moe(pairs, E, bm, bk)
+                )
+                got_sorted = lch.int_data.get("sorted_token_ids")
+                case = (repo, quant, M, E, top_k, bm, lch.problem, routing)
+                assert (None if got_sorted is None else got_sorted.size) == want["sorted"], case
+                assert lch.int_data["expert_ids"].size == want["experts"], case
+                assert lch.args["EM"] == want["EM"], case
+                assert lch.grid == (-(-want["EM"] // bm) * -(-n // bn),), case
+                assert lch.args["BLOCK_SIZE_K"] == want["BK"], case
+                assert bool(lch.args.get("naive_block_assignment")) == want["naive"], case
+                swap = repo == "sglang" and fp8 and bm < 64 <= bn  # vLLM has no swap_ab
+                assert lch.args.get("swap_ab", False) == swap, case
+                if repo == "sglang":
+                    assert lch.args["even_Ks"] == (lch.args["K"] % bk == 0), case
+            assert engine_grids(row, cfg) == [up.grid, down.grid]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "repo"),
+    [("_w8a8_block_fp8_matmul", "sglang"), ("_w8a8_triton_block_scaled_mm", "vllm")],
+)
+def test_every_block_matmul_launch_matches_the_engine_restated(kernel: str, repo: str) -> None:
+    """Both engines' block-fp8 launchers: ``cdiv(M, BM) * cdiv(N, BN)`` programs, the
+    config's tiles unchanged (no BLOCK_SIZE_K cap), SGLang's ``needs_masking`` =
+    ``K % BLOCK_SIZE_K != 0`` (on CUDA SGLang always selects this kernel)."""
+    src = BLOCK_MM_SRC.replace("_w8a8_block_fp8_matmul", kernel)
+    sig = signature_of(src, kernel)
+    for M in (1, 17, 300, 4097):
+        for N, K in ((384, 320), (7168, 2048)):
+            for bm, bn, bk in ((16, 32, 64), (64, 128, 128), (128, 256, 128)):
+                row = mm_row(kernel=kernel, repo=repo, M=M, N=N, K=K, kernel_source=src)
+                cfg, _ = normalise_config(
+                    {**TUNED, "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk}
+                )
+                (lch,) = plan_launches(row, cfg, sig, None)
+                assert lch.grid == (-(-M // bm) * -(-N // bn),)
+                assert (lch.args["M"], lch.args["N"], lch.args["BLOCK_SIZE_K"]) == (M, N, bk)
+                assert lch.args["needs_masking"] == (K % bk != 0)
+                assert engine_grids(row, cfg) == [lch.grid]
