@@ -15,8 +15,9 @@ Statuses, in the order they are decided:
   ``no_launcher_found`` (kernels changed but no top-level function in both versions launches
   them: methods of engine classes, or kernels only added), ``harness_ready`` (a spec covers
   the row, also when the kernel's only launcher is an engine method: the spec launches
-  it with that call site's grid and arguments) or ``no_harness_spec`` (runnable in
-  principle, no spec written).
+  it with that call site's grid and arguments; or when only host code on the launch path
+  changed: the spec calls through it) or ``no_harness_spec`` (runnable in principle, no
+  spec written).
 
 A run later turns ``harness_ready`` into ``executed`` / ``not_equivalent`` / ``run_error``
 / ``load_error`` (``commit_exec.ingest``). ``CENSUS_VERSION`` is stored with the census.
@@ -30,8 +31,9 @@ from dataclasses import dataclass
 
 from .specs import spec_for
 
-#: Bump when any decision below changes. 2: a spec that launches a changed kernel itself (its
-#: call site's grid and arguments) makes a ``no_launcher_found`` row ``harness_ready``.
+#: Bump when any decision below changes. 2: a row a spec covers is ``harness_ready`` also when
+#: census 1 found no launcher (the spec launches the changed kernel with its call site's grid
+#: and arguments) or only host-side changes (the spec calls the changed host code's launcher).
 CENSUS_VERSION = "2"
 #: The name ``mining/versions.py`` reads: the census is part of kernel_commits' rules, so a
 #: new census version makes the dataset stale.
@@ -223,6 +225,8 @@ _SPEC_CAN_RUN = {
     "no_harness_spec": "a spec covers the row",
     "no_launcher_found": "a spec launches the changed kernel with its call site's grid and "
     "arguments (the launcher is an engine method)",
+    "host_side_only": "a spec calls the launcher through the changed host code (helpers that "
+    "pick the configs or split the launches)",
 }
 
 
