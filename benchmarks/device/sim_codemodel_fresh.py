@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from dagster_project.sim.codemodel import CODEMODEL_VERSION  # noqa: E402
 from dagster_project.sim.measured import (  # noqa: E402
+    MEASURING_GPUS,
     Point,
     _moved,
     code_corrections,
@@ -39,9 +40,6 @@ from dagster_project.sim.measured import (  # noqa: E402
     summary_path,
 )
 from dagster_project.sim.oracle import answers_path  # noqa: E402
-
-#: GPUs whose answers may be shipped.
-GPUS = ("h100", "h200")
 
 
 def _old_keys(rev: str, gpu: str) -> set[str]:
@@ -82,7 +80,7 @@ def main() -> None:
     pts: dict[str, list[Point]] = {}
     train: list[Point] = []
     fresh: dict[str, list[Point]] = {}
-    for gpu in GPUS:
+    for gpu in MEASURING_GPUS:
         rows = load_rows(gpu)
         if not rows:
             continue

@@ -31,6 +31,7 @@ from dagster_project.sim import GENERATOR_VERSION  # noqa: E402
 from dagster_project.sim.kernelinfer import build_tasks, simulate_session  # noqa: E402
 from dagster_project.sim.measured import (  # noqa: E402
     TIER_FIELDS,
+    all_points,
     cross_validate,
     error_summary,
     fit_code_model,
@@ -105,13 +106,20 @@ def _figs(pts: list[Any], pairs: list[Any]) -> str:
     )
 
 
-def _compare(pts: list[Any]) -> dict[tuple[str, str], Any]:
+def _compare(pooled: list[Any], gpu: str) -> dict[tuple[str, str], Any]:
     """Raw model, per-rung refit and code model, each held out by session and by op:
-    overall, per op, and the worst held-out kernels of the code model."""
+    overall, per op, and the worst held-out kernels of the code model. The folds run over
+    every measuring GPU's points (``pooled``: another GPU's kernels train the fit too); the
+    figures are ``gpu``'s."""
+    pts = [p for p in pooled if p.gpu == gpu]
     runs: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
     for by in ("session", "op"):
         for method in ("rung", "ridge", "learner", "code"):
-            runs[(by, method)] = cross_validate(pts, by, method)
+            held, pairs = cross_validate(pooled, by, method)
+            runs[(by, method)] = (
+                [p for p in held if p.gpu == gpu],
+                [q for q in pairs if q.gpu == gpu],
+            )
     print(
         f"timing models, {len(pts)} timed kernels (held out = fitted without them; ridge = "
         "code features, ridge alone; learner = the one nested folds pick, ridge or trees "
@@ -141,8 +149,9 @@ def _compare(pts: list[Any]) -> dict[tuple[str, str], Any]:
                 f"corrected {pr.modelled:.3g}x"
             )
     print(
-        f"  the shipped fit on all {len(pts)} kernels: "
-        f"{type(fit_code_model(pts).learner).__name__} + offsets"
+        "  the shipped fit: "
+        f"{type(fit_code_model(pooled).learner).__name__} + offsets "
+        f"(pooled over {sorted({p.gpu for p in pooled})}, {len(pooled)} kernels)"
     )
     return runs
 
@@ -169,7 +178,8 @@ def main() -> None:
     print("speedup, modelled vs measured (same GPU):", pair_summary(pairs))
     for p in sorted(pairs, key=lambda p: abs(math.log(p.ratio)))[-5:]:
         print(f"  worst: {p.session_id} measured {p.measured:.3g}x modelled {p.modelled:.3g}x")
-    runs = _compare(pts)
+    pooled = all_points()
+    runs = _compare(pooled, a.gpu)
     held = {by: runs[(by, "code")] for by in ("session", "op")}
     summary = timing_model_summary(pts, len(rows), held)
     old = read_timing_model_summary(a.gpu) or {}
@@ -181,7 +191,7 @@ def main() -> None:
         print("region", *k, v)
     if a.no_tier:
         return
-    tier = _tier(a.gpu, rows, pairs, fit_code_model(pts))
+    tier = _tier(a.gpu, rows, pairs, fit_code_model(pooled))
     ratios = [t["label_speedup"] / t["measured_speedup"] for t in tier if t["label_speedup"]]
     within = sum(abs(math.log(r)) <= math.log(2) for r in ratios)
     steps = sum(t["num_steps"] for t in tier)

@@ -133,6 +133,17 @@ def kernel_features(
     return tuple(codemodel.vector(feats))
 
 
+#: GPUs whose shipped answers the code model is fitted on (each predicted on its own GPU).
+MEASURING_GPUS = ("h100", "h200")
+
+
+def all_points(code: bool = True) -> list[Point]:
+    """``model_points`` of every measuring GPU's shipped answers, pooled: one code model is
+    fitted on them all (its features carry each GPU's launch shape and bandwidth), and
+    figures are split by ``Point.gpu``."""
+    return [p for g in MEASURING_GPUS for p in model_points(load_rows(g), g, code)]
+
+
 def model_points(rows: Iterable[dict[str, str]], gpu: str, code: bool = False) -> list[Point]:
     """Every correct, timed answer beside the model's device time on ``gpu`` (``code``:
     with the code model's features of its source and launch)."""
