@@ -90,8 +90,8 @@ def test_runner_process_refuses_the_patch_without_the_interpreter(tmp_path: Path
 
 def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
     """An autotuned kernel, a torch.cuda.device context, the H100's device queries, CUDA
-    assertions and a bf16 ``tl.dot`` (wrong in Triton 3.6's interpreter) under the
-    interpreter."""
+    assertions, a bf16 ``tl.dot`` and float down-casts (both wrong in Triton 3.6's
+    interpreter) under the interpreter."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     probe = tmp_path / "probe.py"
@@ -135,6 +135,21 @@ def test_patched_autotune_runs_only_the_first_config(tmp_path: Path) -> None:
             bf16_dot[(1,)](a, c, B=16)
             want = (a.float() @ a.float()).to(torch.bfloat16)
             assert torch.allclose(c.float(), want.float(), atol=2e-2, rtol=2e-2), c  # was 1e10
+
+            @triton.jit
+            def casts(x_ptr, f8_ptr, b16_ptr, B: tl.constexpr):
+                o = tl.arange(0, B)
+                v = tl.load(x_ptr + o)
+                tl.store(f8_ptr + o, v.to(tl.float8e4nv))
+                tl.store(b16_ptr + o, v.to(tl.bfloat16))
+
+            v = torch.tensor([1.992, 0.498, 1000.0, -1000.0] + [1.0 + 2**-8 + 2**-20] * 4)
+            f8 = torch.empty(8, dtype=torch.float8_e4m3fn)
+            b16 = torch.empty(8, dtype=torch.bfloat16)
+            casts[(1,)](v, f8, b16, B=8)
+            # rounding up across a power of two carries (was 1.0, 0.25), fp8 saturates
+            assert f8.float()[:4].tolist() == [2.0, 0.5, 448.0, -448.0], f8
+            assert b16.float()[4].item() == 1.0 + 2**-7  # rounded to nearest, not truncated
             print("blocks", sorted(set(seen)))
             """
         )
