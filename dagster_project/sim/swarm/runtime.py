@@ -22,6 +22,14 @@ Finishing an episode (``finish``) does what can only be done once the whole log 
 Reviews are written when they happen, from the submitted code alone (``review``): the
 harness's outcome for that candidate is computed first only because the simulator needs
 it if the review passes; no reviewer text is derived from it.
+
+**Team memory** (swarm 1.4.0, issue 39): what is on the episode's log before an agent's own
+clock is what it knows of its teammates' work. A bug reported (by the harness or a review)
+in a rung's code is one no teammate writes into that rung again, and a slip one the agent
+was shown itself it does not type again (``_TeamMemory``); a configuration anyone has
+already submitted is not tuned to again (its result is on the log); and a rung whose best
+logged time is ``SLOW_RUNG`` times the team's best or more is not tuned further without a
+new reason (a lead's redirect onto it is one: the redirected agent tunes the winner's rung).
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..env import OK, Candidate, KernelEnv, Submission
+from ..agent import SLOW_RUNG
+from ..env import OK, WRONG_RESULT, Candidate, KernelEnv, Submission
 from ..feedback import (
     ATOL,
     RTOL,
@@ -160,6 +169,53 @@ class _Pass:
             self.holder, self.holder_variant, self.holder_params = top[2], top[3], dict(top[4])
 
 
+#: Diagnostics caused by the configuration itself, not by how its code was typed.
+_CONFIG_FAILURES = frozenset({"smem", "feature", "rung", "oom"})
+
+
+@dataclass
+class _TeamMemory:
+    """What the team's log says, by the time it was logged (issue 39, swarm 1.4.0)."""
+
+    #: (time, rung tag, bug) of every bug a result or a review reported
+    bugs: list[tuple[float, str, str]] = field(default_factory=list)
+    #: (time, agent id, slip kind) of every slip an agent was shown in its own code
+    slips: list[tuple[float, str, str]] = field(default_factory=list)
+    #: (rung tag, launch params) -> when its first result or review fail was logged
+    tried: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = field(default_factory=dict)
+    #: (time, rung tag, verified ok time) of every ok result
+    times: list[tuple[float, str, float]] = field(default_factory=list)
+    #: (rung tag, launch params) -> (time, swarm status, submission) of a result that
+    #: failed for its configuration (over the shared memory, a feature this GPU lacks, a
+    #: rung or region measured wrong, out of memory): no teammate writes it again
+    failed: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[float, str, Submission]] = field(
+        default_factory=dict
+    )
+
+    def avoid(self, agent: str, tag: str, now: float) -> frozenset[str]:
+        """Bugs logged in ``tag``'s code and slips ``agent`` was shown, by ``now``."""
+        out = {b for t, g, b in self.bugs if g == tag and t <= now}
+        out |= {k for t, a, k in self.slips if a == agent and t <= now}
+        return frozenset(out)
+
+    def logged(self, tag: str, p: Params, t: float) -> None:
+        self.tried.setdefault((tag, tuple(sorted(p.items()))), t)
+
+    def was_tried(self, tag: str, p: Params, now: float) -> bool:
+        return self.tried.get((tag, tuple(sorted(p.items()))), math.inf) <= now
+
+    def known_failure(self, tag: str, p: Params, now: float) -> tuple[str, Submission] | None:
+        """(status, submission) of a logged failure of this configuration, by ``now``."""
+        hit = self.failed.get((tag, tuple(sorted(p.items()))))
+        return (hit[1], hit[2]) if hit is not None and hit[0] <= now else None
+
+    def slow(self, tag: str, now: float) -> bool:
+        """Whether ``tag``'s best logged time is ``SLOW_RUNG`` x the team's best or more."""
+        known = [(g, x) for t, g, x in self.times if t <= now]
+        mine = [x for g, x in known if g == tag]
+        return bool(mine) and min(mine) >= SLOW_RUNG * min(x for _, x in known)
+
+
 class Runtime:
     """Shared state of one episode: environment, team, clocks and the event log."""
 
@@ -190,6 +246,7 @@ class Runtime:
         self.by_id: dict[str, SwarmAgent] = {}
         self._seq = 0
         self._spaces: dict[str, list[Params]] = {}
+        self.memory = _TeamMemory()
         # The lead measures the naive reference kernel before anyone plans anything (its
         # default launch; another config of the same rung if that one cannot run here).
         first = default_params(self.base_rung, self.op, self.dtype, self.task.shape, self.gpu)
@@ -533,7 +590,10 @@ class Runtime:
         """
         p = self._reportable(agent, v, p)
         cand = agent.hands.dress(v, p, kind)
-        sub = self.env.submit(cand, agent.rng)
+        # what it or a teammate was shown is not written again (the log by its own clock)
+        sub = self.env.submit(
+            cand, agent.rng, avoid=self.memory.avoid(agent.id, v.tag, agent.clock)
+        )
         think, comp, bench = agent.hands.durations(kind, sub, v)
         t = agent.clock + think * agent.pace
         params = {"variant": v.tag, **p}
@@ -569,6 +629,9 @@ class Runtime:
             if caught:
                 agent.clock = t_rev
                 agent.record(v, p, None)
+                self.memory.logged(v.tag, p, t_rev)
+                if found is not None and found[0] == "bug" and cand.bug:
+                    self.memory.bugs.append((t_rev, v.tag, cand.bug))
                 return None, sub, review
         status = result_status(sub)
         time_ms = sig4(sub.time_ms) if status in RAN and sub.time_ms is not None else None
@@ -587,6 +650,7 @@ class Runtime:
             render=self._render_result,
         )
         self.results.append(res)
+        self._remember(agent, v, p, sub, res)
         agent.clock = res.t
         # an agent's own best is a verified kernel: an unverified time is not a result;
         # any median it was shown still teaches it what the move did
@@ -594,6 +658,22 @@ class Runtime:
         if time_ms is not None:
             agent.observe(v, p, time_ms)
         return res, sub, review
+
+    def _remember(
+        self, agent: SwarmAgent, v: Variant, p: Params, sub: Submission, res: Event
+    ) -> None:
+        """Put a result on the team's memory: its configuration, its verified time, and
+        the bug or slip it reported."""
+        self.memory.logged(v.tag, p, res.t)
+        if res.status == OK and res.time_ms is not None:
+            self.memory.times.append((res.t, v.tag, res.time_ms))
+        if sub.error_kind in _CONFIG_FAILURES and res.status is not None:
+            key = (v.tag, tuple(sorted(p.items())))
+            self.memory.failed.setdefault(key, (res.t, res.status, sub))
+        if sub.status == WRONG_RESULT and sub.error_kind == "bug" and sub.extra.get("bug"):
+            self.memory.bugs.append((res.t, v.tag, str(sub.extra["bug"])))
+        elif sub.slip is not None:
+            self.memory.slips.append((res.t, agent.id, sub.slip.kind))
 
     def implement(
         self,
@@ -614,13 +694,19 @@ class Runtime:
         cur_v, cur_p = self._habits(agent, v, want_p) if habits else (v, want_p)
         last: Event | None = None
         for _ in range(max_fixes + 1):
-            res, sub, _review = self.attempt(agent, cur_v, cur_p, kind, reviewer)
-            if res is not None:
-                last = res
-                if res.status in RAN:
-                    return res
-            status = res.status if res is not None else result_status(sub)
-            nxt = self._fix(agent, status or "", sub, cur_v, cur_p, v, want_p)
+            known = self.memory.known_failure(cur_v.tag, cur_p, agent.clock)
+            if known is not None:
+                # a teammate's result on the log: this configuration cannot work here, so
+                # the agent writes the fix it called for instead of resubmitting it
+                status, sub = known
+            else:
+                res, sub, _review = self.attempt(agent, cur_v, cur_p, kind, reviewer)
+                if res is not None:
+                    last = res
+                    if res.status in RAN:
+                        return res
+                status = (res.status if res is not None else result_status(sub)) or ""
+            nxt = self._fix(agent, status, sub, cur_v, cur_p, v, want_p)
             if nxt is None:
                 break
             cur_v, cur_p = nxt
@@ -642,32 +728,11 @@ class Runtime:
         ``within`` keeps it inside a slice of the space (a sweep or campaign cell).
         """
         for _ in range(steps):
-            base = agent.start_point(v)
-            opts: list[tuple[Params, str]] = []
-            for q, dim, _sign in agent.hands.neighbours(v, base):
-                if (
-                    agent.has_tried(v, q)
-                    or self.env.missing(v, q)
-                    or (within is not None and not within(q))
-                ):
-                    continue
-                if not self.env.fits(v, q) and agent.hands.notices_overflow():
-                    agent.rule_out(v, q)
-                    continue
-                opts.append((q, dim))
-            if focus is not None:
-                opts = [o for o in opts if o[1] == focus] or opts
-            if opts:
-                options = [q for q, _ in opts]
-            else:
-                pool = [
-                    q
-                    for q in self.space(v)
-                    if not agent.has_tried(v, q) and (within is None or within(q))
-                ]
-                if not pool:
-                    return
-                options = agent.rng.sample(pool, min(8, len(pool)))
+            if focus is None and self.memory.slow(v.tag, agent.clock):
+                return  # measured much slower than the team's best: no reason to go on
+            options = self._tune_options(agent, v, focus, within)
+            if not options:
+                return
             fallback = agent.own[v.tag][0] if v.tag in agent.own else self.baseline_ms
             q = agent.pick(self.env, v, options, fallback)
             res, sub, _ = self.attempt(agent, v, q, "tune")
@@ -675,6 +740,44 @@ class Runtime:
                 nxt = self._fix(agent, res.status or "", sub, v, q, v, q)
                 if nxt is not None:
                     self.attempt(agent, nxt[0], nxt[1], "fix")
+
+    def _tune_options(
+        self,
+        agent: SwarmAgent,
+        v: Variant,
+        focus: str | None,
+        within: Callable[[Params], bool] | None,
+    ) -> list[Params]:
+        """The configurations one tuning step chooses from: the untried neighbours of the
+        agent's start point (along ``focus`` when it has any), else up to 8 untried ones of
+        the rung; "untried" by the agent and by the team's log (``_TeamMemory``)."""
+        mem = self.memory
+        base = agent.start_point(v)
+        opts: list[tuple[Params, str]] = []
+        for q, dim, _sign in agent.hands.neighbours(v, base):
+            if (
+                agent.has_tried(v, q)
+                or mem.was_tried(v.tag, q, agent.clock)
+                or self.env.missing(v, q)
+                or (within is not None and not within(q))
+            ):
+                continue
+            if not self.env.fits(v, q) and agent.hands.notices_overflow():
+                agent.rule_out(v, q)
+                continue
+            opts.append((q, dim))
+        if focus is not None:
+            opts = [o for o in opts if o[1] == focus] or opts
+        if opts:
+            return [q for q, _ in opts]
+        pool = [
+            q
+            for q in self.space(v)
+            if not agent.has_tried(v, q)
+            and not mem.was_tried(v.tag, q, agent.clock)
+            and (within is None or within(q))
+        ]
+        return agent.rng.sample(pool, min(8, len(pool))) if pool else []
 
     def verify(self, verifier: SwarmAgent, ref: Event, ready: float, to: str) -> Event:
         """Re-benchmark a verified kernel over more runs and check it on ragged shapes."""

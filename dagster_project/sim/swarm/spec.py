@@ -20,7 +20,7 @@ from ..tasks import TaskSpec
 
 #: Version of the swarm generator. Episodes are a pure function of (seed, this version,
 #: the simulator's ``GENERATOR_VERSION``); bump it whenever output may change.
-SWARM_VERSION = "1.3.0"
+SWARM_VERSION = "1.4.0"
 #: Label of the random streams (``rng.stream``). Kept apart from ``SWARM_VERSION`` so a
 #: change of behaviour (1.1.0: reviews from the code, unstable gains withdrawn, messages
 #: stating the episode's facts) is compared with the previous version on the same draws
