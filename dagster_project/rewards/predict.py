@@ -11,8 +11,10 @@ but ``ok``) is a failure: it is counted, and its regret is the table's slowest `
 time (so a failure is never cheaper than the worst config that ran).
 
 Where a table holds an exhaustive search (every launchable config of the upstream
-tuner's space, ``gpu.space``; ``Task.exhaustive``), ``t_best`` is the true optimum over
-that space and the regret is exact, not a lower bound. One row timed under skewed
+tuner's space, ``gpu.space``; ``Task.exhaustive``), its candidates are the space's
+results alone (one device session; older neighbour timings of the same row are left
+aside), ``t_best`` is the true optimum over that space and the regret is exact, not a
+lower bound. One row timed under skewed
 routing is a task of its own (``Task.routing``), held out with its shape.
 
 Tasks come from the shipped batches alone (``rewards.measured.read_shipped``), with
@@ -135,20 +137,38 @@ def tasks_from_frame(raw: pl.DataFrame) -> list[Task]:
     """Tasks of a ``RAW_SCHEMA`` frame as the lake keeps it (``measured.merge_results``): one per
     (row, GPU measured on), superseded tables and tables with < 2 ``ok`` left out."""
     live = raw.filter(pl.col("superseded_reason").is_null() & pl.col("measured_on").is_not_null())
-    if "routing" not in live.columns:
-        live = live.with_columns(pl.lit("uniform").alias("routing"))
+    for col, dtype in (("routing", pl.String()), ("exhaustive_space", pl.String())):
+        if col not in live.columns:
+            live = live.with_columns(pl.lit(None, dtype=dtype).alias(col))
+    if "space_size" not in live.columns:
+        live = live.with_columns(pl.lit(None, dtype=pl.Int64()).alias("space_size"))
     live = live.with_columns(pl.col("routing").fill_null("uniform"))
+    keys = ["row_id", "measured_on", "routing"]
+    complete = {
+        (r[0], r[1], r[2])
+        for r in live.group_by(keys)
+        .agg(
+            (pl.col("exhaustive_space").is_not_null().sum() >= pl.col("space_size").max())
+            .fill_null(False)
+            .alias("_complete")
+        )
+        .filter(pl.col("_complete"))
+        .select(keys)
+        .iter_rows()
+    }
     out: list[Task] = []
-    for _key, g in live.sort("cand_index").group_by(
-        ["row_id", "measured_on", "routing"], maintain_order=True
-    ):
-        task = _task(g)
+    for key, g in live.sort("cand_index").group_by(keys, maintain_order=True):
+        task = _task(g, exhaustive=tuple(key) in complete)
         if sum(c.t_us is not None for c in task.candidates) >= 2:
             out.append(task)
     return sorted(out, key=lambda t: (t.row_id, t.measured_on, t.routing))
 
 
-def _task(g: pl.DataFrame) -> Task:
+def _task(g: pl.DataFrame, exhaustive: bool = False) -> Task:
+    """The task of one table's results; ``exhaustive``: its space is complete (every
+    candidate stamped with the space has a result: the dataset's ``exhaustive``)."""
+    if exhaustive:  # one session's times: the space's, not older neighbours beside them
+        g = g.filter(pl.col("exhaustive_space").is_not_null())
     first = g.row(0, named=True)
     cands = []
     for r in g.iter_rows(named=True):
@@ -172,18 +192,8 @@ def _task(g: pl.DataFrame) -> Task:
         block_shape=tuple(first["block_shape"] or ()),
         candidates=tuple(cands),
         routing=str(first.get("routing") or "uniform"),
-        exhaustive=_space_complete(g),
+        exhaustive=exhaustive,
     )
-
-
-def _space_complete(g: pl.DataFrame) -> bool:
-    """Every candidate of the table's exhaustive space has a result (as the dataset's
-    ``exhaustive`` column: results stamped with the space >= its size)."""
-    if "space_size" not in g.columns or g["space_size"].null_count() == g.height:
-        return False
-    stamped = g.filter(pl.col("exhaustive_space").is_not_null()).height
-    size = g.select(pl.col("space_size").max()).item()
-    return stamped >= int(size or 0) > 0
 
 
 def shipped_tasks(root: Path | None = None) -> list[Task]:

@@ -313,3 +313,24 @@ def test_skew_report_counts_changed_winners(tmp_path: Path) -> None:
     # the uniform winner (tuned, 10 us) takes 15 us under skew, where BN*2 takes 9
     assert pair.regret_uniform_best == pytest.approx(15 / 9 - 1)
     assert "100.0%" in report.summary([pair])
+
+
+def test_prediction_tasks_score_against_the_exhaustive_optimum(tmp_path: Path) -> None:
+    """A table whose space is complete is scored on the space's own session: an older,
+    faster neighbour timing of the same row does not set its best time; a partial table
+    keeps every candidate."""
+    from dagster_project.rewards.predict import tasks_from_frame
+
+    row = moe_row(id="moe-5", gpu="NVIDIA H200")
+    old_plan, new_plan = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old_plan.write_text(json.dumps(row.to_json()) + "\n")  # tuned, default, neighbours
+    new_plan.write_text(json.dumps(_tiny_exhaustive_line(row, 3)) + "\n")
+    outs = []
+    for plan, times in ((old_plan, {"BLOCK_SIZE_N*2": 1.0}), (new_plan, {"tuned": 8.0})):
+        out = plan.with_suffix(".out.jsonl")
+        rb.run_batch(plan, out, measure=runner_measure(times), env={"device": "NVIDIA H200"})
+        outs.append(out)
+    (task,) = tasks_from_frame(measured.merge_results(measured.read_result_files(outs)))
+    assert task.exhaustive and task.t_best == 8.0 and len(task.candidates) == 3
+    (partial,) = tasks_from_frame(measured.merge_results(measured.read_result_files(outs[:1])))
+    assert not partial.exhaustive and partial.t_best == 1.0
