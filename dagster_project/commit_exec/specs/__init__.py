@@ -18,6 +18,7 @@ from .misc_sglang_index import SPECS as _MISC_SGLANG_INDEX
 from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
+from .more_attention import SPECS as _MORE_ATTENTION
 from .more_sglang import SPECS as _MORE_SGLANG
 from .more_vllm import SPECS as _MORE_VLLM
 from .simple import SPECS as _SIMPLE
@@ -42,6 +43,7 @@ SPECS: tuple[Spec, ...] = (
     + _MISC_SGLANG_MOE
     + _MORE_SGLANG
     + _MORE_VLLM
+    + _MORE_ATTENTION
 )
 
 

@@ -14,13 +14,14 @@ from dagster_project.commit_exec.census import CENSUS_VERSION, census_row
 from dagster_project.commit_exec.specs import (
     SPECS,
     Spec,
+    more_attention,
     more_sglang,
     more_vllm,
     shape_label,
     spec_for,
 )
 
-MORE: tuple[Spec, ...] = more_sglang.SPECS + more_vllm.SPECS
+MORE: tuple[Spec, ...] = more_sglang.SPECS + more_vllm.SPECS + more_attention.SPECS
 
 
 def _torch() -> Any:
