@@ -194,7 +194,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "default_status": "harness status of the default config",
         "n_candidates": "candidate configs timed",
         "n_ok": "candidates that ran correct",
-        "n_neighbours": "candidates that are neighbours of the tuned config",
+        "n_neighbours": "candidates that are neighbours of the tuned config (not of a space)",
         "n_invalid_config": "candidates the kernel rejects as configs",
         "n_out_of_resources": "candidates that ran out of shared memory or registers",
         "n_compile_failed": "candidates that failed to compile",

@@ -83,7 +83,8 @@ agg AS (
         max(status) FILTER (WHERE label = 'default') AS default_status,
         count(*) AS n_candidates,
         count(*) FILTER (WHERE status = 'ok') AS n_ok,
-        count(*) FILTER (WHERE label NOT IN ('tuned', 'default')) AS n_neighbours,
+        count(*) FILTER (WHERE label NOT IN ('tuned', 'default') AND exhaustive_space IS NULL)
+            AS n_neighbours,
         count(*) FILTER (WHERE status = 'invalid_config') AS n_invalid_config,
         count(*) FILTER (WHERE status = 'out_of_resources') AS n_out_of_resources,
         count(*) FILTER (WHERE status = 'compile_failed') AS n_compile_failed,

@@ -215,6 +215,7 @@ def test_exhaustive_and_skewed_results_ingest_as_their_own_columns(tmp_path: Pat
     assert full["exhaustive"] is True and full["space_size"] == 4
     assert full["exhaustive_space"].startswith("vllm:benchmarks/kernels/benchmark_moe.py")
     assert full["tuned_regret_vs_optimum"] == pytest.approx(0.0)  # others ran at 20 us
+    assert full["n_neighbours"] == 0 and full["n_candidates"] == 4  # space configs are not
     assert full["default_regret_vs_optimum"] == pytest.approx(0.2)
     part = got[(mm.id, "uniform")]
     assert part["exhaustive"] is False and part["n_space_measured"] == 3
