@@ -671,10 +671,12 @@ def measured_on(device: str | None) -> str | None:
     return f"{g.vendor} {g.model}" if g.vendor and g.model else device
 
 
-def grid_mismatch(result: Mapping[str, Any]) -> str | None:
+def grid_mismatch(result: Mapping[str, Any], row: MeasureRow | None = None) -> str | None:
     """Why one ``ok`` result was launched on a grid the engine would not use (its stored
     ``details.grid`` against ``plan.engine_grids``), or ``None``. Results without a
-    stored grid, or whose config no longer normalises, are not judged."""
+    stored grid, or whose config no longer normalises, are not judged. ``row``: the
+    result's row, when the caller has built it already (every result of a row has the
+    same row fields)."""
     from dagster_project.rewards.gpu.plan import engine_grids
     from dagster_project.rewards.gpu.spec import ConfigError, normalise_config
 
@@ -687,7 +689,8 @@ def grid_mismatch(result: Mapping[str, Any]) -> str | None:
         return None
     if not stored:
         return None
-    row = MeasureRow.from_json({**result, "id": result["row_id"], "kernel_source": ""})
+    if row is None:
+        row = MeasureRow.from_json({**result, "id": result["row_id"], "kernel_source": ""})
     expected = [list(g) for g in engine_grids(row, cfg)]
     if expected == stored:
         return None
@@ -708,10 +711,15 @@ def mark_superseded(df: pl.DataFrame) -> pl.DataFrame:
         df = df.with_columns(pl.lit("uniform").alias("routing"))
     df = df.with_columns(pl.col("routing").fill_null("uniform"))
     reasons: dict[tuple[Any, Any, Any], str] = {}
+    rows: dict[Any, MeasureRow] = {}
     for r in df.filter(pl.col("status") == "ok").iter_rows(named=True):
         key = (r["row_id"], r["measured_on"], r["routing"])
         if key not in reasons:
-            why = grid_mismatch(r)
+            if r["row_id"] not in rows:
+                rows[r["row_id"]] = MeasureRow.from_json(
+                    {**r, "id": r["row_id"], "kernel_source": ""}
+                )
+            why = grid_mismatch(r, rows[r["row_id"]])
             if why is not None:
                 reasons[key] = why
     flagged = pl.DataFrame(
