@@ -8,7 +8,9 @@
 # spent, each through gpu_measure_configs.sh (restarts after a lost CUDA context).
 # Results go to $OUT/<plan>.out.jsonl. A plan an earlier call did not finish resumes:
 # copy that call's $OUT/<plan>.out.jsonl(.attempts) to .gpu/results/ before the next
-# call, and run_batch skips every (row, candidate) already there. Afterwards:
+# call, and run_batch skips every (row, candidate) already there. A plan named for one
+# GPU (-h100- / -h200- in its name, as the plan writer names them) runs only on that GPU:
+# pass both GPUs' plans and the card the call gets picks its own. Afterwards:
 #   kernelhouse gpu pack $OUT/<plan>.out.jsonl -o dagster_project/data/measured/<gpu>/batch-NNN.parquet
 set -uo pipefail
 BUDGET=${1:?usage: gpu_exhaustive.sh BUDGET_S PLAN [PLAN ...]}
@@ -17,8 +19,15 @@ OUT=${OUT:?set OUT}
 WORKERS=${WORKERS:-$(( $(nproc) - 1 ))}
 start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/device.txt" 2>&1
+card=$(grep -o -m1 -E 'H100|H200' "$OUT/device.txt" | tr 'A-Z' 'a-z')
 for plan in "$@"; do
   name=$(basename "$plan")
+  for other in h100 h200; do
+    if [ -n "$card" ] && [ "$other" != "$card" ] && [[ "$name" == *"-$other-"* ]]; then
+      echo "$name: skipped (planned for the $other, this is an ${card})"
+      continue 2
+    fi
+  done
   name=${name%.xz}
   name=${name%.jsonl}
   out="$OUT/$name.out.jsonl"
