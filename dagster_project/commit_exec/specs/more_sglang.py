@@ -23,7 +23,10 @@ plus 256 zero experts, top-12, hidden 6144), Llama-3-8B / Qwen3 (FlashInfer page
 
 from __future__ import annotations
 
+import contextlib
 import random
+import types
+from collections.abc import Iterator
 from typing import Any
 
 from .base import Inputs, Outputs, Shape, Spec
@@ -737,6 +740,197 @@ LAYERNORM_MODULATE = Spec(
 )
 
 
+# --- pre/post reorder for the CUTLASS w4afp8 MoE (9535015d): the glue around the GEMMs ---
+
+
+@contextlib.contextmanager
+def _h100_properties_on_cpu(device: Any) -> Iterator[None]:
+    """On the CPU check only (no CUDA), ``torch.cuda.get_device_properties`` answers with an
+    H100's SM count and threads per SM, so the after side's launch-config helper (upstream
+    code, which reads them) picks the grid it picks on the card; on a GPU nothing changes."""
+    torch = _torch()
+    if device.type == "cuda":
+        yield
+        return
+    real = torch.cuda.get_device_properties
+    torch.cuda.get_device_properties = lambda *_a, **_k: types.SimpleNamespace(
+        multi_processor_count=132, max_threads_per_multi_processor=2048
+    )
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_properties = real
+
+
+def _w4_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    x = _reorder_inputs({"dtype": "bfloat16", **shape}, gen, device)
+    local = shape["experts"] // shape["ep"]
+    ids = x["topk_ids"]
+    # the caller maps experts of other ranks to the sentinel ``num_local_experts``
+    ids = torch.where(ids < local, ids, torch.full_like(ids, local)).to(torch.int32)
+    order = torch.sort(ids.view(-1).long(), stable=True).indices
+    src2dst = torch.empty_like(x["src2dst"])
+    src2dst[order] = torch.arange(order.numel(), dtype=torch.int32, device=device)
+    fp8 = shape.get("fp8", True)
+    gate_dt = torch.float8_e4m3fn if fp8 else x["hidden_states"].dtype
+    amax = x["hidden_states"].abs().amax().float().clamp(min=1e-4)
+    return {
+        "input": x["hidden_states"],
+        "gateup_input": torch.zeros(x["gateup_input"].shape, dtype=gate_dt, device=device),
+        "src2dst": src2dst,
+        "topk_ids": ids,
+        # a per-tensor activation scale, amax / 448 (e4m3's largest finite value): no input
+        # leaves the fp8 range, as a calibrated w4afp8 scale guarantees
+        "a1_scales": (amax / 448).reshape(1) if fp8 else None,
+        "topk_weights": x["topk_weights"],
+        "down_output": x["down_output"],
+        "output": x["output"],
+        "num_local_experts": local,
+    }
+
+
+def _w4_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    m, k = x["input"].shape
+    topk, local = x["topk_ids"].shape[1], x["num_local_experts"]
+    if hasattr(mod, "pre_reorder_for_cutlass_moe"):  # after: launch helpers pick the grid
+        with _h100_properties_on_cpu(x["input"].device):
+            mod.pre_reorder_for_cutlass_moe(
+                x["input"],
+                x["gateup_input"],
+                x["src2dst"],
+                x["topk_ids"],
+                x["a1_scales"],
+                local,
+                topk,
+                m,
+                k,
+            )
+            # routed scaling 1.0: the before version scaled outside the kernel
+            mod.post_reorder_for_cutlass_moe(
+                x["down_output"],
+                x["output"],
+                x["src2dst"],
+                x["topk_ids"],
+                x["topk_weights"],
+                local,
+                topk,
+                m,
+                k,
+                1.0,
+            )
+    else:  # before: one program per token, BLOCK_SIZE 512 (cutlass_w4a8_moe.py at 9535015d^)
+        mod.pre_reorder_triton_kernel_for_cutlass_moe[(m,)](
+            input_ptr=x["input"],
+            gateup_input_ptr=x["gateup_input"],
+            src2dst_ptr=x["src2dst"],
+            topk_ids_ptr=x["topk_ids"],
+            a1_scales_ptr=x["a1_scales"],
+            num_local_experts=local,
+            topk=topk,
+            hidden_size=k,
+            BLOCK_SIZE=512,
+        )
+        mod.post_reorder_triton_kernel_for_cutlass_moe[(m,)](
+            down_output_ptr=x["down_output"],
+            output_ptr=x["output"],
+            src2dst_ptr=x["src2dst"],
+            topk_ids_ptr=x["topk_ids"],
+            topk_weights_ptr=x["topk_weights"],
+            topk=topk,
+            num_local_experts=local,
+            hidden_size=k,
+            BLOCK_SIZE=512,
+        )
+    return {"gateup_input": x["gateup_input"], "output": x["output"]}
+
+
+def _w4_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    ids, local = x["topk_ids"].long(), x["num_local_experts"]
+    dst = x["src2dst"].long().view(ids.shape)
+    mine = ids != local
+    gate = x["gateup_input"].float().clone()
+    tok = torch.arange(ids.shape[0], device=ids.device)[:, None].expand(ids.shape)
+    scale = 1.0 if x["a1_scales"] is None else 1.0 / float(x["a1_scales"])
+    gate[dst[mine]] = x["input"][tok[mine]].float() * scale
+    w = (x["topk_weights"] * mine).to(torch.float32)
+    out = (x["down_output"].float()[dst] * w[..., None]).sum(1)
+    return {
+        "gateup_input": gate.to(x["gateup_input"].dtype),
+        "output": out.to(x["output"].dtype),
+    }
+
+
+_R1_W4 = "DeepSeek-R1 w4afp8 under EP (256 experts, top-8, hidden 7168)"
+
+CUTLASS_W4_REORDER = Spec(
+    name="sglang_cutlass_w4afp8_reorder",
+    launcher="pre_reorder_triton_kernel_for_cutlass_moe",
+    rows=(("sglang", "9535015d", "python/sglang/srt/layers/moe/ep_moe/kernels.py"),),
+    shapes=(
+        {
+            "name": "r1-w4afp8-ep8-decode-64",
+            "source": _R1_W4 + ", EP 8, decode",
+            "tokens": 64,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 8,
+        },
+        {
+            "name": "r1-w4afp8-ep8-decode-256",
+            "source": _R1_W4 + ", EP 8, decode batch 256",
+            "tokens": 256,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 8,
+        },
+        {
+            "name": "r1-w4afp8-ep8-prefill-4k",
+            "source": _R1_W4 + ", EP 8, prefill chunk",
+            "tokens": 4096,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 8,
+        },
+        {
+            "name": "r1-w4afp8-tp-prefill-1k",
+            "source": _R1_W4 + ", no EP (all experts local)",
+            "tokens": 1024,
+            "hidden": 7168,
+            "experts": 256,
+            "topk": 8,
+            "ep": 1,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 40]),
+        "hidden": r.choice([512, 1024, 1536]),
+        "experts": r.choice([8, 16]),
+        "topk": r.choice([2, 4]),
+        "ep": r.choice([1, 2, 4]),
+        # fp16 scatter, no activation scale: the CPU interpreter rounds fp32 -> e4m3 wrongly
+        # (specs.misc_vllm_attn) and mis-adds a bf16 accumulator; the named shapes run the
+        # bf16 activations and the fp8 scatter of the real path
+        "fp8": False,
+        "dtype": "float16",
+    },
+    make_inputs=_w4_inputs,
+    call=_w4_call,
+    reference=_w4_reference,
+    mutated=("gateup_input", "output"),
+    tolerance={"gateup_input": (0.0, 0.126), "output": (6.4e-2, 3.2e-2)},
+    tolerance_why="the scatter rounds x / a1_scale once to e4m3 (one fp8 step, 12.5% "
+    "relative, or bf16-exact without a scale); the gather sums up to 8 weighted rows, in a "
+    "bf16 accumulator before (up to 8 bf16 ulps of O(1) sums, as sglang_ep_moe_reorder) and "
+    "fp32 after",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
@@ -744,6 +938,7 @@ SPECS: tuple[Spec, ...] = (
     KV_ALLOC,
     ZERO_EXPERTS,
     LAYERNORM_MODULATE,
+    CUTLASS_W4_REORDER,
 )
 
 _ = random
