@@ -67,13 +67,15 @@ def zipf_popularity(routed: int, s: float, rng: np.random.Generator) -> np.ndarr
     Why this shape and exponent: expert load in real traffic is uneven and persistent,
     and a power law over expert rank is the usual model of "a few hot experts, a long
     tail". Its strength is set from measured traces: DODOCO (Ma, Eitzinger, Koestler,
-    Wellein, arXiv:2605.20982, 2026) instrumented five MoE checkpoints on real text on
-    H100s and reports per-expert token-load Gini coefficients of about 0.10 to 0.38, the
-    MLA models (DeepSeek-V2-Lite) above 0.24 in every real-text condition. Exponent 0.5
-    gives a Gini of 0.26 to 0.33 for E = 64 to 512 (top-k 6 to 10, 2,048 tokens; checked
-    by ``tests/unit/rewards/test_routing_skew.py``), inside that band, where most of the
-    tuned fused-MoE rows (DeepSeek-style E = 256, top-k 8) sit; exponent 1.0 (Gini ~0.6)
-    is a stress case beyond it.
+    Wellein, arXiv:2605.20982, 2026) instrumented five MoE checkpoints on H100s and
+    reports per-expert token-load Gini coefficients on real text from about 0.10 (an MHA
+    model on wikitext) to above 0.24 in every real-text condition for the MLA model
+    (DeepSeek-V2-Lite) and the GDN one, and 0.29 to 0.38 for those two on mock tokens.
+    Exponent 0.5 gives a Gini of 0.26 to 0.33 for E = 64 to 512 (top-k 6 to 10, 2,048
+    tokens; checked by ``tests/unit/rewards/test_routing_skew.py``): the concentrated
+    real-text level of the DeepSeek-style models most tuned fused-MoE rows come from
+    (E = 256, top-k 8), below the mock-token extreme; exponent 1.0 (Gini ~0.6) is a
+    stress case beyond every reported figure.
     """
     p = 1.0 / np.arange(1, routed + 1, dtype=np.float64) ** s
     p /= p.sum()

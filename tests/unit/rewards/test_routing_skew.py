@@ -60,8 +60,9 @@ def test_top1_skew_draws_the_zipf_histogram() -> None:
 @pytest.mark.parametrize(("E", "top_k"), [(64, 6), (128, 8), (256, 8), (512, 10)])
 def test_default_skew_sits_in_the_measured_gini_band(E: int, top_k: int) -> None:
     """zipf:0.5 gives per-expert load Gini 0.26-0.33 at 2,048 tokens (the docstring's
-    figures), inside the 0.24-0.38 the cited traces report for concentrated real
-    traffic; uniform stays near even; the popular experts get the most pairs."""
+    figures): above the 0.24 the cited traces report for MLA models on real text, below
+    their mock-token 0.38; uniform stays near even; the popular experts get the most
+    pairs."""
     skew = route(2048, E, top_k, seed=3, routing=SKEWED)
     counts = np.bincount(skew.topk_ids.reshape(-1), minlength=E)
     assert 0.26 <= gini(counts) <= 0.33
