@@ -61,7 +61,8 @@ def test_tolerance_is_justified(spec: Spec) -> None:
     assert len(spec.tolerance_why) > 20
     assert any(w in spec.tolerance_why for w in ("exact", "ulp", "accumulat", "sum"))
     for atol, rtol in spec.tolerance.values():
-        assert 0 <= atol < 0.1 and 0 <= rtol < 0.1
+        # at most one fp8 e4m3 step (12.5 %) relative, a few bf16 ulps absolute
+        assert 0 <= atol < 0.1 and 0 <= rtol <= 0.126
 
 
 @pytest.mark.parametrize("spec", MORE, ids=lambda s: s.name)
