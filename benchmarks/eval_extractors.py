@@ -9,9 +9,9 @@ labelled by hand; the texts are a git-ignored cache refilled by ``fetch_texts.py
 **Development** (read and tuned on): the 80 PRs of ``pr_devset/prs.csv``, the 31 of
 ``pr_devset/fresh/``, the 62 of ``pr_devset/fresh2/``, the 52 of ``pr_devset/fresh3/``, the
 50 of ``pr_devset/fresh4/``, the 45 of ``pr_devset/fresh5/``, the 41 of
-``pr_devset/fresh6/``, the 36 of ``pr_devset/fresh7/``, the 40 of ``pr_devset/fresh8/`` and the
-15 of ``pr_devset/fresh9/``: the held-out sets of extractors 2.1 to 2.9, each scored once at the
-end
+``pr_devset/fresh6/``, the 36 of ``pr_devset/fresh7/``, the 40 of ``pr_devset/fresh8/``, the
+15 of ``pr_devset/fresh9/``, the 22 of ``pr_devset/fresh10/`` and the 40 of
+``pr_devset/fresh11/``: the held-out sets of extractors 2.1 to 2.12, each scored once at the end
 of its round and then
 retired into development (``pr_devset/LABELLING.md``), as folds 3-4 of ``prs.csv`` were before
 them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of five folds
@@ -19,7 +19,7 @@ them; ``--show-set`` limits ``--show`` to one of them. Each PR sits in one of fi
 set's and each fold's score (cross-validation: ``--show --show-folds`` lists per-PR misses of
 the folds named only, so a change can be driven by some folds and checked on the others).
 
-The **headline** is ``--held``: ``benchmarks/labelled/pr_devset/fresh10`` is a separate set of
+The **headline** is ``--held``: ``benchmarks/labelled/pr_devset/fresh12`` is a separate set of
 real PRs,
 labelled blind (before any extractor ran on them, by a reader who did not see the extractor)
 and scored once per round, at its end. That run prints the aggregate and, because it is the
@@ -77,13 +77,13 @@ from dagster_project.gains.schema import Measurement  # noqa: E402
 
 DEVSET = ROOT / "benchmarks" / "labelled" / "pr_devset"
 #: development sets (all folds): the first set and the retired held-out sets of extractors
-#: 2.1 (``fresh``) … 2.10 (``fresh10``)
+#: 2.1 (``fresh``) … 2.10 (``fresh10``) and of issue 40's policy (``fresh11``, extractor 2.12)
 DEV_ROOTS = (
     DEVSET,
-    *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9", "10")),
+    *(DEVSET / f"fresh{n}" for n in ("", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")),
 )
-#: the held-out set of the current round (issue 40; scored once, at its end)
-HELD = DEVSET / "fresh11"
+#: the held-out set of the current round (issue 40d; scored once, at its end)
+HELD = DEVSET / "fresh12"
 #: every held-out scoring, committed: a set is not scored twice by one extractor and policy
 SCORINGS = DEVSET / "scorings.jsonl"
 #: retired sets, by their ``split`` value in ``prs.csv``
@@ -98,6 +98,7 @@ RETIRED_SPLITS = (
     "fresh8",
     "fresh9",
     "fresh10",
+    "fresh11",
 )
 DEV_FOLDS = (0, 1, 2, 3, 4)
 
@@ -552,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--show-set",
         default=None,
-        help="with --show: only this development set (pr_devset, fresh … fresh9)",
+        help="with --show: only this development set (pr_devset, fresh … fresh11)",
     )
     ap.add_argument(
         "--held",

@@ -245,15 +245,9 @@ def _grid_units(g: Grid, gid: str) -> list[Unit]:
     """One unit per table row: each cell's numbers with its column's role (as the
     extractor reads the table, :func:`~dagster_project.gains.extract.tables.side_overrides`
     included), an arrow cell's two numbers as baseline and optimized."""
-    from dagster_project.gains.extract.tables import (
-        CELL_ARROW,
-        classify,
-        row_side_overrides,
-        side_overrides,
-    )
+    from dagster_project.gains.extract.tables import CELL_ARROW, classify, side_overrides
 
     cols = classify(g)
-    row_sides = row_side_overrides(cols, list(enumerate(g.rows)))
     # a key column (batch, M/N/K, a parameter) is a condition, never a measured quantity:
     # its numbers are marked so that no pair takes a value from it (issue 42)
     col_role = [
@@ -261,10 +255,10 @@ def _grid_units(g: Grid, gid: str) -> list[Unit]:
         for c in cols
     ]
     for j, side in side_overrides(cols, list(enumerate(g.rows))).items():
-        col_role[j] = side  # "speedup over cuda", "AOT->JIT", a change column's numbers
+        col_role[j] = side  # "speedup over cuda": cuda's column is a baseline
     units: list[Unit] = []
-    for i, row in enumerate(g.rows):
-        u = Unit(gid, row_sides.get(i) or _row_role(row))
+    for row in g.rows:
+        u = Unit(gid, _row_role(row))
         for j, cell in enumerate(row):
             m = CELL_ARROW.match(cell)
             if m:

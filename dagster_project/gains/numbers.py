@@ -81,18 +81,6 @@ def first_number(text: str) -> NumberToken | None:
     return next(iter_numbers(text), None)
 
 
-def canonical(value: float) -> str:
-    """Shortest plain decimal spelling of ``value`` (``1234.5``, ``1200``, ``0.001``).
-
-    Used to show values in reports and to compare numbers as text without trailing zeros
-    or exponent notation getting in the way.
-    """
-    d = Decimal(repr(float(value))).normalize()
-    if d == 0:
-        return "0"
-    return format(d, "f")
-
-
 def is_integer_text(text: str) -> bool:
     """True for a cell that is just an integer (``8``, ``1,024``): typical of sizes/counts."""
     s = text.strip().strip("*_`")

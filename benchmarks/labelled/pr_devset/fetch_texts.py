@@ -82,9 +82,12 @@ FRESH9_ROOT = Path(__file__).resolve().parent / "fresh9"
 #: the held-out set of extractor 2.10 (``split=fresh10``), scored once, then retired into
 #: development for issue 40
 FRESH10_ROOT = Path(__file__).resolve().parent / "fresh10"
-#: the held-out set of issue 40 (``split=fresh11``: publication policy, per-PR scoring),
-#: scored once at its end (``eval_extractors.py --held``, recorded in ``scorings.jsonl``)
-HELD_ROOT = Path(__file__).resolve().parent / "fresh11"
+#: the held-out set of issue 40's first part (``split=fresh11``: publication policy, per-PR
+#: scoring), scored once (``scorings.jsonl``), then retired into development for 40d
+FRESH11_ROOT = Path(__file__).resolve().parent / "fresh11"
+#: the held-out set of issue 40d (``split=fresh12``: fewer rules), scored once at its end
+#: (``eval_extractors.py --held``, recorded in ``scorings.jsonl``)
+HELD_ROOT = Path(__file__).resolve().parent / "fresh12"
 
 
 class DevsetError(ValueError):
@@ -131,7 +134,7 @@ class DevPR:
     kind: str  # "config" | "kernel" | "e2e" | "negative"
     layouts: tuple[str, ...]
     fold: int
-    # "dev" | "fresh" … "fresh10" (retired held-out sets) | "fresh11" (held out); "held" was
+    # "dev" | "fresh" … "fresh11" (retired held-out sets) | "fresh12" (held out); "held" was
     # folds 3-4
     split: str
     truncated: bool

@@ -118,7 +118,13 @@ from dagster_project.gains.schema import Measurement
 #: blind set (fresh9 and fresh10 scored alike under 2.7, 2.9 and 2.10): 2.9's hyperfine
 #: summaries, "finished in N seconds" log lines, "Stage 49s." and comma-separated "name
 #: value unit" role lines
-EXTRACTOR_VERSION = "2.12"
+#: 2.13 (2026-12-07, 40d): removed for paying on no development text (none fired on 105
+#: cached texts of ``prs.csv``, fresh … fresh11; ``benchmarks/gains_rule_ablation.py``) or
+#: costing more false values than true ones: the "A->B" change header, headers extending one
+#: another, two-name and 1.00x-ratio row columns (``row_side_overrides`` with them), JSON
+#: lines, tqdm rates (one false value, none right), a value in a short clause, one line's two
+#: readings, "Speedup (A/B)" lines
+EXTRACTOR_VERSION = "2.13"
 
 
 def candidates(text: str) -> list[Candidate]:

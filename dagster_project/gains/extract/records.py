@@ -1,9 +1,10 @@
 """Label/value records and the runs they form: benchmark output and ``main:`` lines.
 
 A **record** is one ``key: value unit`` reading (``Avg latency: 1.23 seconds``,
-``Request throughput (req/s): 8.30``, ``Batch size: 16, Kernel time: 98.6 us``, tqdm's
-``9.5it/s … input: 1234.5 toks/s, output: 234.5 toks/s``). Keys that name a condition
-(batch size, M, num_tokens) become the record's keys, the others its metric.
+``Request throughput (req/s): 8.30``, ``Batch size: 16, Kernel time: 98.6 us``). Keys that
+name a condition
+(batch size, M, num_tokens) become the record's keys, the others its metric. (2.13: JSON
+lines and tqdm progress rates are no longer read: they paid on no development text.)
 
 A **run** is the records under one role: a code block labelled by the line before it
 (``main:`` / ``this PR:``, ``Default config:``, "Throughput before (…)") or by its first
@@ -15,7 +16,6 @@ per metric (and keys) present in both; counts, durations and settings never are.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -32,11 +32,7 @@ from dagster_project.gains.extract.vocab import (
     strip_role_words,
     unit_in,
 )
-from dagster_project.gains.normalise import (
-    UNIT_PATTERN,
-    infer_higher_is_better,
-    normalise_unit,
-)
+from dagster_project.gains.normalise import UNIT_PATTERN, normalise_unit
 from dagster_project.gains.numbers import parse_number
 
 _VAL = r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
@@ -52,10 +48,6 @@ _PART = re.compile(
 _EXTRA = re.compile(
     rf"^\s*[,;]\s*(?P<val>{_VAL})\s*(?P<words>(?:[A-Za-z]+\s+){{0,2}}?)(?P<unit>{_UNIT})(?![\w.])",
     re.I,
-)
-_TQDM_RATE = re.compile(r"(?P<val>\d+(?:\.\d+)?)\s*(?P<unit>it/s|s/it)\b")
-_TQDM_SPEED = re.compile(
-    r"(?P<key>input|output)\s*:\s*(?P<val>\d[\d,]*(?:\.\d+)?)\s*(?P<unit>toks?/s)", re.I
 )
 _ROLE_LINE_MAX = 90
 
@@ -104,45 +96,6 @@ def _condition_key(key: str) -> bool:
             re.I,
         )
     )
-
-
-def _json_records(s: str, line: str) -> list[Rec] | None:
-    """A benchmark's JSON-lines output (``{"batch_size": 16, "latency": 28.87, ...}``): one
-    record per numeric field, conditions as keys; ``None`` when the line is not a JSON object.
-    Read with :mod:`json` (not the ``key: value`` regex) because quoted keys never match it."""
-    if not (s.startswith("{") and s.endswith("}")):
-        return None
-    try:
-        obj = json.loads(s)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    keys: list[tuple[str, str]] = []
-    out: list[Rec] = []
-    for k, v in obj.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not isinstance(k, str):
-            continue
-        written = re.search(rf'"{re.escape(k)}"\s*:\s*({_VAL})', s)
-        raw = written.group(1) if written else json.dumps(v)  # as written: "70.770" stays
-        if _condition_key(k):
-            keys.append((k, raw))
-        else:
-            out.append(Rec(k, float(v), raw, unit_in(k), (), line))
-    return [Rec(r.metric, r.value, r.text, r.unit, tuple(keys), r.line) for r in out]
-
-
-def _tqdm_records(s: str, line: str) -> list[Rec]:
-    """tqdm's ``9.5it/s`` and ``input: 1234.5 toks/s, output: 234.5 toks/s`` readings."""
-    out: list[Rec] = []
-    for m in _TQDM_RATE.finditer(s):
-        if m.group("unit") == "it/s":
-            out.append(Rec("it/s", float(m.group("val")), m.group("val"), "it/s", (), line))
-    for m in _TQDM_SPEED.finditer(s):
-        v = parse_number(m.group("val"))
-        if v is not None:
-            out.append(Rec(f"{m.group('key').lower()} tok/s", v, m.group("val"), "tok/s", (), line))
-    return out
 
 
 _LEAD_KEY = re.compile(
@@ -220,16 +173,9 @@ def _part_records(s: str, line: str) -> list[Rec]:
 
 def parse_records(line: str) -> list[Rec]:
     """The records of one line (see module docstring); empty for prose."""
-    js = _json_records(line.strip(), line)
-    if js is not None:
-        return js
     s = clean_cell(line.strip().lstrip("-*+> ").strip())
     if not s:
         return []
-    if "it/s" in s or "toks/s" in s:
-        out = _tqdm_records(s, line)
-        if out:
-            return out
     if len(s) > 200 or re.search(r"[.!?]\s+[A-Z][a-z]+\s+\w+\s+\w+", s):
         return []
     keyed = _keyed_records(s, line)
@@ -326,7 +272,7 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         return recs
     m = re.match(rf"^\s*\**\s*(?P<val>{_VAL})\s*(?P<unit>{_UNIT})?(?P<tail>.*)$", rest, re.I)
     if not m:
-        return _clause_record(rest, line)
+        return []
     v = parse_number(m.group("val"))
     tail = m.group("tail") or ""
     if (
@@ -344,26 +290,6 @@ def _value_records(rest: str, line: str) -> list[Rec]:
         if ev is not None:
             out.append(Rec(e.group("unit"), ev, e.group("val"), e.group("unit"), (), line))
     return out
-
-
-_CLAUSE_VALUE = re.compile(
-    rf"(?<![\w.])[~≈]?\s*(?P<val>{_VAL})\s*(?P<unit>{UNIT_PATTERN})(?![\w/])", re.I
-)
-
-
-def _clause_record(rest: str, line: str) -> list[Rec]:
-    """``Main: `the_kernel` takes around 159µs.``: a role line whose value sits in a short
-    clause. Taken only when the clause holds exactly one number and it carries a unit (so a
-    count, a version or a range is never a value of the run)."""
-    if len(rest) > 120 or re.search(r"\d\s*%?\s*[-–]\s*\d", rest):
-        return []
-    nums = re.findall(r"(?<![\w.])\d", rest)
-    found = list(_CLAUSE_VALUE.finditer(rest))
-    if len(found) != 1 or len(nums) != 1:
-        return []
-    m = found[0]
-    v = parse_number(m.group("val"))
-    return [Rec("", v, m.group("val"), m.group("unit"), (), line)] if v is not None else []
 
 
 def _merge(
@@ -420,53 +346,6 @@ def _arrow_line(b: Block, ln: str) -> Candidate | None:
     if bv is None or ov is None or bv == ov:
         return None
     return Candidate(bv, ov, metric, unit, b, "records", evidence=[ln])
-
-
-def _sides_of_line(recs: list[Rec]) -> tuple[Rec, Rec, str] | None:
-    """(baseline, optimized, metric) of two readings whose metric names differ by one word
-    naming a side (``vllm time`` / ``custom time``); ``None`` when they do not."""
-    if len(recs) != 2:
-        return None
-    r1, r2 = recs
-    w1, w2 = r1.metric.lower().split(), r2.metric.lower().split()
-    if len(w1) != len(w2) or len(w1) < 2:
-        return None
-    diff = [i for i, (a, c) in enumerate(zip(w1, w2, strict=True)) if a != c]
-    if len(diff) != 1:
-        return None
-    k1, k2 = role_of(w1[diff[0]]).kind, role_of(w2[diff[0]]).kind
-    if (k1, k2) in (("baseline", "optimized"), ("baseline", None), (None, "optimized")):
-        base, opt = r1, r2
-    elif (k1, k2) in (("optimized", "baseline"), ("optimized", None), (None, "baseline")):
-        base, opt = r2, r1
-    else:
-        return None
-    return base, opt, " ".join(w for i, w in enumerate(w1) if i != diff[0])
-
-
-def _line_pair(b: Block, ln: str) -> Candidate | None:
-    """The pair that two readings of one record line state (see :func:`_sides_of_line`)."""
-    recs = parse_records(ln)
-    sides = _sides_of_line(recs)
-    if sides is None:
-        return None
-    base, opt, metric = sides
-    if is_non_measurement(metric) or (
-        base.unit and opt.unit and normalise_unit(base.unit) != normalise_unit(opt.unit)
-    ):
-        return None
-    return Candidate(
-        base.value,
-        opt.value,
-        metric,
-        opt.unit or base.unit,
-        b,
-        "records",
-        keys=list(recs[0].keys),
-        baseline_label=base.metric,
-        optimized_label=opt.metric,
-        evidence=[ln],
-    )
 
 
 #: 2.8: a caption naming both sides in order, "Time of original X vs Y in us:", over lines
@@ -535,9 +414,10 @@ def _vs_caption_pairs(b: Block) -> tuple[list[Candidate], set[int]]:
 
 
 def inline_candidates(blocks: list[Block]) -> list[Candidate]:
-    """Two readings of one line that differ by one word naming each side
-    (``vllm time = 0.0130ms, custom time = 0.0119ms``), or one key whose value is written
-    ``before -> after`` in a code block: a pair from one record line."""
+    """A "A vs B:" caption over its readings, or one key whose value is written
+    ``before -> after`` in a code block: a pair from one record line. (2.13: two readings of
+    one line differing by a side word, and a "Speedup (A/B)" line naming the sides above it,
+    are no longer read: they paid on no development text.)"""
     out: list[Candidate] = []
     for b in blocks:
         if b.kind not in ("code", "text"):
@@ -549,58 +429,7 @@ def inline_candidates(blocks: list[Block]) -> list[Candidate]:
                 continue
             if b.kind == "code" and (arrow := _arrow_line(b, ln)) is not None:
                 out.append(arrow)
-                continue
-            nxt = next((x for x in b.lines[i + 1 :] if x.strip()), "")
-            cand = _line_pair(b, ln) or _ratio_named_pair(b, ln, nxt)
-            if cand is not None:
-                out.append(cand)
     return out
-
-
-#: ``Speedup (SGL/JIT): 1.10x``: a ratio whose two sides the line names, numerator first
-_NAMED_RATIO = re.compile(
-    rf"^\s*[-*]?\s*speed-?up\s*\(\s*(?P<a>[^/()]+?)\s*/\s*(?P<b>[^/()]+?)\s*\)\s*[:=]\s*"
-    rf"(?P<raw>(?P<val>{_VAL})\s*[x×]?)\s*$",
-    re.I,
-)
-
-
-def _ratio_named_pair(b: Block, ln: str, nxt: str) -> Candidate | None:
-    """2.7: ``JIT: 0.0153ms, SGL: 0.0168ms`` above ``Speedup (SGL/JIT): 1.10x``: the ratio
-    line names the sides of the two readings (numerator the baseline for a time, the PR's
-    side for a rate), and its number must be their ratio (2%)."""
-    m = _NAMED_RATIO.match(clean_cell(nxt))
-    recs = parse_records(ln)
-    if m is None or len(recs) != 2:
-        return None
-    by_name = {r.metric.strip().lower(): r for r in recs}
-    ra, rb = by_name.get(m.group("a").strip().lower()), by_name.get(m.group("b").strip().lower())
-    stated = parse_number(m.group("val"))
-    if ra is None or rb is None or not stated or not ra.value or not rb.value:
-        return None
-    if (
-        normalise_unit(ra.unit) != normalise_unit(rb.unit)
-        or abs(ra.value / rb.value / stated - 1) > 0.02
-    ):
-        return None
-    hib = infer_higher_is_better("", ra.unit)
-    if hib is None:
-        return None
-    base, opt = (rb, ra) if hib else (ra, rb)
-    return Candidate(
-        base.value,
-        opt.value,
-        "",
-        opt.unit,
-        b,
-        "records",
-        keys=list(recs[0].keys),
-        baseline_label=base.metric,
-        optimized_label=opt.metric,
-        stated=stated,
-        stated_text=m.group("raw").strip(),
-        evidence=[ln, nxt],
-    )
 
 
 def block_role(b: Block) -> Role | None:
@@ -839,7 +668,9 @@ def pair_runs(runs: list[Run]) -> list[tuple[Run, Run]]:
     2.8: a group of runs under one side followed by a group of as many under the other
     ("## Before" with a cold-start and a warm-start block, then "## After" with the same
     two) is paired position by position: the n-th baseline run with the n-th optimized one.
-    Otherwise only the last run of a group meets the first of the next, as before.
+    Otherwise only the last run of a group meets the first of the next, as before. (2.13:
+    kept although it fired on no development text: without it the fallback pairs the last
+    "before" run with the first "after" one, a wrong value, not a missing one.)
     """
     out: list[tuple[Run, Run]] = []
     pending: Run | None = None

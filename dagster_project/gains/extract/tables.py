@@ -32,7 +32,6 @@ from dagster_project.gains.extract.vocab import (
     METRIC_WORDS,
     MODEL_KEY,
     MULTIPLICATIVE_HEADER,
-    NO_ROLE,
     RUN_ROW,
     SHAPE_KEYS_KERNEL,
     SHARE_HEADER,
@@ -441,41 +440,7 @@ def _column_groups(cols: list[Column], rows: Rows) -> dict[str, list[Column]]:
     stacked = _stacked_changes(valued)
     if stacked is not None:
         groups = stacked
-    nested = _nested_headers(valued)
-    if nested is not None:
-        groups = {
-            "": [
-                Column(nested[0].j, nested[0].header, "variant", Role("baseline", 2), ""),
-                Column(nested[1].j, nested[1].header, "variant", Role("optimized", 2), ""),
-            ]
-        }
     return groups
-
-
-def _nested_headers(valued: list[Column]) -> tuple[Column, Column] | None:
-    """``| vLLM | vLLM w/ caching | vLLM w/ caching + offloading |`` (2.6): headers that
-    extend one another by a change ("+ X", "w/ X", "with X"): the longest is the PR's
-    state and the header it extends (the longest such) its baseline, whatever role words
-    the extensions carry. ``None`` unless at least one header extends another."""
-    ext = re.compile(r"\s*(?:\+|&|\bw/|\bwith\b)\s*\S", re.I)
-
-    def base_of(c: Column) -> Column | None:
-        hs = [
-            b
-            for b in valued
-            if b is not c
-            and c.header.lower().startswith(b.header.lower())
-            and ext.match(c.header[len(b.header) :])
-        ]
-        return max(hs, key=lambda b: len(b.header)) if hs else None
-
-    tops = [(c, b) for c in valued if (b := base_of(c)) is not None]
-    if not tops:
-        return None
-    top, base = max(tops, key=lambda cb: len(cb[0].header))
-    if any(len(c.header) == len(top.header) for c, _b in tops if c is not top):
-        return None
-    return base, top
 
 
 Pair = tuple[str, Column, Column]
@@ -496,8 +461,6 @@ def _column_pairs(
         pairs = [("", b, o) for b, o, _s in named_vs]
     else:
         named_vs = []
-    if (arrowed := _arrow_header_pair(cols, valued)) is not None:
-        pairs = [("", *arrowed)]  # "A->B" names both sides: it beats every guess above
     return pairs, named_vs
 
 
@@ -789,100 +752,25 @@ def _ratio_only_candidates(
 
 def _roles_in_rows(cols: list[Column], rows: list[tuple[int, list[str]]]) -> Column | None:
     """The key column whose cells name both sides (``| main | ... |`` / ``| this pr | ... |``):
-    the table compares by row, and its value columns are metrics, never two sides. Since
-    2.4 also a key column of exactly two distinct names, one of them a strong baseline
-    ("Base", "main") and the other unnamed (``| Prefix Cache |`` / ``| Base |`` per load):
-    the unnamed one is what the PR compares with it."""
+    the table compares by row, and its value columns are metrics, never two sides. (2.13:
+    the two-name and 1.00x-ratio readings of rows, 2.4-2.6, are gone: they paid on no
+    development text, RESULTS stop 36, 40d.)"""
     for c in cols:
         if c.kind != "key":
             continue
         roles = [role_of(r[c.j]).kind for _, r in rows if c.j < len(r)]
         if "baseline" in roles and "optimized" in roles:
             return c
-    for c in cols:
-        if c.kind == "key" and _strong_baseline_and_other(rows, c) is not None:
-            return c
-    urr = unit_ratio_rows(cols, rows)
-    return urr[0] if urr is not None else None
-
-
-def unit_ratio_rows(cols: list[Column], rows: Rows) -> tuple[Column, dict[int, str]] | None:
-    """``| naive | 8 | 128.4 | 1.00x |`` / ``| mori | 8 | 94.1 | 1.33x |`` (2.6): a ratio
-    column normalised to one row per group says which row is the baseline (its ratio is
-    1.00x) and which are compared with it. (name column, row index -> side) when every group
-    of rows (by the other key columns) has exactly one such row and at least one other."""
-    speed = [c for c in cols if c.kind in ("speedup", "ratio")]
-    if len(speed) != 1:
-        return None
-    sc = speed[0]
-    for c in cols:
-        if c.kind != "key" or any(
-            value_of(r[c.j]) is not None for _i, r in rows if c.j < len(r) and r[c.j].strip()
-        ):
-            continue
-        others = [k for k in cols if k.kind == "key" and k.j != c.j]
-        groups: dict[tuple[str, ...], list[tuple[int, float | None]]] = {}
-        for i, r in rows:
-            gk = tuple(r[k.j] if k.j < len(r) else "" for k in others)
-            ratio = _stated_from(r[sc.j], sc.header)[0] if sc.j < len(r) else None
-            groups.setdefault(gk, []).append((i, ratio))
-        sides: dict[int, str] = {}
-        for members in groups.values():
-            ones = [i for i, v in members if v == 1.0]
-            rest = [i for i, v in members if v is not None and v != 1.0]
-            if len(ones) != 1 or not rest:
-                sides = {}
-                break
-            sides[ones[0]] = "baseline"
-            sides.update({i: "optimized" for i in rest})
-        if sides:
-            return c, sides
-    return None
-
-
-def row_side_overrides(cols: list[Column], rows: Rows) -> dict[int, str]:
-    """Row index -> side for the rows that role words alone do not name: a two-name key
-    column (:func:`_strong_baseline_and_other`), else a unit-ratio column
-    (:func:`unit_ratio_rows`): what
-    :mod:`~dagster_project.gains.audit` lets stand on that side, so that the audit and the
-    extractor read the rows of one table the same way."""
-    for c in cols:
-        if c.kind != "key":
-            continue
-        named = _strong_baseline_and_other(rows, c)
-        if named is not None:
-            sides = {named[0]: "baseline", named[1]: "optimized"}
-            return {
-                i: sides[r[c.j].strip()]
-                for i, r in rows
-                if c.j < len(r) and r[c.j].strip() in sides
-            }
-    urr = unit_ratio_rows(cols, rows)
-    return urr[1] if urr is not None else {}
-
-
-def _strong_baseline_and_other(rows: Rows, c: Column) -> tuple[str, str] | None:
-    """(baseline name, other name) when column ``c`` holds exactly two distinct names: one a
-    strong baseline and the other no side, or one the other plus a change ("origin" /
-    "origin+overlap", "base" / "base w/ fusion")."""
-    names = [r[c.j].strip() for _, r in rows if c.j < len(r) and r[c.j].strip()]
-    distinct = sorted(set(names))
-    if len(distinct) != 2 or value_of(distinct[0]) is not None:
-        return None
-    roles = {n: role_of(n) for n in distinct}
-    base = [n for n in distinct if roles[n].kind == "baseline" and roles[n].strength == 2]
-    # 2.12: a weakly named implementation reads as an unnamed one (as beside a strong baseline
-    # column, :func:`_weak_beside_strong_baseline`); a reference never becomes the PR's side
-    other = [n for n in distinct if roles[n].strength < 2 and roles[n].kind != "reference"]
-    if len(base) == 1 and len(other) == 1:
-        return base[0], other[0]
-    short, long = sorted(distinct, key=len)
-    if re.fullmatch(rf"{re.escape(short)}\s*(?:\+|&|\bwith\b|\bw/)\s*\S.*", long, re.I):
-        return short, long  # "origin" / "origin+overlap": the change added to the baseline
     return None
 
 
 _VS = re.compile(r"\b(?:vs\.?|versus|over|against)\s+(?P<name>[\w.+-]+)", re.I)
+
+
+def _cell_unit(cell: str) -> str | None:
+    """The unit after a cell's number (``0.15258ms``, ``9.83 requests/s``), if known."""
+    m = re.match(r"^\s*[~≈]?\s*[-+]?\d[\d,]*(?:\.\d+)?\s*(?P<u>\S.*?)\s*$", cell)
+    return unit_in(f" {m.group('u')}") if m else None
 
 
 def _cells_unit(rows: Rows, *cols: Column) -> str | None:
@@ -893,12 +781,6 @@ def _cells_unit(rows: Rows, *cols: Column) -> str | None:
         u for _i, r in rows for c in cols if c.j < len(r) and (u := _cell_unit(r[c.j])) is not None
     }
     return units.pop() if len(units) == 1 else None
-
-
-def _cell_unit(cell: str) -> str | None:
-    """The unit after a cell's number (``0.15258ms``, ``9.83 requests/s``), if known."""
-    m = re.match(r"^\s*[~≈]?\s*[-+]?\d[\d,]*(?:\.\d+)?\s*(?P<u>\S.*?)\s*$", cell)
-    return unit_in(f" {m.group('u')}") if m else None
 
 
 def _sides_by_change(
@@ -938,41 +820,22 @@ def _sides_by_change(
     return (a, b) if votes[0] > votes[1] else (b, a)
 
 
-def _arrow_header_pair(cols: list[Column], valued: list[Column]) -> tuple[Column, Column] | None:
-    """``| JIT | AOT | AOT->JIT |``: a change column headed "A -> B" names A's column the
-    baseline and B's the PR's side (the change is worked out from A to B)."""
-    for c in cols:
-        m = _HEADER_ARROW.match(c.header)
-        if not m or c in valued:
-            continue
-        a, b = m.group("a").lower(), m.group("b").lower()
-        ca = [v for v in valued if _norm_residual(v.header) == a or v.header.strip().lower() == a]
-        cb = [v for v in valued if _norm_residual(v.header) == b or v.header.strip().lower() == b]
-        if len(ca) == 1 and len(cb) == 1 and ca[0] is not cb[0]:
-            return ca[0], cb[0]
-    return None
-
-
 def side_overrides(cols: list[Column], rows: list[tuple[int, list[str]]]) -> dict[int, str]:
     """Column index -> side, where the table itself names the sides beyond role words: a
-    "speedup vs X" header (X's column is a baseline), an "A->B" change header, or the
-    numbers of a change/ratio column (:func:`_sides_by_change`). What
-    :mod:`~dagster_project.gains.audit` lets stand on each side, so that the audit and the
-    extractor read one table the same way."""
+    "speedup vs X" header (X's column is a baseline), or the numbers of a change/ratio column
+    (:func:`_sides_by_change`), or one column beside a strong baseline
+    (:func:`_weak_beside_strong_baseline`). What :mod:`~dagster_project.gains.audit` lets stand
+    on each side, so that the audit and the extractor read one table the same way. (2.13: the
+    "A->B" header and extending-header readings are gone: they paid on no development text.)"""
     valued = [c for c in cols if c.kind in ("variant", "metric")]
     speed = [c for c in cols if c.kind in ("speedup", "ratio")]
     out: dict[int, str] = {b.j: "baseline" for b, _sc in _vs_named(valued, speed)}
-    arrowed = _arrow_header_pair(cols, valued)
-    if arrowed is not None:
-        out[arrowed[0].j], out[arrowed[1].j] = "baseline", "optimized"
-    elif len(valued) == 2 and len(speed) == 1 and all(c.role.strength < 2 for c in valued):
+    if len(valued) == 2 and len(speed) == 1 and all(c.role.strength < 2 for c in valued):
         sides = _sides_by_change(rows, valued[0], valued[1], speed[0])
         if sides is not None:
             out[sides[0].j], out[sides[1].j] = "baseline", "optimized"
     if not out and (sw := _weak_beside_strong_baseline(valued, cols)):
         out[sw[1].j] = "optimized"
-    if (nested := _nested_headers(valued)) is not None:
-        out[nested[0].j], out[nested[1].j] = "baseline", "optimized"
     return out
 
 
@@ -1086,30 +949,16 @@ def _agrees(rows: list[tuple[int, list[str]]], base: Column, opt: Column, ratio:
 _Labelled = tuple[int, list[str], Role]
 
 
-def _row_sides(
-    members: Rows, role_col: Column, by_ratio: dict[int, str] | None = None
-) -> list[tuple[_Labelled, _Labelled]]:
+def _row_sides(members: Rows, role_col: Column) -> list[tuple[_Labelled, _Labelled]]:
     """(baseline row, optimized row) pairs among one key group's rows, by the roles their
     role cells name: each strongest optimized row with its like-named baseline (or, when
-    it is the only one, the strongest baseline). Rows a unit-ratio column names
-    (``by_ratio``, :func:`unit_ratio_rows`) or a two-name column leaves unnamed
-    (:func:`_strong_baseline_and_other`) take those sides instead of their role words."""
-    named = _strong_baseline_and_other(members, role_col)
-
-    def side(i: int, cell: str) -> Role:
-        if by_ratio:
-            kind = by_ratio.get(i)
-            return Role(kind, 2 if kind == "baseline" else 1) if kind else NO_ROLE
-        if named is not None and cell.strip() in named:
-            return Role("baseline", 2) if cell.strip() == named[0] else Role("optimized", 1)
-        return role_of(cell)
-
-    labelled = [(i, r, side(i, r[role_col.j])) for i, r in members]
+    it is the only one, the strongest baseline)."""
+    labelled = [(i, r, role_of(r[role_col.j])) for i, r in members]
     base = [x for x in labelled if x[2].kind == "baseline"]
     opt = [x for x in labelled if x[2].kind == "optimized"]
     if not base or not opt:
         return []
-    if not by_ratio and named is None and _strongest(base) != _strongest(opt):
+    if _strongest(base) != _strongest(opt):
         return []  # 2.12: a weakly named row beside a strong one is a third implementation
     top = [x for x in opt if x[2].strength == max(y[2].strength for y in opt)]
     sides = []
@@ -1212,8 +1061,6 @@ def _row_pairs(
     role_col = _roles_in_rows(cols, rows)
     if role_col is None:
         return []
-    urr = unit_ratio_rows(cols, rows)
-    by_ratio = urr[1] if urr is not None and urr[0].j == role_col.j else None
     other_keys = [c for c in cols if c.kind == "key" and c.j != role_col.j]
     metrics = [c for c in cols if c.kind in ("metric", "variant") and c.j != role_col.j]
     speed = [c for c in cols if c.kind in ("speedup", "ratio")]
@@ -1224,7 +1071,7 @@ def _row_pairs(
     # rows without their own key (continuation chunks) inherit nothing: grouped by order
     out: list[Candidate] = []
     for gk, members in groups.items():
-        sides = _row_sides(members, role_col, by_ratio)
+        sides = _row_sides(members, role_col)
         if not sides:
             continue
         rkeys = [(grid.header[k.j], v) for k, v in zip(other_keys, gk, strict=True) if v.strip()]

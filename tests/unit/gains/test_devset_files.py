@@ -41,8 +41,10 @@ FRESH8 = ROOT / "fresh8"
 FRESH9 = ROOT / "fresh9"
 #: the held-out set of extractor 2.10 (``split=fresh10``), retired into development for 40
 FRESH10 = ROOT / "fresh10"
-#: the held-out set of issue 40 (``split=fresh11``), scored once at its end
-HELD = ROOT / "fresh11"
+#: the held-out set of issue 40's policy (``split=fresh11``), retired into development for 40d
+FRESH11 = ROOT / "fresh11"
+#: the held-out set of issue 40d (``split=fresh12``), scored once at its end
+HELD = ROOT / "fresh12"
 #: every committed set: the development sets and the held-out set
 SETS = {
     "dev": ROOT,
@@ -56,7 +58,8 @@ SETS = {
     "fresh8": FRESH8,
     "fresh9": FRESH9,
     "fresh10": FRESH10,
-    "fresh11": HELD,
+    "fresh11": FRESH11,
+    "fresh12": HELD,
 }
 
 #: reserved for independent evaluation (issue 17); must never appear in the devset

@@ -11,7 +11,7 @@ from dagster_project.gains.audit import (
     audit_rate,
     structure_index,
 )
-from dagster_project.gains.numbers import canonical, iter_numbers, parse_number
+from dagster_project.gains.numbers import iter_numbers, parse_number
 from dagster_project.gains.schema import Measurement
 
 
@@ -46,7 +46,6 @@ def test_number_parsing() -> None:
     assert parse_number("OOM") is None and parse_number("-") is None and parse_number(None) is None
     assert parse_number(3) == 3.0
     assert [t.value for t in iter_numbers("bs=8, 1,024 tokens, 3.5x")] == [8.0, 1024.0, 3.5]
-    assert canonical(1200.0) == "1200" and canonical(1234.50) == "1234.5" and canonical(0.0) == "0"
 
 
 def test_flags_and_rate() -> None:

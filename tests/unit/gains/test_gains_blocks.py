@@ -316,7 +316,8 @@ steps | cp | req / s | tok / s | req / s | tok / s
 
 
 def test_round_three_records() -> None:
-    # JSON lines of a benchmark script under main / this PR labels
+    # JSON lines of a benchmark script under main / this PR labels: 2.13 no longer reads them
+    # (they paid on no development text); what stays is that nothing wrong is read instead
     js = """t
 main:
 ```
@@ -328,13 +329,7 @@ this PR:
 {"name": "x", "batch_size": 8, "latency": 3.25, "throughput": 130.0}
 {"name": "x", "batch_size": 64, "latency": 8.5, "throughput": 742.5}
 ```"""
-    ms = [m for m in extract_text(js) if m.is_pair]
-    assert [(m.baseline, m.optimized, m.batch_size) for m in ms] == [
-        (3.5, 3.25, 8),
-        (120.25, 130.0, 8),
-        (9.0, 8.5, 64),
-        (700.0, 742.5, 64),
-    ]
+    assert [m for m in extract_text(js) if m.is_pair] == []
     # two paragraphs under one line that names both sides, in order
     both = """t
 Results before and after:
@@ -347,13 +342,14 @@ Latency: 39.0 s
 Output throughput: 920.5 token/s
 """
     assert pairs(both) == [(40.5, 39.0), (900.25, 920.5)]
-    # each side in a sentence of its own, the value inside the clause
+    # each side in a sentence of its own, the value inside the clause: 2.13 no longer reads
+    # a value from a short clause (no development text had one); nothing is read
     clause = """t
 Base: `my_kernel` needs about 120µs per call.
 
 Ours: `my_kernel` needs about 45µs per call.
 """
-    assert pairs(clause) == [(120.0, 45.0)]
+    assert pairs(clause) == []
     # a clause with two numbers, or a range, is not a value of the run
     assert pairs("t\nBase: 2 launches of about 120µs.\n\nOurs: 1 launch of 45µs.\n") == []
 
@@ -478,7 +474,8 @@ bs   max_len   newk_mean   newk_std   baseline_mean   baseline_std   speedup_%
     assert [(m.baseline, m.optimized, m.batch_size) for m in ms] == [(0.1, 0.05, 1), (0.2, 0.12, 8)]
     assert [m.speedup for m in ms] == [2.0, 1.6667] and all(m.audit_pass for m in ms)
     # rows: one strongly named baseline and one unnamed variant per load, in a table pasted
-    # without outer pipes; "prefix" is a word, not "pre-fix"
+    # without outer pipes: 2.13 no longer pairs such rows (no development text had them);
+    # nothing is read. "prefix" is a word, not "pre-fix"
     rows = """t
 Load | Method | Requests/s | Latency
 -- | -- | -- | --
@@ -486,14 +483,7 @@ Load | Method | Requests/s | Latency
 5 QPS | Base | 4.80 requests/s | 1.60 s
 9 QPS | Prefix Reuse | 8.70 requests/s | 1.90 s
 9 QPS | Base | 7.20 requests/s | 5.00 s"""
-    ms = [m for m in extract_text(rows) if m.is_pair]
-    assert sorted((m.baseline, m.optimized) for m in ms) == [
-        (1.6, 1.1),
-        (4.8, 4.9),
-        (5.0, 1.9),
-        (7.2, 8.7),
-    ]
-    assert all(m.audit_pass for m in ms)
+    assert [m for m in extract_text(rows) if m.is_pair] == []
     assert role_of("prefix cache").kind is None and role_of("pre-fix").kind == "baseline"
 
 
@@ -590,19 +580,14 @@ def test_round_six_tables() -> None:
 | 128 | 8 | 0.300ms | 0.060ms | 0.020ms | 3.0000x |
 | 256 | 8 | 0.310ms | 0.080ms | 0.025ms | 3.2000x |"""
     assert extract_text(three) == []
-    # "origin" / "origin+overlap" in a version column: the change added to the baseline is
-    # the PR's row; "in/out" and "tensor_parallel" are conditions, not metrics
+    # "origin" / "origin+overlap" in a version column: 2.13 no longer reads a row name that
+    # extends another as the PR's (no development text had one); nothing is read
     rows = """t
 | GPU | in/out | tensor_parallel | latency/ms | throuput | build |
 | --- | --- | --- | --- | --- | --- |
 | H100 | 2048/1 | 2 | 800.0 | 5000 | origin |
 | H100 | 2048/1 | 2 | 700.0 | 5600 | origin+overlap |"""
-    ms = [m for m in extract_text(rows) if m.is_pair]
-    assert sorted((m.baseline, m.optimized, m.speedup) for m in ms) == [
-        (800.0, 700.0, 1.1429),
-        (5000.0, 5600.0, 1.12),
-    ]
-    assert all(m.audit_pass for m in ms)
+    assert [m for m in extract_text(rows) if m.is_pair] == []
 
 
 def test_round_six_lines() -> None:
@@ -691,9 +676,9 @@ Summary: Avg 1.5x, Min 1.2x, Max 2.0x
 
 
 def test_round_seven_rows_by_unit_ratio() -> None:
-    # a ratio column normalised to 1.00x on one row per group names that row the baseline;
-    # the ratio belongs to the metric whose numbers it reproduces; two metrics of one row
-    # (a latency and a throughput) are never two sides of a pair
+    # a ratio column normalised to 1.00x on one row per group: 2.13 no longer names that row
+    # the baseline (no development text had one); two metrics of one row (a latency and a
+    # throughput) are still never two sides of a pair, so nothing is read
     text = """t
 | backend | EP | Mean TPOT | Output tps | perf |
 |---|---|---|---|---|
@@ -701,15 +686,7 @@ def test_round_seven_rows_by_unit_ratio() -> None:
 | fastpath | 8 | 80.0 | 6000.0 | 1.20x |
 | plain (eager) | 16 | 300.0 | 2000.0 | 1.00x |
 | fastpath | 16 | 100.0 | 5000.0 | 2.50x |"""
-    ms = [m for m in extract_text(text) if m.is_pair]
-    got = sorted((m.baseline, m.optimized, m.stated_speedup) for m in ms)
-    assert got == [
-        (100.0, 80.0, None),
-        (300.0, 100.0, None),
-        (2000.0, 5000.0, 2.5),
-        (5000.0, 6000.0, 1.2),
-    ]
-    assert all(m.audit_pass for m in ms)
+    assert [m for m in extract_text(text) if m.is_pair] == []
     # an unfenced aligned table starting at the first column
     flat = """t
 Gains on one host:
@@ -724,8 +701,9 @@ Out tok/s          40.00    60.00     +50%
 
 def test_round_seven_columns() -> None:
     # a bandwidth written "GB / second" is not a size; headers that extend one another
-    # ("X", "X w/ A", "X w/ A + B") make the longest the PR's state and the one it extends
-    # its baseline; a speedup column makes a table timings even beside an error column
+    # ("X", "X w/ A", "X w/ A + B") no longer name sides (2.13: no development text had
+    # them), so nothing is read; a speedup column makes a table timings even beside an error
+    # column
     bw = """t
 | # of pages | New implementation | Old implementation |
 |---|---|---|
@@ -741,9 +719,7 @@ def test_round_seven_columns() -> None:
 |---|---|---|---|
 | 8 | 10.00 | 2.00 | 1.50 |
 | 16 | 20.00 | 9.00 | 3.00 |"""
-    ms = [m for m in extract_text(nested) if m.is_pair]
-    assert [(m.baseline, m.optimized) for m in ms] == [(2.0, 1.5), (9.0, 3.0)]
-    assert all(m.audit_pass for m in ms)
+    assert [m for m in extract_text(nested) if m.is_pair] == []
     err = """t
 Checked against the reference for correctness.
 
@@ -760,8 +736,8 @@ def test_round_eight_lines_and_deltas() -> None:
 - Load 100: Throughput improved 150.00 -> 165.00
 """
     assert pairs(prose) == [(150.0, 165.0)]
-    # two readings named by a "Speedup (A/B)" line under them: A over B is the ratio, so for
-    # a time A is the baseline; the ratio must be theirs
+    # two readings named by a "Speedup (A/B)" line under them: 2.13 no longer reads the sides
+    # from that line (no development text had one); nothing is read
     named = """t
 ```
 Case 1
@@ -771,8 +747,7 @@ Case 2
 NEW: 0.020000ms, OLD: 0.030000ms
 Speedup (OLD/NEW): 9.99x
 ```"""
-    ms = [m for m in extract_text(named) if m.is_pair]
-    assert [(m.baseline, m.optimized, m.stated_speedup) for m in ms] == [(0.012, 0.01, 1.2)]
+    assert [m for m in extract_text(named) if m.is_pair] == []
     # signed percentage deltas of the PR's side, one claim per cell (two columns with the
     # same number in one row are two claims); run settings are not measurements
     deltas = """t
