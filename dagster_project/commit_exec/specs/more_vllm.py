@@ -10,13 +10,29 @@
   refactor at default configs (the tuned JSON configs the commit loads are not shipped with
   the file).
 
+* ``solve_tril`` of vLLM's FLA ops, ``(I + A)^-1`` per 64-token chunk of the GDN/KDA WY
+  form: at 9fce7bee ("Accelerate solve_tril with TMA": a 16x16 solve plus a merge in two
+  launches becomes one launch that may read and write through TMA descriptors) and at
+  cb10b7e8 (the launcher takes precomputed ``chunk_indices``, removing a device-to-host
+  sync; census 1 saw host-side code only). The launchers' kernels are picked through a
+  variable (``merge_fn[...]``), which census 1 does not follow. ``is_tma_supported`` (a flag
+  of ``fla/utils.py``, a stubbed sibling) is set as that file sets it: on a Hopper GPU with a
+  Triton that has tensor descriptors, TMA; on the CPU check, the block-pointer path; the
+  TMA descriptor constructor of ``fla/op.py`` is Triton's own.
+
 (Not covered: b2785579's ``sgmv_expand.py``: its files build the A pointer as a 1-tuple, a
 trailing comma Triton 3.6 rejects; checked on the CPU, as ``specs.lora`` notes.)
 """
 
 from __future__ import annotations
 
-from .base import Spec
+import random
+from typing import Any
+
+from .base import Inputs, Outputs, Shape, Spec
+from .bind import call_by_name
+from .fla import _act_dtype
+from .fla_chunk import _chunk_tables
 from .lora import _MOE_LORA_SHAPES, _moe_lora_spec
 
 #: fp16 named shapes like ``specs.lora.FUSED_MOE_LORA`` (2ec401bc is after the split-K
@@ -25,4 +41,121 @@ FUSED_MOE_LORA_SPLIT_CONFIG = _moe_lora_spec(
     "vllm_fused_moe_lora_split_config", ("2ec401bc",), _MOE_LORA_SHAPES, "float16"
 )
 
-SPECS: tuple[Spec, ...] = (FUSED_MOE_LORA_SPLIT_CONFIG,)
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _tril_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """A varlen batch's A: per 64-token chunk, strictly lower triangular (a token sees the
+    earlier tokens of its chunk), entries of the size ``beta k_i . k_j decay`` takes with
+    unit keys of 128 dims (~0.1); fp32, as ``chunk_scaled_dot_kkt_fwd`` hands it on."""
+    torch = _torch()
+    lens, h = list(shape["lens"]), shape["h"]
+    x: Inputs = _chunk_tables(lens, device)
+    t = sum(lens)
+    pos = torch.cat([torch.arange(n) % 64 for n in lens]).to(device)
+    keep = torch.arange(64, device=device)[None, :] < pos[:, None]  # [T, 64]
+    a = torch.randn(1, t, h, 64, generator=gen, device=device) * 0.1
+    x.update(A=a * keep[None, :, None, :], output_dtype=_act_dtype(device))
+    return x
+
+
+def _tma_flags(mod: Any, device: Any) -> None:
+    """``fla/utils.py``'s ``is_tma_supported`` and ``fla/op.py``'s descriptor constructor,
+    as those siblings define them (the loader stubs both); TMA descriptors ask Triton for
+    scratch memory, so an allocator is set when they are used."""
+    import triton
+    import triton.language as tl
+
+    torch = _torch()
+    tma = bool(
+        device.type == "cuda"
+        and torch.cuda.get_device_capability(device)[0] >= 9
+        and hasattr(tl, "make_tensor_descriptor")
+    )
+    mod.is_tma_supported = tma
+    if tma:
+        mod.make_tensor_descriptor = tl.make_tensor_descriptor
+        triton.set_allocator(
+            lambda size, _align, _stream: torch.empty(size, dtype=torch.int8, device=device)
+        )
+
+
+def _tril_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    if not isinstance(getattr(mod, "is_tma_supported", None), bool):
+        _tma_flags(mod, x["A"].device)
+    return {"Ai": call_by_name(mod.solve_tril, x)}
+
+
+def _tril_reference(x: Inputs) -> Outputs:
+    """Per chunk and head, ``inverse(I + A_chunk)``, batched: chunks padded to 64 rows with
+    the identity, inverted in fp64, the valid rows written back."""
+    torch = _torch()
+    a = x["A"][0].double()  # [T, H, 64]
+    t, h, _ = a.shape
+    out = torch.zeros_like(a)
+    cu = x["cu_seqlens"].tolist()
+    starts = [
+        (c, min(64, cu[s + 1] - c)) for s in range(len(cu) - 1) for c in range(cu[s], cu[s + 1], 64)
+    ]
+    blocks = torch.eye(64, dtype=torch.float64, device=a.device).repeat(len(starts), h, 1, 1)
+    for i, (c, n) in enumerate(starts):
+        blocks[i, :, :n, :n] += a[c : c + n, :, :n].transpose(0, 1)
+    inv = torch.linalg.inv(blocks)
+    for i, (c, n) in enumerate(starts):
+        out[c : c + n, :, :n] = inv[i, :, :n, :n].transpose(0, 1)
+    return {"Ai": out[None].to(x["output_dtype"])}
+
+
+_VL_TRIL = "vllm/model_executor/layers/fla/ops/solve_tril.py"
+_QWEN3_NEXT = "Qwen3-Next-80B-A3B GDN (32 value heads), chunk 64"
+
+SOLVE_TRIL = Spec(
+    name="vllm_fla_solve_tril",
+    launcher="solve_tril",
+    rows=(("vllm", "9fce7bee", _VL_TRIL), ("vllm", "cb10b7e8", _VL_TRIL)),
+    shapes=(
+        {
+            "name": "qwen3-next-prefill-4k",
+            "source": _QWEN3_NEXT + ", one 4k prompt",
+            "lens": (4096,),
+            "h": 32,
+        },
+        {
+            "name": "qwen3-next-prefill-mixed",
+            "source": _QWEN3_NEXT + ", a mixed varlen batch",
+            "lens": (1500, 37, 2048, 300),
+            "h": 32,
+        },
+        {
+            "name": "qwen3-next-tp4-8x1k",
+            "source": _QWEN3_NEXT + " at TP 4 (8 heads)",
+            "lens": (1024,) * 8,
+            "h": 8,
+        },
+        {
+            "name": "qwen3-next-tp2-16k",
+            "source": _QWEN3_NEXT + " at TP 2 (16 heads)",
+            "lens": (16384,),
+            "h": 16,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "lens": tuple(r.choice([1, 50, 64, 130]) for _ in range(r.choice([1, 2]))),
+        "h": r.choice([1, 2]),
+    },
+    make_inputs=_tril_inputs,
+    call=_tril_call,
+    reference=_tril_reference,
+    tolerance_why="16x16 forward substitutions and merges in fp32 ('ieee' dot precision) of "
+    "entries ~0.1, rounded once to the activation dtype: dtype defaults (4 bf16 ulp) against "
+    "an fp64 inverse",
+)
+
+SPECS: tuple[Spec, ...] = (FUSED_MOE_LORA_SPLIT_CONFIG, SOLVE_TRIL)
+
+_ = random
