@@ -19,6 +19,7 @@ from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
 from .moe import SPECS as _MOE
 from .more_attention import SPECS as _MORE_ATTENTION
+from .more_flashinfer import SPECS as _MORE_FLASHINFER
 from .more_sglang import SPECS as _MORE_SGLANG
 from .more_vllm import SPECS as _MORE_VLLM
 from .simple import SPECS as _SIMPLE
@@ -44,6 +45,7 @@ SPECS: tuple[Spec, ...] = (
     + _MORE_SGLANG
     + _MORE_VLLM
     + _MORE_ATTENTION
+    + _MORE_FLASHINFER
 )
 
 

@@ -15,13 +15,16 @@ from dagster_project.commit_exec.specs import (
     SPECS,
     Spec,
     more_attention,
+    more_flashinfer,
     more_sglang,
     more_vllm,
     shape_label,
     spec_for,
 )
 
-MORE: tuple[Spec, ...] = more_sglang.SPECS + more_vllm.SPECS + more_attention.SPECS
+MORE: tuple[Spec, ...] = (
+    more_sglang.SPECS + more_vllm.SPECS + more_attention.SPECS + more_flashinfer.SPECS
+)
 
 
 def _torch() -> Any:
