@@ -55,8 +55,10 @@ def batch_rows(paths: Sequence[Path]) -> list[MeasureRow]:
 
 
 def pool(gpu: str, paths: Sequence[Path]) -> list[MeasureRow]:
-    """Every measurable row of ``gpu`` the files (and for the H200, the shipped tables)
-    hold, one per id, of a family with a tuner space."""
+    """Every measurable row of ``gpu``, one per id, of a family with a tuner space: for the
+    H200 the shipped tables' rows (``measured.shipped_rows``; a superseded one too: its
+    plan line re-times every label of its old table), for another GPU the rows of the
+    batch files."""
     from_files = batch_rows(paths)
     rows: dict[str, MeasureRow] = {}
     if gpu == GPUS["h200"]:
@@ -64,9 +66,8 @@ def pool(gpu: str, paths: Sequence[Path]) -> list[MeasureRow]:
 
         sources = {source_hash(r.kernel_source): r.kernel_source for r in from_files}
         rows.update((r.id, r) for r in shipped_rows(sources) if r.gpu == gpu)
-    for r in from_files:
-        if r.gpu == gpu and r.id not in rows:
-            rows[r.id] = r
+    else:
+        rows.update((r.id, r) for r in from_files if r.gpu == gpu)
     known = sp.SPACES
     return [r for r in rows.values() if not r.problem_error() and (r.repo, str(r.kind)) in known]
 

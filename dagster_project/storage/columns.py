@@ -210,7 +210,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "timing": "how the times were taken (CUDA-graph replays, counts)",
         "batches": "the shipped batch folders the row's results came from",
         "exhaustive_space": "the upstream tuner space an exhaustive plan timed (null: none)",
-        "space_size": "candidates of that space (tuned, default, every launchable config)",
+        "space_size": "candidates of that plan: the usual table, then every launchable config",
         "n_space_measured": "candidates of that space with a result",
         "exhaustive": "every candidate of the space has a result (t_best_us is its optimum)",
         "tuned_regret_vs_optimum": "t_tuned_us / the space's fastest - 1 (exhaustive only)",

@@ -83,7 +83,8 @@ agg AS (
         max(status) FILTER (WHERE label = 'default') AS default_status,
         count(*) AS n_candidates,
         count(*) FILTER (WHERE status = 'ok') AS n_ok,
-        count(*) FILTER (WHERE label NOT IN ('tuned', 'default') AND exhaustive_space IS NULL)
+        -- an exhaustive plan's other configs are labelled 's:...' (rewards/gpu/space.py)
+        count(*) FILTER (WHERE label NOT IN ('tuned', 'default') AND label NOT LIKE 's:%')
             AS n_neighbours,
         count(*) FILTER (WHERE status = 'invalid_config') AS n_invalid_config,
         count(*) FILTER (WHERE status = 'out_of_resources') AS n_out_of_resources,
@@ -120,7 +121,7 @@ agg AS (
         any_value(timing) AS timing,
         string_agg(DISTINCT source, ',' ORDER BY source) AS batches,
         -- issue 38: the tuner space an exhaustive plan timed for this table, its size
-        -- (tuned, default and every launch-distinct config that can launch) and how
+        -- (tuned, default, neighbours and every other launchable config) and how
         -- many of its candidates have a result; the fastest of them is the optimum
         any_value(exhaustive_space) AS exhaustive_space,
         max(space_size) AS space_size,

@@ -4,6 +4,9 @@ Issue 38 asks for each row's *true* optimum: the fastest config of the space the
 own tuning script searches, not of the ~13 candidates around the tuned config. This module
 enumerates that space per row and writes the device plans that time it (run by
 ``run_batch`` like any batch; ``benchmarks/device/gpu_exhaustive_plan.py`` is the CLI).
+A row's plan line holds its usual table (tuned, default, the tuned config's one-step
+neighbours, by their labels) and then every other launchable config of the space, so
+the fastest of one session over all of them is the row's optimum.
 
 The spaces, read from the tuning scripts at the snapshot the rows' kernel sources come
 from (vLLM ``28be48fa944d``, SGLang ``30cb848d4b45``; our own restatement of their grids,
@@ -54,7 +57,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .neighbours import Candidate
+from .neighbours import Candidate, candidates
 from .plan import cdiv, moe_extent, policy_for, problems_for
 from .spec import ConfigError, MeasureRow, config_key, normalise_config
 
@@ -199,19 +202,23 @@ class Space:
     """A row's pruned space: what is timed, and what was left out and why."""
 
     name: str
-    candidates: tuple[Candidate, ...]  # tuned, default, then the space (launch-distinct)
+    candidates: tuple[Candidate, ...]  # the usual table, then the space (launch-distinct)
     tuner_size: int  # the tuner's configs after its own filter
     aliases: int  # configs launched like tuned, default or an earlier config
     pruned: int  # configs that cannot launch (``cannot_launch``)
 
 
 def exhaustive_space(row: MeasureRow) -> Space:
-    """Tuned and default first (their own labels, as every table has them), then every
-    tuner config that is launch-distinct from them and from each other and can launch."""
+    """The row's usual table first (tuned, default and the tuned config's one-step
+    neighbours, with their own labels: ``neighbours.candidates``), then every tuner
+    config that is launch-distinct from them and from each other and can launch.
+
+    Why the usual table too: a row's results are merged by label, so re-timing every
+    label of an earlier table of the row (maybe one launched on a superseded grid)
+    leaves no older result beside the new session's; the optimum is then the fastest of
+    the tuner's space together with the tuned, default and neighbour configs."""
     configs = tuner_configs(row)
-    cands = [Candidate("tuned", dict(row.best_config))]
-    if row.default_config is not None:
-        cands.append(Candidate("default", dict(row.default_config)))
+    cands = candidates(row.best_config, row.default_config)
     seen: set[str] = set()
     blocks: dict[int, tuple[int, ...]] = {}
     for c in cands:

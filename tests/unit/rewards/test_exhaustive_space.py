@@ -19,7 +19,7 @@ import pytest
 from dagster_project.rewards import measured
 from dagster_project.rewards.gpu import run_batch as rb
 from dagster_project.rewards.gpu import space as sp
-from dagster_project.rewards.gpu.neighbours import Candidate
+from dagster_project.rewards.gpu.neighbours import Candidate, candidates
 from dagster_project.rewards.gpu.spec import MeasureRow, normalise_config
 from dagster_project.storage.lake import Lake
 from tests.unit.test_execution_reward import make_lake, mm_row, moe_row, runner_measure
@@ -99,17 +99,21 @@ def test_exhaustive_space_lists_each_launch_once_and_prunes_only_the_impossible(
     row = _moe(M=64, repo="sglang")
     space = sp.exhaustive_space(row)
     labels = [c.label for c in space.candidates]
-    assert labels[:2] == ["tuned", "default"] and len(set(labels)) == len(labels)
+    usual = [c.label for c in candidates(row.best_config, row.default_config)]
+    assert labels[: len(usual)] == usual and labels[:2] == ["tuned", "default"]
+    assert len(set(labels)) == len(labels) and len(usual) > 10
     keys = [sp.launch_key(row, normalise_config(c.config)[0]) for c in space.candidates]
-    assert len(set(keys)) == len(keys)
-    assert len(space.candidates) == 2 + space.tuner_size - space.aliases - space.pruned
+    extra = keys[len(usual) :]  # the space's own: distinct from each other and the table's
+    assert len(set(extra)) == len(extra) and not set(extra) & set(keys[: len(usual)])
+    assert all(lab.startswith("s:") for lab in labels[len(usual) :])
+    assert len(space.candidates) == len(usual) + space.tuner_size - space.aliases - space.pruned
     assert space.name.startswith("sglang:") and "30cb848d4b45" in space.name
     # bf16: BM 256 + BN 256 at BK 256, 5 stages needs >= 4 x 512 x 256 x 2 bytes
     huge = {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1}
     assert sp.cannot_launch(row, {**huge, "num_warps": 8, "num_stages": 5})
     assert not sp.cannot_launch(row, {**huge, "BLOCK_SIZE_K": 64, "num_stages": 2})
     assert space.pruned == 432  # the bf16 grid's configs over the bound
-    assert all(not sp.cannot_launch(row, c.config) for c in space.candidates[2:])
+    assert all(not sp.cannot_launch(row, c.config) for c in space.candidates[len(usual) :])
 
 
 def test_no_config_that_ran_exceeds_the_shared_memory_bound() -> None:
@@ -173,10 +177,12 @@ def test_plan_parts_and_estimate() -> None:
 
 
 def _tiny_exhaustive_line(row: MeasureRow, n: int) -> dict[str, Any]:
-    """The first ``n`` candidates of the row's space, stamped as a whole space of ``n``
-    (a tiny fixture of what the plan writer emits)."""
+    """The first ``n - 1`` candidates of the row's plan line (its usual table) and its
+    first space config, stamped as a whole space of ``n`` (a tiny fixture of what the
+    plan writer emits)."""
     full = sp.exhaustive_space(row)
-    tiny = sp.Space(full.name, full.candidates[:n], full.tuner_size, 0, 0)
+    first_s = next(c for c in full.candidates if c.label.startswith("s:"))
+    tiny = sp.Space(full.name, (*full.candidates[: n - 1], first_s), full.tuner_size, 0, 0)
     return sp.exhaustive_line(row, tiny)
 
 
@@ -215,7 +221,7 @@ def test_exhaustive_and_skewed_results_ingest_as_their_own_columns(tmp_path: Pat
     assert full["exhaustive"] is True and full["space_size"] == 4
     assert full["exhaustive_space"].startswith("vllm:benchmarks/kernels/benchmark_moe.py")
     assert full["tuned_regret_vs_optimum"] == pytest.approx(0.0)  # others ran at 20 us
-    assert full["n_neighbours"] == 0 and full["n_candidates"] == 4  # space configs are not
+    assert full["n_neighbours"] == 1 and full["n_candidates"] == 4  # not the 's:' config
     assert full["default_regret_vs_optimum"] == pytest.approx(0.2)
     part = got[(mm.id, "uniform")]
     assert part["exhaustive"] is False and part["n_space_measured"] == 3
