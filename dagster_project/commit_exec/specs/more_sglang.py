@@ -931,6 +931,81 @@ CUTLASS_W4_REORDER = Spec(
 )
 
 
+# --- _zero_topk_weights_padded_region (e0dc8b71): zero the routing weights of pad rows ---
+
+
+def _pad_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, k = shape["tokens"], shape["topk"]
+    return {
+        "topk_weights": torch.rand(t, k, generator=gen, device=device),
+        # the real token count of a batch padded to a CUDA-graph size (device scalar)
+        "num_token_non_padded": torch.tensor([shape["real"]], dtype=torch.int32, device=device),
+    }
+
+
+def _pad_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    mod._zero_topk_weights_padded_region(x["topk_weights"], x["num_token_non_padded"])
+    return {"topk_weights": x["topk_weights"]}
+
+
+def _pad_reference(x: Inputs) -> Outputs:
+    w = x["topk_weights"].clone()
+    w[int(x["num_token_non_padded"][0]) :] = 0.0
+    return {"topk_weights": w}
+
+
+_GRAPH_PAD = "DeepSeek-V3 (top-8) batch padded to a CUDA-graph size"
+
+TOPK_PAD_ZERO = Spec(
+    name="sglang_topk_weights_pad_zero",
+    launcher="_zero_topk_weights_padded_region",
+    rows=(("sglang", "e0dc8b71", "python/sglang/srt/layers/moe/topk.py"),),
+    shapes=(
+        {
+            "name": "dsv3-graph-128-of-100",
+            "source": _GRAPH_PAD + " 128, 100 real tokens",
+            "tokens": 128,
+            "topk": 8,
+            "real": 100,
+        },
+        {
+            "name": "dsv3-graph-512-of-300",
+            "source": _GRAPH_PAD + " 512, 300 real tokens",
+            "tokens": 512,
+            "topk": 8,
+            "real": 300,
+        },
+        {
+            "name": "dsv3-dp-prefill-8k",
+            "source": "DeepSeek-V3 DP attention, a prefill batch padded to 8192 (8000 real)",
+            "tokens": 8192,
+            "topk": 8,
+            "real": 8000,
+        },
+        {
+            "name": "qwen3-moe-graph-64-of-1",
+            "source": "Qwen3-30B-A3B (top-8), one decode token in a 64-slot graph",
+            "tokens": 64,
+            "topk": 8,
+            "real": 1,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([8, 40, 200]),
+        "topk": r.choice([2, 6, 8]),
+        "real": r.choice([0, 3, 7]),
+    },
+    make_inputs=_pad_inputs,
+    call=_pad_call,
+    reference=_pad_reference,
+    mutated=("topk_weights",),
+    tolerance={"topk_weights": (0.0, 0.0)},
+    tolerance_why="rows copied or set to 0.0: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
@@ -939,6 +1014,7 @@ SPECS: tuple[Spec, ...] = (
     ZERO_EXPERTS,
     LAYERNORM_MODULATE,
     CUTLASS_W4_REORDER,
+    TOPK_PAD_ZERO,
 )
 
 _ = random
