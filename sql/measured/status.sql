@@ -16,6 +16,6 @@ SELECT
     sum(n_wrong_result) AS wrong_results,
     sum(n_out_of_resources + n_compile_failed + n_launch_failed) AS resource_or_launch_failures
 FROM datasets.measured_configs
-WHERE gpu = $gpu AND measured_on = $gpu AND routing = 'uniform'
+WHERE gpu = $gpu AND measured_on = $gpu
 GROUP BY ALL
 ORDER BY kernel, quant, repo
