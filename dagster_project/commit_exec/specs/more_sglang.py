@@ -1006,6 +1006,85 @@ TOPK_PAD_ZERO = Spec(
 )
 
 
+# --- _mask_topk_ids_padded_region with fill 0 (de2d01c8): the DeepEP shared-expert path ---
+
+
+def _pad_ids_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    torch = _torch()
+    t, k, e = shape["tokens"], shape["topk"], shape["experts"]
+    return {
+        "topk_ids": torch.randint(0, e, (t, k), generator=gen, device=device).to(torch.int32),
+        "num_token_non_padded": torch.tensor([shape["real"]], dtype=torch.int32, device=device),
+    }
+
+
+def _pad_ids_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    # fill 0, as _post_process_topk_ids calls it before the DeepEP remap (int32 ids with
+    # fill -1 go to sgl_kernel's CUDA op on both sides instead)
+    mod._mask_topk_ids_padded_region(x["topk_ids"], x["num_token_non_padded"], fill_value=0)
+    return {"topk_ids": x["topk_ids"]}
+
+
+def _pad_ids_reference(x: Inputs) -> Outputs:
+    ids = x["topk_ids"].clone()
+    ids[int(x["num_token_non_padded"][0]) :] = 0
+    return {"topk_ids": ids}
+
+
+TOPK_PAD_IDS = Spec(
+    name="sglang_topk_ids_pad_fill",
+    launcher="_mask_topk_ids_padded_region",
+    rows=(("sglang", "de2d01c8", "python/sglang/srt/layers/moe/topk.py"),),
+    shapes=(
+        {
+            "name": "dsv3-deepep-graph-128-of-100",
+            "source": _GRAPH_PAD + " 128 under DeepEP with a fused shared expert (fill 0)",
+            "tokens": 128,
+            "topk": 9,
+            "experts": 257,
+            "real": 100,
+        },
+        {
+            "name": "dsv3-deepep-graph-512-of-300",
+            "source": _GRAPH_PAD + " 512, DeepEP",
+            "tokens": 512,
+            "topk": 9,
+            "experts": 257,
+            "real": 300,
+        },
+        {
+            "name": "dsv3-deepep-prefill-8k",
+            "source": "DeepSeek-V3 DeepEP prefill padded to 8192 (8000 real)",
+            "tokens": 8192,
+            "topk": 9,
+            "experts": 257,
+            "real": 8000,
+        },
+        {
+            "name": "qwen3-moe-graph-64-of-1",
+            "source": "Qwen3-30B-A3B (top-8), one token in a 64-slot graph",
+            "tokens": 64,
+            "topk": 8,
+            "experts": 128,
+            "real": 1,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([8, 40, 200]),
+        "topk": r.choice([2, 6, 9]),
+        "experts": r.choice([8, 64]),
+        "real": r.choice([0, 3, 7]),
+    },
+    make_inputs=_pad_ids_inputs,
+    call=_pad_ids_call,
+    reference=_pad_ids_reference,
+    mutated=("topk_ids",),
+    tolerance={"topk_ids": (0.0, 0.0)},
+    tolerance_why="integer rows copied or set to the fill value: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
@@ -1015,6 +1094,7 @@ SPECS: tuple[Spec, ...] = (
     LAYERNORM_MODULATE,
     CUTLASS_W4_REORDER,
     TOPK_PAD_ZERO,
+    TOPK_PAD_IDS,
 )
 
 _ = random
