@@ -791,9 +791,10 @@ def _upsert(lake: Lake, new: pl.DataFrame) -> IngestReport:
 
 def build_measured_dataset(lake: Lake) -> int:
     """Rebuild ``datasets.measured_configs`` from ``raw.measured_configs`` (empty table,
-    with the dataset's columns, when nothing has been measured yet)."""
-    if not lake.table_exists("raw", "measured_configs"):
-        lake.replace_rows("raw", "measured_configs", pl.DataFrame(schema=RAW_SCHEMA), "row_id", [])
+    with the dataset's columns, when nothing has been measured yet). Writing no rows
+    first creates the raw table, or adds the RAW_SCHEMA columns a lake written by an
+    older version lacks (e.g. ``routing``), which the dataset SQL reads."""
+    lake.replace_rows("raw", "measured_configs", pl.DataFrame(schema=RAW_SCHEMA), "row_id", [])
     df = lake.query(load_sql("measured/dataset"))
     return lake.replace_table("datasets", "measured_configs", df)
 

@@ -341,3 +341,23 @@ def test_prediction_tasks_score_against_the_exhaustive_optimum(tmp_path: Path) -
     assert task.exhaustive and task.t_best == 8.0 and len(task.candidates) == 3
     (partial,) = tasks_from_frame(measured.merge_results(measured.read_result_files(outs[:1])))
     assert not partial.exhaustive and partial.t_best == 1.0
+
+
+def test_a_lake_from_before_the_routing_column_still_builds(tmp_path: Path) -> None:
+    """raw.measured_configs written without the issue-38 columns: the dataset rebuild
+    adds them (null: uniform, not exhaustive) instead of failing."""
+    lake = Lake(tmp_path / "lake.duckdb", str(tmp_path / "lake"))
+    old_schema = {
+        c: t
+        for c, t in measured.RAW_SCHEMA.items()
+        if c not in ("routing", "exhaustive_space", "space_size")
+    }
+    row = {c: None for c in old_schema}
+    row.update(row_id="r1", label="tuned", status="ok", t_us=3.0, config="{}", cand_index=0)
+    row.update(measured_on="NVIDIA H200", kernel="fused_moe_kernel", M=1)
+    lake.replace_rows(
+        "raw", "measured_configs", pl.DataFrame([row], schema=old_schema), "row_id", []
+    )
+    assert measured.build_measured_dataset(lake) == 1
+    (got,) = lake.read_table("datasets", "measured_configs").to_dicts()
+    assert got["routing"] == "uniform" and got["exhaustive"] is False
