@@ -18,6 +18,7 @@ view, so no copy is timed).
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -280,9 +281,13 @@ SPECS: tuple[Spec, ...] = (
 
 def _act_dtype(device: Any) -> Any:
     """bf16 as served; fp16 on the CPU interpreter, whose bf16 arithmetic is wrong (a
-    ``tl.store`` of fp32 into a bf16 pointer and bf16 ``tl.dot`` give garbage there)."""
+    ``tl.store`` of fp32 into a bf16 pointer and bf16 ``tl.dot`` give garbage there), unless
+    ``COMMIT_EXEC_CPU_BF16=1`` asks for bf16 there too (a CPU check under the runner's
+    ``COMMIT_EXEC_CPU_PATCH``, which corrects both, then sees the device's dtype)."""
     torch = _torch()
-    return torch.bfloat16 if getattr(device, "type", str(device)) == "cuda" else torch.float16
+    if getattr(device, "type", str(device)) == "cuda" or os.environ.get("COMMIT_EXEC_CPU_BF16"):
+        return torch.bfloat16
+    return torch.float16
 
 
 def _conv_pool(shape: Shape, gen: Any, device: Any, batch: int) -> dict[str, Any]:
