@@ -2,7 +2,9 @@
 
 An output passes when every element satisfies |x - o| <= atol + rtol * |o| (NaN where the
 oracle is NaN, equal infinities), compared in float64 after upcasting both sides, so an
-fp8/bf16 output is compared at its own precision's tolerance and never at float32's."""
+fp8/bf16 output is compared at its own precision's tolerance and never at float32's; in
+slices of ``CHUNK`` elements, so a large output's float64 copies never outgrow a warm-up
+shard's share of the card."""
 
 from __future__ import annotations
 
@@ -22,8 +24,6 @@ def compare(
     out: Mapping[str, Any], oracle: Mapping[str, Any], overrides: Mapping[str, tuple[float, float]]
 ) -> dict[str, Any]:
     """{"ok", "max_abs_err", "worst", "why"} over every output the oracle has."""
-    import torch
-
     worst, worst_name, why = 0.0, "", ""
     ok = True
     for name, ref in oracle.items():
@@ -31,16 +31,34 @@ def compare(
         if got is None or tuple(got.shape) != tuple(ref.shape):
             return {"ok": False, "max_abs_err": None, "worst": name, "why": f"{name}: shape"}
         atol, rtol = tolerance_for(name, ref, overrides)
-        a, b = got.detach().double(), ref.detach().double()
-        both_nan = torch.isnan(a) & torch.isnan(b)
-        same = (a == b) | both_nan
-        err = torch.where(same, torch.zeros_like(a), (a - b).abs())
-        err = torch.nan_to_num(err, nan=float("inf"))
-        bad = err > atol + rtol * b.abs().nan_to_num(0.0)
-        m = float(err.max()) if err.numel() else 0.0
+        m, n_bad = _max_err_and_misses(
+            got.detach().reshape(-1), ref.detach().reshape(-1), atol, rtol
+        )
         if m > worst or not worst_name:
             worst, worst_name = m, name
-        if bool(bad.any()):
+        if n_bad:
             ok = False
-            why = why or f"{name}: {int(bad.sum())}/{bad.numel()} beyond atol={atol} rtol={rtol}"
+            why = why or f"{name}: {n_bad}/{ref.numel()} beyond atol={atol} rtol={rtol}"
     return {"ok": ok, "max_abs_err": worst, "worst": worst_name, "why": why}
+
+
+#: Elements compared at once: float64 copies of a whole 0.5G-element output (DeepSeek-V4's
+#: 8k x 128 x 512 attention output) held ~20 GB, more than a warm-up shard's share of the
+#: card (s04: its rows ran out of memory there); slices of 2^24 hold ~0.6 GB.
+CHUNK = 2**24
+
+
+def _max_err_and_misses(got: Any, ref: Any, atol: float, rtol: float) -> tuple[float, int]:
+    """(max |got - ref|, elements beyond atol + rtol * |ref|) of two flat tensors, slice by
+    slice, in float64 (the same element-wise rule as one pass over the whole)."""
+    import torch
+
+    worst, misses = 0.0, 0
+    for lo in range(0, ref.numel(), CHUNK):
+        a, b = got[lo : lo + CHUNK].double(), ref[lo : lo + CHUNK].double()
+        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+        err = torch.where(same, torch.zeros_like(a), (a - b).abs())
+        err = torch.nan_to_num(err, nan=float("inf"))
+        misses += int((err > atol + rtol * b.abs().nan_to_num(0.0)).sum())
+        worst = max(worst, float(err.max()))
+    return worst, misses
