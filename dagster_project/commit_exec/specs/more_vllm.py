@@ -20,6 +20,14 @@
   Triton that has tensor descriptors, TMA; on the CPU check, the block-pointer path; the
   TMA descriptor constructor of ``fla/op.py`` is Triton's own.
 
+* ``get_default_config`` of vLLM's fused MoE (22a97e66, "Improve default triton fused moe
+  configs"): census 1 saw host code only, but the configs it returns are the GEMM's tile
+  sizes, warps and stages. Each side's ``get_default_config`` picks the config (as
+  ``try_get_optimal_moe_config`` does for a GPU without a tuned JSON for the shape) and its
+  ``invoke_fused_moe_triton_kernel`` runs the bf16 w13 GEMM with it; the routing tables
+  are aligned beforehand for every block M a config can pick (16 to 128), so the timed
+  call is config selection plus the GEMM, as in ``fused_experts``.
+
 (Not covered: b2785579's ``sgmv_expand.py``: its files build the A pointer as a 1-tuple, a
 trailing comma Triton 3.6 rejects; checked on the CPU, as ``specs.lora`` notes.)
 """
@@ -34,6 +42,7 @@ from .bind import call_by_name
 from .fla import _act_dtype
 from .fla_chunk import _chunk_tables
 from .lora import _MOE_LORA_SHAPES, _moe_lora_spec
+from .moe import align, randn_per_expert
 
 #: fp16 named shapes like ``specs.lora.FUSED_MOE_LORA`` (2ec401bc is after the split-K
 #: commit 29de3cde, whose bf16-only B pointer the fp16 CPU check below would expose).
@@ -156,6 +165,146 @@ SOLVE_TRIL = Spec(
     "an fp64 inverse",
 )
 
-SPECS: tuple[Spec, ...] = (FUSED_MOE_LORA_SPLIT_CONFIG, SOLVE_TRIL)
+# --- fused MoE default configs (22a97e66) ---
+
+_BLOCK_MS = (16, 32, 64, 128)
+
+
+def _moe_cfg_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    import triton.language as tl
+
+    torch = _torch()
+    m, e, hidden, inter, topk = (shape[k] for k in ("tokens", "experts", "k", "inter", "topk"))
+    scores = torch.rand(m, e, generator=gen, device=device) + torch.linspace(
+        1.0, 0.0, e, device=device
+    )
+    topk_ids = scores.topk(topk, dim=1).indices
+    bf = torch.bfloat16
+    x: Inputs = {
+        "A": (torch.randn(m, hidden, generator=gen, device=device) * 0.5).to(bf),
+        "B": randn_per_expert(e, 2 * inter, hidden, hidden**-0.5, bf, gen, device),
+        "C": torch.empty(m, topk, 2 * inter, device=device, dtype=bf),
+        "A_scale": None,
+        "B_scale": None,
+        "B_zp": None,
+        "B_bias": None,
+        "bias": None,
+        "topk_weights": torch.rand(m, topk, generator=gen, device=device),
+        "topk_ids": topk_ids.to(torch.int32),
+        "mul_routed_weight": False,
+        "top_k": topk,
+        "compute_type": tl.bfloat16,
+        "use_fp8_w8a8": False,
+        "use_int8_w8a8": False,
+        "use_int8_w8a16": False,
+        "use_int4_w4a16": False,
+        "per_channel_quant": False,
+        "block_shape": None,
+        # get_default_config's arguments as try_get_optimal_moe_config passes them
+        "M": m,
+        "E": e,
+        "N": inter,
+        "K": hidden,
+        "topk": topk,
+        "dtype": None,
+    }
+    for bm in _BLOCK_MS:
+        x[f"aligned_{bm}"] = align(topk_ids, e, bm)
+    return x
+
+
+def _moe_cfg_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    config = call_by_name(mod.get_default_config, x)
+    sorted_ids, expert_ids, total = x[f"aligned_{config['BLOCK_SIZE_M']}"]
+    fn = getattr(mod, "invoke_fused_moe_triton_kernel", None) or mod.invoke_fused_moe_kernel
+    call_by_name(
+        fn,
+        dict(
+            x,
+            config=config,
+            sorted_token_ids=sorted_ids,
+            expert_ids=expert_ids,
+            num_tokens_post_padded=total,
+        ),
+    )
+    return {"C": x["C"]}
+
+
+def _moe_cfg_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    a, ids = x["A"].float(), x["topk_ids"].long()
+    out = torch.zeros(*ids.shape, x["B"].shape[1], device=a.device)
+    for e in ids.unique().tolist():
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        out[tok, slot] = a[tok] @ x["B"][e].float().T
+    return {"C": out.to(x["C"].dtype)}
+
+
+_VL_MOE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
+
+FUSED_MOE_DEFAULT_CONFIG = Spec(
+    name="vllm_fused_moe_default_config",
+    launcher="get_default_config",
+    rows=(("vllm", "22a97e66", _VL_MOE),),
+    shapes=(
+        {
+            "name": "qwen3-30b-a3b-decode-8",
+            "source": "Qwen3-30B-A3B w13 (128 experts, top-8, "
+            "hidden 2048, moe intermediate 768), decode batch 8",
+            "tokens": 8,
+            "experts": 128,
+            "topk": 8,
+            "k": 2048,
+            "inter": 768,
+        },
+        {
+            "name": "qwen3-30b-a3b-prefill-2k",
+            "source": "Qwen3-30B-A3B w13, a 2k prefill chunk",
+            "tokens": 2048,
+            "experts": 128,
+            "topk": 8,
+            "k": 2048,
+            "inter": 768,
+        },
+        {
+            "name": "mixtral-8x7b-m64",
+            "source": "Mixtral-8x7B w13 (8 experts, top-2, hidden "
+            "4096, intermediate 14336), batch 64",
+            "tokens": 64,
+            "experts": 8,
+            "topk": 2,
+            "k": 4096,
+            "inter": 14336,
+        },
+        {
+            "name": "dsv2-lite-m256",
+            "source": "DeepSeek-V2-Lite w13 (64 experts, top-6, hidden "
+            "2048, intermediate 1408), batch 256",
+            "tokens": 256,
+            "experts": 64,
+            "topk": 6,
+            "k": 2048,
+            "inter": 1408,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([3, 20, 70, 200]),
+        "experts": r.choice([8, 16]),
+        "topk": r.choice([2, 4]),
+        "k": r.choice([256, 512]),
+        "inter": r.choice([128, 256]),
+    },
+    make_inputs=_moe_cfg_inputs,
+    call=_moe_cfg_call,
+    reference=_moe_cfg_reference,
+    mutated=("C",),
+    tolerance={"C": (2e-2, 2e-2)},
+    tolerance_why="bf16 GEMM with fp32 accumulation over K <= 4096 of unit-variance outputs; "
+    "the configs change the K tile (32 -> 64/128) and so the summation order: a few bf16 "
+    "ulps plus a floor, as specs.moe (no split-K: SPLIT_K is 1 in every default)",
+)
+
+SPECS: tuple[Spec, ...] = (FUSED_MOE_LORA_SPLIT_CONFIG, SOLVE_TRIL, FUSED_MOE_DEFAULT_CONFIG)
 
 _ = random
