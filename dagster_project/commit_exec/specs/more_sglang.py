@@ -1085,6 +1085,144 @@ TOPK_PAD_IDS = Spec(
 )
 
 
+# --- MRotaryEmbedding._forward_triton (f03bfa4c): multimodal RoPE, gather fused in ---
+
+
+def _mrope_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """Qwen-VL style: 3 position rows (temporal / height / width), equal for text tokens and
+    a grid for image tokens; the cos/sin cache as ``RotaryEmbedding`` builds it (base 1e6)."""
+    torch = _torch()
+    t, hq, hk, d = shape["tokens"], shape["hq"], shape["hk"], shape["head"]
+    dt = getattr(torch, shape.get("dtype", "bfloat16"))
+    text = torch.arange(t, device=device)
+    grid = torch.stack([text // 256, (text // 16) % 16, text % 16])
+    image = (torch.arange(t, device=device) % 3) == 0  # a share of image tokens
+    positions = torch.where(image[None, :], grid + 32, text[None, :].expand(3, t))
+    max_pos = int(positions.max()) + 16
+    inv_freq = 1.0 / (1e6 ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
+    freqs = torch.arange(max_pos, device=device, dtype=torch.float32)[:, None] * inv_freq
+    return {
+        "positions": positions.contiguous(),
+        "query": torch.randn(t, hq * d, generator=gen, device=device).to(dt),
+        "key": torch.randn(t, hk * d, generator=gen, device=device).to(dt),
+        "cos_sin_cache": torch.cat([freqs.cos(), freqs.sin()], -1).to(dt),
+        "mrope_section": list(shape["section"]),
+        "mrope_interleaved": bool(shape.get("interleaved", False)),
+        "head": d,
+    }
+
+
+def _mrope_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """Each side's ``MRotaryEmbedding._forward_triton`` (the method the layer's forward
+    takes on CUDA) on a minimal layer: the attributes it reads and the class's own
+    ``_match_cos_sin_cache_dtype``."""
+    cls = mod.MRotaryEmbedding
+    layer = types.SimpleNamespace(
+        cos_sin_cache=x["cos_sin_cache"],
+        mrope_section=x["mrope_section"],
+        mrope_interleaved=x["mrope_interleaved"],
+        head_size=x["head"],
+        rotary_dim=x["head"],
+        is_neox_style=True,
+    )
+    layer._match_cos_sin_cache_dtype = types.MethodType(cls._match_cos_sin_cache_dtype, layer)
+    q, k = cls._forward_triton(layer, x["positions"], x["query"], x["key"])
+    return {"query": q, "key": k}
+
+
+def _mrope_reference(x: Inputs) -> Outputs:
+    torch = _torch()
+    d, sec = x["head"], x["mrope_section"]
+    cos, sin = x["cos_sin_cache"].float()[x["positions"]].chunk(2, dim=-1)  # [3, T, d/2]
+    if x["mrope_interleaved"]:  # frequency j takes axis j % 3 within the sections
+        axis = torch.arange(d // 2, device=cos.device) % 3
+        axis[: sec[1] * 3][1::3], axis[: sec[2] * 3][2::3] = 1, 2
+        axis[sec[1] * 3 :][axis[sec[1] * 3 :] == 1] = 0
+        axis[sec[2] * 3 :][axis[sec[2] * 3 :] == 2] = 0
+    else:  # chunked: the first section from T, the next from H, the rest from W
+        axis = torch.repeat_interleave(
+            torch.arange(3, device=cos.device), torch.tensor(sec, device=cos.device)
+        )
+    pick = torch.arange(d // 2, device=cos.device)
+    cos, sin = cos[axis, :, pick].T, sin[axis, :, pick].T  # [T, d/2]
+
+    def rotate(v: Any) -> Any:
+        v = v.float().view(v.shape[0], -1, d)
+        a, b = v[..., : d // 2], v[..., d // 2 :]
+        c, s = cos[:, None, :], sin[:, None, :]
+        return torch.cat([a * c - b * s, b * c + a * s], -1).flatten(1)
+
+    return {
+        "query": rotate(x["query"]).to(x["query"].dtype),
+        "key": rotate(x["key"]).to(x["key"].dtype),
+    }
+
+
+_QWEN25_VL = "Qwen2.5-VL-7B (28 q / 4 kv heads of 128, mrope_section [16, 24, 24])"
+_QWEN3_VL = "Qwen3-VL-30B-A3B (32 q / 4 kv heads of 128, interleaved [24, 20, 20])"
+
+MROPE_FUSED = Spec(
+    name="sglang_mrope_forward_triton",
+    launcher="MRotaryEmbedding._forward_triton",
+    rows=(("sglang", "f03bfa4c", "python/sglang/srt/layers/rotary_embedding.py"),),
+    shapes=(
+        {
+            "name": "qwen25-vl-7b-prefill-4k",
+            "source": _QWEN25_VL + ", image + text prefill",
+            "tokens": 4096,
+            "hq": 28,
+            "hk": 4,
+            "head": 128,
+            "section": (16, 24, 24),
+        },
+        {
+            "name": "qwen25-vl-7b-decode-64",
+            "source": _QWEN25_VL + ", decode batch 64",
+            "tokens": 64,
+            "hq": 28,
+            "hk": 4,
+            "head": 128,
+            "section": (16, 24, 24),
+        },
+        {
+            "name": "qwen3-vl-30b-prefill-8k",
+            "source": _QWEN3_VL + ", prefill",
+            "tokens": 8192,
+            "hq": 32,
+            "hk": 4,
+            "head": 128,
+            "section": (24, 20, 20),
+            "interleaved": True,
+        },
+        {
+            "name": "qwen25-vl-72b-tp8-prefill-2k",
+            "source": "Qwen2.5-VL-72B at TP 8 (8 q / 1 kv head)",
+            "tokens": 2048,
+            "hq": 8,
+            "hk": 1,
+            "head": 128,
+            "section": (16, 24, 24),
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "tokens": r.choice([1, 7, 50]),
+        "hq": r.choice([2, 4]),
+        "hk": r.choice([1, 2]),
+        "head": 64,
+        "section": (8, 12, 12),
+        "interleaved": r.choice([False, True]),
+        "dtype": "float16",  # the CPU interpreter's bf16 stores (specs.misc_vllm_attn)
+    },
+    make_inputs=_mrope_inputs,
+    call=_mrope_call,
+    reference=_mrope_reference,
+    mutated=("query", "key"),
+    tolerance_why="two products and a sum per element in the cache's dtype, rounded once: "
+    "dtype defaults (4 ulp)",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
@@ -1095,6 +1233,7 @@ SPECS: tuple[Spec, ...] = (
     CUTLASS_W4_REORDER,
     TOPK_PAD_ZERO,
     TOPK_PAD_IDS,
+    MROPE_FUSED,
 )
 
 _ = random
