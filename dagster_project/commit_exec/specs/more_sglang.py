@@ -1223,6 +1223,127 @@ MROPE_FUSED = Spec(
 )
 
 
+# --- MHATokenToKVPool.move_kv_cache (5a9170d9): copy accepted draft tokens' KV, all layers ---
+
+#: Minimal pools by (buffer address, shape, side): the pointer table and copy config a pool
+#: builds once. The buffer itself is not held: a later buffer of the same shape at the same
+#: address has the same per-layer addresses, so its entry stays right; bounded in size.
+_POOLS: dict[tuple[Any, ...], Any] = {}
+_POOLS_MAX = 256
+
+
+def _move_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """Every layer's K and V buffers as one tensor ``[2 * layers, slots, heads, dim]`` (the
+    pool's per-layer buffers, one slot row of ``heads * dim`` elements each); ``n`` draft
+    slots copied onto ``n`` fresh slots, as EAGLE's verify moves accepted tokens."""
+    torch = _torch()
+    layers, slots, h, d, n = (shape[k] for k in ("layers", "slots", "heads", "dim", "moves"))
+    kv = torch.randn(2 * layers, slots, h, d, generator=gen, device=device).to(torch.bfloat16)
+    pick = torch.randperm(slots - 1, generator=_cpu_gen(gen, device))[: 2 * n] + 1
+    return {"kv": kv, "src_loc": pick[:n].to(device), "tgt_loc": pick[n:].to(device)}
+
+
+def _pool(mod: Any, kv: Any, side: str) -> Any:
+    """A pool with the attributes ``move_kv_cache`` reads, built as ``_create_buffers`` builds
+    them (cached per buffer, as a pool builds them once); the after side's copy config from
+    its own ``_init_kv_copy_and_warmup``."""
+    torch = _torch()
+    key = (kv.data_ptr(), tuple(kv.shape), kv.dtype, side)
+    if key not in _POOLS:
+        if len(_POOLS) >= _POOLS_MAX:
+            _POOLS.clear()
+        pool = types.SimpleNamespace(
+            data_ptrs=torch.tensor(
+                [kv[i].data_ptr() for i in range(kv.shape[0])],
+                dtype=torch.uint64,
+                device=kv.device,
+            ),
+            data_strides=torch.tensor(
+                [kv[0, 0].numel() * kv.element_size()] * kv.shape[0], device=kv.device
+            ),
+            device=kv.device,
+            _kv_copy_config=None,
+        )
+        init = getattr(mod.MHATokenToKVPool, "_init_kv_copy_and_warmup", None)
+        if init is not None:
+            init(pool)
+        _POOLS[key] = pool
+    return _POOLS[key]
+
+
+def _move_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    side = "tiled" if hasattr(mod.MHATokenToKVPool, "_init_kv_copy_and_warmup") else "rows"
+    mod.MHATokenToKVPool.move_kv_cache(_pool(mod, x["kv"], side), x["tgt_loc"], x["src_loc"])
+    return {"kv": x["kv"]}
+
+
+def _move_reference(x: Inputs) -> Outputs:
+    kv = x["kv"].clone()
+    kv[:, x["tgt_loc"]] = kv[:, x["src_loc"]]
+    return {"kv": kv}
+
+
+_MOVE = "EAGLE verify moving accepted draft tokens' KV (SGLang spec decoding)"
+
+MOVE_KV_CACHE = Spec(
+    name="sglang_move_kv_cache",
+    launcher="MHATokenToKVPool.move_kv_cache",
+    rows=(("sglang", "5a9170d9", "python/sglang/srt/mem_cache/memory_pool.py"),),
+    shapes=(
+        {
+            "name": "llama3-8b-b16-topk4",
+            "source": _MOVE + ", Llama-3-8B (32 layers, 8 kv heads of 128), 16 requests x 4 tokens",
+            "layers": 32,
+            "slots": 4096,
+            "heads": 8,
+            "dim": 128,
+            "moves": 64,
+        },
+        {
+            "name": "llama3-8b-b1-topk4",
+            "source": _MOVE + ", Llama-3-8B, one request",
+            "layers": 32,
+            "slots": 4096,
+            "heads": 8,
+            "dim": 128,
+            "moves": 4,
+        },
+        {
+            "name": "llama3-70b-tp8-b64",
+            "source": _MOVE + ", Llama-3-70B at TP 8 (80 layers, 1 kv head)",
+            "layers": 80,
+            "slots": 2048,
+            "heads": 1,
+            "dim": 128,
+            "moves": 256,
+        },
+        {
+            "name": "qwen3-32b-b32",
+            "source": _MOVE + ", Qwen3-32B (64 layers, 8 kv heads)",
+            "layers": 64,
+            "slots": 2048,
+            "heads": 8,
+            "dim": 128,
+            "moves": 128,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "layers": r.choice([1, 2, 3]),
+        "slots": r.choice([64, 200]),
+        "heads": r.choice([1, 2]),
+        "dim": r.choice([64, 128]),
+        "moves": r.choice([1, 5, 20]),
+    },
+    make_inputs=_move_inputs,
+    call=_move_call,
+    reference=_move_reference,
+    mutated=("kv",),
+    tolerance={"kv": (0.0, 0.0)},
+    tolerance_why="byte copies: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
@@ -1234,6 +1355,7 @@ SPECS: tuple[Spec, ...] = (
     TOPK_PAD_ZERO,
     TOPK_PAD_IDS,
     MROPE_FUSED,
+    MOVE_KV_CACHE,
 )
 
 _ = random
