@@ -1340,7 +1340,7 @@ MOVE_KV_CACHE = Spec(
     reference=_move_reference,
     mutated=("kv",),
     tolerance={"kv": (0.0, 0.0)},
-    tolerance_why="byte copies: exact",
+    tolerance_why="byte copies of whole slot rows: exact",
 )
 
 
