@@ -146,6 +146,14 @@ def _tma_aligned_size(x: int, element_size: int) -> int:
     return _cdiv(x, align) * align
 
 
+def _fp8_min_max() -> tuple[float, float]:
+    """vLLM's ``get_fp8_min_max`` on CUDA (not ROCm's fnuz): e4m3fn's finite range."""
+    import torch
+
+    finfo = torch.finfo(torch.float8_e4m3fn)
+    return float(finfo.min), float(finfo.max)
+
+
 def _cuda_capability(device_id: int = 0) -> tuple[int, int]:
     """The device's (major, minor); (9, 0) without CUDA: the CPU interpreter stands in for
     the H100 the rows run on (files that read the capability at import time load there)."""
@@ -270,6 +278,8 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "is_arch_support_pdl": lambda: _supports_pdl,  # SGLang's name for the same test
     "cached_triton_kernel": lambda: _identity_decorator_factory,
     "get_tma_aligned_size": lambda: _tma_aligned_size,
+    "get_fp8_min_max": lambda: _fp8_min_max,  # vLLM's quant_utils: e4m3fn on CUDA
+    "FP8_DTYPE": lambda: _Platform().fp8_dtype(),
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from dagster_project.commit_exec.device.loader import (
     Stub,
     StubModule,
@@ -113,3 +115,16 @@ def test_stubs_support_type_level_use(tmp_path: Path) -> None:
     assert mod.WithInt(5) + 1 == 6  # the real base kept, the stub dropped
     assert mod.IS_CONFIG is False
     assert mod.TMA_ROWS == 132  # 130 rows rounded up to 16 bytes of fp32 (4 per 16 B)
+
+
+def test_fp8_range_shim_is_cudas_e4m3fn(tmp_path: Path) -> None:
+    """vLLM's ``get_fp8_min_max()`` (quant_utils, stubbed) is unpacked at call time: a stub
+    there was d08b356e's run error on the CPU check (nothing to unpack)."""
+    pytest.importorskip("torch")
+    f = tmp_path / "fp8_range.py"
+    f.write_text(
+        "from vllm.model_executor.layers.quantization.utils.quant_utils import "
+        "get_fp8_min_max\nLO, HI = get_fp8_min_max()\n"
+    )
+    mod = load_file(f, "_test_fp8_range", "vllm.model_executor.layers.quantization.utils")
+    assert (mod.LO, mod.HI) == (-448.0, 448.0)
