@@ -1344,6 +1344,75 @@ MOVE_KV_CACHE = Spec(
 )
 
 
+# --- NSA indexer K/S gather (043f1317): GetK / GetS.execute, torch gather -> Triton ---
+
+
+def _nsa_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """The NSA indexer's paged buffer as ``NSATokenToKVPool`` lays it out: per page, the
+    fp8 keys of its tokens (``page * 128`` bytes) then their fp32 scales (``page * 4``
+    bytes), uint8; a request's pages drawn at random from the pool."""
+    torch = _torch()
+    seq, page, dim = shape["seq"], shape["page"], 128
+    pages = -(-seq // page)
+    pool_pages = pages + 32
+    buf = torch.randint(
+        0, 256, (pool_pages, page * dim + page * 4), generator=gen, device=device
+    ).to(torch.uint8)
+    order = torch.randperm(pool_pages, generator=_cpu_gen(gen, device))[:pages]
+    pool = types.SimpleNamespace(
+        page_size=page, index_head_dim=dim, quant_block_size=128, device=buf.device
+    )
+    return {
+        "pool": pool,
+        "buf": buf,
+        "seq_len": seq,
+        "page_indices": order.to(device=device, dtype=torch.int32),
+    }
+
+
+def _nsa_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    args = (x["pool"], x["buf"], x["seq_len"], x["page_indices"])
+    return {"k": mod.GetK.execute(*args), "s": mod.GetS.execute(*args)}
+
+
+def _nsa_reference(x: Inputs) -> Outputs:
+    page, dim, seq = x["pool"].page_size, 128, x["seq_len"]
+    rows = x["buf"][x["page_indices"].long()]
+    k = rows[:, : page * dim].reshape(-1, dim)[:seq]
+    s = rows[:, page * dim :].reshape(-1, 4)[:seq]
+    return {"k": k, "s": s}
+
+
+_DSV32 = "DeepSeek-V3.2 NSA indexer (128-byte fp8 keys, pages of 64), one request's context"
+
+NSA_INDEX_GATHER = Spec(
+    name="sglang_nsa_index_k_s_gather",
+    launcher="GetK.execute",
+    rows=(("sglang", "043f1317", "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"),),
+    shapes=(
+        {"name": "dsv32-ctx-4k", "source": _DSV32 + " of 4k", "seq": 4096, "page": 64},
+        {"name": "dsv32-ctx-16k", "source": _DSV32 + " of 16k", "seq": 16384, "page": 64},
+        {"name": "dsv32-ctx-64k", "source": _DSV32 + " of 64k", "seq": 65536, "page": 64},
+        {
+            "name": "dsv32-ctx-ragged",
+            "source": _DSV32 + ", a partial last page",
+            "seq": 10000,
+            "page": 64,
+        },
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "seq": r.choice([1, 63, 65, 300]),
+        "page": 64,
+    },
+    make_inputs=_nsa_inputs,
+    call=_nsa_call,
+    reference=_nsa_reference,
+    tolerance={"k": (0.0, 0.0), "s": (0.0, 0.0)},
+    tolerance_why="byte gathers of keys and scales: exact",
+)
+
+
 SPECS: tuple[Spec, ...] = (
     FLASHMLA_KV_INDICES,
     FLASHINFER_KV_INDICES,
@@ -1356,6 +1425,7 @@ SPECS: tuple[Spec, ...] = (
     TOPK_PAD_IDS,
     MROPE_FUSED,
     MOVE_KV_CACHE,
+    NSA_INDEX_GATHER,
 )
 
 _ = random
