@@ -1229,7 +1229,7 @@ MROPE_FUSED = Spec(
 #: builds once. The buffer itself is not held: a later buffer of the same shape at the same
 #: address has the same per-layer addresses, so its entry stays right; bounded in size.
 _POOLS: dict[tuple[Any, ...], Any] = {}
-_POOLS_MAX = 256
+_POOLS_MAX = 4096  # above any rotation (<= 64 sets per side) times the shapes of a row
 
 
 def _move_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
