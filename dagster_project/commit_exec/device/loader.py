@@ -279,6 +279,8 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "cached_triton_kernel": lambda: _identity_decorator_factory,
     "get_tma_aligned_size": lambda: _tma_aligned_size,
     "get_fp8_min_max": lambda: _fp8_min_max,  # vLLM's quant_utils: e4m3fn on CUDA
+    # SGLang's torch.compile backend on CUDA (a stub there failed dynamo: KeyError)
+    "get_compiler_backend": lambda: lambda *_a, **_k: "inductor",
     "FP8_DTYPE": lambda: _Platform().fp8_dtype(),
 }
 
@@ -416,6 +418,55 @@ def package_of(path: str) -> str:
     return ".".join(parts[:-1])
 
 
+#: Operator namespaces of compiled extensions that are never built here (besides the
+#: stubbed roots): vLLM's ``_C``, ``_moe_C``, ``_rocm_C`` and its attention libraries.
+STUB_OP_NAMESPACES: frozenset[str] = STUB_ROOTS | {
+    "_C",
+    "_moe_C",
+    "_rocm_C",
+    "_C_cache_ops",
+    "_C_custom_ar",
+    "_vllm_fa2_C",
+    "_vllm_fa3_C",
+    "_flashmla_C",
+}
+
+
+@contextlib.contextmanager
+def _fakes_of_stubbed_ops_ignored() -> Iterator[None]:
+    """While a file imports: ``torch.library.register_fake`` (and its older name
+    ``impl_abstract``) of an operator in a stubbed extension's namespace returns the
+    function unchanged. Files register fake kernels for ``torch.compile`` at import
+    (SGLang's topk.py: ``@register_fake("sgl_kernel::moe_fused_gate")``); torch raises
+    there because the extension, and so the operator, does not exist here. The harness
+    never traces those operators; every other registration is torch's own."""
+    torch = sys.modules.get("torch")
+    library = getattr(torch, "library", None)
+    if library is None:
+        yield
+        return
+    saved = {
+        n: getattr(library, n) for n in ("register_fake", "impl_abstract") if hasattr(library, n)
+    }
+
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def register(op: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(op, str) and op.split("::")[0] in STUB_OP_NAMESPACES:
+                func = args[0] if args and callable(args[0]) else kwargs.get("func")
+                return func if func is not None else (lambda fn: fn)
+            return original(op, *args, **kwargs)
+
+        return register
+
+    for name, original in saved.items():
+        setattr(library, name, wrap(original))
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(library, name, original)
+
+
 @contextlib.contextmanager
 def _quiet_stderr_logging() -> Iterator[None]:
     level = logging.root.level
@@ -436,6 +487,6 @@ def load_file(file: Path, name: str, package: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     module.__package__ = package
     sys.modules[name] = module
-    with _quiet_stderr_logging():
+    with _quiet_stderr_logging(), _fakes_of_stubbed_ops_ignored():
         spec.loader.exec_module(module)
     return module

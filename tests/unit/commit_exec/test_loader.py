@@ -128,3 +128,37 @@ def test_fp8_range_shim_is_cudas_e4m3fn(tmp_path: Path) -> None:
     )
     mod = load_file(f, "_test_fp8_range", "vllm.model_executor.layers.quantization.utils")
     assert (mod.LO, mod.HI) == (-448.0, 448.0)
+
+
+def test_compiler_backend_shim_is_sglangs_cuda_answer(tmp_path: Path) -> None:
+    """SGLang decorates helpers with ``torch.compile(backend=get_compiler_backend())`` at
+    import; a stub there reached dynamo as a backend name (KeyError at the first call)."""
+    f = tmp_path / "compiled_file.py"
+    f.write_text("from sglang.srt.utils import get_compiler_backend\nB = get_compiler_backend()\n")
+    assert load_file(f, "_test_compiled_file", "sglang.srt.layers").B == "inductor"
+
+
+FAKES_FILE = """
+import torch
+
+
+@torch.library.register_fake("sgl_kernel::moe_fused_gate")
+def _fake_gate(x):
+    return x
+
+
+torch.library.register_fake("_C::per_token_group_fp8_quant", _fake_gate)
+NAME = _fake_gate.__name__
+"""
+
+
+def test_fake_kernels_of_stubbed_extensions_are_skipped(tmp_path: Path) -> None:
+    """SGLang's topk.py registers fakes for sgl_kernel ops at import; those ops do not exist
+    here, and torch raised ("operator ... does not exist") before the loader skipped them.
+    Outside the import torch's own register_fake is back."""
+    torch = pytest.importorskip("torch")
+    original = torch.library.register_fake
+    f = tmp_path / "fakes_file.py"
+    f.write_text(FAKES_FILE)
+    assert load_file(f, "_test_fakes_file", "sglang.srt.layers.moe").NAME == "_fake_gate"
+    assert torch.library.register_fake is original
