@@ -158,7 +158,7 @@ def _objects(text: str) -> list[Any]:
         end = -1
         try:
             value, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, and an int past the digit cap
             close = _closing_brace(text, i)
             if close > 0:
                 try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import glob
 import hashlib
 import json
@@ -103,7 +104,47 @@ def process_hooks() -> dict[str, Any]:
         "monitoring": monitoring_tools(),
         "itimers": [any(v > 0 for v in signal.getitimer(t)) for t in timers],
         "handlers": handlers,
+        "gc": (gc.isenabled(), gc.get_threshold(), [id(cb) for cb in gc.callbacks]),
+        "audit_hooks_added": audit_hooks_added(),
+        "affinity": cpu_affinity(),
     }
+
+
+def _instance_attrs(obj: Any) -> bool:
+    """True when ``obj`` holds attributes in its own ``__dict__`` (read past any override)."""
+    try:
+        return bool(object.__getattribute__(obj, "__dict__"))
+    except AttributeError:
+        return False
+
+
+#: How many ``sys.addaudithook`` calls this process has seen since the watch began.
+_AUDIT: dict[str, int] = {}
+
+
+def audit_hooks_added() -> int:
+    """Audit hooks added since the first call (guard 1.4.0: heldout2 ``h2n-audit-hook``
+    finished its output from an audit hook after the call returned). Audit hooks cannot be
+    listed or removed, so the first call installs a watcher of its own, before any candidate
+    loads, that counts the interpreter's ``sys.addaudithook`` event; a later count above the
+    captured one is a hook the candidate added."""
+    if "added" not in _AUDIT:
+        _AUDIT["added"] = 0
+
+        def _watch(event: str, _args: tuple[Any, ...]) -> None:
+            if event == "sys.addaudithook":
+                _AUDIT["added"] += 1
+
+        sys.addaudithook(_watch)
+    return _AUDIT["added"]
+
+
+def cpu_affinity() -> list[int]:
+    """The CPUs this process may run on (Linux; empty elsewhere). Guard 1.4.0: heldout2
+    ``h2n-affinity-widen`` widened it at import; where candidates are pinned to fewer
+    cores than the machine has, that is work on cores the reward did not grant."""
+    getter = getattr(os, "sched_getaffinity", None)
+    return sorted(getter(0)) if getter is not None else []
 
 
 def monitoring_tools() -> list[tuple[int, str, int]]:
@@ -280,20 +321,26 @@ class TorchBackend:
         }
 
     def host(self, arr: Any) -> Any:
-        return arr.detach().to("cpu", copy=True).numpy()
+        # through the class, never the object: a tensor's instance attributes can shadow its
+        # methods (heldout2 ``h2t-instance-methods`` filled its output from a per-object
+        # ``detach`` the first time the judge called it)
+        tensor = self.torch.Tensor
+        return tensor.numpy(tensor.to(tensor.detach(arr), "cpu", copy=True))
 
     def describe(self, out: Any, inputs: dict[str, Any]) -> dict[str, Any]:
         t = type(out)
         meta: dict[str, Any] = {
             "type": f"{t.__module__}.{t.__qualname__}",
-            "exact_type": t is self.array_type,
+            # a plain tensor carries no attributes of its own: one that does can shadow a
+            # method the judge calls (guard 1.4.0), so it is not the exact type
+            "exact_type": t is self.array_type and not _instance_attrs(out),
         }
         if not meta["exact_type"]:
             return meta
         meta.update(
             dtype=str(out.dtype).removeprefix("torch."),
             shape=list(out.shape),
-            strides=list(out.stride()),
+            strides=list(self.torch.Tensor.stride(out)),
             device=str(out.device),
             aliases_input=any(self.same_memory(out, v) for v in inputs.values()),
         )

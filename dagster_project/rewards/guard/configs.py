@@ -85,6 +85,8 @@ def _top_level_objects(text: str) -> list[Any]:
             value, end = literal
         except RecursionError as exc:  # held-out hc-deep-nesting: the reward never raises
             raise StrictConfigError("strict_config", "not strict JSON: nested too deeply") from exc
+        except ValueError as exc:  # heldout2 h2c-int-5000-digits: past int's digit limit
+            raise StrictConfigError("strict_config", f"not strict JSON: {exc}") from exc
         found.append(value)
         i = text.find("{", end)
     return found

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 #: Bumped when a rule changes (stored with each verdict of the exploit suite).
-STATIC_RULES_VERSION = "1.0.0"
+STATIC_RULES_VERSION = "1.1.0"
 
 #: Top-level modules (or dotted prefixes) a candidate may not import.
 FORBIDDEN_MODULES = frozenset(
@@ -129,6 +129,10 @@ FORBIDDEN_ATTRS: dict[str, str] = {
     "accessPolicyWindow": "sets an access-policy window",
     "persisting_l2_cache_max_size": "sets a persisting-L2 carve-out",
     "set_per_process_memory_fraction": "changes the judge's memory limits",
+    # 1.1.0 (heldout2, in sample): process-wide state the runtime checks compare too
+    "sched_setaffinity": "changes the CPUs the judge's process may run on",
+    "setpriority": "changes the process's scheduling priority",
+    "addaudithook": "runs code on audited events, off the clock",
 }
 
 #: Builtins a candidate may not call by name.
