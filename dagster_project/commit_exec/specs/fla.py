@@ -284,7 +284,7 @@ def _act_dtype(device: Any) -> Any:
     ``tl.store`` of fp32 into a bf16 pointer and bf16 ``tl.dot`` give garbage there), unless
     ``COMMIT_EXEC_CPU_BF16=1`` asks for bf16 there too: the runner's ``COMMIT_EXEC_CPU_PATCH``
     corrects those two, and 13 of 14 FLA/Mamba rows then pass at bf16 on the CPU; bf16
-    registers elsewhere stay wrong in the interpreter (SGLang's causal conv1d, which passes
+    registers elsewhere stay wrong in the interpreter (SGLang's causal conv1d, whose spec passes
     at bf16 on the H100, gives inf there), so a bf16 miss on the CPU is only a hint."""
     torch = _torch()
     if getattr(device, "type", str(device)) == "cuda" or os.environ.get("COMMIT_EXEC_CPU_BF16"):
