@@ -185,7 +185,6 @@ def _homes(name: str) -> list[str]:
         ("pr_tasks_frame", "dagster_project/mining/commits/pr_tasks.py"),
         ("pr_patch_reward", "dagster_project/rewards/pr_patch.py"),
         ("side_overrides", "dagster_project/gains/extract/tables.py"),
-        ("row_side_overrides", "dagster_project/gains/extract/tables.py"),
         ("table_grids", "dagster_project/gains/extract/choose.py"),
         ("EXTRACTOR_VERSION", "dagster_project/gains/extract/choose.py"),
         ("role_of", "dagster_project/gains/extract/vocab.py"),
@@ -316,6 +315,13 @@ VERSIONED = {
     ),
     # issue 40: which audited measurements are published (evidence classes are the audit's)
     "gains_policy": ("gains.policy:POLICY_VERSION", ("gains/policy.py", "gains/audit.py")),
+    # issue 39: when a simulated engineer stops (session lengths of both datasets)
+    "stop_rule": ("sim.stop_rule:STOP_RULE_VERSION", ("sim/stop_rule.py",)),
+    # issue 37: what the reward defences accept (stamped on every exploit-suite result)
+    "reward_guard": (
+        "rewards.guard:GUARD_VERSION",
+        tuple(f"rewards/guard/{p.name}" for p in sorted((PACKAGE / "rewards/guard").glob("*.py"))),
+    ),
 }
 
 #: rule -> (version, fingerprint) as last recorded. Re-record with
