@@ -81,9 +81,10 @@ from its true ones (``benchmarks/title_round7/develop.py``). Scored once on roun
 out: v8 P 0.883 [0.778, 0.942] / R 0.855 [0.747, 0.922], exactly v7's figures (the same
 7 false positives and 9 misses: build, weight-loading and set-up time phrased otherwise
 than the one-time patterns, a check, a fix, a first implementation, an autotuner feature;
-fusions and collectives named without a perf word). The in-sample gain did not carry over, as with v5-v7: the targets (P 0.95 / R 0.90)
-are not met by a title rule, and round 7's third stratum (titles with no perf-ish word; 2 of
-20 were perf work) puts the population recall near 0.5.
+fusions and collectives named without a perf word). The in-sample gain did not carry over,
+as with v5-v7: the targets (P 0.95 / R 0.90) are not met by a title rule, and round 7's
+third stratum (titles with no perf-ish word; 2 of 20 were perf work) puts the population
+recall near 0.5.
 """
 
 from __future__ import annotations
