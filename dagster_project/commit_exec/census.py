@@ -17,7 +17,10 @@ Statuses, in the order they are decided:
   the row, also when the kernel's only launcher is an engine method: the spec launches
   it with that call site's grid and arguments; or when only host code on the launch path
   changed: the spec calls through it) or ``no_harness_spec`` (runnable in principle, no
-  spec written).
+  spec written);
+* a row its spec covers but marks ``not_runnable`` gets the spec's status and reason
+  instead (``needs_cuda_extension_build`` where the commit's change is a CUDA kernel of the
+  package's extension): the reason a device run would record, known without one.
 
 A run later turns ``harness_ready`` into ``executed`` / ``not_equivalent`` / ``run_error``
 / ``load_error`` (``commit_exec.ingest``). ``CENSUS_VERSION`` is stored with the census.
@@ -34,7 +37,9 @@ from .specs import spec_for
 #: Bump when any decision below changes. 2: a row a spec covers is ``harness_ready`` also when
 #: census 1 found no launcher (the spec launches the changed kernel with its call site's grid
 #: and arguments) or only host-side changes (the spec calls the changed host code's launcher).
-CENSUS_VERSION = "2"
+#: 3: a row its spec marks ``not_runnable`` (the commit's change is a compiled CUDA op the
+#: harness cannot build) gets the spec's status and reason, not ``harness_ready``.
+CENSUS_VERSION = "3"
 #: The name ``mining/versions.py`` reads: the census is part of kernel_commits' rules, so a
 #: new census version makes the dataset stale.
 RULES_VERSION = CENSUS_VERSION
@@ -243,7 +248,11 @@ def census_row(
             other[0], other[1], None, hw or ("blackwell" if other[0] == "blackwell_only" else None)
         )
     census = _triton(before, after, title, path)
-    if census.status in _SPEC_CAN_RUN and spec_for(repo, sha, path) is not None:
+    spec = spec_for(repo, sha, path)
+    cannot = spec.not_runnable_for(sha) if spec is not None else None
+    if cannot is not None:
+        return Census(cannot[0], cannot[1], census.import_tier, hw, census.changed_kernels)
+    if census.status in _SPEC_CAN_RUN and spec is not None:
         return Census(
             "harness_ready",
             _SPEC_CAN_RUN[census.status],

@@ -140,3 +140,25 @@ def test_claim_hardware() -> None:
 
 def test_version_is_set() -> None:
     assert CENSUS_VERSION
+
+
+def test_spec_marked_not_runnable_row_gets_the_specs_reason() -> None:
+    # vLLM 75d29cf4's int8 group quant: the spec covers the row but marks it not runnable
+    # (the change is a csrc CUDA kernel); census 3 says so instead of harness_ready
+    sha = "75d29cf4" + "0" * 32
+    path = "vllm/model_executor/layers/quantization/utils/int8_utils.py"
+    c = census_row(
+        sha=sha,
+        repo="vllm",
+        path=path,
+        language="Triton",
+        title="[Perf] x",
+        before=_code(),
+        after=_code(factor="3.0"),
+    )
+    assert c.status == "needs_cuda_extension_build"
+    assert "csrc" in c.reason
+    # the same file at a sha the spec does not mark stays as before
+    other = census_row("vllm", "1" * 40, path, "Triton", "[Perf] x", _code(), _code(factor="3.0"))
+    assert other.status != "needs_cuda_extension_build"
+    assert CENSUS_VERSION == "3"
