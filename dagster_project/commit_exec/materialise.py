@@ -9,8 +9,10 @@ clone, from git itself. The folder holds upstream source, so it is git-ignored
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -35,38 +37,70 @@ def git_file(git_dir: Path, sha: str, path: str) -> str:
     ).stdout
 
 
-def materialise(rows: pl.DataFrame, dest: Path) -> list[dict[str, str]]:
-    """Write ``dest/<id>/before.py``, ``after.py`` and ``dest/manifest.json``."""
+def materialise(rows: pl.DataFrame, dest: Path, repos: Path | None = None) -> list[dict[str, Any]]:
+    """Write ``dest/<id>/before.py``, ``after.py`` and ``dest/manifest.json``; with
+    ``repos`` (the folder of ``<repo>.git`` clones), also the spec's sibling modules of each
+    row at ``sha^`` and ``sha`` (``write_siblings``)."""
     dest.mkdir(parents=True, exist_ok=True)
-    manifest = []
+    manifest: list[dict[str, Any]] = []
     for r in covered_rows(rows).iter_rows(named=True):
         folder = dest / r["id"]
         folder.mkdir(exist_ok=True)
         (folder / "before.py").write_text(r["before_code"])
         (folder / "after.py").write_text(r["after_code"])
-        manifest.append(
-            {
-                "id": r["id"],
-                "repo": r["repo"],
-                "sha": r["sha"],
-                "path": r["path"],
-                "before": f"{r['id']}/before.py",
-                "after": f"{r['id']}/after.py",
-            }
-        )
+        entry: dict[str, Any] = {
+            "id": r["id"],
+            "repo": r["repo"],
+            "sha": r["sha"],
+            "path": r["path"],
+            "before": f"{r['id']}/before.py",
+            "after": f"{r['id']}/after.py",
+        }
+        spec = spec_for(r["repo"], r["sha"], r["path"])
+        paths = spec.siblings_for(r["sha"]) if spec is not None else ()
+        if paths and repos is not None:
+            entry["siblings"] = write_siblings(
+                repos / f"{r['repo']}.git", r["sha"], r["path"], paths, folder
+            )
+        manifest.append(entry)
     manifest = _round_robin(manifest)
     (dest / "manifest.json").write_text(json.dumps({"rows": manifest}, indent=1))
     return manifest
 
 
-def _round_robin(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+def write_siblings(
+    git_dir: Path, sha: str, path: str, siblings: tuple[str, ...], folder: Path
+) -> dict[str, list[str]]:
+    """Write each sibling path as it was at ``sha^`` under ``folder/before_siblings/`` and at
+    ``sha`` under ``folder/after_siblings/`` (a path absent at one side's commit is left out
+    there: the loader stubs it, as before), and ``folder/siblings.json`` naming the row's
+    own path (its module name in the side's namespace). Returns the paths written per side.
+    """
+    written: dict[str, list[str]] = {}
+    for side, rev in (("before", f"{sha}^"), ("after", sha)):
+        root = folder / f"{side}_siblings"
+        shutil.rmtree(root, ignore_errors=True)
+        written[side] = []
+        for rel in siblings:
+            try:
+                text = git_file(git_dir, rev, rel)
+            except subprocess.CalledProcessError:
+                continue
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+            written[side].append(rel)
+    (folder / "siblings.json").write_text(json.dumps({"path": path, "siblings": list(siblings)}))
+    return written
+
+
+def _round_robin(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row of each spec in turn, so a run cut short by its time limit has covered every
     launcher family before it repeats one."""
-    by_spec: dict[str, list[dict[str, str]]] = {}
+    by_spec: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         spec = spec_for(r["repo"], r["sha"], r["path"])
         by_spec.setdefault(spec.name if spec else "", []).append(r)
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []
     while any(by_spec.values()):
         for queue in by_spec.values():
             if queue:
@@ -76,12 +110,13 @@ def _round_robin(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def main(argv: list[str]) -> int:
     """``python -m dagster_project.commit_exec.materialise HOME DEST``: the rows of HOME's
-    ``datasets.kernel_commits`` that a spec covers, written under DEST."""
+    ``datasets.kernel_commits`` that a spec covers, written under DEST (siblings from the
+    clones in ``HOME/repos``)."""
     from dagster_project.storage.lake import Lake
 
     home, dest = Path(argv[0]), Path(argv[1])
     rows = Lake(home / "lake.duckdb", str(home / "lake")).read_table("datasets", "kernel_commits")
-    print(f"{len(materialise(rows, dest))} rows written to {dest}")
+    print(f"{len(materialise(rows, dest, home / 'repos'))} rows written to {dest}")
     return 0
 
 

@@ -479,8 +479,15 @@ def _quiet_stderr_logging() -> Iterator[None]:
 
 def load_file(file: Path, name: str, package: str) -> types.ModuleType:
     """Import ``file`` as module ``name`` whose relative imports resolve in ``package``
-    (stubbed). Raises whatever the file raises at import time."""
+    (stubbed). Raises whatever the file raises at import time.
+
+    When the materialiser wrote the row's sibling modules for this side
+    (``<stem>_siblings/<repo path>`` beside the file, and ``siblings.json`` naming the row's
+    own repo path), those import as themselves instead of stubs: see ``load_with_siblings``."""
     install_stubs()
+    side = side_modules(file)
+    if side is not None:
+        return load_with_siblings(file, name, side)
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {file}")
@@ -489,4 +496,126 @@ def load_file(file: Path, name: str, package: str) -> types.ModuleType:
     sys.modules[name] = module
     with _quiet_stderr_logging(), _fakes_of_stubbed_ops_ignored():
         spec.loader.exec_module(module)
+    return module
+
+
+# --- sibling modules at the row's sha (harness 5) -------------------------------------
+
+
+def module_of(path: str) -> str:
+    """The dotted module of a repo path: ``python/sglang/srt/x.py`` -> ``sglang.srt.x``."""
+    parts = list(Path(path).with_suffix("").parts)
+    if parts and parts[0] == "python":
+        parts = parts[1:]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def side_modules(file: Path) -> dict[str, Path] | None:
+    """The modules this side of a row imports as real files, by dotted name (the row's own
+    file among them), or None when the materialiser wrote no siblings for it."""
+    folder, meta = file.with_name(f"{file.stem}_siblings"), file.with_name("siblings.json")
+    if not folder.is_dir() or not meta.is_file():
+        return None
+    import json
+
+    modules = {module_of(str(p.relative_to(folder))): p for p in sorted(folder.rglob("*.py"))}
+    modules[module_of(json.loads(meta.read_text())["path"])] = file
+    return modules
+
+
+class _SideStubModule(StubModule):
+    """A stubbed package of one side's namespace: a sibling it holds imports as the file
+    (``from . import kda``) before any stub is made up for the name."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        full = f"{self.__name__}.{name}"
+        if any(isinstance(f, _SideFinder) and f.owns_file(full) for f in sys.meta_path):
+            return importlib.import_module(full)
+        return super().__getattr__(name)
+
+
+class _SideLoader(importlib.abc.Loader):
+    """Executes a sibling (or the row's file) inside its side's namespace."""
+
+    def __init__(self, finder: _SideFinder, file: Path | None) -> None:
+        self.finder, self.file = finder, file
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        if self.file is None:
+            module = _SideStubModule(spec.name)
+            module.__path__ = []
+            return module
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        if self.file is None:
+            return
+        module.__file__ = str(self.file)
+        module.__package__ = module.__name__.rpartition(".")[0]
+        module.__dict__["__builtins__"] = self.finder.builtins
+        code = compile(self.file.read_text(), str(self.file), "exec")
+        with _quiet_stderr_logging(), _fakes_of_stubbed_ops_ignored():
+            exec(code, module.__dict__)
+
+
+class _SideFinder(importlib.abc.MetaPathFinder):
+    """One side of one row: every module named ``<prefix>.<dotted>``. A sibling file the
+    materialiser wrote imports as itself, any other name is a stub package, so the before
+    side's helpers are those at ``sha^`` and the after side's those at ``sha``, side by
+    side in one process. Files of the side import engine names (``vllm.x``, ``sglang.x``)
+    through ``builtins``, whose ``__import__`` maps them into the side's namespace, also
+    for imports inside functions that run at call time."""
+
+    def __init__(self, prefix: str, modules: dict[str, Path]) -> None:
+        self.prefix, self.modules = prefix, modules
+        self.roots = {m.split(".")[0] for m in modules}
+        self.builtins = dict(vars(builtins_module()), __import__=self._import)
+
+    def owns_file(self, fullname: str) -> bool:
+        head, _, rest = fullname.partition(".")
+        return head == self.prefix and rest in self.modules
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.prefix and not fullname.startswith(self.prefix + "."):
+            return None
+        file = self.modules.get(fullname[len(self.prefix) + 1 :])
+        loader = _SideLoader(self, file)
+        spec = importlib.machinery.ModuleSpec(
+            fullname, loader, origin=str(file) if file else None, is_package=file is None
+        )
+        spec.has_location = file is not None
+        return spec
+
+    def _import(
+        self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+    ) -> Any:
+        real = builtins_module().__import__
+        if level != 0 or name.split(".")[0] not in self.roots:
+            return real(name, globals, locals, fromlist, level)
+        module = real(f"{self.prefix}.{name}", globals, locals, fromlist, 0)
+        return module if fromlist else sys.modules[f"{self.prefix}.{name.split('.')[0]}"]
+
+
+def builtins_module() -> types.ModuleType:
+    import builtins
+
+    return builtins
+
+
+def load_with_siblings(file: Path, name: str, modules: dict[str, Path]) -> types.ModuleType:
+    """Import the row's file as ``<name>_pkg.<its dotted name>``, in a namespace of its own
+    where its siblings (written at this side's commit) import as real modules."""
+    prefix = f"{name}_pkg"
+    finder = _SideFinder(prefix, modules)
+    sys.meta_path.insert(0, finder)
+    own = next(m for m, p in modules.items() if p == file)
+    module = importlib.import_module(f"{prefix}.{own}")
+    # a spec whose launcher is a sibling (the row's file holds only jit helpers) reaches it
+    # through the row's module: ``mod._ce_sibling("vllm.lora.ops.triton_ops.lora_shrink_op")``
+    module._ce_sibling = lambda dotted: importlib.import_module(f"{prefix}.{dotted}")
+    sys.modules[name] = module
     return module

@@ -59,7 +59,8 @@ from .loader import load_file, package_of
 
 #: Version of the harness (runner, loader, comparison, statistics). Bump it when a change
 #: could change a result; it is stored with every result.
-HARNESS_VERSION = "4"  # 4: type-level stubs, specs' not_runnable rows, Triton fallback of
+HARNESS_VERSION = "5"  # 5: sibling modules at each side's commit (loader, materialise);
+#   4: type-level stubs, specs' not_runnable rows, Triton fallback of
 #   compiled-op quant launchers, KDA-gate tolerance of chunk_delta_h; 3: per-shape
 #   tolerance, capped warm-up shards
 

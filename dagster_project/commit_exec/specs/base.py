@@ -21,6 +21,10 @@ A spec is our own code, reviewed like any code, one per launcher family. It name
   with;
 * ``not_runnable``: rows it covers that cannot run under the harness, with the status
   and reason the runner records for them instead (a change that is a compiled CUDA op);
+* ``siblings``: by sha prefix (``""`` for every row), repo paths of modules the row's file
+  imports from its own package (helpers such as vLLM's ``kernel_utils.py``), or that launch
+  it; the materialiser writes each at ``sha^`` beside ``before`` and at ``sha`` beside
+  ``after``, and the loader imports them as real modules side by side instead of stubs;
 * ``footprint(shape)``: optional upper bound, in bytes, of what ``make_inputs`` plus
   ``reference`` hold at once at that shape, from the shape alone (no allocation), for specs
   whose reference could outgrow the card (``tests/unit/commit_exec/test_footprint.py``).
@@ -80,6 +84,16 @@ class Spec:
     #: (e.g. the commit's change is a CUDA kernel of the package's compiled extension that
     #: the after side dispatches to). The runner records that status without loading them.
     not_runnable: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: Repo paths of sibling modules written at each side's commit, by sha prefix.
+    siblings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def siblings_for(self, sha: str) -> tuple[str, ...]:
+        """The sibling paths of this row (every prefix it starts with, in order, once)."""
+        out: list[str] = []
+        for prefix, paths in self.siblings.items():
+            if sha.startswith(prefix):
+                out += [p for p in paths if p not in out]
+        return tuple(out)
 
     def tolerance_for(self, shape: Shape) -> Mapping[str, tuple[float, float]]:
         """The ``(atol, rtol)`` overrides that apply at this shape."""
