@@ -231,6 +231,31 @@ def _supports_pdl(*_a: Any, **_k: Any) -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9)
 
 
+class _EngineLogger(logging.LoggerAdapter):
+    """vLLM's ``init_logger`` logger: a standard logger plus ``info_once`` /
+    ``warning_once`` / ``debug_once`` (called from helpers such as the LoRA ops' config
+    loader), which log a message once and take vLLM's ``scope`` keyword."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.getLogger(name), {})
+        self._seen: set[tuple[str, str]] = set()
+
+    def _once(self, level: int, msg: str, *args: Any, **_kw: Any) -> None:
+        key = (str(level), str(msg))
+        if key not in self._seen:
+            self._seen.add(key)
+            self.log(level, msg, *args)
+
+    def debug_once(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._once(logging.DEBUG, msg, *args, **kw)
+
+    def info_once(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._once(logging.INFO, msg, *args, **kw)
+
+    def warning_once(self, msg: str, *args: Any, **kw: Any) -> None:
+        self._once(logging.WARNING, msg, *args, **kw)
+
+
 def _identity_decorator_factory(*_a: Any, **_k: Any) -> Callable[[Any], Any]:
     """A decorator factory whose decorator returns the function unchanged (SGLang's
     ``cached_triton_kernel(key_fn)``: the kernel runs through Triton's own launch path)."""
@@ -246,8 +271,8 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "round_up": lambda: lambda x, y: _cdiv(x, y) * y,
     "next_power_of_2": lambda: _next_power_of_2,
     "current_platform": _Platform,
-    "init_logger": lambda: logging.getLogger,
-    "logger": lambda: logging.getLogger("commit_exec"),
+    "init_logger": lambda: _EngineLogger,
+    "logger": lambda: _EngineLogger("commit_exec"),
     "is_cuda": lambda: _true,
     "_is_cuda": lambda: True,
     "is_cuda_alike": lambda: _true,
@@ -616,6 +641,6 @@ def load_with_siblings(file: Path, name: str, modules: dict[str, Path]) -> types
     module = importlib.import_module(f"{prefix}.{own}")
     # a spec whose launcher is a sibling (the row's file holds only jit helpers) reaches it
     # through the row's module: ``mod._ce_sibling("vllm.lora.ops.triton_ops.lora_shrink_op")``
-    module._ce_sibling = lambda dotted: importlib.import_module(f"{prefix}.{dotted}")
+    module.__dict__["_ce_sibling"] = lambda dotted: importlib.import_module(f"{prefix}.{dotted}")
     sys.modules[name] = module
     return module

@@ -10,6 +10,7 @@ from .fla_chunk import SPECS as _FLA_CHUNK
 from .kda import SPECS as _KDA
 from .lora import SPECS as _LORA
 from .lora_sglang import SPECS as _LORA_SGLANG
+from .lora_vllm_ops import SPECS as _LORA_VLLM_OPS
 from .mamba_ssd import SPECS as _MAMBA_SSD
 from .misc_sglang import SPECS as _MISC_SGLANG
 from .misc_sglang_cache import SPECS as _MISC_SGLANG_CACHE
@@ -32,6 +33,7 @@ SPECS: tuple[Spec, ...] = (
     + _MOE
     + _LORA
     + _LORA_SGLANG
+    + _LORA_VLLM_OPS
     + _FLA
     + _FLA_CHUNK
     + _KDA
