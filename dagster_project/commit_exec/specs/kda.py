@@ -9,6 +9,7 @@ tensor parallel 1, 2 and 4; chunk 64. Per-channel log decays are cumulative with
 
 from __future__ import annotations
 
+import inspect
 import random
 from typing import Any
 
@@ -110,6 +111,78 @@ KDA_RECOMPUTE_W_U = Spec(
 )
 
 
+# --- SGLang chunk_intra.chunk_kda_fwd_intra: the intra-chunk step of KDA's chunked prefill
+# (Aqk, the WY inverse Akk, then kda.recompute_w_u_fwd), with its siblings at each side's
+# commit: chunk_intra_token_parallel.py (the diagonal blocks), kda.py (imported inside the
+# function, at call time) and index.py (prepare_chunk_indices).
+
+_SG_FLA = "python/sglang/srt/layers/attention/fla"
+_SG_INTRA = f"{_SG_FLA}/chunk_intra.py"
+
+
+def _kda_intra_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
+    """``_kda_inputs`` plus q (l2-normalised, as Kimi-Linear's q after its short conv and
+    norm) and the scale 1/sqrt(head); A is what this step computes, so it is dropped."""
+    torch = _torch()
+    x = _kda_inputs(shape, gen, device)
+    del x["A"]
+    q = torch.randn(*x["k"].shape, generator=gen, device=device)
+    x.update(q=torch.nn.functional.normalize(q, dim=-1).to(x["k"].dtype))
+    x.update(scale=shape.get("head", 128) ** -0.5, chunk_size=64)
+    # a61a14f4's call site (kda.chunk_kda_fwd): both fusions on when the inter-solve grid,
+    # chunks x heads, is at most 256 CTAs
+    x.update(fuse_diagonal=len(x["chunk_indices"]) * shape["h"] <= 256)
+    x["fuse_recompute"] = x["fuse_diagonal"]
+    return x
+
+
+def _kda_intra_call(mod: Any, x: Inputs, sha: str) -> Outputs:
+    """Each side called as its own commit's ``chunk_kda_fwd`` calls it: 48daa831 made the
+    call site hand over the chunk indices it already has (and ``recompute_w_u_fwd`` take
+    them), so they are passed exactly where this side's ``kda.recompute_w_u_fwd`` accepts
+    them; before that the function built them itself. Compared: what the call site keeps
+    (w, u, kg, Aqk)."""
+    kda = mod._ce_sibling("sglang.srt.layers.attention.fla.kda")
+    values = dict(x)
+    if "chunk_indices" not in inspect.signature(kda.recompute_w_u_fwd).parameters:
+        del values["chunk_indices"]
+    w, u, _, kg, aqk, _ = call_by_name(mod.chunk_kda_fwd_intra, values)
+    return {"w": w, "u": u, "kg": kg, "Aqk": aqk}
+
+
+KDA_FWD_INTRA = Spec(
+    name="sglang_kda_chunk_fwd_intra",
+    launcher="chunk_kda_fwd_intra",
+    rows=(("sglang", "48daa831", _SG_INTRA), ("sglang", "a61a14f4", _SG_INTRA)),
+    siblings={
+        "": (
+            f"{_SG_FLA}/kda.py",
+            f"{_SG_FLA}/chunk_intra_token_parallel.py",
+            f"{_SG_FLA}/index.py",
+        )
+    },
+    shapes=(
+        {"name": "kimi-linear-prefill-4k", "lens": (4096,), "h": 32},
+        {"name": "kimi-linear-prefill-mixed", "lens": (1500, 37, 2048, 300), "h": 32},
+        {"name": "kimi-linear-tp4-prefill-8x1k", "lens": (1024,) * 8, "h": 8},
+        {"name": "kimi-linear-tp4-short", "lens": (64, 100, 7), "h": 8},
+    ),
+    random_shape=lambda r: {
+        "name": "random",
+        "lens": tuple(r.choice([1, 50, 64, 130]) for _ in range(r.choice([1, 2]))),
+        "h": r.choice([1, 2]),
+        "head": 128,
+    },
+    make_inputs=_kda_intra_inputs,
+    call=_kda_intra_call,
+    tolerance={"w": (2e-3, 2e-2), "u": (1e-2, 2e-2), "kg": (2e-3, 2e-2), "Aqk": (1e-2, 2e-2)},
+    tolerance_why="as sglang_kda_recompute_w_u_fwd for w, u, kg (64-long dots in fp32, bf16 "
+    "outputs: two ulps with floors scaled to each output); Aqk (q k^T decayed and scaled, "
+    "|x| < 1) gets u's bound: a61a14f4 folds the diagonal blocks into the fused kernel, "
+    "another summation order of the same fp32 dots",
+)
+
+
 def _kda_kkt_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     torch = _torch()
     x = _kda_inputs(shape, gen, device)
@@ -167,6 +240,6 @@ KDA_SCALED_DOT_KKT = Spec(
     "a 1e-3 floor (entries reach ~0.3) and 2% relative",
 )
 
-SPECS: tuple[Spec, ...] = (KDA_RECOMPUTE_W_U, KDA_SCALED_DOT_KKT)
+SPECS: tuple[Spec, ...] = (KDA_RECOMPUTE_W_U, KDA_SCALED_DOT_KKT, KDA_FWD_INTRA)
 
 _ = random

@@ -28,6 +28,7 @@ _EXPAND = f"{_OPS}/lora_expand_op.py"
 _UTILS = f"{_OPS}/utils.py"
 _KERNEL_UTILS = f"{_OPS}/kernel_utils.py"
 _MAX_LORAS = 4
+_PKG = "vllm.lora.ops.triton_ops"
 
 
 def _metadata(mapping: Any, max_loras: int) -> Inputs:
@@ -73,12 +74,16 @@ def _shrink_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
     return x
 
 
-def _shrink_launcher(mod: Any) -> Any:
-    """The row's ``_lora_shrink``; for a ``kernel_utils.py`` row, the shrink op sibling's
-    (which imports this side's ``kernel_utils``)."""
-    if hasattr(mod, "_lora_shrink"):
-        return mod._lora_shrink
-    return mod._ce_sibling("vllm.lora.ops.triton_ops.lora_shrink_op")._lora_shrink
+def _op_module(mod: Any, x: Inputs, op: str) -> Any:
+    """The module holding ``_lora_<op>``: the row's, or for a ``kernel_utils.py`` row the op
+    sibling (which imports this side's ``kernel_utils``). On the CPU interpreter only, its
+    ``supports_pdl`` answers False: the op asks it of the inputs' device, the loader's
+    platform stand-in answers as the H100 there, and the interpreter has no PDL intrinsics
+    (``gdc_wait``); on the GPU the op takes upstream's answer."""
+    op_mod = mod if hasattr(mod, f"_lora_{op}") else mod._ce_sibling(f"{_PKG}.lora_{op}_op")
+    if x["inputs"].device.type == "cpu" and hasattr(op_mod, "supports_pdl"):
+        op_mod.supports_pdl = lambda *_a, **_k: False
+    return op_mod
 
 
 def _positional(fn: Any, x: Inputs) -> None:
@@ -88,7 +93,7 @@ def _positional(fn: Any, x: Inputs) -> None:
 
 
 def _shrink_call(mod: Any, x: Inputs, sha: str) -> Outputs:
-    _positional(_shrink_launcher(mod), x)
+    _positional(_op_module(mod, x, "shrink")._lora_shrink, x)
     return {"output_tensor": x["output_tensor"]}
 
 
@@ -206,7 +211,7 @@ def _expand_inputs(shape: Shape, gen: Any, device: Any) -> Inputs:
 
 
 def _expand_call(mod: Any, x: Inputs, sha: str) -> Outputs:
-    _positional(mod._lora_expand, x)
+    _positional(_op_module(mod, x, "expand")._lora_expand, x)
     return {"output_tensor": x["output_tensor"]}
 
 

@@ -152,3 +152,15 @@ def test_lora_op_rows_name_their_siblings() -> None:
         assert spec is not None, name
         assert f"{ops}/{sibling}" in spec.siblings_for(sha)
         assert f"{ops}/utils.py" in spec.siblings_for(sha)
+
+
+def test_kda_chunk_intra_rows_import_kda_at_their_commit() -> None:
+    fla = "python/sglang/srt/layers/attention/fla"
+    for sha in (
+        "48daa831ead725e62ff37de5bacf89b35bdd0d78",
+        "a61a14f416c4003809a82112b4a591eec38a0a10",
+    ):
+        spec = spec_for("sglang", sha, f"{fla}/chunk_intra.py")
+        assert spec is not None and spec.name == "sglang_kda_chunk_fwd_intra"
+        assert f"{fla}/kda.py" in spec.siblings_for(sha)
+        assert f"{fla}/chunk_intra_token_parallel.py" in spec.siblings_for(sha)
