@@ -116,7 +116,9 @@ def main(argv: list[str]) -> int:
 
     home, dest = Path(argv[0]), Path(argv[1])
     rows = Lake(home / "lake.duckdb", str(home / "lake")).read_table("datasets", "kernel_commits")
-    print(f"{len(materialise(rows, dest, home / 'repos'))} rows written to {dest}")
+    repos = home / "repos"
+    written = materialise(rows, dest, repos if repos.is_dir() else None)
+    print(f"{len(written)} rows written to {dest}")
     return 0
 
 
