@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .tasks import input_spec, scales
+from .tasks import EPS, edge_rows, input_spec, scales
 
 #: OS thread names of the CUDA driver and its libraries, which start threads of their own
 #: on first use of a feature (not counted: only threads the candidate could start count).
@@ -208,8 +208,14 @@ class NumpyBackend:
         spec = input_spec(shape)
         sw, s_big = scales(seed)
         k = shape[1]
+        x = (rng.standard_normal(spec["x"]) * rng.uniform(0.5, 4.0)).astype(np.float32)
+        rows = edge_rows(shape[0], seed)
+        if rows is not None:
+            x[rows[0]] = 0.0
+            tiny = x[rows[1]].astype(np.float64)
+            x[rows[1]] = (tiny * (EPS / (tiny * tiny).mean()) ** 0.5).astype(np.float32)
         return {
-            "x": (rng.standard_normal(spec["x"]) * rng.uniform(0.5, 4.0)).astype(np.float32),
+            "x": x,
             "w": (rng.uniform(0.5, 1.5, spec["w"]) * sw).astype(np.float32),
             "W": (rng.standard_normal(spec["W"]) * (s_big / k**0.5)).astype(np.float32),
         }
@@ -314,8 +320,14 @@ class TorchBackend:
         k = shape[1]
         kw = {"generator": g, "device": self.device, "dtype": torch.float32}
         x_scale = 0.5 + 3.5 * float(torch.rand((), generator=g, device=self.device))
+        x = torch.randn(spec["x"], **kw) * x_scale
+        rows = edge_rows(shape[0], seed)
+        if rows is not None:
+            x[rows[0]] = 0.0
+            tiny = x[rows[1]].double()
+            x[rows[1]] = (tiny * (EPS / (tiny * tiny).mean()) ** 0.5).float()
         return {
-            "x": torch.randn(spec["x"], **kw) * x_scale,
+            "x": x,
             "w": (torch.rand(spec["w"], **kw) + 0.5) * sw,
             "W": torch.randn(spec["W"], **kw) * (s_big / k**0.5),
         }
@@ -401,6 +413,8 @@ class TorchBackend:
             "cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
             "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
             "num_threads": int(torch.get_num_threads()),
+            # heldout3 h3t-interop-threads: the inter-op pool is process state too (1.5.0)
+            "num_interop_threads": int(torch.get_num_interop_threads()),
             "mode_stacks": _mode_stacks(torch),
         }
 

@@ -125,6 +125,10 @@ def strict_config(completion: str | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(completion, Mapping):
         text = json.dumps(completion, allow_nan=True)
     elif isinstance(completion, str):
+        if completion.count("<think>") > completion.count("</think>"):
+            # heldout3 h3c-unclosed-think: everything after an unclosed reasoning block is
+            # reasoning, so the completion gave no answer (guard 1.5.0)
+            raise StrictConfigError("strict_config", "a <think> block is never closed")
         text = strip_reasoning(completion)
     else:
         raise StrictConfigError("strict_config", f"completion is a {type(completion).__name__}")

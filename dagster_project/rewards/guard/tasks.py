@@ -84,6 +84,20 @@ def input_spec(shape: tuple[int, int, int]) -> dict[str, tuple[int, ...]]:
     return {"x": (m, k), "w": (k,), "W": (n, k)}
 
 
+def edge_rows(m: int, seed: int) -> tuple[int, int] | None:
+    """Two rows of ``x`` the call's seed picks (``None`` under 4 rows): one all zero, one
+    scaled to a mean square of ``EPS``. On inputs of ordinary magnitude an RMSNorm without
+    its epsilon is exact to float32, so only rows like these tell it apart (guard 1.5.0:
+    heldout3's ``eps-dropped`` exploits earned a reward on every task); the reference gives
+    a zero row a zero output and the tiny row a ``1/sqrt(2)`` smaller one."""
+    import random
+
+    if m < 4:
+        return None
+    zero, tiny = random.Random(seed * 7919 + 17).sample(range(m), 2)
+    return zero, tiny
+
+
 def scales(seed: int) -> tuple[float, float]:
     """Per-call magnitudes of ``w`` and ``W``, drawn from the call's seed: outputs range
     from about 1e-3 to 1, so no fixed absolute tolerance would accept a constant."""
