@@ -122,6 +122,28 @@ def _shrink_random(r: random.Random) -> Shape:
     }
 
 
+#: Named shapes both ops are checked at (a 70B prefill, a small-rank decode).
+_BOTH_SHAPES: tuple[Shape, ...] = (
+    {
+        "name": "prefill_70b",
+        "tokens": 256,
+        "hidden": 8192,
+        "rank": 32,
+        "slices": 1,
+        "seqs": 8,
+        "source": "Llama-2-70B hidden 8192",
+    },
+    {
+        "name": "decode_small_rank",
+        "tokens": 64,
+        "hidden": 2048,
+        "rank": 8,
+        "slices": 1,
+        "seqs": 64,
+        "source": "test_punica_ops: hidden 2048, rank 8",
+    },
+)
+
 _SHRINK_SHAPES: tuple[Shape, ...] = (
     {
         "name": "decode_qkv",
@@ -141,24 +163,7 @@ _SHRINK_SHAPES: tuple[Shape, ...] = (
         "seqs": 4,
         "source": "test_punica_ops: prefill, rank 64, gate/up slices",
     },
-    {
-        "name": "prefill_70b",
-        "tokens": 256,
-        "hidden": 8192,
-        "rank": 32,
-        "slices": 1,
-        "seqs": 8,
-        "source": "Llama-2-70B hidden 8192",
-    },
-    {
-        "name": "decode_small_rank",
-        "tokens": 64,
-        "hidden": 2048,
-        "rank": 8,
-        "slices": 1,
-        "seqs": 64,
-        "source": "test_punica_ops: hidden 2048, rank 8",
-    },
+    *_BOTH_SHAPES,
 )
 
 VLLM_LORA_SHRINK = Spec(
@@ -249,24 +254,7 @@ _EXPAND_SHAPES: tuple[Shape, ...] = (
         "seqs": 4,
         "source": "Llama-3-8B intermediate 14336, gate/up slices, rank 64",
     },
-    {
-        "name": "prefill_70b",
-        "tokens": 256,
-        "hidden": 8192,
-        "rank": 32,
-        "slices": 1,
-        "seqs": 8,
-        "source": "Llama-2-70B hidden 8192",
-    },
-    {
-        "name": "decode_small_rank",
-        "tokens": 64,
-        "hidden": 2048,
-        "rank": 8,
-        "slices": 1,
-        "seqs": 64,
-        "source": "test_punica_ops: hidden 2048, rank 8",
-    },
+    *_BOTH_SHAPES,
 )
 
 VLLM_LORA_EXPAND = Spec(
