@@ -77,12 +77,15 @@ SHAPE_SCHEMA: dict[str, Any] = {
     "ci_hi": pl.Float64,
     "p": pl.Float64,
     "sets": pl.Int64,
+    "block_size": pl.Int64,  # harness >= 6: samples per block (stats.block_interval); else null
     "samples_before": pl.List(pl.Float64),
     "samples_after": pl.List(pl.Float64),
     "error": pl.String,
 }
 
 SCOPES = ("graph", "host")
+#: A scope's recorded figures copied into the shapes table.
+TIMING_FIELDS = ("before_us", "after_us", "speedup", "ci_lo", "ci_hi", "p", "block_size")
 
 #: Statuses the equivalence rule decides (re-applied on ingestion to the recorded checks).
 JUDGED = frozenset({"executed", "not_equivalent", "reference_mismatch"})
@@ -126,9 +129,7 @@ def _scope_rows(batch: str, rid: str, shape: dict[str, Any]) -> list[dict[str, A
                 "scope": scope,
                 "sets": timing.get("sets"),
                 "error": t.get("error"),
-                **{
-                    k: t.get(k) for k in ("before_us", "after_us", "speedup", "ci_lo", "ci_hi", "p")
-                },
+                **{k: t.get(k) for k in TIMING_FIELDS},
                 "samples_before": t.get("samples_before"),
                 "samples_after": t.get("samples_after"),
             }
@@ -137,15 +138,14 @@ def _scope_rows(batch: str, rid: str, shape: dict[str, Any]) -> list[dict[str, A
 
 
 def _row_speedup(shapes: list[dict[str, Any]], scope: str, roles: tuple[str, ...]) -> tuple:
-    pairs = [
-        (s["timing"][scope]["samples_before"], s["timing"][scope]["samples_after"])
+    timings = [
+        s["timing"][scope]
         for s in shapes
         if s["role"] in roles and "speedup" in (s.get("timing") or {}).get(scope, {})
     ]
-    if not pairs:
+    if not timings:
         return None, None, None
-    lo, hi = stats.bootstrap_ci(pairs, seed=len(pairs))
-    return stats.geomean_ratio(pairs), lo, hi
+    return stats.scope_interval(timings, seed=len(timings))
 
 
 #: Why an out-of-memory error in a shared checking phase is not a verdict on the row.

@@ -63,16 +63,16 @@ def evaluate(job: dict[str, Any]) -> dict[str, Any]:
             if not check["equivalent"]:
                 return {**out, "status": "wrong_output"}
         if job.get("time", True) and device.type == "cuda":
-            pairs = []
+            timed = []
             for shape, entry in zip(shapes, out["shapes"], strict=True):
                 t = time_shape(spec, sides["before"], sides["after"], shape, device)["graph"]
                 entry["speedup"] = t.get("speedup")
                 if "samples_before" in t:
-                    pairs.append((t["samples_before"], t["samples_after"]))
-            if pairs:
-                lo, hi = stats.bootstrap_ci(pairs, seed=1)
+                    timed.append(t)
+            if timed:
+                speedup, lo, hi = stats.scope_interval(timed, seed=1)
                 out.update(
-                    speedup=stats.geomean_ratio(pairs),
+                    speedup=speedup,
                     ci_lo=lo,
                     ci_hi=hi,
                     significant=stats.significant(lo, hi),

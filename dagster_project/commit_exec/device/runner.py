@@ -59,7 +59,9 @@ from .loader import load_file, package_of
 
 #: Version of the harness (runner, loader, comparison, statistics). Bump it when a change
 #: could change a result; it is stored with every result.
-HARNESS_VERSION = "5"  # 5: sibling modules at each side's commit (loader, materialise);
+HARNESS_VERSION = "6"  # 6: timing in blocks (fresh inputs and captures per block), a t
+#   interval over blocks (``stats.block_interval``); 5: sibling modules at each side's
+#   commit (loader, materialise);
 #   4: type-level stubs, specs' not_runnable rows, Triton fallback of
 #   compiled-op quant launchers, KDA-gate tolerance of chunk_delta_h; 3: per-shape
 #   tolerance, capped warm-up shards
@@ -68,7 +70,9 @@ HARNESS_VERSION = "5"  # 5: sibling modules at each side's commit (loader, mater
 L2_MULTIPLE = 3
 MAX_SETS = 64
 MAX_ROTATION_BYTES = 6 * 2**30
-REPEATS = 21  # timed samples per side and scope (interleaved)
+#: Timed samples per side, scope and block (interleaved); ``stats.BLOCKS`` blocks per shape,
+#: so 24 samples per side and scope (harness <= 5 took 21 from a single capture).
+REPEATS = 4
 
 #: Share of the card the warm-up shards may hold together (the rest: CUDA context, cache).
 WARM_CARD_SHARE = 0.9
@@ -291,11 +295,14 @@ def _rotation(spec: Spec, shape: Shape, device: Any, seed: int) -> list[Inputs]:
     return [first] + [spec.make_inputs(shape, gen, device) for _ in range(n - 1)]
 
 
-def _graph_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> dict[str, Any]:
+def _graph_samples(
+    fa: Callable, fb: Callable, sets_a: list, sets_b: list, flip: bool = False
+) -> dict[str, Any]:
     import torch
 
-    graphs = []
-    for fn, sets in ((fa, sets_a), (fb, sets_b)):
+    graphs: list[Any] = [None, None]
+    sides = ((1, fb, sets_b), (0, fa, sets_a)) if flip else ((0, fa, sets_a), (1, fb, sets_b))
+    for index, fn, sets in sides:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -306,10 +313,10 @@ def _graph_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> di
         with torch.cuda.graph(g):
             for s in sets:
                 fn(s)
-        graphs.append(g)
+        graphs[index] = g
     samples: list[list[float]] = [[], []]
     for rep in range(REPEATS):
-        order = (0, 1) if rep % 2 == 0 else (1, 0)
+        order = (0, 1) if (rep % 2 == 0) != flip else (1, 0)
         for side in order:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
@@ -321,13 +328,15 @@ def _graph_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> di
     return {"before": samples[0], "after": samples[1]}
 
 
-def _host_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> dict[str, Any]:
+def _host_samples(
+    fa: Callable, fb: Callable, sets_a: list, sets_b: list, flip: bool = False
+) -> dict[str, Any]:
     import torch
 
     samples: list[list[float]] = [[], []]
     fns = ((fa, sets_a), (fb, sets_b))
     for rep in range(REPEATS):
-        order = (0, 1) if rep % 2 == 0 else (1, 0)
+        order = (0, 1) if (rep % 2 == 0) != flip else (1, 0)
         for side in order:
             fn, sets = fns[side]
             torch.cuda.synchronize()
@@ -340,35 +349,63 @@ def _host_samples(fa: Callable, fb: Callable, sets_a: list, sets_b: list) -> dic
 
 
 def _summary(samples: dict[str, list[float]], seed: int) -> dict[str, Any]:
+    """One scope of one shape: ``samples`` hold the blocks' samples in block order."""
     b, a = samples["before"], samples["after"]
-    lo, hi = stats.bootstrap_ci([(b, a)], seed=seed)
+    speedup, lo, hi = stats.block_interval([(b, a, REPEATS)], seed=seed)
     return {
         "before_us": statistics.median(b),
         "after_us": statistics.median(a),
-        "speedup": stats.ratio_of_medians(b, a),
+        "speedup": speedup,
         "ci_lo": lo,
         "ci_hi": hi,
         "p": stats.mann_whitney_p(b, a),
+        "block_size": REPEATS,
         "samples_before": [round(x, 4) for x in b],
         "samples_after": [round(x, 4) for x in a],
     }
 
 
-def time_shape(spec: Spec, fa: Callable, fb: Callable, shape: Shape, device: Any) -> dict:
-    """Both scopes for one shape; a scope that fails records its error instead."""
-    seed = random.randrange(2**31)
+def _time_block(
+    spec: Spec, fa: Callable, fb: Callable, shape: Shape, device: Any, seed: int, flip: bool
+) -> dict[str, Any]:
+    """One block: fresh input sets (new allocations), both sides run on every set, then each
+    scope's interleaved samples (graphs captured anew). A scope that fails records its error."""
     sets_a = _rotation(spec, shape, device, seed)
     sets_b = [_clone_mutated(spec, s) for s in sets_a]
-    for s in sets_a:  # compile + autotune before anything is timed
+    for s in sets_a:  # compile + autotune before anything is timed (cached after block 0)
         fa(s)
     for s in sets_b:
         fb(s)
     out: dict[str, Any] = {"sets": len(sets_a), "set_bytes": _bytes(sets_a[0])}
     for scope, fn in (("graph", _graph_samples), ("host", _host_samples)):
         try:
-            out[scope] = _summary(fn(fa, fb, sets_a, sets_b), seed)
+            out[scope] = fn(fa, fb, sets_a, sets_b, flip)
         except Exception as exc:  # noqa: BLE001 - e.g. a launcher that syncs cannot be captured
             out[scope] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return out
+
+
+def time_shape(spec: Spec, fa: Callable, fb: Callable, shape: Shape, device: Any) -> dict:
+    """Both scopes for one shape, in ``stats.BLOCKS`` blocks (harness 6): each block allocates
+    its own inputs and captures its own graphs, and which side goes first alternates, so the
+    interval covers what differs between captures and allocations (see ``stats``)."""
+    seed = random.randrange(2**31)
+    blocks = [
+        _time_block(spec, fa, fb, shape, device, seed + k, flip=k % 2 == 1)
+        for k in range(stats.BLOCKS)
+    ]
+    out: dict[str, Any] = {
+        "sets": blocks[0]["sets"],
+        "set_bytes": blocks[0]["set_bytes"],
+        "blocks": len(blocks),
+    }
+    for scope in ("graph", "host"):
+        errors = [b[scope]["error"] for b in blocks if "error" in b[scope]]
+        if errors:
+            out[scope] = {"error": errors[0]}
+            continue
+        pooled = {side: [x for b in blocks for x in b[scope][side]] for side in ("before", "after")}
+        out[scope] = _summary(pooled, seed)
     return out
 
 
@@ -406,6 +443,24 @@ def _shapes(spec: Spec, rng: random.Random) -> list[tuple[str, Shape]]:
     return shapes
 
 
+#: Shape roles the timing process times; ``COMMIT_EXEC_TIME_ROLES`` (comma-separated) narrows
+#: it, e.g. to ``control,control_aa`` for a session that re-measures the controls only (every
+#: shape is still checked).
+ROLES = ("named", "control", "random", "control_aa")
+
+
+def timed_roles(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The roles to time; an unknown name is an error, not a silently empty run."""
+    raw = env.get("COMMIT_EXEC_TIME_ROLES", "").strip()
+    if not raw:
+        return ROLES
+    wanted = tuple(r.strip() for r in raw.split(",") if r.strip())
+    unknown = sorted(set(wanted) - set(ROLES))
+    if unknown:
+        raise ValueError(f"COMMIT_EXEC_TIME_ROLES names unknown roles {unknown}; known: {ROLES}")
+    return wanted
+
+
 def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[str, Any]:
     """One row: load, check, time. Never raises: errors become the row's status."""
     result: dict[str, Any] = {k: row[k] for k in ("id", "repo", "sha", "path")}
@@ -427,6 +482,7 @@ def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[
         return {**result, "status": "load_error", "error": f"{type(exc).__name__}: {exc}"[:500]}
     sides = {s: _runner(spec, m, row["sha"]) for s, m in mods.items() if s != "before_copy"}
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    roles = timed_roles(os.environ)
     result["shapes"] = []
     try:
         for role, shape in _shapes(spec, rng):
@@ -435,10 +491,10 @@ def run_row(row: dict[str, Any], work: Path, device: Any, timing: bool) -> dict[
                 "shape": shape_label(shape),
                 **check_shape(spec, sides, shape, device),
             }
-            if timing:
+            if timing and role in roles:
                 entry["timing"] = time_shape(spec, sides["before"], sides["after"], shape, device)
             result["shapes"].append(entry)
-        if timing and spec.control is None:
+        if timing and spec.control is None and "control_aa" in roles:
             shape = spec.shapes[0]
             aa = time_shape(
                 spec, sides["before"], _runner(spec, mods["before_copy"], row["sha"]), shape, device
@@ -473,6 +529,7 @@ def rows_in_order(rows: list[dict[str, Any]], wanted: list[str] | None) -> list[
 def main(argv: list[str]) -> int:
     import torch
 
+    timed_roles(os.environ)  # a misspelt role fails here, before any row runs
     work, out = Path(argv[0]), Path(argv[1])
     # The ids, when given, also set the order: the timing process takes the rows a
     # session most needs first (never timed, then a few to re-measure), since its time

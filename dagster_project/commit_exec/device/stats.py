@@ -1,13 +1,31 @@
-"""Speedup statistics of interleaved A/B samples: ratio of medians, a bootstrap confidence
-interval and a Mann-Whitney U test. Pure Python + the standard library (no numpy needed),
-so CI can test it and the GPU machine can run it."""
+"""Speedup statistics of interleaved A/B samples: ratio of medians, confidence intervals and a
+Mann-Whitney U test. Pure Python + the standard library (no numpy needed), so CI can test it
+and the GPU machine can run it.
+
+Two interval designs, told apart by what the runner recorded:
+
+* harness <= 5 (``bootstrap_ci``): one capture per side, 21 interleaved samples, a 95%
+  bootstrap over the samples. It sees only sample-to-sample noise. Over the 65 graph-scope
+  A/A controls of s01-s05 (before timed against a second copy of itself) 7 excluded 1.0, one
+  by 4.4%: two captures of the same kernel differ by more than their samples vary, and the
+  same row's control fell on opposite sides of 1.0 in two sessions (5651f475: 1.005
+  [1.002, 1.007] in s01, 0.993 [0.992, 0.995] in s03).
+* harness >= 6 (``block_interval``): ``BLOCKS`` independent blocks per shape, each with
+  fresh input allocations and fresh graph captures, interleaved samples inside a block. The
+  point estimate is the mean over blocks of the log ratio of medians; the interval is a
+  Student-t interval at ``BLOCK_LEVEL`` over the blocks, so what differs between captures and
+  allocations is in the interval, not hidden in a floor. Its variance is the larger of the
+  between-block variance and the within-block (bootstrap) variance, so blocks that agree by
+  chance cannot make it narrower than the samples allow.
+"""
 
 from __future__ import annotations
 
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: Bootstrap resamples and the two-sided level of every interval.
 BOOTSTRAP = 2000
@@ -38,6 +56,97 @@ def bootstrap_ci(
     lo = stats[int((1 - LEVEL) / 2 * BOOTSTRAP)]
     hi = stats[min(BOOTSTRAP - 1, int((1 + LEVEL) / 2 * BOOTSTRAP))]
     return lo, hi
+
+
+#: Harness-6 design: blocks per shape, the interval's two-sided level, and Student-t
+#: quantiles at that level by degrees of freedom (standard table values; the block count
+#: is small and fixed, so a table is exact where a series approximation would not be).
+BLOCKS = 6
+BLOCK_LEVEL = 0.99
+T_QUANTILE_995 = {
+    1: 63.657,
+    2: 9.925,
+    3: 5.841,
+    4: 4.604,
+    5: 4.032,
+    6: 3.707,
+    7: 3.499,
+    8: 3.355,
+    9: 3.250,
+    10: 3.169,
+}
+#: Bootstrap resamples for a block's within-block variance.
+WITHIN_RESAMPLES = 200
+
+
+def split_blocks(samples: Sequence[float], block_size: int) -> list[list[float]]:
+    """The runner's pooled samples back into their blocks (it writes them block by block)."""
+    if block_size <= 0 or len(samples) % block_size:
+        raise ValueError(f"{len(samples)} samples do not split into blocks of {block_size}")
+    return [list(samples[i : i + block_size]) for i in range(0, len(samples), block_size)]
+
+
+def _within_variance(before: Sequence[float], after: Sequence[float], rng: random.Random) -> float:
+    """Bootstrap variance of one block's log ratio of medians."""
+    logs = []
+    for _ in range(WITHIN_RESAMPLES):
+        b = [before[rng.randrange(len(before))] for _ in before]
+        a = [after[rng.randrange(len(after))] for _ in after]
+        logs.append(math.log(ratio_of_medians(b, a)))
+    return statistics.pvariance(logs)
+
+
+def shape_blocks(
+    before: Sequence[float], after: Sequence[float], block_size: int, seed: int = 0
+) -> tuple[float, float, int]:
+    """(mean log ratio, variance of that mean, degrees of freedom) of one shape's blocks."""
+    bb, ab = split_blocks(before, block_size), split_blocks(after, block_size)
+    if len(bb) != len(ab) or len(bb) < 2:
+        raise ValueError(f"need >= 2 matched blocks, got {len(bb)} and {len(ab)}")
+    rng = random.Random(seed)
+    logs = [math.log(ratio_of_medians(b, a)) for b, a in zip(bb, ab, strict=True)]
+    between = statistics.variance(logs)
+    within = statistics.fmean(_within_variance(b, a, rng) for b, a in zip(bb, ab, strict=True))
+    return statistics.fmean(logs), max(between, within) / len(logs), len(logs) - 1
+
+
+def block_interval(
+    shapes: Sequence[tuple[Sequence[float], Sequence[float], int]], seed: int = 0
+) -> tuple[float, float, float]:
+    """(speedup, lo, hi) over one or more shapes' blocks: the geometric mean of the shapes'
+    block estimates and a t interval at ``BLOCK_LEVEL`` (shapes independent; the smallest
+    shape's degrees of freedom, which errs wide)."""
+    parts = [shape_blocks(b, a, size, seed + i) for i, (b, a, size) in enumerate(shapes)]
+    if not parts:
+        raise ValueError("no shapes")
+    k = len(parts)
+    mean = sum(m for m, _, _ in parts) / k
+    var = sum(v for _, v, _ in parts) / k**2
+    df = min(d for _, _, d in parts)
+    half = T_QUANTILE_995[min(df, max(T_QUANTILE_995))] * math.sqrt(var)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def scope_interval(
+    timings: Sequence[Mapping[str, Any]], seed: int = 0
+) -> tuple[float, float, float]:
+    """(speedup, lo, hi) over one scope's timings of one or more shapes, by the design that
+    recorded them: blocks (``block_size`` present, harness >= 6) or the single-capture
+    bootstrap (harness <= 5). One home for the choice: the runner's reward path and the
+    ingestion of shipped batches both call it. Mixed designs are refused."""
+    if not timings:
+        raise ValueError("no timings")
+    blocked = ["block_size" in t for t in timings]
+    if all(blocked):
+        return block_interval(
+            [(t["samples_before"], t["samples_after"], int(t["block_size"])) for t in timings],
+            seed=seed,
+        )
+    if any(blocked):
+        raise ValueError("timings mix the block design (harness >= 6) with the single capture")
+    pairs = [(t["samples_before"], t["samples_after"]) for t in timings]
+    lo, hi = bootstrap_ci(pairs, seed=seed)
+    return geomean_ratio(pairs), lo, hi
 
 
 def geomean_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> float:

@@ -231,3 +231,28 @@ def test_shipped_significance_follows_todays_floor(tmp_path: Path) -> None:
     assert got["graph_significant"].to_list() == [significant(1.03, 1.04), None]
     assert got["graph_significant"][0] is False
     assert got["host_significant"].to_list() == [True, None]
+
+
+def _blocked_timing(before: float, after: float, shifts: list[float]) -> dict:
+    """A harness-6 scope: 6 blocks of 4 samples, each block's level shifted."""
+    sb = [before * (1 + s) * (1 + 0.002 * i) for s in shifts for i in range(4)]
+    sa = [after * (1 - s) * (1 + 0.002 * i) for s in shifts for i in range(4)]
+    scope = {"speedup": before / after, "samples_before": sb, "samples_after": sa, "block_size": 4}
+    return {"sets": 8, "set_bytes": 1000, "blocks": 6, "graph": scope, "host": dict(scope)}
+
+
+def test_harness6_blocks_give_the_row_interval_and_ship_their_block_size(tmp_path: Path) -> None:
+    # Block levels 1 % apart: the row's interval comes from the blocks (wide enough to hold
+    # 1.0 for the A/A control), and the shapes table records the block size.
+    shifts = [0.01, -0.01, 0.005, -0.005, 0.0, 0.01]
+    shapes = [
+        {**_shape("named", 20.0, 10.0), "timing": _blocked_timing(20.0, 10.0, shifts)},
+        {**_shape("control_aa", 10.0, 10.0), "timing": _blocked_timing(10.0, 10.0, shifts)},
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text(_line("r6", "c" * 40, shapes) + "\n")
+    runs, table = ingest.frames("s06-h100", path.read_text().splitlines())
+    row = runs.row(0, named=True)
+    assert 1.9 < row["graph_speedup"] < 2.1 and row["graph_significant"]
+    assert row["control_graph_ci_lo"] <= 1.0 <= row["control_graph_ci_hi"]
+    assert set(table.drop_nulls("scope")["block_size"].to_list()) == {4}
