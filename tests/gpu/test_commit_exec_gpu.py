@@ -50,7 +50,18 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
     before = (WORK / row["before"]).read_text()
     after = (WORK / row["after"]).read_text()
     full = {**row, "before_code": before}
-    res = run_candidate(row, before, after)
+    seen: list = []
+
+    def recording(*args: object, **kwargs: object):  # the real sandbox; keeps its result
+        seen.append(run_candidate(*args, **kwargs))  # type: ignore[arg-type]
+        return seen[-1]
+
+    # The oracle edit goes through the reward's own path (patch applied, sandboxed run); its
+    # result is kept for the assertion instead of running the after_code a second time.
+    edit = oracle_edit(before, after, row["path"])
+    edit_reward = R.execution_reward(edit, full, runner=recording)
+    assert seen, f"the oracle edit of {row['id']} did not apply to before_code"
+    res = seen[0]
     oracle = R.reward_from(res)
     same = R.reward_from(run_candidate(row, before, before, random_shapes=1))
     broken_code = before + "\nraise RuntimeError('broken edit')\n"
@@ -58,7 +69,6 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
     malformed = R.execution_reward(
         "<<<<<<< SEARCH\nnot in the file\n=======\n>>>>>>> REPLACE", full
     )
-    edit_reward = R.execution_reward(oracle_edit(before, after, row["path"]), full)
     _record(
         {
             "id": row["id"],
