@@ -41,7 +41,7 @@ timeout "$LIMIT" python3 -m dagster_project.commit_exec.device.runner .commit_ex
 echo "runner exit $?"
 if [ "$REWARD" -gt 0 ]; then
   if python3 -c "import pytest" 2>/dev/null; then
-    OUT=$OUT timeout "$REWARD" python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_commit_exec_gpu.py 2>&1 | tail -15
+    OUT=$OUT timeout "$REWARD" python3 -m pytest -q -p no:cacheprovider tests/gpu/test_commit_exec_gpu.py 2>&1 | tail -15
   else
     echo "no pytest on this machine: reward check skipped"
   fi
