@@ -8,7 +8,13 @@ carried): each distinct rendered source at its session's shape and dtype, keyed 
 round-robin over ops (a cut-off run keeps the most ops); tier 2 the other distinct ok
 kernels, round-robin over sessions. Sessions whose tensors plus their own allocations do
 not fit the card (``sim.memory``) are left out: their steps are runtime errors, not
-questions.
+questions. That is ``--order tier``; the default ``--order coverage`` (issue 36, 36o) asks
+first where an answer teaches the code model most: one kernel of every (op, impl, rung) no
+timed answer covers yet, then the one missing kernel of sessions whose baseline or best
+alone lacks an answer (each one more tier session), then the other sessions' baseline and
+best, then a second kernel of each new rung, then the tier order's other steps.
+``prepare`` prints the plan's coverage at a few cut-offs beside the tier order's, since a
+device call is cut off by its budget.
 
 ``run`` (device: stdlib, torch, triton, numpy; the references of
 ``benchmarks/device/sim_verify_rungs.py`` and ``benchmarks/device/gpu_calibrate.py``):
@@ -78,6 +84,10 @@ def _session_questions(sess: dict[str, Any]) -> tuple[list[Any], list[Any]]:
     return t1, t2
 
 
+#: One session's (tier-1, tier-2) questions.
+Session = tuple[list[Any], list[Any]]
+
+
 def _risky(q: dict[str, Any]) -> bool:
     """A step in a parameter region the issue names as untested by its rung's evidence:
     a 2-CTA cluster, or split-K with a tile taller than the problem."""
@@ -138,28 +148,171 @@ def _order(
     return order[:limit]
 
 
-def _answered(gpu: str) -> frozenset[str]:
-    """Keys with a final shipped answer measured on ``gpu``'s card: a failure, or ok and
-    timed (an ok answer left untimed by a timing-harness failure is asked again)."""
+def _answer_rows(gpu: str) -> list[dict[str, str]]:
+    """The shipped answers measured on ``gpu``'s card (none when no file exists)."""
     from dagster_project.sim.oracle import answers_path
 
     path = answers_path(gpu)
     if not path.exists():
-        return frozenset()
+        return []
     with path.open(newline="") as fh:
-        return frozenset(r["key"] for r in csv.DictReader(fh) if r["status"] != "ok" or r["ms"])
+        return list(csv.DictReader(fh))
 
 
-def prepare(out: Path, gpu: str, limit: int) -> None:
+def _answered(gpu: str) -> frozenset[str]:
+    """Keys with a final shipped answer measured on ``gpu``'s card: a failure, or ok and
+    timed (an ok answer left untimed by a timing-harness failure is asked again)."""
+    return frozenset(r["key"] for r in _answer_rows(gpu) if r["status"] != "ok" or r["ms"])
+
+
+Rung = tuple[str, str, str]
+
+
+def _rung(q: dict[str, Any]) -> Rung:
+    """(op, impl, rung tag) of a question: what the code model's offsets are kept by."""
+    return (q["op"], q["impl"], q["variant"])
+
+
+def _timed(gpu: str) -> tuple[frozenset[str], frozenset[Rung]]:
+    """(keys, rungs) of the ok, timed answers on ``gpu``'s card: the kernels the code model
+    is fitted on, and the (op, impl, rung) they give a measured neighbour."""
+    rows = [r for r in _answer_rows(gpu) if r["status"] == "ok" and r["ms"]]
+    return frozenset(r["key"] for r in rows), frozenset(_rung(r) for r in rows)
+
+
+#: Kernels per uncovered (op, impl, rung): the first gives the rung an offset at all and
+#: comes first; the second checks it, after every session's baseline and best.
+NEW_RUNG_KERNELS = 2
+
+
+def _new_rungs(sessions: list[Session], covered: frozenset[Rung]) -> list[list[Any]]:
+    """Per rung no timed answer covers, its first ``NEW_RUNG_KERNELS`` distinct kernels
+    (rungs round-robin over ops in first-seen order; within a rung a session's baseline or
+    best first, then risky-region steps, then the rest)."""
+    by_rung: dict[Rung, list[Any]] = {}
+    for rank in range(3):
+        for t1, t2 in sessions:
+            pick = t1 if rank == 0 else [q for q in t2 if _risky(q) == (rank == 1)]
+            for q in pick:
+                got = by_rung.setdefault(_rung(q), [])
+                if _rung(q) not in covered and q["key"] not in {g["key"] for g in got}:
+                    got.append(q)
+    by_op: dict[str, list[Rung]] = {}
+    for r, qs in by_rung.items():
+        if qs:
+            by_op.setdefault(r[0], []).append(r)
+    depth = max(map(len, by_op.values()), default=0)
+    rungs = [rs[i] for i in range(depth) for rs in by_op.values() if i < len(rs)]
+    return [by_rung[r][:NEW_RUNG_KERNELS] for r in rungs]
+
+
+def _one_short(
+    sessions: list[Session], planned: set[str], timed: frozenset[str], done: frozenset[str]
+) -> list[Any]:
+    """Per session whose baseline or best alone has neither a timed answer nor a place in
+    the plan (the other one has either, and neither failed), that kernel: one answer more
+    puts the session in the measured tier."""
+    out = []
+    for t1, _t2 in sessions:
+        if any(q["key"] in done and q["key"] not in timed for q in t1):
+            continue  # a failed baseline or best never enters the tier
+        missing = [q for q in t1 if q["key"] not in timed and q["key"] not in planned]
+        if len(missing) == 1:
+            planned.add(missing[0]["key"])
+            out.append(missing[0])
+    return out
+
+
+def _coverage_order(
+    sessions: list[Session],
+    limit: int,
+    done: frozenset[str] = frozenset(),
+    timed: frozenset[str] = frozenset(),
+    covered: frozenset[Rung] = frozenset(),
+) -> list[Any]:
+    """Coverage first: a kernel of every (op, impl, rung) with no timed answer
+    (``covered``: the rungs that have one), then the sessions one answer short of the tier
+    (``timed``: keys answered ok with a time), then the other sessions' baseline and best,
+    then a second kernel of each new rung, then ``_order``'s risky-region and other steps.
+    Questions in ``done`` are left out, as in ``_order``."""
+    todo = [
+        ([q for q in t1 if q["key"] not in done], [q for q in t2 if q["key"] not in done])
+        for t1, t2 in sessions
+    ]
+    rungs = _new_rungs(todo, covered)
+    order = [qs[0] for qs in rungs]
+    planned = {q["key"] for q in order}
+    order += _one_short(sessions, planned, timed, done)
+    order += [q for t1, _ in todo for q in t1 if q["key"] not in planned]
+    planned |= {q["key"] for q in order}
+    for qs in rungs:
+        order += [q for q in qs[1:] if q["key"] not in planned]
+        planned |= {q["key"] for q in qs}
+    order += [q for q in _order(todo, limit + len(planned)) if q["key"] not in planned]
+    return order[:limit]
+
+
+#: Plan lengths the coverage summary is printed at (a device call stops at its budget:
+#: about 0.8 s of oracle time per kernel).
+CUTOFFS = (100, 200, 300)
+
+
+def _coverage(
+    plan: list[Any], sessions: list[Session], timed: frozenset[str], covered: frozenset[Rung]
+) -> dict[int, tuple[int, int, int]]:
+    """Per cut-off n (and the whole plan): (rungs newly covered, sessions newly with both
+    baseline and best answered, ops newly covered) if the first n questions all come back
+    ok and timed."""
+    out = {}
+    tier0 = sum(all(q["key"] in timed for q in t1) for t1, _ in sessions)
+    ops0 = {r[0] for r in covered}
+    for n in (*[c for c in CUTOFFS if c < len(plan)], len(plan)):
+        keys = timed | {q["key"] for q in plan[:n]}
+        rungs = covered | {_rung(q) for q in plan[:n]}
+        tier = sum(all(q["key"] in keys for q in t1) for t1, _ in sessions)
+        out[n] = (len(rungs - covered), tier - tier0, len({r[0] for r in rungs} - ops0))
+    return out
+
+
+def _print_coverage(
+    gpu: str, sessions: list[Session], plans: dict[str, list[Any]], limit: int
+) -> None:
+    timed, covered = _timed(gpu)
+    every = {_rung(q) for t1, t2 in sessions for q in (*t1, *t2)}
+    tier = sum(all(q["key"] in timed for q in t1) for t1, _ in sessions)
+    print(
+        f"coverage now: {len(every & covered)} of {len(every)} (op, impl, rung) of these "
+        f"sessions' kernels have a timed answer; {tier} sessions have baseline and best timed"
+    )
+    for name, plan in plans.items():
+        cells = [
+            f"first {n}: +{r} rungs, +{o} ops, +{t} tier sessions"
+            for n, (r, t, o) in _coverage(plan, sessions, timed, covered).items()
+        ]
+        print(f"  {name:8s} order: " + "; ".join(cells))
+
+
+def _plans(gpu: str, sessions: list[Session], limit: int) -> dict[str, list[Any]]:
+    """The question order of each ``--order`` over the same sessions and answers."""
+    done = _answered(gpu)
+    timed, covered = _timed(gpu)
+    return {
+        "coverage": _coverage_order(sessions, limit, done, timed, covered),
+        "tier": _order(sessions, limit, done),
+    }
+
+
+def prepare(out: Path, gpu: str, limit: int, order: str = "coverage") -> None:
     sys.path.insert(0, str(ROOT))
     if out.exists():
         shutil.rmtree(out)
     (out / "src").mkdir(parents=True)
     sessions, n_ops, skipped = _sessions(gpu)
-    done = _answered(gpu)
+    plans = _plans(gpu, sessions, limit)
+    _print_coverage(gpu, sessions, plans, limit)
     cases: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    for q in _order(sessions, limit, done):
+    for q in plans[order]:
         use = [q["session_id"], q["step"], q["role"]]
         code = q.pop("code")
         if q["key"] in seen:
@@ -174,7 +327,8 @@ def prepare(out: Path, gpu: str, limit: int) -> None:
     n1 = sum(1 for c in cases if c["role"] != "step")
     print(
         f"{len(sessions)} sessions over {n_ops} ops ({skipped} left out: over memory or "
-        f"no best); {len(cases)} questions ({n1} baseline/best), {size / 2**20:.1f} MiB"
+        f"no best); {len(cases)} questions ({n1} baseline/best) in {order} order, "
+        f"{size / 2**20:.1f} MiB"
     )
 
 
@@ -764,6 +918,12 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=SRC_DIR)
     p.add_argument("--gpu", default="h100")
     p.add_argument("--limit", type=int, default=900)
+    p.add_argument(
+        "--order",
+        choices=("coverage", "tier"),
+        default="coverage",
+        help="coverage: unmeasured rungs first (36o); tier: the order before it",
+    )
     r = sub.add_parser("run")
     r.add_argument("--out", default=os.environ.get("OUT", "oracle_out"))
     r.add_argument("--src", default=str(SRC_DIR))
@@ -782,7 +942,7 @@ def main() -> None:
     c.add_argument("--gpu", default="h100")
     a = ap.parse_args()
     if a.cmd == "prepare":
-        prepare(a.out, a.gpu, a.limit)
+        prepare(a.out, a.gpu, a.limit, a.order)
     elif a.cmd == "run":
         run(a)
     elif a.cmd == "worker":
