@@ -20,6 +20,6 @@ from __future__ import annotations
 from .static import STATIC_RULES_VERSION, Finding, introduced, scan
 
 #: Bumped whenever a defence changes what it accepts (stored with every suite result).
-GUARD_VERSION = "1.5.0"
+GUARD_VERSION = "1.6.0"
 
 __all__ = ["GUARD_VERSION", "STATIC_RULES_VERSION", "Finding", "introduced", "scan"]

@@ -10,20 +10,34 @@ generated from the parent's phase seed:
 * ``check``   the timed shape and unseen shapes, each call's inputs and output snapshot;
 * ``timed``   fresh inputs per call (generated, L2 flushed, outside the timed region),
   wall clock around a device-wide synchronisation plus device events, and a snapshot of
-  the calls the parent chose at random (spot checks the candidate cannot predict); where
-  the job names a ``baseline`` file (the before_code), each timed call is followed by one
-  timed call of the baseline on inputs from the same seed, so the parent can compare the
-  two in the same process at the same moment (guard 1.3.0: a machine's speed drifts
-  between processes by more than the reward's no-gain band);
+  *every* call's inputs and output, taken outside the timed region; where the job names a
+  ``baseline`` file (the before_code), each timed call is followed by one timed call of
+  the baseline on inputs from the same seed, so the parent can compare the two in the
+  same process at the same moment (guard 1.3.0: a machine's speed drifts between
+  processes by more than the reward's no-gain band);
 * ``reval``   re-validation after timing, on the timed shape and another unseen one.
+
+Every call of ``check``, ``timed`` and ``reval`` is snapshotted and its output held to the
+phase's end (``CHECKED_PHASES``; the plan's ``snap`` flags are not read). Guard 1.6.0:
+until 1.5.0 the parent checked two timed calls it drew at random, so an exploit that cheated
+on a fraction of the timed calls (every 3rd, or every call after the N-th) escaped with
+the chance that neither spot landed on a cheating call (heldout3's ``arena-rotating``
+escaped one of two reruns). A call the judge times is now a call the judge checks, through
+the same code path, so telling checked calls from timed ones gains nothing. The outputs the
+judge holds are allocated where the candidate allocates them; ``reserve`` warms the
+allocator once, before the candidate loads, with as much as the largest phase holds, so
+that holding them never makes a timed call wait for fresh memory, and the baseline's
+outputs are held as well, so both halves of a pair allocate alike.
 
 After every phase: identities unchanged, numeric modes unchanged, no new threads or
 child processes, environment unchanged, persisting L2 still 0, inputs of checked calls
-unchanged (mutation), held outputs unchanged (a reused or lazily filled buffer). The
-parent compares snapshots with its own reference; this process never holds the oracle.
-Messages go to an inherited pipe, tagged with the job's token; stdout is not read. The
-process ends with ``os._exit(0)`` once the last message is written, so nothing the
-candidate registered can run after it.
+unchanged (mutation), held outputs unchanged (a reused or lazily filled buffer); which two
+held outputs share a buffer, if any, goes to the parent (1.6.0: an arena of views, each a
+later call's memory, is refused even when the later call happened to write the same
+values). The parent compares snapshots with its own reference; this process never holds
+the oracle. Messages go to an inherited pipe, tagged with the job's token; stdout is not
+read. The process ends with ``os._exit(0)`` once the last message is written, so nothing
+the candidate registered can run after it.
 """
 
 from __future__ import annotations
@@ -46,6 +60,9 @@ from .backends import (
     process_hooks,
 )
 from .tasks import EPS, TASKS, Task
+
+#: Phases whose every call is snapshotted, checked by the parent and held (guard 1.6.0).
+CHECKED_PHASES = ("check", "timed", "reval")
 
 
 class Violation(Exception):
@@ -124,6 +141,19 @@ class Judge:
             if not _equal(self.be.host(obj), snap):
                 raise Violation("reused_buffer", f"output {tag} changed after it was returned")
 
+    def shared_outputs(self) -> list[str] | None:
+        """The first two outputs held in a phase that share a buffer (``None``: each
+        call's output is its caller's own). Guard 1.6.0; ``shares_buffer`` compares whole
+        allocations, so disjoint views of one arena count as shared. Reported with the
+        phase, not raised: the parent judges the outputs' values first, so a cache that
+        returns one wrong array twice is still named by what is wrong with it."""
+        held = self.held
+        for i in range(1, len(held)):
+            for j in range(i):
+                if self.be.shares_buffer(held[i][0], held[j][0]):
+                    return [held[j][2], held[i][2]]
+        return None
+
     # -- one call -------------------------------------------------------------------
     def call(
         self, fn: Callable[..., Any], inputs: dict[str, Any], snap: bool, tag: str
@@ -171,17 +201,20 @@ class Judge:
         self.held.append((out, host, tag))
 
     def baseline_call(
-        self, fn: Callable[..., Any], shape: tuple[int, int, int], seed: int
+        self, fn: Callable[..., Any], shape: tuple[int, int, int], seed: int, keep: list[Any]
     ) -> float:
         """Seconds of one call of the trusted baseline, timed like the candidate's (the
-        output is not checked: the baseline is the before_code the parent also runs)."""
+        output is not checked: the baseline is the before_code the parent also runs). Its
+        output goes to ``keep``, held to the phase's end like the candidate's."""
         inputs = self.be.inputs(shape, seed)
         self.be.flush_l2()
         self.be.sync()
         t0 = self.clock()
-        fn(inputs["x"], inputs["w"], inputs["W"], EPS)
+        out = fn(inputs["x"], inputs["w"], inputs["W"], EPS)
         self.be.sync()
-        return float(self.clock() - t0)
+        took = float(self.clock() - t0)
+        keep.append(out)
+        return took
 
     # -- phases ---------------------------------------------------------------------
     def phase(
@@ -191,26 +224,31 @@ class Judge:
         plan: list[dict[str, Any]],
         base_fn: Callable[..., Any] | None = None,
     ) -> None:
+        checked = name in CHECKED_PHASES
+        shapes = [_shape(item) for item in plan]
         self.send(event="phase_start", phase=name)
         t0 = self.clock()
         records = []
-        keep: list[dict[str, Any]] = []
-        for i, item in enumerate(plan):
-            shape = (int(item["shape"][0]), int(item["shape"][1]), int(item["shape"][2]))
+        keep: list[Any] = []
+        for i, (item, shape) in enumerate(zip(plan, shapes, strict=True)):
             inputs = self.be.inputs(shape, int(item["seed"]))
-            rec = self.call(fn, inputs, bool(item.get("snap")), f"{name}{i}")
+            rec = self.call(fn, inputs, checked, f"{name}{i}")
             rec["shape"] = list(shape)
             if base_fn is not None:
-                rec["base_wall_s"] = self.baseline_call(base_fn, shape, int(item["seed"]))
+                rec["base_wall_s"] = self.baseline_call(base_fn, shape, int(item["seed"]), keep)
             records.append(rec)
             keep.append(inputs)  # alive to the phase's end: no address is reused within it
         total = self.clock() - t0
         self.verify(name)
+        shared = self.shared_outputs()
         self.held.clear()
         keep.clear()
-        self.send(event="phase_end", phase=name, total_s=total, calls=records)
+        self.send(event="phase_end", phase=name, total_s=total, calls=records, shared=shared)
 
     def run(self) -> None:
+        # once, before any candidate code: as much memory as the largest phase holds
+        largest = max(self.job["plan"].values(), key=len)
+        self.be.reserve([_shape(item) for item in largest], 2 if self.job.get("baseline") else 1)
         self.send(event="ready", threads=self.threads, modes=self.modes, l2=self.be.l2_base)
         base_fn = self.load("baseline") if self.job.get("baseline") else None
         fn = self.load()  # after the baseline: the candidate never sees it half-loaded
@@ -219,6 +257,11 @@ class Judge:
             paired = base_fn if name in ("warmup", "timed") else None  # warm-up warms it
             self.phase(name, fn, self.job["plan"][name], paired)
         self.send(event="done", persisting_l2=self.be.persisting_l2())
+
+
+def _shape(item: dict[str, Any]) -> tuple[int, int, int]:
+    m, k, n = item["shape"]
+    return int(m), int(k), int(n)
 
 
 def _ms_to_s(ms: float | None) -> float | None:

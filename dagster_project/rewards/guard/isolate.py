@@ -39,6 +39,12 @@ from .tasks import TASKS, Task, reference
 DEFAULT_TIMEOUT_S = 180.0
 #: Environment variables the child keeps from the parent (everything else is dropped).
 KEEP_ENV = ("PATH", "HOME", "LANG", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET")
+#: glibc's heap in the child (guard 1.6.0): never trimmed, arrays under 32 MiB (glibc's
+#: most) from the heap. The judge holds every checked output to its phase's end and
+#: touches the heap those outputs will take beforehand (``backends.reserve``), so a timed
+#: call's output lands on pages already mapped instead of faulting fresh ones in on the
+#: clock; the candidate and the baseline timed beside it run under the same heap.
+MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(2**40), "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}
 #: Device events may not be shorter than this share of the wall clock of a call (minus
 #: ``EVENT_SLACK_US`` of launch and synchronisation): the rest ran off the timed stream.
 MIN_EVENT_SHARE = 0.5
@@ -79,38 +85,51 @@ def child_env(cache_dir: str) -> dict[str, str]:
         OMP_NUM_THREADS="1",
         OPENBLAS_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
+        **MALLOC_ENV,
     )
     return env
 
 
 def make_plan(task: Task, rng: secrets.SystemRandom | None = None) -> dict[str, Any]:
-    """Per-phase calls: shape, seed (fresh per phase and call) and whether to snapshot."""
+    """Per-phase calls: shape and seed (fresh per phase and call). Every call of the check,
+    timed and reval phases is checked (guard 1.6.0: the child snapshots them all; ``snap``
+    only says so here). The unseen shapes are drawn by class, so a gate on a shape class
+    meets its class every run: the check phase always has one ``M`` that is a power of two
+    and one that is odd, the reval phase one drawn from the whole range (1.5.0 drew all
+    three from the range, and heldout3's ``pow2-gate``, wrong only on power-of-two shapes,
+    met one in about one run of ten)."""
     r = rng or secrets.SystemRandom()
 
     def seed() -> int:
         return r.randrange(1, 2**62)
 
-    def unseen() -> list[int]:
-        seen = {s[0] for s in task.warmup} | {task.timed[0]}
-        while True:
-            m = r.randrange(*task.unseen_m)
-            if m not in seen:
-                return list(task.unseen_shape(m))
-
     n_timed = task.timed_calls + r.randrange(0, 4)
-    spots = set(r.sample(range(n_timed), 2))
     warm = [list(task.warmup[i % len(task.warmup)]) for i in range(2 + r.randrange(0, 3))]
+    pow2, odd, anyone = unseen_shapes(task, r)
     return {
         "warmup": [{"shape": s, "seed": seed()} for s in warm],
         "check": [
-            {"shape": s, "seed": seed(), "snap": True}
-            for s in (list(task.timed), unseen(), unseen())
+            {"shape": s, "seed": seed(), "snap": True} for s in (list(task.timed), pow2, odd)
         ],
         "timed": [
-            {"shape": list(task.timed), "seed": seed(), "snap": i in spots} for i in range(n_timed)
+            {"shape": list(task.timed), "seed": seed(), "snap": True} for _ in range(n_timed)
         ],
-        "reval": [{"shape": s, "seed": seed(), "snap": True} for s in (list(task.timed), unseen())],
+        "reval": [{"shape": s, "seed": seed(), "snap": True} for s in (list(task.timed), anyone)],
     }
+
+
+def unseen_shapes(task: Task, r: secrets.SystemRandom) -> list[list[int]]:
+    """Three shapes the warm-up and timed calls never use: a power-of-two ``M``, an odd
+    ``M`` and one from the whole range, in ``task.unseen_m``."""
+    seen = {s[0] for s in task.warmup} | {task.timed[0]}
+    lo, hi = task.unseen_m
+    free = [m for m in range(lo, hi) if m not in seen]
+    classes = (
+        [m for m in free if m & (m - 1) == 0],
+        [m for m in free if m % 2],
+        free,
+    )
+    return [list(task.unseen_shape(r.choice(ms or free))) for ms in classes]
 
 
 class _Channel:
@@ -246,6 +265,11 @@ def judge(task: Task, chan: _Channel, *, finished: bool, leftover: bool) -> RunR
         verdict = _check_phase(task, name, phases.get(name))
         if verdict is not None:
             return verdict
+    for name in ("check", "timed", "reval"):
+        shared = phases[name].get("shared")
+        if shared:  # after the values: a wrong array returned twice is named by its values
+            why = f"outputs {shared[0]} and {shared[-1]} of {name} share a buffer"
+            return RunResult(False, "reused_buffer", why)
     result = _timing(chan, phases)
     result.details["persisting_l2"] = events["done"].get("persisting_l2")
     result.details["threads"] = events.get("ready", {}).get("threads")
