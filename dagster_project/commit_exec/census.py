@@ -20,7 +20,9 @@ Statuses, in the order they are decided:
   spec written);
 * a row its spec covers but marks ``not_runnable`` gets the spec's status and reason
   instead (``needs_cuda_extension_build`` where the commit's change is a CUDA kernel of the
-  package's extension): the reason a device run would record, known without one.
+  package's extension; ``broken_at_sha`` where a side cannot run as committed, e.g. a call
+  whose callee's signature the same commit changed, fixed upstream later): the reason a
+  device run would record, known without one.
 
 A run later turns ``harness_ready`` into ``executed`` / ``not_equivalent`` / ``run_error``
 / ``load_error`` (``commit_exec.ingest``). ``CENSUS_VERSION`` is stored with the census.
@@ -39,7 +41,10 @@ from .specs import spec_for
 #: and arguments) or only host-side changes (the spec calls the changed host code's launcher).
 #: 3: a row its spec marks ``not_runnable`` (the commit's change is a compiled CUDA op the
 #: harness cannot build) gets the spec's status and reason, not ``harness_ready``.
-CENSUS_VERSION = "3"
+#: 4: ``broken_at_sha`` joins the spec-given statuses, and the specs of 35f cover rows whose
+#: change reaches the kernels through sibling modules (SGLang's KDA chunked prefill, vLLM's KDA
+#: decode) or a ``torch.compile`` region (SGLang's mrope): census answers change for them.
+CENSUS_VERSION = "4"
 #: The name ``mining/versions.py`` reads: the census is part of kernel_commits' rules, so a
 #: new census version makes the dataset stale.
 RULES_VERSION = CENSUS_VERSION

@@ -8,6 +8,7 @@ from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
 from .fla_chunk import SPECS as _FLA_CHUNK
 from .kda import SPECS as _KDA
+from .kda_chunk import SPECS as _KDA_CHUNK
 from .lora import SPECS as _LORA
 from .lora_sglang import SPECS as _LORA_SGLANG
 from .lora_vllm_ops import SPECS as _LORA_VLLM_OPS
@@ -37,6 +38,7 @@ SPECS: tuple[Spec, ...] = (
     + _FLA
     + _FLA_CHUNK
     + _KDA
+    + _KDA_CHUNK
     + _MAMBA_SSD
     + _MISC_VLLM
     + _MISC_SGLANG

@@ -1164,7 +1164,12 @@ _QWEN3_VL = "Qwen3-VL-30B-A3B (32 q / 4 kv heads of 128, interleaved [24, 20, 20
 MROPE_FUSED = Spec(
     name="sglang_mrope_forward_triton",
     launcher="MRotaryEmbedding._forward_triton",
-    rows=(("sglang", "f03bfa4c", "python/sglang/srt/layers/rotary_embedding.py"),),
+    rows=(
+        ("sglang", "f03bfa4c", "python/sglang/srt/layers/rotary_embedding.py"),
+        # the same method under torch.compile (``get_compiler_backend`` shim: inductor)
+        ("sglang", "f389f017", "python/sglang/srt/layers/rotary_embedding.py"),
+        ("sglang", "f9696641", "python/sglang/srt/layers/rotary_embedding.py"),
+    ),
     shapes=(
         {
             "name": "qwen25-vl-7b-prefill-4k",

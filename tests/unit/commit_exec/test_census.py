@@ -161,4 +161,4 @@ def test_spec_marked_not_runnable_row_gets_the_specs_reason() -> None:
     # the same file at a sha the spec does not mark stays as before
     other = census_row("vllm", "1" * 40, path, "Triton", "[Perf] x", _code(), _code(factor="3.0"))
     assert other.status != "needs_cuda_extension_build"
-    assert CENSUS_VERSION == "3"
+    assert CENSUS_VERSION == "4"

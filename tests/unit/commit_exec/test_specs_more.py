@@ -127,4 +127,4 @@ def test_census_makes_a_spec_launched_method_row_harness_ready() -> None:
     assert "call site" in covered.reason
     uncovered = census_row("sglang", "0" * 40, path, "Triton", "perf", before, after)
     assert uncovered.status == "no_launcher_found"
-    assert CENSUS_VERSION == "3"
+    assert CENSUS_VERSION == "4"

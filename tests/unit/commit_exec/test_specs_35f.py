@@ -1,0 +1,101 @@
+"""The specs of task 35f (``specs/kda_chunk.py``, the mrope rows under ``torch.compile``):
+each covers exactly its rows, names >= 4 sourced shapes plus a held-out random one and
+justifies its tolerance; the census turns their host-side-only rows into ``harness_ready``
+and gives a row whose after side cannot run at its sha ``broken_at_sha``; the KDA decode
+reference is the recurrence (one step checked by hand)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from dagster_project.commit_exec.census import CENSUS_VERSION, census_row
+from dagster_project.commit_exec.specs import SPECS, Spec, kda_chunk, shape_label, spec_for
+
+NEW: tuple[Spec, ...] = kda_chunk.SPECS
+_SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
+_SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
+
+# A Triton file whose commit changes only host code (no @triton function, no launch site).
+_BEFORE = "import triton\n\n@triton.jit\ndef k(x):\n    pass\n\ndef helper(a):\n    return a\n"
+_AFTER = "import triton\n\n@triton.jit\ndef k(x):\n    pass\n\ndef helper(a):\n    return a + 1\n"
+
+
+def _full(sha: str) -> str:
+    return sha + "f" * (40 - len(sha))
+
+
+@pytest.mark.parametrize("spec", NEW, ids=lambda s: s.name)
+def test_spec_is_registered_and_covers_its_rows(spec: Spec) -> None:
+    assert spec in SPECS
+    for repo, sha, path in spec.rows:
+        assert spec_for(repo, _full(sha), path) is spec
+        assert spec_for(repo, _full(sha), path + ".other") is None
+
+
+@pytest.mark.parametrize("spec", NEW, ids=lambda s: s.name)
+def test_spec_has_sourced_shapes_and_a_held_out_shape(spec: Spec) -> None:
+    assert len(spec.shapes) >= 4
+    assert all(s.get("name") and s.get("source") for s in spec.shapes)
+    drawn = {shape_label(spec.random_shape(random.Random(seed))) for seed in range(8)}
+    assert len(drawn) > 1, "the held-out shape must be drawn, not fixed"
+    assert not drawn & {shape_label(s) for s in spec.shapes}
+    assert len(spec.tolerance_why) > 20 and "ulp" in spec.tolerance_why
+    for atol, rtol in spec.tolerance.values():
+        assert 0 <= atol < 0.1 and 0 <= rtol <= 0.05
+
+
+def test_the_torch_compile_mrope_rows_join_the_mrope_spec() -> None:
+    for sha in ("f389f017", "f9696641"):
+        spec = spec_for("sglang", _full(sha), _SG_ROPE)
+        assert spec is not None and spec.name == "sglang_mrope_forward_triton"
+
+
+def test_census_covers_the_new_rows_and_names_a_broken_after_side() -> None:
+    assert CENSUS_VERSION == "4"
+    ready = census_row("sglang", _full("03a87068"), _SG_KDA, "Triton", "t", _BEFORE, _AFTER)
+    assert ready.status == "harness_ready"
+    broken = census_row("sglang", _full("eb3da9c1"), _SG_KDA, "Triton", "t", _BEFORE, _AFTER)
+    assert broken.status == "broken_at_sha" and "2f66b067" in broken.reason
+    # the same host-only change in a file no spec covers stays host_side_only
+    other = census_row("sglang", _full("03a87068"), _SG_KDA + "x", "Triton", "t", _BEFORE, _AFTER)
+    assert other.status == "host_side_only"
+
+
+def test_kda_siblings_are_written_for_both_sides() -> None:
+    spec = kda_chunk.KDA_CHUNK
+    paths = spec.siblings_for(_full("03a87068"))
+    assert any(p.endswith("/chunk_intra.py") for p in paths)  # the fused intra of 03a87068
+    assert any(p.endswith("/chunk_delta_h.py") for p in paths)
+    assert not any(p.endswith(("/op.py", "/utils.py")) for p in paths)  # the loader's shims
+    assert kda_chunk.KDA_DECODE_VLLM.siblings_for(_full("82405807")) == (
+        "vllm/model_executor/layers/fla/ops/fused_recurrent.py",
+    )
+
+
+def _torch() -> Any:
+    """torch where installed (the device venv, a dev machine); CI's venv has none."""
+    return pytest.importorskip("torch")
+
+
+def test_kda_decode_reference_is_one_recurrent_step() -> None:
+    """One token, one head, K = V = 128: the reference's state is exp(g) S + k beta (v -
+    k^T exp(g) S)^T with k l2-normalised, and its output that state read along q."""
+    torch = _torch()
+    spec = kda_chunk.KDA_DECODE_VLLM
+    x = spec.make_inputs({"name": "t", "seqs": 1, "h": 1}, torch.Generator().manual_seed(0), "cpu")
+    ref = spec.reference({k: (v.clone() if hasattr(v, "clone") else v) for k, v in x.items()})
+    slot = int(x["state_idx"][0])
+    s0 = x["state_kv"][slot, 0].double()
+    q, k = x["q"][0, 0, 0].double(), x["k"][0, 0, 0].double()
+    q, k = q / q.norm() * x["scale"], k / k.norm()
+    v, g = x["v"][0, 0, 0].double(), x["g"][0, 0, 0].double()
+    beta = x["beta"][0, 0, 0].double()
+    s = s0 * torch.exp(g)[:, None]
+    s = s + torch.outer(k, beta * (v - k @ s))
+    assert torch.allclose(ref["state"][slot, 0].double(), s, atol=1e-4, rtol=1e-4)
+    assert torch.allclose(ref["o"][0, 0, 0].double(), (q @ s).to(x["v"].dtype).double())
+    other = [i for i in range(x["state_kv"].shape[0]) if i != slot]
+    assert torch.equal(ref["state"][other], x["state_kv"][other])  # only the request's slot
