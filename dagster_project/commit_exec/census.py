@@ -43,7 +43,8 @@ from .specs import spec_for
 #: harness cannot build) gets the spec's status and reason, not ``harness_ready``.
 #: 4: ``broken_at_sha`` joins the spec-given statuses, and the specs of 35f cover rows whose
 #: change reaches the kernels through sibling modules (SGLang's KDA chunked prefill, vLLM's KDA
-#: decode) or a ``torch.compile`` region (SGLang's mrope): census answers change for them.
+#: decode), a launcher only added (vLLM's packed GDN decode, run against the path it replaces)
+#: or a ``torch.compile`` region (SGLang's mrope): census answers change for them.
 CENSUS_VERSION = "4"
 #: The name ``mining/versions.py`` reads: the census is part of kernel_commits' rules, so a
 #: new census version makes the dataset stale.

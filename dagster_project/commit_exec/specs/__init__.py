@@ -7,6 +7,7 @@ from .bound import SPECS as _BOUND
 from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
 from .fla_chunk import SPECS as _FLA_CHUNK
+from .gdn_packed import SPECS as _GDN_PACKED
 from .kda import SPECS as _KDA
 from .kda_chunk import SPECS as _KDA_CHUNK
 from .lora import SPECS as _LORA
@@ -37,6 +38,7 @@ SPECS: tuple[Spec, ...] = (
     + _LORA_VLLM_OPS
     + _FLA
     + _FLA_CHUNK
+    + _GDN_PACKED
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

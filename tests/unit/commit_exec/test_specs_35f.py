@@ -1,4 +1,5 @@
-"""The specs of task 35f (``specs/kda_chunk.py``, the mrope rows under ``torch.compile``):
+"""The specs of task 35f (``specs/kda_chunk.py``, ``specs/gdn_packed.py``, the mrope rows
+under ``torch.compile``):
 each covers exactly its rows, names >= 4 sourced shapes plus a held-out random one and
 justifies its tolerance; the census turns their host-side-only rows into ``harness_ready``
 and gives a row whose after side cannot run at its sha ``broken_at_sha``; the KDA decode
@@ -12,9 +13,16 @@ from typing import Any
 import pytest
 
 from dagster_project.commit_exec.census import CENSUS_VERSION, census_row
-from dagster_project.commit_exec.specs import SPECS, Spec, kda_chunk, shape_label, spec_for
+from dagster_project.commit_exec.specs import (
+    SPECS,
+    Spec,
+    gdn_packed,
+    kda_chunk,
+    shape_label,
+    spec_for,
+)
 
-NEW: tuple[Spec, ...] = kda_chunk.SPECS
+NEW: tuple[Spec, ...] = kda_chunk.SPECS + gdn_packed.SPECS
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
 
@@ -59,6 +67,17 @@ def test_census_covers_the_new_rows_and_names_a_broken_after_side() -> None:
     assert ready.status == "harness_ready"
     broken = census_row("sglang", _full("eb3da9c1"), _SG_KDA, "Triton", "t", _BEFORE, _AFTER)
     assert broken.status == "broken_at_sha" and "2f66b067" in broken.reason
+    # a commit that only adds its launcher: the spec runs the path it replaces (the sibling)
+    packed = census_row(
+        "vllm",
+        _full("9e19f833"),
+        "vllm/model_executor/layers/fla/ops/fused_recurrent.py",
+        "Triton",
+        "t",
+        _BEFORE,
+        _BEFORE + "\n@triton.jit\ndef k2(x):\n    pass\n\ndef launch(x):\n    k2[(1,)](x)\n",
+    )
+    assert packed.status == "harness_ready"
     # the same host-only change in a file no spec covers stays host_side_only
     other = census_row("sglang", _full("03a87068"), _SG_KDA + "x", "Triton", "t", _BEFORE, _AFTER)
     assert other.status == "host_side_only"
