@@ -8,6 +8,7 @@ from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
 from .fla_chunk import SPECS as _FLA_CHUNK
 from .gdn_packed import SPECS as _GDN_PACKED
+from .indexer_decode import SPECS as _INDEXER_DECODE
 from .kda import SPECS as _KDA
 from .kda_chunk import SPECS as _KDA_CHUNK
 from .lora import SPECS as _LORA
@@ -39,6 +40,7 @@ SPECS: tuple[Spec, ...] = (
     + _FLA
     + _FLA_CHUNK
     + _GDN_PACKED
+    + _INDEXER_DECODE
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

@@ -1,5 +1,5 @@
-"""The specs of task 35f (``specs/kda_chunk.py``, ``specs/gdn_packed.py``, the mrope rows
-under ``torch.compile``):
+"""The specs of task 35f (``specs/kda_chunk.py``, ``gdn_packed.py``, ``indexer_decode.py``,
+the mrope rows under ``torch.compile``):
 each covers exactly its rows, names >= 4 sourced shapes plus a held-out random one and
 justifies its tolerance; the census turns their host-side-only rows into ``harness_ready``
 and gives a row whose after side cannot run at its sha ``broken_at_sha``; the KDA decode
@@ -17,12 +17,13 @@ from dagster_project.commit_exec.specs import (
     SPECS,
     Spec,
     gdn_packed,
+    indexer_decode,
     kda_chunk,
     shape_label,
     spec_for,
 )
 
-NEW: tuple[Spec, ...] = kda_chunk.SPECS + gdn_packed.SPECS
+NEW: tuple[Spec, ...] = kda_chunk.SPECS + gdn_packed.SPECS + indexer_decode.SPECS
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
 
@@ -50,7 +51,9 @@ def test_spec_has_sourced_shapes_and_a_held_out_shape(spec: Spec) -> None:
     drawn = {shape_label(spec.random_shape(random.Random(seed))) for seed in range(8)}
     assert len(drawn) > 1, "the held-out shape must be drawn, not fixed"
     assert not drawn & {shape_label(s) for s in spec.shapes}
-    assert len(spec.tolerance_why) > 20 and "ulp" in spec.tolerance_why
+    assert len(spec.tolerance_why) > 20
+    assert any(w in spec.tolerance_why for w in ("ulp", "exact"))
+    assert spec.control is None or spec.control_reason
     for atol, rtol in spec.tolerance.values():
         assert 0 <= atol < 0.1 and 0 <= rtol <= 0.05
 
@@ -118,3 +121,35 @@ def test_kda_decode_reference_is_one_recurrent_step() -> None:
     assert torch.allclose(ref["o"][0, 0, 0].double(), (q @ s).to(x["v"].dtype).double())
     other = [i for i in range(x["state_kv"].shape[0]) if i != slot]
     assert torch.equal(ref["state"][other], x["state_kv"][other])  # only the request's slot
+
+
+def test_indexer_control_varies_the_decode_lengths_and_named_shapes_do_not() -> None:
+    """The control takes the path the commit leaves (unequal lengths); named shapes the
+    uniform MTP step the new kernel serves (min == max decode length)."""
+    spec = indexer_decode.INDEXER_DECODE
+    assert spec.control is not None
+    lens = indexer_decode._decode_lens(spec.control)
+    assert min(lens) < max(lens) == spec.control["next_n"]
+    for shape in spec.shapes:
+        assert set(indexer_decode._decode_lens(shape)) == {shape["next_n"]}
+        assert shape["next_n"] > 2  # MTP > 1: the flatten path, beyond native next_n
+
+
+def test_indexer_reference_expands_per_token() -> None:
+    torch = _torch()
+    spec = indexer_decode.INDEXER_DECODE
+    shape = {
+        "name": "t",
+        "reqs": 2,
+        "next_n": 3,
+        "max_ctx": 50,
+        "max_model_len": 256,
+        "max_batched": 16,
+    }
+    x = spec.make_inputs(shape, torch.Generator().manual_seed(0), "cpu")
+    ref = spec.reference(x)
+    s0, s1 = (int(v) for v in x["seq_lens"])
+    assert ref["seq_lens"].tolist() == [s0 - 2, s0 - 1, s0, s1 - 2, s1 - 1, s1]
+    assert torch.equal(ref["block_table"][4], x["block_table"][1])
+    assert ref["decode_seq_lens_buffer"][6:].eq(0).all()
+    assert ref["decode_lens_out"].eq(1).all()
