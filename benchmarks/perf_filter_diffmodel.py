@@ -235,11 +235,13 @@ def cost(per_repo: int) -> None:
         t0 = time.perf_counter()
         diffs = pdm.read_diffs(GitRepo(Path(source(repo))), [c["sha"] for c in cs])
         t1 = time.perf_counter()
-        kept = sum(pdm.is_perf(c["subject"], diffs[c["sha"]], model) for c in cs)
+        v9 = {c["sha"] for c in cs if pdm.is_perf(c["subject"], diffs[c["sha"]], model)}
         t2 = time.perf_counter()
+        v8 = {c["sha"] for c in cs if perf_filter.match_title(c["subject"]) is not None}
         ms_read, ms_model = 1000 * (t1 - t0) / len(cs), 1000 * (t2 - t1) / len(cs)
-        print(f"{repo}: {len(cs)} commits, git show {ms_read:.1f} ms + features/score ")
-        print(f"  {ms_model:.1f} ms per commit; kept {kept}")
+        print(f"{repo}: {len(cs)} commits, git show {ms_read:.1f} ms + features/score")
+        print(f"  {ms_model:.1f} ms per commit; kept: v8 {len(v8)}, v9 {len(v9)}")
+        print(f"  v9 adds {len(v9 - v8)}, drops {len(v8 - v9)}")
 
 
 def main() -> None:
