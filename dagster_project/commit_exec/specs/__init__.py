@@ -21,6 +21,7 @@ from .misc_sglang_diffusion import SPECS as _MISC_SGLANG_DIFFUSION
 from .misc_sglang_index import SPECS as _MISC_SGLANG_INDEX
 from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
+from .mla_set_kv import SPECS as _MLA_SET_KV
 from .moe import SPECS as _MOE
 from .more_attention import SPECS as _MORE_ATTENTION
 from .more_flashinfer import SPECS as _MORE_FLASHINFER
@@ -41,6 +42,7 @@ SPECS: tuple[Spec, ...] = (
     + _FLA_CHUNK
     + _GDN_PACKED
     + _INDEXER_DECODE
+    + _MLA_SET_KV
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

@@ -1,5 +1,5 @@
 """The specs of task 35f (``specs/kda_chunk.py``, ``gdn_packed.py``, ``indexer_decode.py``,
-the mrope rows under ``torch.compile``):
+``mla_set_kv.py``, the mrope rows under ``torch.compile``):
 each covers exactly its rows, names >= 4 sourced shapes plus a held-out random one and
 justifies its tolerance; the census turns their host-side-only rows into ``harness_ready``
 and gives a row whose after side cannot run at its sha ``broken_at_sha``; the KDA decode
@@ -19,11 +19,12 @@ from dagster_project.commit_exec.specs import (
     gdn_packed,
     indexer_decode,
     kda_chunk,
+    mla_set_kv,
     shape_label,
     spec_for,
 )
 
-NEW: tuple[Spec, ...] = kda_chunk.SPECS + gdn_packed.SPECS + indexer_decode.SPECS
+NEW: tuple[Spec, ...] = kda_chunk.SPECS + gdn_packed.SPECS + indexer_decode.SPECS + mla_set_kv.SPECS
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
 
@@ -153,3 +154,19 @@ def test_indexer_reference_expands_per_token() -> None:
     assert torch.equal(ref["block_table"][4], x["block_table"][1])
     assert ref["decode_seq_lens_buffer"][6:].eq(0).all()
     assert ref["decode_lens_out"].eq(1).all()
+
+
+def test_mla_reference_writes_the_concatenation_at_the_slots() -> None:
+    torch = _torch()
+    spec = mla_set_kv.MLA_SET_KV
+    shape = {"name": "t", "tokens": 3, "pool": 16, "dtype": "float8_e4m3fn"}
+    x = spec.make_inputs(shape, torch.Generator().manual_seed(0), "cpu")
+    assert x["k_pe"].stride(0) == 576  # the rope part is a strided view, as in the model
+    assert int(x["loc"].min()) >= 1  # the padded dummy slot 0 is never a target
+    buf = spec.reference(x)["kv_buffer"]
+    assert buf.dtype == torch.uint8
+    row = buf[int(x["loc"][1]), 0].view(torch.float8_e4m3fn).float()
+    assert torch.equal(row[:512], x["k_nope"][1, 0].to(torch.float8_e4m3fn).float())
+    assert torch.equal(row[512:], x["k_pe"][1, 0].to(torch.float8_e4m3fn).float())
+    untouched = [i for i in range(17) if i not in x["loc"].tolist()]
+    assert buf[untouched].eq(0).all()
