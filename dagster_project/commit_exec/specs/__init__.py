@@ -27,6 +27,7 @@ from .more_attention import SPECS as _MORE_ATTENTION
 from .more_flashinfer import SPECS as _MORE_FLASHINFER
 from .more_sglang import SPECS as _MORE_SGLANG
 from .more_vllm import SPECS as _MORE_VLLM
+from .nsa_pool import SPECS as _NSA_POOL
 from .simple import SPECS as _SIMPLE
 
 #: Every spec; a row is executable when one of them covers it.
@@ -43,6 +44,7 @@ SPECS: tuple[Spec, ...] = (
     + _GDN_PACKED
     + _INDEXER_DECODE
     + _MLA_SET_KV
+    + _NSA_POOL
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

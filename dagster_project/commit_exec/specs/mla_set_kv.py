@@ -81,7 +81,7 @@ def _shape(name: str, tokens: int, why: str, **extra: Any) -> Shape:
 
 
 MLA_SET_KV = Spec(
-    name="sglang_mla_set_kv_buffer",
+    name="sglang_mla_pool_set_mla_kv_buffer",
     launcher="MLATokenToKVPool.set_mla_kv_buffer",
     rows=(("sglang", "799c4bb5", "python/sglang/srt/mem_cache/memory_pool.py"),),
     shapes=(

@@ -1,5 +1,5 @@
 """The specs of task 35f (``specs/kda_chunk.py``, ``gdn_packed.py``, ``indexer_decode.py``,
-``mla_set_kv.py``, the mrope rows under ``torch.compile``):
+``mla_set_kv.py``, ``nsa_pool.py``, the mrope rows under ``torch.compile``):
 each covers exactly its rows, names >= 4 sourced shapes plus a held-out random one and
 justifies its tolerance; the census turns their host-side-only rows into ``harness_ready``
 and gives a row whose after side cannot run at its sha ``broken_at_sha``; the KDA decode
@@ -20,6 +20,7 @@ from dagster_project.commit_exec.specs import (
     indexer_decode,
     kda_chunk,
     mla_set_kv,
+    nsa_pool,
     shape_label,
     spec_for,
 )
