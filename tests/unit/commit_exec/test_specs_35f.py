@@ -25,7 +25,9 @@ from dagster_project.commit_exec.specs import (
     spec_for,
 )
 
-NEW: tuple[Spec, ...] = kda_chunk.SPECS + gdn_packed.SPECS + indexer_decode.SPECS + mla_set_kv.SPECS
+NEW: tuple[Spec, ...] = (
+    kda_chunk.SPECS + gdn_packed.SPECS + indexer_decode.SPECS + mla_set_kv.SPECS + nsa_pool.SPECS
+)
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
 
