@@ -50,6 +50,7 @@ import polars as pl
 import pyarrow as pa
 
 from dagster_project import progress
+from dagster_project.sim import label_policy
 from dagster_project.sim.feedback import ATOL, RTOL
 from dagster_project.sim.kernelinfer import CARD_STATS as KERNELINFER_CARD
 from dagster_project.sim.kernelswarm import CARD_STATS as KERNELSWARM_CARD
@@ -248,6 +249,8 @@ def _kernelinfer_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         ),
         # issue 36: the timing model's error on the sessions' own kernels timed on an H100
         "timing_model": read_timing_model_summary("h100"),
+        # issue 36 (36o): which speedup labels the model's held-out error lets it publish
+        "label_policy": label_policy.read_summary("h100"),
     }
 
 
