@@ -173,6 +173,8 @@ class _Platform:
             raise AttributeError(name)
         if name in ("is_cuda", "is_cuda_alike"):
             return _true
+        if name == "simple_compile_backend":  # CUDA's torch.compile backend for small ops
+            return "inductor"
         if name.startswith("is_") or name.startswith("has_"):
             return _false
         return Stub(f"current_platform.{name}")

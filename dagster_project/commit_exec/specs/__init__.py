@@ -28,7 +28,9 @@ from .more_flashinfer import SPECS as _MORE_FLASHINFER
 from .more_sglang import SPECS as _MORE_SGLANG
 from .more_vllm import SPECS as _MORE_VLLM
 from .nsa_pool import SPECS as _NSA_POOL
+from .pack_topk import SPECS as _PACK_TOPK
 from .simple import SPECS as _SIMPLE
+from .vision_rope import SPECS as _VISION_ROPE
 
 #: Every spec; a row is executable when one of them covers it.
 SPECS: tuple[Spec, ...] = (
@@ -45,6 +47,8 @@ SPECS: tuple[Spec, ...] = (
     + _INDEXER_DECODE
     + _MLA_SET_KV
     + _NSA_POOL
+    + _VISION_ROPE
+    + _PACK_TOPK
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

@@ -1,5 +1,6 @@
 """The specs of task 35f (``specs/kda_chunk.py``, ``gdn_packed.py``, ``indexer_decode.py``,
-``mla_set_kv.py``, ``nsa_pool.py``, the mrope rows under ``torch.compile``):
+``mla_set_kv.py``, ``nsa_pool.py``, ``vision_rope.py``, ``pack_topk.py``, the mrope rows under
+``torch.compile``):
 each covers exactly its rows, names >= 4 sourced shapes plus a held-out random one and
 justifies its tolerance; the census turns their host-side-only rows into ``harness_ready``
 and gives a row whose after side cannot run at its sha ``broken_at_sha``; the KDA decode
@@ -21,12 +22,20 @@ from dagster_project.commit_exec.specs import (
     kda_chunk,
     mla_set_kv,
     nsa_pool,
+    pack_topk,
     shape_label,
     spec_for,
+    vision_rope,
 )
 
 NEW: tuple[Spec, ...] = (
-    kda_chunk.SPECS + gdn_packed.SPECS + indexer_decode.SPECS + mla_set_kv.SPECS + nsa_pool.SPECS
+    kda_chunk.SPECS
+    + gdn_packed.SPECS
+    + indexer_decode.SPECS
+    + mla_set_kv.SPECS
+    + nsa_pool.SPECS
+    + vision_rope.SPECS
+    + pack_topk.SPECS
 )
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
@@ -173,3 +182,25 @@ def test_mla_reference_writes_the_concatenation_at_the_slots() -> None:
     assert torch.equal(row[512:], x["k_pe"][1, 0].to(torch.float8_e4m3fn).float())
     untouched = [i for i in range(17) if i not in x["loc"].tolist()]
     assert buf[untouched].eq(0).all()
+
+
+def test_pack_reference_puts_the_id_high_and_the_bf16_weight_low() -> None:
+    torch = _torch()
+    spec = pack_topk.PACK_TOPK
+    shape = {"name": "t", "tokens": 2, "topk": 2, "experts": 8}
+    x = spec.make_inputs(shape, torch.Generator().manual_seed(0), "cpu")
+    packed = spec.reference(x)["packed"]
+    assert packed.dtype == torch.int32
+    assert torch.equal(packed >> 16, x["topk_ids"])
+    low = (packed & 0xFFFF).to(torch.int16).view(torch.bfloat16)
+    assert torch.equal(low, x["topk_weights"].to(torch.bfloat16))
+
+
+def test_vision_rope_reference_rotates_half_the_head() -> None:
+    """At angle 0 the rotation is the identity; at 90 degrees it maps (a, b) to (-b, a)."""
+    torch = _torch()
+    x = {"q": torch.arange(4.0).reshape(1, 1, 4), "k": torch.ones(1, 1, 4)}
+    out = vision_rope._rope_reference({**x, "cos": torch.ones(1, 4), "sin": torch.zeros(1, 4)})
+    assert torch.equal(out["q"], x["q"])
+    quarter = {**x, "cos": torch.zeros(1, 4), "sin": torch.ones(1, 4)}
+    assert vision_rope._rope_reference(quarter)["q"].flatten().tolist() == [-2, -3, 0, 1]
