@@ -7,6 +7,7 @@ from .bound import SPECS as _BOUND
 from .decode import SPECS as _DECODE
 from .fla import SPECS as _FLA
 from .fla_chunk import SPECS as _FLA_CHUNK
+from .fla_op import SPECS as _FLA_OP
 from .gdn_packed import SPECS as _GDN_PACKED
 from .indexer_decode import SPECS as _INDEXER_DECODE
 from .kda import SPECS as _KDA
@@ -49,6 +50,7 @@ SPECS: tuple[Spec, ...] = (
     + _NSA_POOL
     + _VISION_ROPE
     + _PACK_TOPK
+    + _FLA_OP
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD
