@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from . import rewrites
 from .hardware import CUDA_ARCH_VALUE, GPU, get_gpu, nvcc_arch_flag
 from .kernels import KernelPlan, plan
 from .ops import OpSpec, get_op
@@ -255,12 +256,15 @@ def render_candidate(
     bug: str | BugProbe | None = None,
     style: Style | None = None,
     gate_structure: bool = True,
+    rewrite_axes: tuple[str, ...] | None = None,
 ) -> str:
     """Render the full source of one candidate (no slip) as ``style``'s author writes it.
 
     ``style=None`` takes the task's own author (``styles.style_for_task``);
     ``Style.base()`` renders the 1.6.0 text. ``gate_structure=False`` renders the style's
     structure even where it has no evidence: only for the harnesses that gather it.
+    ``rewrite_axes`` overrides the author's compile-identical rewrites (``rewrites``;
+    ``()`` renders the canonical text, which measured answers are keyed by).
     """
     rs = RenderSpec(
         op=get_op(op) if isinstance(op, str) else op,
@@ -294,7 +298,23 @@ def render_candidate(
             else ""
         )
         text = apply_voice(text, variant.impl, st, head, note)
-    return text
+    return _rewritten(text, rs, rewrite_axes)
+
+
+def _rewritten(text: str, rs: RenderSpec, axes: tuple[str, ...] | None) -> str:
+    """The author's compile-identical rewrites of ``text`` where the rung has the evidence
+    (``rewrites.allowed``); the variant is remembered with its canonical text."""
+    impl = rs.variant.impl
+    if axes is None:
+        author = rs.author()  # the engineer's own axes, whatever structure the rung allows
+        if author == Style.base() or not rewrites.allowed(
+            rs.op.name, impl, rs.variant.tag, rs.gpu.arch
+        ):
+            return text
+        axes = rewrites.author_axes(repr(author), impl)
+    out = rewrites.rewrite(text, impl, axes)
+    rewrites.remember(out, text)
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .hardware import get_gpu
 from .memory import footprint_bytes
 from .ops import get_op
 from .oracle import Answer, answers_path, read_answers
+from .rewrites import canonical
 from .timing import InfeasibleConfig, Prediction, predict
 from .variants import default_params, get_variant
 from .verification import region_of
@@ -104,7 +105,9 @@ def render(row: dict[str, str]) -> str:
     op = get_op(row["op"])
     v = get_variant(op.family, row["impl"], row["variant"])
     shape = json.loads(row["shape"])
-    return render_candidate(op, render_gpu, row["dtype"], shape, v, _params(row, render_gpu))
+    params = _params(row, render_gpu)
+    # the canonical text: answers are keyed by it (``rewrites``), not by an author's variant
+    return render_candidate(op, render_gpu, row["dtype"], shape, v, params, rewrite_axes=())
 
 
 def _features(row: dict[str, str], pred: Prediction, gpu: str) -> tuple[float, ...]:
@@ -538,7 +541,7 @@ def step_times(
             continue
         feats = kernel_features(
             session["op"], session["impl"], tr["tag"], session["shape"], session["dtype"],
-            code, pred, gpu,
+            canonical(code), pred, gpu,
         )  # fmt: skip
         corr = model.predict_kernels([feats], [(session["op"], session["impl"], tr["tag"])])[0]
         out.append((round(pred.device_ms * math.exp(corr), 6), CODE_MODELLED))

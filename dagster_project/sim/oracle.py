@@ -91,10 +91,15 @@ class OracleMiss(KeyError):
 
 
 def answer_key(code: str, shape: dict[str, int], dtype: str, gpu: str) -> str:
-    """The content address of a question: sha256 over the exact rendered source, the shape
-    (sorted), the dtype, the GPU, its toolchain and the oracle version."""
+    """The content address of a question: sha256 over the exact rendered source (for an
+    author's compile-identical rewrite, the source it was rewritten from: ``rewrites``), the
+    shape (sorted), the dtype, the GPU, its toolchain and the oracle version."""
+    from .rewrites import canonical
+
+    # a compile-identical rewrite of a rendered source asks the question of the source it
+    # was rewritten from (``rewrites``: same PTX, so the same answer)
     payload = json.dumps(
-        [code, sorted(shape.items()), dtype, gpu, TOOLCHAIN[gpu], ORACLE_VERSION],
+        [canonical(code), sorted(shape.items()), dtype, gpu, TOOLCHAIN[gpu], ORACLE_VERSION],
         separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -214,11 +219,15 @@ def measured_verdict(code: str, shape: dict[str, int], dtype: str) -> Answer | N
     fails = _hopper_failures()
     if not fails:
         return None
-    return fails.get((code_sha(code), json.dumps(shape, separators=(",", ":")), dtype))
+    from .rewrites import canonical
+
+    return fails.get((code_sha(canonical(code)), json.dumps(shape, separators=(",", ":")), dtype))
 
 
 def question(session: dict[str, Any], step: int, role: str) -> dict[str, Any]:
     """The device-side description of one step's kernel (what ``prepare`` writes)."""
+    from .rewrites import canonical
+
     tr = session["trace"][step]
     code = session["messages"][2 + 2 * step]["content"]
     return {
@@ -232,5 +241,6 @@ def question(session: dict[str, Any], step: int, role: str) -> dict[str, Any]:
         "params": tr["params"],
         "dtype": session["dtype"],
         "shape": session["shape"],
-        "code": code,
+        # the text the key addresses: an author's rewrite is asked as its canonical source
+        "code": canonical(code),
     }

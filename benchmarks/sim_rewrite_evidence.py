@@ -1,0 +1,499 @@
+"""Compile-identity evidence for the simulator's structural rewrites (issue 39, 39d).
+
+``dagster_project/sim/rewrites.py`` lets an author write a statement another way only where
+the rewritten kernel is the same program to the compiler. This script gathers that evidence
+and writes ``dagster_project/sim/data/verification/rewrite_identity.csv``:
+
+* CUDA: per (op, rung, arch) a kernel of the default task pool (its shape, dtype, author and a
+  launch parameter set drawn from the rung's pool) is rendered canonically and with every
+  CUDA rewrite applied; both are compiled by this machine's nvcc with the prompt's flags
+  (``-O3 -std=c++17`` and the arch flag the prompt names) to PTX, and the PTX, with comment
+  and debug-location lines dropped, must be identical. ``--tier`` adds the exact kernels of
+  the measured tier (``data/measured/h100_tier.csv``): each session's baseline and best with
+  its own author's axes, against the canonical text whose H100 answer it will reach;
+* Triton: per (op, rung) several renders, canonical vs every Triton rewrite, must give the same
+  ``rewrites.frontend_form`` (the program Triton's front end builds); ``--probe PYTHON`` also
+  compiles probe kernels in each rewritten form with Triton (``PYTHON`` must import triton
+  3.6, e.g. /tmp/venv-exec/bin/python) and prints whether their PTX matches.
+
+    .venv/bin/python benchmarks/sim_rewrite_evidence.py --impl triton
+    .venv/bin/python benchmarks/sim_rewrite_evidence.py --impl cuda --arch sm_90a --tier --jobs 3
+    .venv/bin/python benchmarks/sim_rewrite_evidence.py --probe /tmp/venv-exec/bin/python
+    # on a machine with more cores (SASS, every arch): prepare here, compare there, collect
+    .venv/bin/python benchmarks/sim_rewrite_evidence.py --arch sm_90a --arch sm_86 --arch sm_80 \
+        --arch sm_120 --tier --per-key 3 --prepare .rewrites
+    bash benchmarks/device/sim_structure_sass.sh .rewrites $OUT   # (device) -> $OUT/sass.csv
+    .venv/bin/python benchmarks/sim_rewrite_evidence.py --collect .rewrites OUT/sass.csv
+
+Rows are appended (a key already in the file for this ``REWRITES_VERSION`` is skipped), so
+runs can be split by arch and resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dagster_project.sim import rewrites  # noqa: E402
+from dagster_project.sim.codegen import render_candidate  # noqa: E402
+from dagster_project.sim.hardware import get_gpu, nvcc_arch_flag  # noqa: E402
+from dagster_project.sim.kernelinfer import build_tasks, simulate_session  # noqa: E402
+from dagster_project.sim.ops import get_op  # noqa: E402
+from dagster_project.sim.styles import style_for_task  # noqa: E402
+from dagster_project.sim.variants import (  # noqa: E402
+    default_params,
+    features_used,
+    get_variant,
+    iter_params,
+    ladder,
+)  # noqa: E402
+
+FIELDS = (
+    "impl", "op", "variant", "arch", "gpu", "dtype", "shape", "params", "axes", "case",
+    "canonical_sha", "variant_sha", "stage", "identical", "toolchain", "rewrites_version",
+)  # fmt: skip
+
+_PTX_DROP = re.compile(r"^\s*(//|\.loc\b|\.file\b)")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def ptx_norm(ptx: str) -> str:
+    """PTX without comments, debug locations and blank lines (what ptxas compiles)."""
+    out = []
+    for ln in ptx.split("\n"):
+        if not ln.strip() or _PTX_DROP.match(ln):
+            continue
+        out.append(ln.split("//")[0].rstrip())
+    return "\n".join(out)
+
+
+def nvcc_version() -> str:
+    out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release [\d.]+, (V[\d.]+)", out)
+    return f"nvcc {m.group(1) if m else '?'}"
+
+
+def nvcc_ptx(code: str, flag: str) -> str:
+    """PTX of ``code`` under the prompt's flags ('' when nvcc refuses it)."""
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "candidate.cu"
+        src.write_text(code)
+        r = subprocess.run(
+            ["nvcc", "-O3", "-std=c++17", f"-arch={flag}", "-ptx", str(src), "-o", f"{d}/k.ptx"],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            return ""
+        return ptx_norm((Path(d) / "k.ptx").read_text())
+
+
+def _existing(path: Path) -> set[tuple[str, ...]]:
+    if not path.exists():
+        return set()
+    with path.open(newline="") as fh:
+        return {
+            (r["impl"], r["op"], r["variant"], r["arch"], r["case"])
+            for r in csv.DictReader(fh)
+            if r["rewrites_version"] == rewrites.REWRITES_VERSION
+        }
+
+
+def _pool_cases(impl: str, archs: set[str], per_key: int) -> list[dict[str, Any]]:
+    """Per (op, rung, arch): ``per_key`` kernels of the default task pool's tasks."""
+    tasks, _ = build_tasks()
+    rng = random.Random(39)
+    by_key: dict[tuple[str, str], list[Any]] = {}
+    for t in tasks:
+        if t.impl == impl and get_gpu(t.gpu).arch in archs:
+            by_key.setdefault((t.op, get_gpu(t.gpu).arch), []).append(t)
+    cases = []
+    for (op_name, _arch), ts in sorted(by_key.items()):
+        op = get_op(op_name)
+        for v in ladder(op.family, impl):
+            for k in range(per_key):
+                t = rng.choice(ts)
+                ps = iter_params(get_variant(op.family, impl, v.tag), op, t.dtype)
+                if not ps:
+                    continue
+                cases.append(
+                    {"task": t, "variant": v, "params": dict(rng.choice(ps)), "case": f"pool{k}"}
+                )
+    return cases
+
+
+def _render_pair(c: dict[str, Any], axes: tuple[str, ...]) -> tuple[str, str]:
+    t, v = c["task"], c["variant"]
+    canon = render_candidate(t.op, t.gpu, t.dtype, t.shape, v, c["params"], rewrite_axes=())
+    return canon, rewrites.rewrite(canon, v.impl, axes)
+
+
+def _row(c: dict[str, Any], axes: tuple[str, ...], canon: str, var: str) -> dict[str, Any]:
+    t, v = c["task"], c["variant"]
+    return {
+        "impl": v.impl,
+        "op": t.op,
+        "variant": v.tag,
+        "arch": get_gpu(t.gpu).arch if v.impl == "cuda" else "*",
+        "gpu": t.gpu,
+        "dtype": t.dtype,
+        "shape": json.dumps(t.shape, separators=(",", ":")),
+        "params": json.dumps(c["params"], separators=(",", ":"), default=str),
+        "axes": "+".join(axes),
+        "case": c["case"],
+        "canonical_sha": _sha(canon)[:16],
+        "variant_sha": _sha(var)[:16],
+    }
+
+
+def run_cuda(cases: list[dict[str, Any]], out: Path, jobs: int, deadline: float) -> None:
+    tool = nvcc_version()
+    done = _existing(out)
+
+    def one(c: dict[str, Any]) -> dict[str, Any] | None:
+        if time.time() > deadline:
+            return None
+        axes = c.get("axes") or rewrites.CUDA_AXES
+        canon, var = c.get("texts") or _render_pair(c, axes)
+        row = _row(c, axes, canon, var)
+        if (row["impl"], row["op"], row["variant"], row["arch"], row["case"]) in done:
+            return None
+        if canon == var:
+            return None  # no site for any axis: nothing to show
+        t, v = c["task"], c["variant"]
+        op = get_op(t.op)
+        flag = nvcc_arch_flag(get_gpu(t.gpu).arch, features_used(v, op, t.dtype, c["params"]))
+        a, b = nvcc_ptx(canon, flag), nvcc_ptx(var, flag)
+        if not a:
+            return None  # the canonical render does not build here: no evidence either way
+        return {
+            **row,
+            "stage": f"ptx -arch={flag}",
+            "identical": int(a == b),
+            "toolchain": tool,
+            "rewrites_version": rewrites.REWRITES_VERSION,
+        }
+
+    _write(out, cases, one, jobs)
+
+
+def _write(out: Path, cases: list[dict[str, Any]], one: Any, jobs: int) -> None:
+    new = not out.exists()
+    n = same = 0
+    with out.open("a", newline="") as fh, ThreadPoolExecutor(jobs) as ex:
+        w = csv.DictWriter(fh, FIELDS)
+        if new:
+            w.writeheader()
+        for r in ex.map(one, cases):
+            if r is None:
+                continue
+            w.writerow(r)
+            fh.flush()
+            n += 1
+            same += int(r["identical"])
+            if r["identical"] != 1:
+                print(f"  DIFFERENT: {r['op']} {r['variant']} {r['arch']} {r['axes']}", flush=True)
+    print(f"{n} cases written, {same} identical")
+
+
+def triton_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for c in cases:
+        canon, var = _render_pair(c, rewrites.TRITON_AXES)
+        if canon == var:
+            continue
+        rows.append(
+            {
+                **_row(c, rewrites.TRITON_AXES, canon, var),
+                "stage": "triton frontend ast (3.6 AugAssign, keyword binding)",
+                "identical": int(rewrites.frontend_form(canon) == rewrites.frontend_form(var)),
+                "toolchain": "python ast",
+                "rewrites_version": rewrites.REWRITES_VERSION,
+            }
+        )
+    return rows
+
+
+#: Probe kernels for ``--probe``: each written canonically, the rewritten form is made by
+#: ``rewrites.rewrite_triton`` (the renderer's own function), both compiled by Triton.
+PROBE_KERNELS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def probe_rows(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    stat = 0.0
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+        stat += tl.sum(x * x, axis=0)
+    rstd = 1.0 / tl.sqrt(stat / n_cols + eps)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row * n_cols + offs, (x * rstd * w).to(tl.float16), mask=offs < n_cols)
+
+
+@triton.jit
+def probe_tile(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    m_max = tl.full((BM,), float("-inf"), tl.float32)
+    for k in range(0, K, BK):
+        ks = k + tl.arange(0, BK)
+        a_mask = (rm[:, None] < M) & (ks[None, :] < K)
+        b_mask = (ks[:, None] < K) & (rn[None, :] < N)
+        a = tl.load(a_ptr + rm[:, None] * K + ks[None, :], mask=a_mask, other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * N + rn[None, :], mask=b_mask, other=0.0)
+        acc += tl.dot(a, b)
+        m_max = tl.maximum(m_max, tl.max(a.to(tl.float32), axis=1))
+    acc *= 0.5
+    acc -= m_max[:, None]
+    c_mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=c_mask)
+"""
+
+PROBE_DRIVER = """
+import importlib.util, json, os, sys
+os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+def ptx(fn, sig, const):
+    src = ASTSource(fn, sig, const)
+    asm = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    keep = []
+    for ln in asm.split("\\n"):
+        s = ln.strip()
+        if s and not s.startswith(("//", ".loc", ".file")):
+            keep.append(ln.split("//")[0].rstrip())
+    return "\\n".join(keep)
+
+a, b = load(sys.argv[1], "canon"), load(sys.argv[2], "variant")
+rows = {"x_ptr": "*fp16", "w_ptr": "*fp16", "out_ptr": "*fp16", "n_cols": "i32", "eps": "fp32",
+        "BLOCK": "constexpr"}
+tile = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+        "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
+out = {"triton": triton.__version__}
+for name, sig, const in (
+    ("probe_rows", rows, {"BLOCK": 1024}),
+    ("probe_tile", tile, {"BM": 64, "BN": 64, "BK": 32}),
+):
+    out[name] = ptx(getattr(a, name), sig, const) == ptx(getattr(b, name), sig, const)
+print(json.dumps(out))
+"""
+
+
+def run_probe(python: str) -> dict[str, Any]:
+    """Compile the probe kernels canonically and with every Triton rewrite (``python`` must
+    import Triton); whether each pair's PTX (sm_90, no line info) is identical."""
+    variant = rewrites.rewrite_triton(PROBE_KERNELS, rewrites.TRITON_AXES)
+    assert variant != PROBE_KERNELS
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in (
+            ("canon.py", PROBE_KERNELS),
+            ("variant.py", variant),
+            ("drv.py", PROBE_DRIVER),
+        ):
+            (Path(d) / name).write_text(text)
+        r = subprocess.run(
+            [python, f"{d}/drv.py", f"{d}/canon.py", f"{d}/variant.py"],
+            capture_output=True,
+            text=True,
+        )
+    if r.returncode != 0:
+        raise SystemExit(r.stderr[-2000:])
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def tier_cases(archs: set[str]) -> list[dict[str, Any]]:
+    """The measured tier's baseline and best kernels, each with its author's axes."""
+    from dagster_project.sim.measured import tier_path
+
+    with tier_path("h100").open(newline="") as fh:
+        tier = list(csv.DictReader(fh))
+    tasks = {t.session_id: t for t in build_tasks()[0]}
+    cases = []
+    for row in tier:
+        t = tasks.get(row["session_id"])
+        if t is None or t.impl != "cuda" or get_gpu(t.gpu).arch not in archs:
+            continue
+        s = simulate_session(t)
+        op = get_op(t.op)
+        for step in sorted({0, int(s["best"]["step"])}):
+            tr = s["trace"][step]
+            v = get_variant(op.family, t.impl, tr["tag"])
+            params = tr["params"] or dict(default_params(v, op, t.dtype, t.shape, get_gpu(t.gpu)))
+            # the text the answer measured (the session may already write its variant)
+            canon = rewrites.canonical(s["messages"][2 + 2 * step]["content"])
+            st = style_for_task(t.op, t.gpu, t.dtype, t.shape)
+            axes = rewrites.author_axes(repr(st), t.impl)
+            cases.append(
+                {
+                    "task": t,
+                    "variant": v,
+                    "params": params,
+                    "case": f"tier:{row['session_id'][-8:]}@{step}",
+                    "axes": axes,
+                    "texts": (canon, rewrites.rewrite(canon, t.impl, axes)),
+                }
+            )
+    return cases
+
+
+def _key(c: dict[str, Any]) -> tuple[str, str, str]:
+    return (c["task"].op, c["variant"].tag, get_gpu(c["task"].gpu).arch)
+
+
+def _ordered(
+    tier: list[dict[str, Any]], archs: list[str], per_key: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(first, later): one tier kernel per key, then each arch's pool cases (archs in the
+    order given) for keys the tier does not cover, ops with more sessions first; the other
+    tier kernels come later (their keys already have a case)."""
+    first: list[dict[str, Any]] = []
+    later: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for c in tier:
+        (later if _key(c) in seen else first).append(c)
+        seen.add(_key(c))
+    tasks, _ = build_tasks()
+    weight: dict[tuple[str, str], int] = {}
+    for t in tasks:
+        k = (t.op, get_gpu(t.gpu).arch)
+        weight[k] = weight.get(k, 0) + 1
+    for arch in archs or ["sm_90a"]:
+        pool = [c for c in _pool_cases("cuda", {arch}, per_key) if _key(c) not in seen]
+        pool.sort(key=lambda c: -weight.get((c["task"].op, arch), 0))
+        first += pool
+    return first, later
+
+
+def prepare(cases: list[dict[str, Any]], out: Path) -> None:
+    """Write each CUDA case (canonical and rewritten source, the prompt's arch flag) for
+    ``benchmarks/device/sim_structure_sass.sh``, which compares their SASS on a machine with
+    more cores; ``--collect`` reads its answers back."""
+    manifest = []
+    for i, c in enumerate(cases):
+        axes = c.get("axes") or rewrites.CUDA_AXES
+        canon, var = c.get("texts") or _render_pair(c, axes)
+        if canon == var:
+            continue
+        t, v = c["task"], c["variant"]
+        flag = nvcc_arch_flag(
+            get_gpu(t.gpu).arch, features_used(v, get_op(t.op), t.dtype, c["params"])
+        )
+        d = out / "cases" / f"{i:05d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "canon.cu").write_text(canon)
+        (d / "variant.cu").write_text(var)
+        (d / "flag").write_text(flag)
+        manifest.append({"id": f"{i:05d}", "flag": flag, **_row(c, axes, canon, var)})
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=0))
+    print(f"{len(manifest)} cases under {out}")
+
+
+def collect(prepared: Path, answers: Path, out: Path) -> None:
+    """Append the device's SASS verdicts (``id,identical,nvcc`` lines) as evidence rows."""
+    manifest = {m["id"]: m for m in json.loads((prepared / "manifest.json").read_text())}
+    done = _existing(out)
+    new = not out.exists()
+    n = 0
+    with out.open("a", newline="") as fh:
+        w = csv.DictWriter(fh, FIELDS)
+        if new:
+            w.writeheader()
+        for line in answers.read_text().splitlines():
+            cid, identical, tool = (line.split(",", 2) + ["", ""])[:3]
+            m = manifest.get(cid)
+            if m is None or identical not in ("0", "1"):
+                continue  # the canonical source did not build there: no evidence either way
+            row = {k: m[k] for k in FIELDS if k in m}
+            if (row["impl"], row["op"], row["variant"], row["arch"], row["case"]) in done:
+                continue
+            row.update(
+                stage=f"sass -arch={m['flag']}",
+                identical=identical,
+                toolchain=tool,
+                rewrites_version=rewrites.REWRITES_VERSION,
+            )
+            w.writerow(row)
+            n += 1
+    print(f"{n} rows appended to {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--impl", choices=("cuda", "triton"), default="cuda")
+    ap.add_argument("--arch", action="append", default=[], help="CUDA archs (default sm_90a)")
+    ap.add_argument("--per-key", type=int, default=1, help="kernels per (op, rung, arch)")
+    ap.add_argument("--tier", action="store_true", help="add the measured tier's kernels")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--budget", type=float, default=3000, help="seconds")
+    ap.add_argument("--out", default=str(rewrites.evidence_path()))
+    ap.add_argument("--probe", default="", help="a Python with Triton: compile the probes")
+    ap.add_argument("--prepare", default="", help="write the CUDA cases here for the device")
+    ap.add_argument("--collect", nargs=2, default=[], help="PREPARED_DIR DEVICE_ANSWERS")
+    args = ap.parse_args()
+    if args.probe:
+        print(json.dumps(run_probe(args.probe)))
+        return
+    out = Path(args.out)
+    if args.collect:
+        collect(Path(args.collect[0]), Path(args.collect[1]), out)
+        return
+    archs = set(args.arch or ["sm_90a"])
+    if args.impl == "triton":
+        rows = triton_rows(_pool_cases("triton", {"sm_90a", "sm_80", "sm_86", "sm_120"}, 3))
+        done = _existing(out)
+        new = not out.exists()
+        with out.open("a", newline="") as fh:
+            w = csv.DictWriter(fh, FIELDS)
+            if new:
+                w.writeheader()
+            for r in rows:
+                if (r["impl"], r["op"], r["variant"], r["arch"], r["case"]) not in done:
+                    w.writerow(r)
+        print(f"triton: {len(rows)} cases, {sum(r['identical'] for r in rows)} identical")
+        return
+    cases, rest = _ordered(tier_cases(archs) if args.tier else [], args.arch, args.per_key)
+    cases += rest
+    if args.prepare:
+        prepare(cases, Path(args.prepare))
+        return
+    print(f"{len(cases)} CUDA cases ({sum(1 for c in cases if 'texts' in c)} tier kernels)")
+    run_cuda(cases, out, args.jobs, time.time() + args.budget)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Compile-identical rewrites (issue 39, 39d): what each rewrite writes, the Triton front-end
+check, the evidence gate, and measured answers reaching a variant through its canonical text.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from dagster_project.sim import rewrites
+from dagster_project.sim.codegen import render_candidate
+from dagster_project.sim.ops import get_op
+from dagster_project.sim.oracle import answer_key
+from dagster_project.sim.styles import Style, style_for_seed
+from dagster_project.sim.variants import get_variant, iter_params
+
+_CUDA = """\
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__global__ void k(const float* __restrict__ x, float* out) {
+  const int row = blockIdx.x;
+  const float* src = x + int64_t(row) * 64;
+  float acc = 0.0f;
+  for (int u = 0; u < 4; ++u) acc += src[u] * 2.0f;
+  if (row == 0) acc -= 1.0f;
+  if (row > 1) acc = 1.0f; else acc = 2.0f;
+  out[row] = acc;
+}
+extern "C" int launch(const float* x, float* out) {
+  const int n = int(64);
+  return n;
+}"""
+
+
+def _one(axis: str) -> str:
+    return rewrites.rewrite_cuda(_CUDA, (axis,))
+
+
+def test_each_cuda_rewrite_writes_the_same_statement_another_way() -> None:
+    assert "acc = acc + (src[u] * 2.0f);" in _one("aug")
+    assert "acc = acc - 1.0f;" in _one("aug")
+    assert "v = v + __shfl_xor_sync(0xffffffffu, v, o);" in _one("aug")
+    assert "u < 4; u++)" in _one("postinc")
+    assert "if (row == 0) { acc -= 1.0f; }" in _one("braces")
+    assert "if (row > 1) acc = 1.0f; else acc = 2.0f;" in _one("braces")  # two statements
+    assert "  int row = blockIdx.x;" in _one("noconst")
+    assert "const float* src" in _one("noconst")  # a pointer keeps its const
+    assert "x + static_cast<int64_t>(row) * 64" in _one("cast")
+    every = rewrites.rewrite_cuda(_CUDA, rewrites.CUDA_AXES)
+    assert "for (int u = 0; u < 4; u++) { acc = acc + (src[u] * 2.0f); }" in every
+    # line for line, and the host wrapper (whose allocations memory.py reads) untouched
+    assert len(every.split("\n")) == len(_CUDA.split("\n"))
+    assert every.split('extern "C"')[1] == _CUDA.split('extern "C"')[1]
+    assert rewrites.rewrite(_CUDA, "cuda", ()) == _CUDA
+
+
+def _triton_render(op: str, tag: str) -> str:
+    o = get_op(op)
+    v = get_variant(o.family, "triton", tag)
+    p = iter_params(v, o, "fp16")[0]
+    return render_candidate(o, "h100", "fp16", {"T": 64, "H": 4096}, v, p, rewrite_axes=())
+
+
+def test_triton_rewrites_are_one_program_to_the_front_end_and_the_check_can_fail() -> None:
+    canon = _triton_render("rmsnorm", "v0_scalar")
+    var = rewrites.rewrite_triton(canon, rewrites.TRITON_AXES)
+    assert "stat = stat + tl.sum(x * x, 0)" in var
+    assert "other=0.0, mask=offs < n_cols)" in var
+    assert rewrites.frontend_form(var) == rewrites.frontend_form(canon)
+    # the entry point is plain Python: never rewritten
+    assert var.split("\ndef rmsnorm")[1] == canon.split("\ndef rmsnorm")[1]
+    # an edit that changes the program (operand order of a float sum) is caught
+    swapped = var.replace("stat = stat + tl.sum(x * x, 0)", "stat = tl.sum(x * x, 0) + stat")
+    assert swapped != var
+    assert rewrites.frontend_form(swapped) != rewrites.frontend_form(canon)
+
+
+def _author_with(axis: str, impl: str) -> Style:
+    for i in range(200):
+        st = style_for_seed(f"t{i}")
+        if axis in rewrites.author_axes(repr(st), impl):
+            return st
+    raise AssertionError("no author draws the axis")
+
+
+def test_renders_rewrite_only_with_evidence_and_reach_the_canonical_answer() -> None:
+    with rewrites.evidence_path().open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["impl"] == "cuda" and r["params"] != "{}"]
+    r = next(r for r in rows if rewrites.allowed(r["op"], "cuda", r["variant"], r["arch"]))
+    op = get_op(r["op"])
+    v = get_variant(op.family, "cuda", r["variant"])
+    shape, params = json.loads(r["shape"]), json.loads(r["params"])
+    st = _author_with("aug", "cuda")
+    canon = render_candidate(op, r["gpu"], r["dtype"], shape, v, params, style=st, rewrite_axes=())
+    var = render_candidate(op, r["gpu"], r["dtype"], shape, v, params, style=st)
+    assert var != canon
+    assert var == rewrites.rewrite(canon, "cuda", rewrites.author_axes(repr(st), "cuda"))
+    assert rewrites.canonical(var) == canon
+    assert answer_key(var, shape, r["dtype"], "h100") == answer_key(
+        canon, shape, r["dtype"], "h100"
+    )
+    # a key without evidence keeps the canonical text
+    assert not rewrites.allowed(r["op"], "cuda", r["variant"], "sm_99")
+    # a text never rendered here is its own canonical text (a miss, never another answer)
+    assert rewrites.canonical(var + "\n") == var + "\n"
+
+
+def test_shipped_evidence_has_no_counter_example_where_renders_rewrite() -> None:
+    with rewrites.evidence_path().open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["rewrites_version"] == rewrites.REWRITES_VERSION]
+    assert rows
+    for r in rows:
+        assert r["identical"] in ("0", "1") and r["toolchain"] and r["stage"]
+        if r["impl"] == "cuda":
+            assert r["stage"].startswith("ptx") and r["toolchain"].startswith("nvcc")
+        if r["identical"] == "0":
+            assert not rewrites.allowed(r["op"], r["impl"], r["variant"], r["arch"])
+    impls = {r["impl"] for r in rows}
+    assert impls == {"cuda", "triton"}
