@@ -31,6 +31,7 @@ from .more_vllm import SPECS as _MORE_VLLM
 from .nsa_pool import SPECS as _NSA_POOL
 from .pack_topk import SPECS as _PACK_TOPK
 from .simple import SPECS as _SIMPLE
+from .trtllm_mla_indices import SPECS as _TRTLLM_MLA_INDICES
 from .vision_rope import SPECS as _VISION_ROPE
 
 #: Every spec; a row is executable when one of them covers it.
@@ -51,6 +52,7 @@ SPECS: tuple[Spec, ...] = (
     + _VISION_ROPE
     + _PACK_TOPK
     + _FLA_OP
+    + _TRTLLM_MLA_INDICES
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

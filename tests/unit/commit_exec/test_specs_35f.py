@@ -1,9 +1,10 @@
 """The specs of task 35f (``specs/kda_chunk.py``, ``gdn_packed.py``, ``indexer_decode.py``,
-``mla_set_kv.py``, ``nsa_pool.py``, ``vision_rope.py``, ``pack_topk.py``, ``fla_op.py``, the
-mrope rows under ``torch.compile``): each covers exactly its rows, names >= 4 sourced shapes
-plus a held-out random one and justifies its tolerance; the census turns their host-side-only
-rows into ``harness_ready`` and gives a row whose after side cannot run at its sha
-``broken_at_sha``; the references are the operations they claim (checked by hand)."""
+``mla_set_kv.py``, ``nsa_pool.py``, ``vision_rope.py``, ``pack_topk.py``, ``fla_op.py``,
+``trtllm_mla_indices.py``, the mrope rows under ``torch.compile``): each covers exactly its
+rows, names >= 4 sourced shapes plus a held-out random one and justifies its tolerance; the
+census turns their host-side-only rows into ``harness_ready`` and gives a row whose after side
+cannot run at its sha ``broken_at_sha``; the references are the operations they claim
+(checked by hand)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from dagster_project.commit_exec.specs import (
     pack_topk,
     shape_label,
     spec_for,
+    trtllm_mla_indices,
     vision_rope,
 )
 
@@ -37,6 +39,7 @@ NEW: tuple[Spec, ...] = (
     + vision_rope.SPECS
     + pack_topk.SPECS
     + fla_op.SPECS
+    + trtllm_mla_indices.SPECS
 )
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
