@@ -9,6 +9,7 @@ from .fla import SPECS as _FLA
 from .fla_chunk import SPECS as _FLA_CHUNK
 from .fla_op import SPECS as _FLA_OP
 from .gdn_packed import SPECS as _GDN_PACKED
+from .gdn_qkv_split import SPECS as _GDN_QKV_SPLIT
 from .indexer_decode import SPECS as _INDEXER_DECODE
 from .kda import SPECS as _KDA
 from .kda_chunk import SPECS as _KDA_CHUNK
@@ -53,6 +54,7 @@ SPECS: tuple[Spec, ...] = (
     + _PACK_TOPK
     + _FLA_OP
     + _TRTLLM_MLA_INDICES
+    + _GDN_QKV_SPLIT
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

@@ -1,10 +1,8 @@
-"""The specs of task 35f (``specs/kda_chunk.py``, ``gdn_packed.py``, ``indexer_decode.py``,
-``mla_set_kv.py``, ``nsa_pool.py``, ``vision_rope.py``, ``pack_topk.py``, ``fla_op.py``,
-``trtllm_mla_indices.py``, the mrope rows under ``torch.compile``): each covers exactly its
-rows, names >= 4 sourced shapes plus a held-out random one and justifies its tolerance; the
-census turns their host-side-only rows into ``harness_ready`` and gives a row whose after side
-cannot run at its sha ``broken_at_sha``; the references are the operations they claim
-(checked by hand)."""
+"""The specs of task 35f (the modules ``NEW`` lists, and the mrope rows under
+``torch.compile``): each covers exactly its rows, names >= 4 sourced shapes plus a held-out
+random one and justifies its tolerance; the census turns their host-side-only rows into
+``harness_ready`` and gives a row whose after side cannot run at its sha ``broken_at_sha``;
+the references are the operations they claim (checked by hand)."""
 
 from __future__ import annotations
 
@@ -19,6 +17,7 @@ from dagster_project.commit_exec.specs import (
     Spec,
     fla_op,
     gdn_packed,
+    gdn_qkv_split,
     indexer_decode,
     kda_chunk,
     mla_set_kv,
@@ -40,6 +39,7 @@ NEW: tuple[Spec, ...] = (
     + pack_topk.SPECS
     + fla_op.SPECS
     + trtllm_mla_indices.SPECS
+    + gdn_qkv_split.SPECS
 )
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
@@ -208,3 +208,14 @@ def test_vision_rope_reference_rotates_half_the_head() -> None:
     assert torch.equal(out["q"], x["q"])
     quarter = {**x, "cos": torch.zeros(1, 4), "sin": torch.ones(1, 4)}
     assert vision_rope._rope_reference(quarter)["q"].flatten().tolist() == [-2, -3, 0, 1]
+
+
+def test_gdn_split_input_is_the_convs_transposed_view() -> None:
+    torch = _torch()
+    spec = gdn_qkv_split.GDN_QKV_SPLIT
+    shape = {"name": "t", "tokens": 3, "hq": 1, "hv": 2, "head": 4}
+    x = spec.make_inputs(shape, torch.Generator().manual_seed(0), "cpu")
+    assert x["mixed_qkv"].stride() == (1, 3) and x["mixed_qkv"].shape == (3, 16)
+    ref = spec.reference(x)
+    assert ref["v"].shape == (1, 3, 2, 4) and ref["v"].is_contiguous()
+    assert torch.equal(ref["k"][0, 2, 0], x["mixed_qkv"][2, 4:8])
