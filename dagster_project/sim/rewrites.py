@@ -175,18 +175,40 @@ def _cuda_line_ok(ln: str) -> bool:
 def rewrite_cuda(text: str, axes: tuple[str, ...]) -> str:
     """Rewrite device code only: lines before the host launch wrapper (``extern "C"``),
     whose allocations ``memory.footprint_bytes`` reads in their canonical form."""
-    fns = [_CUDA_FNS[a] for a in CUDA_AXES if a in axes]
+    memo = _memo(("cuda", axes))
     out = []
     host = False
     for ln in text.split("\n"):
         host = host or ln.startswith('extern "C"')
-        if not host and _cuda_line_ok(ln):
-            code, sep, comment = ln.partition("//")
-            for f in fns:
-                code = f(code)
-            ln = code + sep + comment
+        if not host:
+            got = memo.get(ln)
+            if got is None:
+                got = memo[ln] = _cuda_line(ln, axes)
+            ln = got
         out.append(ln)
     return "\n".join(out)
+
+
+def _cuda_line(ln: str, axes: tuple[str, ...]) -> str:
+    if not _cuda_line_ok(ln):
+        return ln
+    code, sep, comment = ln.partition("//")
+    for a in CUDA_AXES:
+        if a in axes:
+            code = _CUDA_FNS[a](code)
+    return code + sep + comment
+
+
+#: per-(impl, axes) memo of rewritten lines: renders of one rung differ in a few lines
+_LINES: dict[tuple[str, tuple[str, ...]], dict[str, str]] = {}
+_LINES_MAX = 100_000
+
+
+def _memo(key: tuple[str, tuple[str, ...]]) -> dict[str, str]:
+    memo = _LINES.get(key)
+    if memo is None or len(memo) > _LINES_MAX:
+        memo = _LINES[key] = {}
+    return memo
 
 
 # --------------------------------------------------------------------------------------
@@ -267,6 +289,7 @@ def _t_line(ln: str, axes: tuple[str, ...]) -> str:
 def rewrite_triton(text: str, axes: tuple[str, ...]) -> str:
     """Rewrite the bodies of ``@triton.jit`` functions (a top-level ``def`` right after the
     decorator, up to the next top-level statement)."""
+    memo = _memo(("triton", axes))
     out = []
     in_jit = pending = False
     for ln in text.split("\n"):
@@ -279,7 +302,10 @@ def rewrite_triton(text: str, axes: tuple[str, ...]) -> str:
         elif top and not s.startswith((")", "#")):
             in_jit = False
         elif in_jit and not top and s and not s.startswith("#"):
-            ln = _t_line(ln, axes)
+            got = memo.get(ln)
+            if got is None:
+                got = memo[ln] = _t_line(ln, axes)
+            ln = got
         out.append(ln)
     return "\n".join(out)
 
