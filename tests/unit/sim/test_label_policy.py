@@ -53,6 +53,10 @@ def test_measured_labels_always_publish_modelled_ones_only_when_narrow() -> None
     # one kernel answered: only the other one's error counts
     half = lp.label_scale(far, lp.KernelTime(GEMV, True, 4.0), best)
     assert half == pytest.approx(far.kernel(GEMV))
+    # a modelled kernel whose own rung no answer covers: its op's scale says nothing of it
+    lone = lp.decide(scales, base, lp.KernelTime(("gemv", "cuda", "v7"), False, 1.0), "h100")
+    assert (lone.provenance, lone.kind) == (lp.UNKNOWN, "no neighbours") and "best" in lone.reason
+    assert lone.scale is not None and lone.scale <= lp.THRESHOLD  # narrow, still withheld
     assert lp.decide(None, base, best, "a100").kind == "no evidence"
     assert lp.decide(scales, base, None, "h100").kind == "no best"
     assert lp.decide(scales, lp.KernelTime(GEMV, False, None), best, "h100").kind == "no time"
@@ -121,5 +125,5 @@ def test_a_tier_session_is_measured_and_without_answers_is_decided_by_its_scale(
     assert got.provenance == lp.MEASURED
     assert got.speedup == pytest.approx(float(row["measured_speedup"]), rel=1e-3)
     blind = lp.session_label(session, "h100", Oracle("h100", {}), model, scales)
-    assert blind.kind in ("reliable", "too wide") and blind.scale is not None
-    assert blind.published == (blind.scale <= lp.THRESHOLD)
+    assert blind.kind in ("reliable", "too wide", "no neighbours") and blind.scale is not None
+    assert blind.published == (blind.kind == "reliable" and blind.scale <= lp.THRESHOLD)
