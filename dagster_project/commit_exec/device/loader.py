@@ -225,6 +225,13 @@ def _device_capability(*_a: Any, **_k: Any) -> tuple[int, int]:
     return tuple(torch.cuda.get_device_capability())
 
 
+def _cuda_version(*_a: Any, **_k: Any) -> tuple[int, ...]:
+    """SGLang's ``get_cuda_version``: torch's CUDA version as a tuple, (0, 0) without one
+    (or before any file imported torch)."""
+    text = getattr(getattr(sys.modules.get("torch"), "version", None), "cuda", None)
+    return tuple(int(p) for p in text.split(".")) if text else (0, 0)
+
+
 def _supports_pdl(*_a: Any, **_k: Any) -> bool:
     """vLLM's ``supports_pdl``: programmatic dependent launch needs a CUDA sm_90+ device
     (False on the CPU interpreter, which cannot run the PDL intrinsics)."""
@@ -301,6 +308,7 @@ SHIMS: dict[str, Callable[[], Any]] = {
     "check_shared_mem": lambda: _true,  # Hopper's 228 KiB pass every FLA threshold
     "use_cuda_graph": lambda: False,  # a flag there (FLA_USE_CUDA_GRAPH unset), not a call
     "is_amd": lambda: False,  # a flag in fla/utils.py, not a call
+    "get_cuda_version": lambda: _cuda_version,
     "supports_pdl": lambda: _supports_pdl,
     "is_arch_support_pdl": lambda: _supports_pdl,  # SGLang's name for the same test
     "cached_triton_kernel": lambda: _identity_decorator_factory,

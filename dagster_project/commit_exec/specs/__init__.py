@@ -23,6 +23,7 @@ from .misc_sglang_diffusion import SPECS as _MISC_SGLANG_DIFFUSION
 from .misc_sglang_index import SPECS as _MISC_SGLANG_INDEX
 from .misc_sglang_moe import SPECS as _MISC_SGLANG_MOE
 from .misc_vllm import SPECS as _MISC_VLLM
+from .mla_fp8_quant import SPECS as _MLA_FP8_QUANT
 from .mla_set_kv import SPECS as _MLA_SET_KV
 from .moe import SPECS as _MOE
 from .more_attention import SPECS as _MORE_ATTENTION
@@ -55,6 +56,7 @@ SPECS: tuple[Spec, ...] = (
     + _FLA_OP
     + _TRTLLM_MLA_INDICES
     + _GDN_QKV_SPLIT
+    + _MLA_FP8_QUANT
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

@@ -20,6 +20,7 @@ from dagster_project.commit_exec.specs import (
     gdn_qkv_split,
     indexer_decode,
     kda_chunk,
+    mla_fp8_quant,
     mla_set_kv,
     nsa_pool,
     pack_topk,
@@ -40,6 +41,7 @@ NEW: tuple[Spec, ...] = (
     + fla_op.SPECS
     + trtllm_mla_indices.SPECS
     + gdn_qkv_split.SPECS
+    + mla_fp8_quant.SPECS
 )
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
@@ -72,7 +74,8 @@ def test_spec_has_sourced_shapes_and_a_held_out_shape(spec: Spec) -> None:
     assert any(w in spec.tolerance_why for w in ("ulp", "exact"))
     assert spec.control is None or spec.control_reason
     for atol, rtol in spec.tolerance.values():
-        assert 0 <= atol < 0.1 and 0 <= rtol <= 0.05
+        # at most one fp8 e4m3 step (12.5 %) relative, a few bf16 ulps absolute
+        assert 0 <= atol < 0.1 and 0 <= rtol <= 0.126
 
 
 def test_the_torch_compile_mrope_rows_join_the_mrope_spec() -> None:
