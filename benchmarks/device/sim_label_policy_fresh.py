@@ -160,7 +160,8 @@ def fresh(before: str, write: bool, residuals_at: str) -> None:
     train = [p for p in points if p.key in before_ms]
     new = [p for p in points if p.key not in before_ms]
     model = fit_code_model(train)
-    corr = dict(zip([p.key for p in new], code_corrections(model, new), strict=True))
+    fixes = code_corrections(model, new) if new else []
+    corr = dict(zip([p.key for p in new], fixes, strict=True))
     times = {p.key: p.modelled_ms * math.exp(corr[p.key]) for p in new}
     times |= {p.key: p.measured_ms for p in train}
     shipped = _at(residuals_at, lp.residuals_path(GPU))

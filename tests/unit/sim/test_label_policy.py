@@ -127,3 +127,37 @@ def test_a_tier_session_is_measured_and_without_answers_is_decided_by_its_scale(
     blind = lp.session_label(session, "h100", Oracle("h100", {}), model, scales)
     assert blind.kind in ("reliable", "too wide", "no neighbours") and blind.scale is not None
     assert blind.published == (blind.kind == "reliable" and blind.scale <= lp.THRESHOLD)
+
+
+def test_the_clean_test_scores_only_labels_with_a_kernel_timed_after_the_freeze() -> None:
+    """``sim_label_policy_fresh.py``: a kernel timed at the freeze keeps its measured time,
+    the fresh one is modelled; sessions timed wholly before the freeze are not scored."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks/device/sim_label_policy_fresh.py"
+    spec = importlib.util.spec_from_file_location("sim_label_policy_fresh", path)
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def row(key: str, ms: float, *uses: str) -> dict[str, str]:
+        return {"key": key, "status": "ok", "ms": str(ms), "uses": " ".join(uses)}
+
+    rows = [
+        row("b1", 4.0, "s1@0:baseline"),
+        row("x1", 1.0, "s1@3:best"),  # s1: both before the freeze
+        row("b2", 4.0, "s2@0:baseline"),
+        row("x2", 1.0, "s2@2:best"),  # s2: x2 timed after it
+        row("b3", 9.0, "s3@0:baseline"),
+        row("x3", 1.0, "s3@4:best"),  # s3: both after, modelled 2x off
+    ]
+    before = {"b1": 4.0, "x1": 1.0, "b2": 4.0}
+    times = {"b1": 4.0, "x1": 1.0, "b2": 4.0, "x2": 1.1, "b3": 9.0, "x3": 2.5}
+    scales = lp.Scales([_res(f"r{i}", GEMV, f"f{i}", 0.05 * (-1) ** i) for i in range(8)])
+    labels = script._fresh_labels(rows, before, times, scales, dict.fromkeys(times, GEMV))
+    assert [sid for sid, *_ in labels] == ["s2", "s3"]
+    got = {sid: (d.provenance, mod, meas) for sid, d, mod, meas in labels}
+    assert got["s2"] == (lp.MODELLED, pytest.approx(4.0 / 1.1), 4.0)
+    figs = script._fresh_figures(labels, [0.1, 0.9])
+    assert (figs["labels"], figs["published"], figs["within_2x_published"]) == (2, 2, 0.5)
+    assert figs["step_median_abs_log_err"] == 0.5 and figs["step_within_2x"] == 0.5
