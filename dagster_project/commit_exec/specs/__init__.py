@@ -26,6 +26,7 @@ from .misc_vllm import SPECS as _MISC_VLLM
 from .mla_fp8_quant import SPECS as _MLA_FP8_QUANT
 from .mla_set_kv import SPECS as _MLA_SET_KV
 from .moe import SPECS as _MOE
+from .moe_sum_scale import SPECS as _MOE_SUM_SCALE
 from .more_attention import SPECS as _MORE_ATTENTION
 from .more_flashinfer import SPECS as _MORE_FLASHINFER
 from .more_sglang import SPECS as _MORE_SGLANG
@@ -57,6 +58,7 @@ SPECS: tuple[Spec, ...] = (
     + _TRTLLM_MLA_INDICES
     + _GDN_QKV_SPLIT
     + _MLA_FP8_QUANT
+    + _MOE_SUM_SCALE
     + _KDA
     + _KDA_CHUNK
     + _MAMBA_SSD

@@ -22,6 +22,7 @@ from dagster_project.commit_exec.specs import (
     kda_chunk,
     mla_fp8_quant,
     mla_set_kv,
+    moe_sum_scale,
     nsa_pool,
     pack_topk,
     shape_label,
@@ -42,6 +43,7 @@ NEW: tuple[Spec, ...] = (
     + trtllm_mla_indices.SPECS
     + gdn_qkv_split.SPECS
     + mla_fp8_quant.SPECS
+    + moe_sum_scale.SPECS
 )
 _SG_ROPE = "python/sglang/srt/layers/rotary_embedding.py"
 _SG_KDA = "python/sglang/srt/layers/attention/fla/kda.py"
