@@ -74,13 +74,19 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: internal-linkage names carry a hash of the translation unit (``_INTERNAL_<8 hex>_``): a
+#: name, not code (headers such as libcu++ emit such globals)
+_INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_")
+
+
 def ptx_norm(ptx: str) -> str:
-    """PTX without comments, debug locations and blank lines (what ptxas compiles)."""
+    """PTX without comments, debug locations and blank lines (what ptxas compiles), the
+    per-file hash of internal names normalised."""
     out = []
     for ln in ptx.split("\n"):
         if not ln.strip() or _PTX_DROP.match(ln):
             continue
-        out.append(ln.split("//")[0].rstrip())
+        out.append(_INTERNAL.sub("_INTERNAL_", ln.split("//")[0].rstrip()))
     return "\n".join(out)
 
 
@@ -452,6 +458,42 @@ def collect(prepared: Path, answers: Path, out: Path) -> None:
     print(f"{n} rows appended to {out}")
 
 
+def recheck(out: Path, jobs: int) -> None:
+    """Compile again every CUDA row marked different (after a change of the comparison, such
+    as name normalisation) and rewrite its verdict."""
+    with out.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    tasks = {}
+    for t in build_tasks()[0]:
+        tasks.setdefault((t.op, t.gpu, t.dtype, json.dumps(t.shape, separators=(",", ":"))), t)
+
+    def one(r: dict[str, str]) -> None:
+        if r["impl"] != "cuda" or r["identical"] != "0":
+            return
+        op = get_op(r["op"])
+        v = get_variant(op.family, "cuda", r["variant"])
+        canon = render_candidate(
+            op, r["gpu"], r["dtype"], json.loads(r["shape"]), v, json.loads(r["params"]),
+            style=style_for_task(r["op"], r["gpu"], r["dtype"], json.loads(r["shape"])),
+            rewrite_axes=(),
+        )  # fmt: skip
+        if _sha(canon)[:16] != r["canonical_sha"]:
+            return  # not the text the row compiled: leave it
+        var = rewrites.rewrite(canon, "cuda", tuple(r["axes"].split("+")))
+        flag = r["stage"].split("-arch=")[-1]
+        a, b = nvcc_ptx(canon, flag), nvcc_ptx(var, flag)
+        if a:
+            r["identical"] = str(int(a == b))
+            print(f"  {r['op']} {r['variant']} {r['arch']} {r['case']}: {r['identical']}")
+
+    with ThreadPoolExecutor(jobs) as ex:
+        list(ex.map(one, rows))
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=("cuda", "triton"), default="cuda")
@@ -463,12 +505,16 @@ def main() -> None:
     ap.add_argument("--out", default=str(rewrites.evidence_path()))
     ap.add_argument("--probe", default="", help="a Python with Triton: compile the probes")
     ap.add_argument("--prepare", default="", help="write the CUDA cases here for the device")
+    ap.add_argument("--recheck", action="store_true", help="compile the rows marked 0 again")
     ap.add_argument("--collect", nargs=2, default=[], help="PREPARED_DIR DEVICE_ANSWERS")
     args = ap.parse_args()
     if args.probe:
         print(json.dumps(run_probe(args.probe)))
         return
     out = Path(args.out)
+    if args.recheck:
+        recheck(out, args.jobs)
+        return
     if args.collect:
         collect(Path(args.collect[0]), Path(args.collect[1]), out)
         return
