@@ -11,7 +11,9 @@ rewrite here changes how a statement is written, never what the compiler makes o
   locals declared without ``const`` (``noconst``), functional casts ``T(e)`` as
   ``static_cast<T>(e)`` (``cast``);
 * Triton (``TRITON_AXES``): ``x += e`` as ``x = x + (e)`` (``aug``), the reduction axis passed
-  by position (``axispos``), ``other=`` before ``mask=`` in ``tl.load`` (``kworder``).
+  by position (``axispos``), ``other=`` before ``mask=`` in ``tl.load`` (``kworder``),
+  ``e.to(T)`` as ``tl.cast(e, T)`` (``tocast``: ``tensor.to`` is Triton 3.6's alias of
+  ``cast``), ``tl.program_id(axis=0)`` for ``tl.program_id(0)`` (``pidkw``).
 
 Each author (``styles.Style``) has its own set of axes (``author_axes``), so sessions by
 different engineers differ in structure, consistently within a session.
@@ -47,7 +49,7 @@ from pathlib import Path
 REWRITES_VERSION = "1.0.0"
 
 CUDA_AXES: tuple[str, ...] = ("aug", "postinc", "braces", "noconst", "cast")
-TRITON_AXES: tuple[str, ...] = ("aug", "axispos", "kworder")
+TRITON_AXES: tuple[str, ...] = ("aug", "axispos", "kworder", "tocast", "pidkw")
 
 #: Where the compile-identity evidence is shipped.
 EVIDENCE_FILE = "rewrite_identity.csv"
@@ -273,6 +275,57 @@ def _kworder(args: list[str]) -> list[str] | None:
     return out
 
 
+_T_PID = re.compile(r"\btl\.program_id\((\d)\)")
+_T_TO = re.compile(r"\.to\(")
+
+
+def _receiver_start(ln: str, end: int) -> int:
+    """Start of the primary expression ending at ``ln[end]`` (a name, attribute chain, call
+    or subscript, or a parenthesised group); -1 when there is none."""
+    j = end
+    while j > 0:
+        c = ln[j - 1]
+        if c in ")]":
+            depth, k = 0, j - 1
+            while k >= 0:
+                if ln[k] in ")]":
+                    depth += 1
+                elif ln[k] in "([":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k -= 1
+            if k < 0:
+                return -1
+            j = k
+        elif c.isalnum() or c in "_.":
+            j -= 1
+        else:
+            break
+    return j if j < end and not ln[j].isdigit() else -1
+
+
+def _tocast(ln: str) -> str:
+    """``e.to(T)`` -> ``tl.cast(e, T)`` for one-argument ``.to`` calls (innermost first)."""
+    for _ in range(8):  # a line holds a few casts at most
+        done = True
+        for m in _T_TO.finditer(ln):
+            close = _balanced_close(ln, m.end() - 1)
+            args = _split_top(ln[m.end() : close - 1]) if close > 0 else None
+            start = _receiver_start(ln, m.start())
+            if not args or len(args) != 1 or "=" in args[0] or start < 0:
+                continue
+            recv = ln[start : m.start()]
+            if recv.startswith("tl.") and "(" not in recv:
+                continue  # a dtype's own method, not a tensor's
+            ln = f"{ln[:start]}tl.cast({recv}, {args[0].strip()}){ln[close:]}"
+            done = False
+            break
+        if done:
+            break
+    return ln
+
+
 def _t_line(ln: str, axes: tuple[str, ...]) -> str:
     if "aug" in axes:
         m = _T_AUG.match(ln)
@@ -283,6 +336,10 @@ def _t_line(ln: str, axes: tuple[str, ...]) -> str:
         ln = _calls(ln, _T_REDUCE, _axispos)
     if "kworder" in axes:
         ln = _calls(ln, _T_LOAD, _kworder)
+    if "tocast" in axes and ".to(" in ln:
+        ln = _tocast(ln)
+    if "pidkw" in axes:
+        ln = _T_PID.sub(r"tl.program_id(axis=\1)", ln)
     return ln
 
 
@@ -331,6 +388,8 @@ _TL_PARAMS: dict[str, tuple[str, ...]] = {
     "cumsum": ("input", "axis"),
     "xor_sum": ("input", "axis"),
     "load": ("pointer", "mask", "other"),
+    "cast": ("input", "dtype", "fp_downcast_rounding", "bitcast"),
+    "program_id": ("axis",),
 }
 
 
@@ -350,6 +409,15 @@ class _Normal(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         f = node.func
+        if (  # ``e.to(T)`` is ``tl.cast(e, T)`` (Triton 3.6: ``tensor.to`` calls ``cast``)
+            isinstance(f, ast.Attribute)
+            and f.attr == "to"
+            and not (isinstance(f.value, ast.Name) and f.value.id == "tl")
+        ):
+            node.args = [f.value, *node.args]
+            node.func = f = ast.Attribute(
+                value=ast.Name(id="tl", ctx=ast.Load()), attr="cast", ctx=ast.Load()
+            )
         if (
             isinstance(f, ast.Attribute)
             and isinstance(f.value, ast.Name)
@@ -357,11 +425,8 @@ class _Normal(ast.NodeTransformer):
             and f.attr in _TL_PARAMS
         ):
             names = _TL_PARAMS[f.attr]
-            keep = node.args[:1]
-            kws = [
-                ast.keyword(arg=n, value=a) for n, a in zip(names[1:], node.args[1:], strict=False)
-            ]
-            node.args = keep
+            kws = [ast.keyword(arg=n, value=a) for n, a in zip(names, node.args, strict=False)]
+            node.args = node.args[len(names) :]
             node.keywords = kws + list(node.keywords)
         node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")
         return node

@@ -68,6 +68,8 @@ def test_triton_rewrites_are_one_program_to_the_front_end_and_the_check_can_fail
     var = rewrites.rewrite_triton(canon, rewrites.TRITON_AXES)
     assert "stat = stat + tl.sum(x * x, 0)" in var
     assert "other=0.0, mask=offs < n_cols)" in var
+    assert "x = tl.cast(tl.load(src + offs, other=0.0, mask=offs < n_cols), tl.float32)" in var
+    assert "row = tl.program_id(axis=0)" in var
     assert rewrites.frontend_form(var) == rewrites.frontend_form(canon)
     # the entry point is plain Python: never rewritten
     assert var.split("\ndef rmsnorm")[1] == canon.split("\ndef rmsnorm")[1]
@@ -75,6 +77,8 @@ def test_triton_rewrites_are_one_program_to_the_front_end_and_the_check_can_fail
     swapped = var.replace("stat = stat + tl.sum(x * x, 0)", "stat = tl.sum(x * x, 0) + stat")
     assert swapped != var
     assert rewrites.frontend_form(swapped) != rewrites.frontend_form(canon)
+    recast = var.replace("tl.float32)", "tl.float16)", 1)
+    assert rewrites.frontend_form(recast) != rewrites.frontend_form(canon)
 
 
 def _author_with(axis: str, impl: str) -> Style:
