@@ -54,6 +54,12 @@ _KH_VARS = [
 @pytest.fixture(autouse=True)
 def kh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh, isolated KERNELHOUSE_HOME; no inherited sources or tokens."""
+    return isolate_home(tmp_path, monkeypatch)
+
+
+def isolate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``kh_home``'s environment under ``tmp_path``, for a module- or session-scoped fixture
+    that builds once for several tests (through ``pytest.MonkeyPatch.context()``)."""
     for var in _KH_VARS:
         monkeypatch.delenv(var, raising=False)
     home = tmp_path / "home"

@@ -1,17 +1,16 @@
 """The lineage declaration (``storage/lineage.py``) against the code, both ways: every
 asset of the definitions is declared and depends on exactly the writers of what it
-declares; a lake handle opened for an asset refuses an undeclared read; and a whole
-build on the fixture repos reads exactly the tables each asset declares."""
+declares; a lake handle opened for an asset refuses an undeclared read. That a whole
+build on the fixture repos reads exactly the tables each asset declares is checked on the
+one whole in-process build of ``tests/unit/execution/test_build_row_hashes.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from dagster_project.definitions import build_definitions
-from dagster_project.execution.planner import run_build
 from dagster_project.storage import lineage
 from dagster_project.storage.lake import Lake
 
@@ -57,52 +56,6 @@ def test_a_lake_opened_for_an_asset_refuses_an_undeclared_read(kh_home: Path) ->
         con.execute("SELECT count(*) FROM raw.pr_bodies")
     # The same handle without an asset (the CLI, tests) reads anything.
     assert plain.read_table("raw", "pr_bodies").height == 1
-
-
-#: Declared reads that only happen on a path the fixture build does not take.
-CONDITIONAL = {
-    "measured_configs": {"datasets.tuned_configs", "raw.moe_model_shapes"},  # a CUDA GPU
-    "hub_push": {"derived.quality_results"},  # a push configured
-}
-
-
-@pytest.mark.slow
-def test_a_build_reads_exactly_what_each_asset_declares(use_engine_repos, kh_home: Path) -> None:
-    lineage.OBSERVED.clear()
-    defs = build_definitions()
-    outcome = run_build(defs, dg.DagsterInstance.ephemeral(), None)
-    ran = set(outcome.rows)
-    assert {"kernel_commits", "tuned_configs", "pr_gains", "analysis_views"} <= ran, outcome
-    problems = []
-    for name in sorted(ran & set(lineage.ASSETS)):
-        acc = lineage.access(name)
-        seen = {
-            t
-            for t in lineage.OBSERVED.get(name, set())
-            if not any(lineage._matches(w, t) for w in acc.writes)
-        }
-        if seen != set(acc.reads) - CONDITIONAL.get(name, set()):
-            problems.append(
-                f"{name}: read but undeclared {sorted(seen - set(acc.reads))}, "
-                f"declared but unread {sorted(set(acc.reads) - seen)}"
-            )
-    assert not problems, "\n".join(problems)
-
-    # Every column users query (each datasets.* table, each analysis.* view the build
-    # made) has a description, shown in the UI (issue 34); none is described that is not.
-    from dagster_project.storage.columns import COLUMNS
-
-    lake = Lake(kh_home / "lake.duckdb", str(kh_home / "lake"))
-    published = lake.query(
-        "SELECT table_schema || '.' || table_name AS t, list(column_name) AS cols "
-        "FROM information_schema.columns WHERE table_schema IN ('datasets', 'analysis') "
-        "GROUP BY 1"
-    )
-    built = dict(zip(published["t"], published["cols"], strict=True))
-    assert {"datasets.measured_configs", "analysis.measured_speedup_by_kernel"} <= set(built)
-    for table, columns in built.items():
-        described = set(COLUMNS.get(table, {}))
-        assert set(columns) == described, (table, set(columns) ^ described)
 
 
 def test_a_missing_table_names_the_step_that_creates_it() -> None:

@@ -1,6 +1,7 @@
 """Column descriptions (issue 34): one source (``storage/columns.py``) for every table users
-query, shown by the UI. The whole-build test (``tests/assets/test_lineage.py``) holds the
-entries to the built lake's columns; these hold the list of relations without a build."""
+query, shown by the UI. The whole-build test
+(``tests/unit/execution/test_build_row_hashes.py``) holds the entries to the built lake's
+columns; these hold the list of relations without a build."""
 
 from __future__ import annotations
 
