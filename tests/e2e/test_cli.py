@@ -1,10 +1,15 @@
 """The CLI end to end, as a user runs it: `kernelhouse build` on the fixture repos in a
-temporary KERNELHOUSE_HOME, then `kernelhouse sql` / `status` over the result."""
+temporary KERNELHOUSE_HOME, then its exports loaded with `datasets` and `kernelhouse sql` /
+`status` / `refresh` over the result.
+
+One whole CLI build serves both the export check and the query commands (each whole build
+costs CI about a minute and a half on two cores; the export check used to pay for its own)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +33,64 @@ def _kh(
     )
 
 
-def test_build_then_sql(use_engine_repos, kh_home: Path) -> None:
-    res = _kh("build")
+def _assert_exports_load(exports: Path, cache: str, res: subprocess.CompletedProcess) -> None:
+    """Every export of the small build loads with `datasets`. The kernelswarm build has two
+    batch files (130 episodes: batches follow episode ids, which start with the op, so the
+    files hold different ops); ``tests/unit/publish/test_exports_load.py`` covers more
+    shards per dataset, and the full-size check is recorded in ``benchmarks/RESULTS.md``."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    for name in ("kernel-opt-rl", "kernelinfer", "kernelswarm", "measured_configs"):
+        assert (exports / name).is_dir(), f"{name} missing\n{res.stdout}\n{res.stderr}"
+
+    def load(*args: str, **kwargs: str) -> datasets.Dataset:
+        return datasets.load_dataset(*args, cache_dir=cache, **kwargs)
+
+    swarm = exports / "kernelswarm"
+    ops = [
+        {json.loads(line)["op"] for line in p.read_text().splitlines()}
+        for p in sorted((swarm / "batches").glob("batch_*.jsonl"))
+    ]
+    assert len(ops) == 2 and ops[0] != ops[1]
+    assert load(str(swarm), split="train").num_rows == 130
+    assert load(str(swarm), "tasks_holdout", split="test").num_rows > 0
+    assert load("json", data_files=str(swarm / "episodes.jsonl"), split="train").num_rows == 130
+    infer = exports / "kernelinfer"
+    n = sum(1 for _ in (infer / "sessions.jsonl").open())
+    assert load(str(infer), split="train").num_rows == n == 40
+    assert load(str(infer), "tasks_holdout", split="test").num_rows > 0
+    assert load("json", data_files=str(infer / "sessions.jsonl"), split="train").num_rows == n
+    opt = exports / "kernel-opt-rl"
+    counts = {}
+    for subset in ("tuned_configs", "kernel_commits", "pr_tasks"):
+        counts[subset] = {split: load(str(opt), subset, split=split) for split in ("train", "test")}
+        assert sum(ds.num_rows for ds in counts[subset].values()) > 0
+    # pr_tasks (issue 41) holds every kernel_commits row once, as a file of its commit's task
+    for split in ("train", "test"):
+        files = counts["pr_tasks"][split]["files"]
+        assert sum(len(f) for f in files) == counts["kernel_commits"][split].num_rows
+    # measured_configs holds the H200 rows of tuned configs this build has; the fixture
+    # repos' configs match none, and `datasets` refuses an empty split by design
+    # ("corresponds to no data"), so an empty file is checked for its schema instead.
+    (parquet,) = (exports / "measured_configs").glob("*.parquet")
+    if pq.ParquetFile(parquet).metadata.num_rows:
+        assert load(str(exports / "measured_configs"), split="train").num_rows > 0
+    else:
+        assert pq.read_schema(parquet).names
+
+
+def test_build_exports_load_then_sql(
+    use_engine_repos, kh_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 130 episodes (two kernelswarm shards, two batch files) for every command below: the
+    # refresh must see the sizes the build used, or the shards' code version would differ.
+    # Two worker processes: partitions run side by side, as on a 2-core machine.
+    monkeypatch.setenv("KERNELHOUSE_SIM_EPISODES", "130")
+    res = _kh("build", "--workers", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "kernelhouse build" in res.stdout
+    _assert_exports_load(kh_home / "exports", str(tmp_path / "hf-cache"), res)
     q = _kh(
         "sql", "SELECT repo, commit_count FROM raw.repo_heads ORDER BY repo", "--format", "json"
     )
@@ -102,6 +161,8 @@ def test_offline_build_builds_what_it_can_and_says_how_to_finish(kh_home: Path) 
         f"KERNELHOUSE_{r}_SOURCE": f"https://127.0.0.1:9/{r.lower()}.git"
         for r in ("VLLM", "SGLANG", "FLASHINFER")
     }
+    # Two kernelswarm shards (100 + 30 episodes), for the status check at the end.
+    env["KERNELHOUSE_SIM_EPISODES"] = "130"
     res = _kh("build", env={**env, "COLUMNS": "400"})
     text = res.stdout + res.stderr
     assert res.returncode == 0, text
@@ -137,6 +198,38 @@ def test_offline_build_builds_what_it_can_and_says_how_to_finish(kh_home: Path) 
         assert q.returncode == 0 and "Catalog Error" not in q.stdout + q.stderr, q.stderr
     report = (kh_home / "exports" / "report.md").read_text()
     assert "Catalog Error" not in report and "step kernel_commits" in report
+    _assert_status_sums_partitions_and_names_offline_sources(_kh("status", env=env))
+
+
+def _status_row(stdout: str, asset: str) -> list[str]:
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 2 and cells[1] == asset:
+            return cells[1:-1]
+    raise AssertionError(f"no status row for {asset}:\n{stdout}")
+
+
+def _assert_status_sums_partitions_and_names_offline_sources(
+    st: subprocess.CompletedProcess,
+) -> None:
+    """`kernelhouse status` as a user reads it, on the offline build (whose own build would
+    cost CI another minute): rows summed over partitions, the latest result of every
+    check, unreachable sources and missing PR bodies in words."""
+    assert st.returncode == 0, st.stderr
+    asset, group, when, rows, parts, checks = _status_row(st.stdout, "kernelswarm_episodes")
+    assert rows == "130" and parts.startswith("2/"), (rows, parts)  # not the last shard's 30
+    assert re.search(
+        r"episode_invariants: (passed|failed) in \d+ of 2 latest shard runs", checks
+    ), checks
+    assert _status_row(st.stdout, "tuned_configs")[2] == "never"
+    text = " ".join(st.stderr.split())
+    assert "KERNELHOUSE_VLLM_SOURCE='https://127.0.0.1:9/vllm.git' cannot be reached now" in text
+    assert "a build skips vllm's clone" in text
+    # The conftest points GitHub at a port nothing listens on.
+    assert (
+        "The GitHub API (http://127.0.0.1:9) is unreachable: PR bodies come from the cache only"
+        in text
+    )
 
 
 def test_repeated_select_options_add_up(kh_home: Path) -> None:
