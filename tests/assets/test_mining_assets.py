@@ -102,20 +102,23 @@ def _table_snapshot(lake: Lake) -> dict[str, pl.DataFrame]:
     return out
 
 
-def _perf_md(kh_home: Path) -> dict:
-    inst = dg.DagsterInstance.ephemeral()
-    res = dg.materialize(
-        build_definitions().assets,
-        instance=inst,
-        partition_key="vllm",
-        selection=["repo_clone", "perf_commits", "kernel_commit_files"],
-        resources=build_definitions().resources,
-    )
-    mats = {}
-    for e in res.get_asset_materialization_events():
-        mat = e.step_materialization_data.materialization
-        mats[mat.asset_key.to_user_string()] = mat.metadata
-    return {k: {m: v.value for m, v in md.items()} for k, md in mats.items()}
+def _build_md() -> dict:
+    """A MINED build, then the vLLM partition's metadata of the two miners as that build
+    recorded it (its mode: what the build found upstream). Read from the build's own
+    instance: no separate run of the miners (which would move the watermark first)."""
+    instance = dg.DagsterInstance.ephemeral()
+    outcome = run_build(build_definitions(), instance, MINED)
+    assert outcome.ok, (outcome.failed, outcome.skipped)
+    out = {}
+    for name in ("perf_commits", "kernel_commit_files"):
+        (record,) = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(name), asset_partitions=["vllm"]),
+            limit=1,
+        ).records
+        mat = record.event_log_entry.asset_materialization
+        assert mat is not None
+        out[name] = {m: v.value for m, v in mat.metadata.items()}
+    return out
 
 
 def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home: Path) -> None:
@@ -125,10 +128,9 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
     before = _table_snapshot(lake)
 
     # 1. Nothing new upstream: no mining work, no table changes.
-    md = _perf_md(kh_home)
+    md = _build_md()
     assert md["perf_commits"]["mode"] == "noop" and md["perf_commits"]["new_commits"] == 0
     assert md["kernel_commit_files"]["mined_commits"] == 0
-    assert _build().ok
     after = _table_snapshot(lake)
     for name, df in before.items():
         assert df.equals(after[name]), f"{name} changed on a no-op refresh"
@@ -159,9 +161,8 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
         '"num_warps": 4, "num_stages": 3}}\n',
     )
     b.commit("[Misc] Add L40S tuned config for E=16 (#9003)")
-    md = _perf_md(kh_home)
+    md = _build_md()
     assert md["perf_commits"]["mode"] == "incremental"
-    assert _build().ok
     grown = _table_snapshot(lake)
     new_perf = grown["perf_commits"].join(
         before["perf_commits"].select("sha"), on="sha", how="anti"
@@ -189,9 +190,8 @@ def test_incremental_refresh(vllm_upstream: RepoBuilder, offline_github, kh_home
         "x[threadIdx.x] = __fmul_rn(x[threadIdx.x], a); }\n",
     )
     other = b.commit("[Perf] Faster scale via fused multiply (#9004)")
-    md = _perf_md(kh_home)
+    md = _build_md()
     assert md["perf_commits"]["mode"] == "remine"
-    assert _build().ok
     final = lake.read_table("datasets", "kernel_commits")
     assert new_sha not in set(final["sha"]) and other in set(final["sha"])
     remined = final.filter(pl.col("repo") != "vllm").sort("id")
