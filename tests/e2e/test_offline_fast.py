@@ -2,7 +2,8 @@
 
 Every source is probed (``git ls-remote`` / a path check) before any run starts; the
 build then goes on with everything that does not need those repositories (the full
-outcome is checked by ``test_cli.py::test_offline_repo_assets_fail_with_guidance``).
+outcome is checked by
+``test_cli.py::test_offline_build_builds_what_it_can_and_says_how_to_finish``).
 
 Why two bounds: the probes themselves are timed in-process (tight: refused hosts answer in
 milliseconds, so three parallel probes must not approach ``PROBE_TIMEOUT_S``), while the
