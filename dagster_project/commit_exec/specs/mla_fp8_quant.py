@@ -84,11 +84,12 @@ MLA_FP8_QUANT = Spec(
     make_inputs=_quant_inputs,
     call=_quant_call,
     reference=_quant_reference,
-    tolerance={"x_q": (2e-3, 0.126), "scale": (0.0, 4e-3)},
-    tolerance_why="the before side rounds the scale 448/amax and each x * scale to bf16 (ulp "
-    "2^-8 relative) before the cast to e4m3, the after side keeps both in fp32: scales agree "
-    "to a bf16 rounding (4e-3 relative) and a quantised value may land one e4m3 step away "
-    "(12.5% relative, or one subnormal step, 2^-9, near zero)",
+    tolerance={"x_q": (2e-3, 0.126), "scale": (0.0, 8e-3)},
+    tolerance_why="the before side rounds the scale 448/amax to bf16, which torch's bf16 "
+    "division can reach through two roundings (448 * bf16(1/amax): seen 18.875 for 18.963, "
+    "0.47%), and each x * scale to bf16, before the cast to e4m3; the after side keeps both "
+    "in fp32: scales agree to two bf16 ulps (2 * 2^-8, 8e-3 relative) and a quantised value "
+    "may land one e4m3 step away (12.5% relative, or one subnormal step, 2^-9, near zero)",
 )
 
 SPECS: tuple[Spec, ...] = (MLA_FP8_QUANT,)
