@@ -348,10 +348,10 @@ def _host_samples(
     return {"before": samples[0], "after": samples[1]}
 
 
-def _summary(samples: dict[str, list[float]], seed: int) -> dict[str, Any]:
+def _summary(samples: dict[str, list[float]]) -> dict[str, Any]:
     """One scope of one shape: ``samples`` hold the blocks' samples in block order."""
     b, a = samples["before"], samples["after"]
-    speedup, lo, hi = stats.block_interval([(b, a, REPEATS)], seed=seed)
+    speedup, lo, hi = stats.block_interval([(b, a, REPEATS)])
     return {
         "before_us": statistics.median(b),
         "after_us": statistics.median(a),
@@ -405,7 +405,7 @@ def time_shape(spec: Spec, fa: Callable, fb: Callable, shape: Shape, device: Any
             out[scope] = {"error": errors[0]}
             continue
         pooled = {side: [x for b in blocks for x in b[scope][side]] for side in ("before", "after")}
-        out[scope] = _summary(pooled, seed)
+        out[scope] = _summary(pooled)
     return out
 
 
