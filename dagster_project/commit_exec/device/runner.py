@@ -301,6 +301,7 @@ def _graph_samples(
     import torch
 
     graphs: list[Any] = [None, None]
+    outputs: list[Any] = [None, None]
     sides = ((1, fb, sets_b), (0, fa, sets_a)) if flip else ((0, fa, sets_a), (1, fb, sets_b))
     for index, fn, sets in sides:
         stream = torch.cuda.Stream()
@@ -311,8 +312,7 @@ def _graph_samples(
         torch.cuda.current_stream().wait_stream(stream)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            for s in sets:
-                fn(s)
+            outputs[index] = [fn(s) for s in sets]  # static tensors: hold the last replay's
         graphs[index] = g
     samples: list[list[float]] = [[], []]
     for rep in range(REPEATS):
@@ -325,7 +325,7 @@ def _graph_samples(
             end.record()
             end.synchronize()
             samples[side].append(start.elapsed_time(end) * 1000 / len(sets_a))
-    return {"before": samples[0], "after": samples[1]}
+    return {"before": samples[0], "after": samples[1], "outputs": outputs}
 
 
 def _host_samples(
@@ -334,6 +334,7 @@ def _host_samples(
     import torch
 
     samples: list[list[float]] = [[], []]
+    outputs: list[Any] = [None, None]
     fns = ((fa, sets_a), (fb, sets_b))
     for rep in range(REPEATS):
         order = (0, 1) if (rep % 2 == 0) != flip else (1, 0)
@@ -341,11 +342,24 @@ def _host_samples(
             fn, sets = fns[side]
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for s in sets:
-                fn(s)
+            outputs[side] = [fn(s) for s in sets]  # the last repetition's are compared
             torch.cuda.synchronize()
             samples[side].append((time.perf_counter() - t0) * 1e6 / len(sets))
-    return {"before": samples[0], "after": samples[1]}
+    return {"before": samples[0], "after": samples[1], "outputs": outputs}
+
+
+def _timed_outputs(spec: Spec, shape: Shape, outputs: list[Any]) -> dict[str, Any]:
+    """Compare what the timed calls returned (after against before, set by set), so code that
+    computes right when checked and wrong when timed loses. Returned tensors only: inputs the
+    spec mutates in place have been updated once per timed call on each side, and a drift
+    there after many calls is not a verdict (their single-call values are checked)."""
+    tol = spec.tolerance_for(shape)
+    for before, after in zip(outputs[0], outputs[1], strict=True):
+        keep = [k for k in before if k not in spec.mutated]
+        res = compare({k: after[k] for k in keep}, {k: before[k] for k in keep}, tol)
+        if not res["ok"]:
+            return {"ok": False, "why": res.get("why")}
+    return {"ok": True}
 
 
 def _summary(samples: dict[str, list[float]]) -> dict[str, Any]:
@@ -379,7 +393,9 @@ def _time_block(
     out: dict[str, Any] = {"sets": len(sets_a), "set_bytes": _bytes(sets_a[0])}
     for scope, fn in (("graph", _graph_samples), ("host", _host_samples)):
         try:
-            out[scope] = fn(fa, fb, sets_a, sets_b, flip)
+            res = fn(fa, fb, sets_a, sets_b, flip)
+            res["timed_outputs"] = _timed_outputs(spec, shape, res.pop("outputs"))
+            out[scope] = res
         except Exception as exc:  # noqa: BLE001 - e.g. a launcher that syncs cannot be captured
             out[scope] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return out
@@ -406,6 +422,10 @@ def time_shape(spec: Spec, fa: Callable, fb: Callable, shape: Shape, device: Any
             continue
         pooled = {side: [x for b in blocks for x in b[scope][side]] for side in ("before", "after")}
         out[scope] = _summary(pooled)
+        wrong = [b[scope]["timed_outputs"] for b in blocks if not b[scope]["timed_outputs"]["ok"]]
+        out[scope]["timed_outputs_ok"] = not wrong
+        if wrong:
+            out[scope]["timed_outputs_why"] = wrong[0].get("why")
     return out
 
 
