@@ -20,6 +20,7 @@ from __future__ import annotations
 from .static import STATIC_RULES_VERSION, Finding, introduced, scan
 
 #: Bumped whenever a defence changes what it accepts (stored with every suite result).
-GUARD_VERSION = "1.6.0"
+GUARD_VERSION = "1.6.1"  # 1.6.1: the judge stops reading once the child exited (a forked
+#   process holding the pipe open held it until the deadline)
 
 __all__ = ["GUARD_VERSION", "STATIC_RULES_VERSION", "Finding", "introduced", "scan"]

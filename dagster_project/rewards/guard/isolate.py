@@ -143,14 +143,19 @@ class _Channel:
         self.stamps: dict[tuple[str, str], float] = {}
         self.forged = 0
 
-    def pump(self, deadline: float) -> bool:
-        """Read until EOF or ``deadline``; ``False`` on timeout."""
+    def pump(self, deadline: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
+        """Read until EOF or ``deadline``; ``False`` on timeout. With ``proc``: also stop once
+        the child has exited and nothing is left to read, so a process it forked that holds
+        the pipe open (EOF never comes) cannot hold the judge until the deadline; the
+        leftover process is found and killed by ``_kill_session``."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            ready, _, _ = select.select([self.fd], [], [], min(left, 1.0))
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.2 if proc else 1.0))
             if not ready:
+                if proc is not None and proc.poll() is not None:
+                    return True
                 continue
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
@@ -236,7 +241,7 @@ def run_candidate(
             assert proc.stdin is not None
             proc.stdin.write(json.dumps(job).encode())
             proc.stdin.close()
-            finished = chan.pump(started + timeout_s)
+            finished = chan.pump(started + timeout_s, proc)
         finally:
             os.close(read_fd)
             leftover = _kill_session(proc)
