@@ -317,6 +317,8 @@ VERSIONED = {
     "gains_policy": ("gains.policy:POLICY_VERSION", ("gains/policy.py", "gains/audit.py")),
     # issue 39: when a simulated engineer stops (session lengths of both datasets)
     "stop_rule": ("sim.stop_rule:STOP_RULE_VERSION", ("sim/stop_rule.py",)),
+    # issue 36: which simulated speedup labels are published as modelled (label provenance)
+    "label_policy": ("sim.label_policy:LABEL_POLICY_VERSION", ("sim/label_policy.py",)),
     # issue 37: what the reward defences accept (stamped on every exploit-suite result)
     "reward_guard": (
         "rewards.guard:GUARD_VERSION",
