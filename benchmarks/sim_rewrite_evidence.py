@@ -74,9 +74,10 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-#: internal-linkage names carry a hash of the translation unit (``_INTERNAL_<8 hex>_``): a
-#: name, not code (headers such as libcu++ emit such globals)
-_INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_")
+#: internal-linkage and anonymous-namespace names carry a hash of the translation unit
+#: (``_INTERNAL_<8 hex>_``, ``_GLOBAL__N__<8 hex>_``): names, not code (libcu++ emits such
+#: globals)
+_INTERNAL = re.compile(r"(_INTERNAL_|_GLOBAL__N__)[0-9a-f]{8}_")
 
 
 def ptx_norm(ptx: str) -> str:
@@ -86,7 +87,7 @@ def ptx_norm(ptx: str) -> str:
     for ln in ptx.split("\n"):
         if not ln.strip() or _PTX_DROP.match(ln):
             continue
-        out.append(_INTERNAL.sub("_INTERNAL_", ln.split("//")[0].rstrip()))
+        out.append(_INTERNAL.sub(r"\1", ln.split("//")[0].rstrip()))
     return "\n".join(out)
 
 
@@ -474,7 +475,6 @@ def recheck(out: Path, jobs: int) -> None:
         v = get_variant(op.family, "cuda", r["variant"])
         canon = render_candidate(
             op, r["gpu"], r["dtype"], json.loads(r["shape"]), v, json.loads(r["params"]),
-            style=style_for_task(r["op"], r["gpu"], r["dtype"], json.loads(r["shape"])),
             rewrite_axes=(),
         )  # fmt: skip
         if _sha(canon)[:16] != r["canonical_sha"]:
@@ -485,6 +485,8 @@ def recheck(out: Path, jobs: int) -> None:
         if a:
             r["identical"] = str(int(a == b))
             print(f"  {r['op']} {r['variant']} {r['arch']} {r['case']}: {r['identical']}")
+        else:
+            print(f"  {r['op']} {r['variant']} {r['arch']} {r['case']}: canonical does not build")
 
     with ThreadPoolExecutor(jobs) as ex:
         list(ex.map(one, rows))

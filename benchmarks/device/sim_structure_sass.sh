@@ -34,9 +34,9 @@ one() {
       [ "$f" = canon ] && { rm -rf "$tmp"; return 0; }
       echo "$id,0,$NVCC_V"; rm -rf "$tmp"; return 0
     fi
-    # internal-linkage names carry a hash of the file (_INTERNAL_<8 hex>_): names, not code
+    # internal and anonymous-namespace names carry a hash of the file: names, not code
     "$CUOBJDUMP" -sass "$tmp/$f/k.cubin" | grep -v -e '^\s*$' -e 'Fatbin' -e 'code for' \
-      | sed -E 's/_INTERNAL_[0-9a-f]{8}_/_INTERNAL_/g' > "$tmp/$f/sass" \
+      | sed -E 's/(_INTERNAL_|_GLOBAL__N__)[0-9a-f]{8}_/\1/g' > "$tmp/$f/sass" \
       || { echo "cuobjdump failed on $id" >&2; rm -rf "$tmp"; return 0; }
     [ -s "$tmp/$f/sass" ] || { echo "empty SASS for $id" >&2; rm -rf "$tmp"; return 0; }
   done
