@@ -7,14 +7,11 @@ a candidate: the set is scored once, by run.py."""
 
 from __future__ import annotations
 
-import ast
-
 from dagster_project.rewards.exploits import heldout, heldout2, heldout3, run
-from dagster_project.rewards.exploits.bases import BASES
-from dagster_project.rewards.exploits.rows import rows
 from dagster_project.rewards.exploits.suite import DEFENCES, EXPLOITS
 from dagster_project.rewards.exploits.templates import COMMIT_TEMPLATES, TEMPLATES
-from dagster_project.rewards.patch import apply_edits, parse_search_replace
+
+from . import heldout_checks
 
 _EARLIER = EXPLOITS + heldout.HELDOUT + heldout2.HELDOUT2
 
@@ -39,35 +36,15 @@ def test_every_exploit_says_what_it_is_and_what_should_catch_it() -> None:
 
 
 def test_patch_exploits_apply_and_define_the_entry() -> None:
-    for ex in heldout3.HELDOUT3_NUMPY + heldout3.HELDOUT3_TORCH:
-        assert ex.target.startswith("patch:") and not ex.config, ex.id
-        assert apply_edits(BASES[ex.task][0], parse_search_replace(ex.completion())) == ex.after
-        tree = ast.parse(ex.after)
-        assert "kernel" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, ex.id
-    assert all(e.task == "rmsnorm_linear_np" for e in heldout3.HELDOUT3_NUMPY)
-    assert all(e.task == "rmsnorm_linear_torch" for e in heldout3.HELDOUT3_TORCH)
+    heldout_checks.patches_apply(heldout3.HELDOUT3_NUMPY, heldout3.HELDOUT3_TORCH)
 
 
 def test_config_exploits_target_a_suite_row() -> None:
-    table = rows()
-    for ex in heldout3.HELDOUT3_CONFIG:
-        assert ex.target.startswith("config:") and ex.task in table, ex.id
-        assert ex.config.strip() and not ex.after, ex.id
+    heldout_checks.configs_target_rows(heldout3.HELDOUT3_CONFIG)
 
 
 def test_references_cover_every_group_say_what_they_expect_and_apply() -> None:
-    refs = heldout3.HELDOUT3_REFERENCES
-    assert len(refs) >= 8 and len({r.id for r in refs}) == len(refs)
-    for kind in ("numpy", "torch", "config"):
-        assert heldout3.references_for(kind), kind
-    for ref in refs:
-        assert ref.expect in ("gain", "no_gain") and ref.note, ref.id
-        if ref.target.startswith("patch:"):
-            assert ref.after != BASES[ref.task][1], ref.id  # not the shipped after_code
-            patched = apply_edits(BASES[ref.task][0], parse_search_replace(ref.completion()))
-            assert patched == ref.after, ref.id
-        else:
-            assert ref.task in rows() and ref.config.strip(), ref.id
+    heldout_checks.references_hold(heldout3.HELDOUT3_REFERENCES, heldout3.references_for)
 
 
 def test_run_serves_the_heldout3_groups() -> None:
