@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -92,3 +93,17 @@ def write_round(
     }
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     print(f"{len(rows)} rows -> {out}; population {population}")
+
+
+def weighted(rows: list[dict], population: dict[str, dict[str, int]]) -> tuple[float, float]:
+    """Population precision/recall of scored ``rows`` (``label``, ``pred``): each (repo,
+    stratum) cell weighted by its population size over its sample size, N/n."""
+    n_cell = Counter((r["repo"], r["stratum"]) for r in rows)
+    tp = fp = fn = 0.0
+    for r in rows:
+        w = population[r["repo"]][r["stratum"]] / n_cell[(r["repo"], r["stratum"])]
+        pos = r["label"] == "perf"
+        tp += w * (r["pred"] and pos)
+        fp += w * (r["pred"] and not pos)
+        fn += w * (not r["pred"] and pos)
+    return tp / max(tp + fp, 1e-9), tp / max(tp + fn, 1e-9)

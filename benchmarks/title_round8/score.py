@@ -19,7 +19,6 @@ import csv
 import json
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,24 +29,12 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_perf_filter import _fmt, score, subjects  # noqa: E402
 from perf_filter_sample import SOURCES, source  # noqa: E402
+from title_rounds import weighted  # noqa: E402
 
 from dagster_project.mining.commits import perf_diffmodel, perf_filter  # noqa: E402
 from dagster_project.mining.git import GitRepo  # noqa: E402
 
 LOG = HERE / "scorings.jsonl"
-
-
-def weighted(rows: list[dict], population: dict[str, dict[str, int]]) -> tuple[float, float]:
-    """Population precision/recall: each (repo, stratum) cell weighted by its size N/n."""
-    n_cell = Counter((r["repo"], r["stratum"]) for r in rows)
-    tp = fp = fn = 0.0
-    for r in rows:
-        w = population[r["repo"]][r["stratum"]] / n_cell[(r["repo"], r["stratum"])]
-        pos = r["label"] == "perf"
-        tp += w * (r["pred"] and pos)
-        fp += w * (r["pred"] and not pos)
-        fn += w * (not r["pred"] and pos)
-    return tp / max(tp + fp, 1e-9), tp / max(tp + fn, 1e-9)
 
 
 def filters() -> dict[str, Callable[[dict], bool]]:
