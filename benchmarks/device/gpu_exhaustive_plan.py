@@ -16,6 +16,11 @@ format ``run_batch`` reads, split into parts of about ``--part-s`` device second
 on it (``benchmarks/device/gpu_exhaustive.sh``). Prints rows, candidates, estimated
 compiles and device minutes per part.
 
+``remeasure``: ``--rows`` rows drawn uniformly at random (``random.Random(--seed)``) from the
+GPU's shipped tables, each with its usual candidate table, written to
+``remeasure-<gpu>-s<seed>.jsonl.xz``: the acceptance's second device session, compared with
+the first by ``benchmarks/gpu_remeasure_report.py``.
+
 ``skew``: ``--rows`` fused-MoE rows of the GPU (the same stratification, MoE families
 only), written twice: ``skew-<gpu>-uniform.jsonl.xz`` (uniform routing, re-timed in the
 same call) and ``skew-<gpu>-zipf.jsonl.xz`` (``routing.SKEWED``); each row's candidates
@@ -130,9 +135,32 @@ def plan_skew(args: argparse.Namespace) -> None:
     print(f"device ~{2 * n_cands / sp.CANDIDATES_PER_S / 60:.1f} min for both (timing rate)")
 
 
+def plan_remeasure(args: argparse.Namespace) -> None:
+    """Uniformly random rows (not stratified: the check is of the tables as shipped), in id
+    order before the draw so the seed alone fixes the sample."""
+    import random
+
+    gpu = GPUS[args.gpu]
+    from dagster_project.rewards.measured import shipped_rows
+
+    sources = {source_hash(r.kernel_source): r.kernel_source for r in batch_rows(args.source)}
+    shipped = sorted((r for r in shipped_rows(sources) if r.gpu == gpu), key=lambda r: r.id)
+    if not shipped:
+        print(f"{gpu}: no shipped rows to re-measure")
+        return
+    rows = sp.plan_order(random.Random(args.seed).sample(shipped, min(args.rows, len(shipped))))
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"remeasure-{args.gpu}-s{args.seed}.jsonl.xz"
+    write_xz(path, [r.to_json() for r in rows])
+    n_cands = sum(len(candidates(r.best_config, r.default_config)) for r in rows)
+    print(f"  {path.name}: {len(rows)} of {len(shipped)} shipped rows, {n_cands} candidates")
+    print(coverage(rows))
+    print(f"device ~{n_cands / sp.CANDIDATES_PER_S / 60:.1f} min (timing rate)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=("exhaustive", "skew"))
+    ap.add_argument("mode", choices=("exhaustive", "skew", "remeasure"))
     ap.add_argument("--gpu", choices=sorted(GPUS), required=True)
     ap.add_argument("--rows", type=int, default=100)
     ap.add_argument("--seed", type=int, default=38)
@@ -152,13 +180,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.source:
         print("no batch files with kernel sources (plan one: kernelhouse gpu plan)")
         return 2
-    (plan_exhaustive if args.mode == "exhaustive" else plan_skew)(args)
+    modes = {"exhaustive": plan_exhaustive, "skew": plan_skew, "remeasure": plan_remeasure}
+    modes[args.mode](args)
     return 0
 
 
 def _is_source(path: Path) -> bool:
     """A planned batch of rows, not one of this script's own plans."""
-    return not path.name.startswith(("exhaustive-", "skew-"))
+    return not path.name.startswith(("exhaustive-", "skew-", "remeasure-"))
 
 
 if __name__ == "__main__":
