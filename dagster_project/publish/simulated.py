@@ -50,6 +50,8 @@ import polars as pl
 import pyarrow as pa
 
 from dagster_project import progress
+from dagster_project.gains.policy import wilson_lower
+from dagster_project.settings import KERNELINFER_DEFAULT_SEED
 from dagster_project.sim import label_policy
 from dagster_project.sim.feedback import ATOL, RTOL
 from dagster_project.sim.kernelinfer import CARD_STATS as KERNELINFER_CARD
@@ -158,6 +160,10 @@ KERNELINFER = SimLayout(
         "objective",
         "baseline_ms",
         "best",
+        "speedup_label",
+        "speedup_provenance",
+        "speedup_unknown_reason",
+        "speedup_error_scale",
         "attempts",
         "elapsed_s",
         "elapsed_hms",
@@ -250,7 +256,37 @@ def _kernelinfer_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         # issue 36: the timing model's error on the sessions' own kernels timed on an H100
         "timing_model": read_timing_model_summary("h100"),
         # issue 36 (36o): which speedup labels the model's held-out error lets it publish
-        "label_policy": label_policy.read_summary("h100"),
+        "label_policy": _label_policy_figures(),
+        # issue 36 (36p): the rows' own label columns, counted
+        "labels": _label_counts(con),
+    }
+
+
+def _label_policy_figures() -> dict[str, Any] | None:
+    """The policy's shipped figures, with the 95% Wilson lower bound of its clean test's
+    within-2x share among the published labels (the held-out figure the card states)."""
+    summary = label_policy.read_summary("h100")
+    fresh = (summary or {}).get("fresh")
+    if summary is None or not fresh or not fresh.get("published"):
+        return summary
+    n = int(fresh["published"])
+    hits = round(float(fresh["within_2x_published"]) * n)
+    return {**summary, "fresh": {**fresh, "within_2x": hits, "wilson_lower": wilson_lower(hits, n)}}
+
+
+def _label_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Sessions per label provenance (and reason kind), steps per ``timing``."""
+    rows = records(con, "kernelinfer_label_provenance")
+    totals: dict[str, int] = {}
+    for r in rows:
+        totals[str(r["provenance"])] = totals.get(str(r["provenance"]), 0) + int(r["sessions"])
+    steps = {str(r["timing"]): int(r["steps"]) for r in records(con, "kernelinfer_step_timing")}
+    return {
+        "sessions": {k: totals.get(k, 0) for k in ("measured", "modelled", "unknown")},
+        "by_kind": rows,
+        "step_timing": steps,
+        # the seed whose sessions the shipped H100 answers were asked for
+        "measured_seed": KERNELINFER_DEFAULT_SEED,
     }
 
 

@@ -386,9 +386,19 @@ _TRACE_DTYPE = pl.List(
             "status": pl.String,
             "time_ms": pl.Float64,
             "kept": pl.Boolean,
+            # issue 36 (36p): whether the step's time was measured on its GPU, and that time
+            "timing": pl.String,
+            "measured_ms": pl.Float64,
         }
     )
 )
+#: Session columns of the label with its evidence (``label_columns``; null when not attached).
+_LABEL_DTYPES: dict[str, pl.DataType | type[pl.DataType]] = {
+    "speedup_label": pl.Float64,
+    "speedup_provenance": pl.String,
+    "speedup_unknown_reason": pl.String,
+    "speedup_error_scale": pl.Float64,
+}
 _MSG_DTYPE = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 
 
@@ -412,7 +422,8 @@ def session_frames(
     """(sessions table, steps table) for a list of session dicts.
 
     ``shard`` fills the ``shard`` column; when omitted it is looked up in the default
-    build (-1 for sessions outside it).
+    build (-1 for sessions outside it). The label columns and each step's ``timing`` /
+    ``measured_ms`` are those ``label_columns.attach_labels`` wrote (null when it did not).
     """
     srows: list[dict[str, Any]] = []
     steps: dict[str, list[Any]] = {
@@ -426,6 +437,8 @@ def session_frames(
             "status",
             "time_ms",
             "kept",
+            "timing",
+            "measured_ms",
             "t_elapsed_s",
             "code",
             "feedback",
@@ -433,7 +446,15 @@ def session_frames(
     }
     for s in sessions:
         sh = shard if shard is not None else _default_shard_index().get(s["session_id"], -1)
-        trace = [{**t, "params": json.dumps(t["params"], sort_keys=True)} for t in s["trace"]]
+        trace = [
+            {
+                **t,
+                "params": json.dumps(t["params"], sort_keys=True),
+                "timing": t.get("timing"),
+                "measured_ms": t.get("measured_ms"),
+            }
+            for t in s["trace"]
+        ]
         srows.append(
             {
                 "session_id": s["session_id"],
@@ -448,6 +469,7 @@ def session_frames(
                 "objective": s["objective"],
                 "baseline_ms": s["baseline_ms"],
                 "best": s["best"],
+                **{k: s.get(k) for k in _LABEL_DTYPES},
                 "attempts": s["attempts"],
                 "elapsed_s": s["elapsed_s"],
                 "elapsed_hms": s["elapsed_hms"],
@@ -469,6 +491,8 @@ def session_frames(
             steps["status"].append(t["status"])
             steps["time_ms"].append(t["time_ms"])
             steps["kept"].append(t["kept"])
+            steps["timing"].append(t.get("timing"))
+            steps["measured_ms"].append(t.get("measured_ms"))
             steps["t_elapsed_s"].append(_stamp_seconds(fb))
             steps["code"].append(msgs[2 + 2 * i]["content"])
             steps["feedback"].append(fb)
@@ -485,6 +509,7 @@ def session_frames(
         "objective": pl.String,
         "baseline_ms": pl.Float64,
         "best": pl.Struct({"step": pl.Int64, "time_ms": pl.Float64, "speedup": pl.Float64}),
+        **_LABEL_DTYPES,
         "attempts": pl.Struct(
             {"kept": pl.Int64, "reverted": pl.Int64, "errors": pl.Int64, "rebench": pl.Int64}
         ),
@@ -505,6 +530,8 @@ def session_frames(
         "status": pl.String,
         "time_ms": pl.Float64,
         "kept": pl.Boolean,
+        "timing": pl.String,
+        "measured_ms": pl.Float64,
         "t_elapsed_s": pl.Int64,
         "code": pl.String,
         "feedback": pl.String,

@@ -307,22 +307,43 @@ def session_label(
     session: dict[str, Any], gpu: str, oracle: Any, model: CodeModel, scales: Scales | None
 ) -> LabelDecision:
     """A regenerated session's speedup label on ``gpu`` with its provenance: the hook where
-    a label gets one. Its kernels' times are ``measured.step_times``' (an answer where the
-    exact source was answered on ``gpu`` and timed, else the code model ``model``: a kernel
-    checked correct but never timed is modelled like an unanswered one); ``decide`` says
-    whether the label is ``measured``, ``modelled`` or ``unknown``."""
+    a label gets one. Its kernels' times are ``label_times``'; ``decide`` says whether the
+    label is ``measured``, ``modelled`` or ``unknown``."""
+    if session["best"]["step"] is None:
+        return decide(scales, None, None, gpu)
+    return label_from_times(session, label_times(session, gpu, oracle, model), gpu, scales)
+
+
+def label_times(
+    session: dict[str, Any], gpu: str, oracle: Any, model: CodeModel
+) -> list[tuple[float | None, str]]:
+    """Per step of a regenerated session, the time a label on ``gpu`` uses and where it
+    comes from: ``measured.step_times``' (an answer where the exact source was answered on
+    ``gpu`` and timed, else the code model ``model``: a kernel checked correct but never
+    timed is modelled like an unanswered one). Exposed so a row can say, per step, which of
+    its times were measured (``label_columns``) with the same answers its label used."""
     from .measured import step_times
     from .oracle import Oracle
 
+    timed = {k: a for k, a in oracle.answers.items() if not a.ok or a.ms is not None}
+    return step_times(session, gpu, Oracle(gpu, timed), model)
+
+
+def label_from_times(
+    session: dict[str, Any],
+    times: Sequence[tuple[float | None, str]],
+    gpu: str,
+    scales: Scales | None,
+) -> LabelDecision:
+    """``decide`` on a session's baseline and best, given its steps' (time, provenance)
+    (``label_times``; a step is measured where its provenance is ``measured``)."""
     best = session["best"]["step"]
     if best is None:
         return decide(scales, None, None, gpu)
-    timed = {k: a for k, a in oracle.answers.items() if not a.ok or a.ms is not None}
-    times = step_times(session, gpu, Oracle(gpu, timed), model)
     kernels = [
         KernelTime(
             (session["op"], session["impl"], session["trace"][i]["tag"]),
-            times[i][1] == "measured",
+            times[i][1] == MEASURED,
             times[i][0],
         )
         for i in (0, best)

@@ -61,7 +61,8 @@ def _empty_shard(
 
 
 def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int) -> ShardOutcome:
-    """Generate shard ``partition`` of ``n_sessions`` sessions, write its session and step
+    """Generate shard ``partition`` of ``n_sessions`` sessions, label each one with the
+    evidence shipped for its GPU (``label_columns``), write its session and step
     partitions, and check every session's invariants."""
     from dagster_project.sim.kernelinfer import (
         check_session,
@@ -69,10 +70,15 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
         n_shards,
         session_frames,
     )
+    from dagster_project.sim.label_columns import attach_labels, evidence_version
 
     shard = int(partition)
     version = params_version(
-        generator=GENERATOR_VERSION, seed=seed, sessions=n_sessions, shard=shard
+        generator=GENERATOR_VERSION,
+        seed=seed,
+        sessions=n_sessions,
+        shard=shard,
+        labels=evidence_version(),
     )
     if shard >= n_shards(n_sessions):
         note = f"beyond {n_sessions} sessions"
@@ -85,6 +91,7 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
             CheckOutcome("session_invariants", True, {"sessions_checked": 0}),
         )
     sessions = generate_shard(shard, seed=seed, n_sessions=n_sessions)
+    attach_labels(sessions)
     sess_df, steps_df = session_frames(sessions, shard)
     lake.write_partition("kernelinfer_sessions", partition, sess_df)
     lake.write_partition("kernelinfer_steps", partition, steps_df)
@@ -99,6 +106,7 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
             "dagster/column_schema": ColumnSchema("sim.kernelinfer_sessions"),
             "steps": steps_df.height,
             "mean_speedup": series_mean(sess_df["best"].struct.field("speedup")),
+            "speedup_provenance": Json(_provenance_counts(sess_df)),
             "statuses": Json({r["status"]: r["len"] for r in statuses}),
         },
         check=CheckOutcome(
@@ -107,6 +115,12 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
             {"sessions_checked": len(sessions), "violations": _shown(violations)},
         ),
     )
+
+
+def _provenance_counts(sess_df: Any) -> dict[str, int]:
+    """Sessions per label provenance kind (``measured``, ``modelled``, ``unknown``)."""
+    kinds = sess_df["speedup_provenance"].str.split(":").list.first()
+    return {str(k): int(n) for k, n in kinds.value_counts(sort=True).iter_rows()}
 
 
 def kernelswarm_shard(lake: Lake, partition: str, *, seed: int, n_episodes: int) -> ShardOutcome:

@@ -1,5 +1,6 @@
 -- Card-format kernelinfer sessions for one batch ($ids), in the card's field order.
 -- `shape` and the trace `params` are JSON text in the lake and are decoded by the writer.
+-- The speedup_* columns are the label with its evidence (issue 36, sim/label_columns.py).
 SELECT
     session_id,
     op,
@@ -13,6 +14,10 @@ SELECT
     objective,
     baseline_ms,
     best,
+    speedup_label,
+    speedup_provenance,
+    speedup_unknown_reason,
+    speedup_error_scale,
     attempts,
     elapsed_s,
     elapsed_hms,

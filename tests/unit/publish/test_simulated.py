@@ -40,6 +40,11 @@ KERNELINFER_FIELDS = [
     "objective",
     "baseline_ms",
     "best",
+    # issue 36 (36p): the label with its evidence (sim/label_columns.py)
+    "speedup_label",
+    "speedup_provenance",
+    "speedup_unknown_reason",
+    "speedup_error_scale",
     "attempts",
     "elapsed_s",
     "elapsed_hms",
@@ -73,12 +78,21 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def _as_shipped(session: dict[str, Any]) -> dict[str, Any]:
     """A simulator session as the export ships it: ``shape`` and each step's ``params``
-    as the JSON text the lake stores (``session_frames``), everything else unchanged."""
+    as the JSON text the lake stores (``session_frames``), the label columns (null where
+    none were attached), everything else unchanged."""
+    labels = {k: session.get(k) for k in KERNELINFER_FIELDS if k.startswith("speedup_")}
     return {
         **session,
+        **labels,
         "shape": json.dumps(session["shape"]),
         "trace": [
-            {**t, "params": json.dumps(t["params"], sort_keys=True)} for t in session["trace"]
+            {
+                **t,
+                "params": json.dumps(t["params"], sort_keys=True),
+                "timing": t.get("timing"),
+                "measured_ms": t.get("measured_ms"),
+            }
+            for t in session["trace"]
         ],
     }
 
