@@ -2,18 +2,21 @@
 # One device call of stop 39 (s07), for whichever Hopper card the call gets: the sim oracle on
 # that card's prepared questions, then issue 38's second-session re-measure of 30 random rows
 # of that card's shipped latency tables, then the commit rows not yet executed (warm-up check
-# and a short timing process; the GPU reward test runs only on the H100, where the rows'
-# labels were measured: see round_exec6.sh).
+# and a short timing process; REWARD_S > 0 adds the GPU reward test, meaningful only on the
+# H100, where the rows' labels were measured), then exploit groups side by side (EXG_S > 0:
+# EXG_GROUPS, default heldout5's three, each cut at EXG_S).
 # Here first:
 #   KC=/tmp/kh-exec/kc.parquet bash benchmarks/device/prepare_round.sh
 #   (cd .devrun/clean && ../../.venv/bin/python benchmarks/device/sim_oracle.py prepare \
 #      --gpu h200 --out ../../.oracle/h200 --limit 500 --order tier)     # and/or --gpu h100
 #   .venv/bin/python benchmarks/device/gpu_exhaustive_plan.py remeasure --gpu h200 --rows 30 \
 #      --seed 20261207
-#   id lists .devrun/exec6_warm.txt, .devrun/exec7_time.txt (comma-separated)
+#   id lists .devrun/exec6_warm.txt, .devrun/exec7_time.txt (TIME_LIST overrides it),
+#   .devrun/exec6_reward.txt (comma-separated)
 # Device, with carry [".commit_exec_work", ".devrun", ".oracle/<gpu>", ".gpu"]:
-#   ORACLE_S=240 GM_S=90 WARM=50 CE_TIME_S=80 bash benchmarks/device/round_s07.sh
-# Writes $OUT/oracle.tgz, $OUT/gm.tgz, $OUT/ce.tgz. A stage given 0 seconds is skipped.
+#   ORACLE_S=240 GM_S=90 WARM=50 CE_TIME_S=80 REWARD_S=0 EXG_S=0 bash benchmarks/device/round_s07.sh
+# Writes $OUT/oracle.tgz, $OUT/gm.tgz, $OUT/ce.tgz, $OUT/exploits.tgz. A stage given 0 seconds
+# is skipped.
 set -u
 T0=$(date +%s); R=$(pwd)
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo h200 || echo h100)
@@ -38,11 +41,25 @@ fi
 if [ "${CE_TIME_S:-80}" -gt 0 ]; then
   mkdir -p /tmp/ce
   (cd .devrun/clean && ln -sfn "$R/.commit_exec_work" .commit_exec_work &&
-    SHARDS=8 WARM=${WARM:-50} TIME_ROWS=$(cat "$R/.devrun/exec7_time.txt") OUT=/tmp/ce \
-    timeout $(( ${WARM:-50} + ${CE_TIME_S:-80} + 30 )) bash benchmarks/device/commit_exec.sh \
-    "${CE_TIME_S:-80}" "$(cat "$R/.devrun/exec6_warm.txt")" 0 > /tmp/ce/log.txt 2>&1)
+    SHARDS=8 WARM=${WARM:-50} TIME_ROWS=$(cat "$R/${TIME_LIST:-.devrun/exec7_time.txt}") OUT=/tmp/ce \
+    COMMIT_EXEC_REWARD_ROWS=$(cat "$R/.devrun/exec6_reward.txt" 2>/dev/null) \
+    timeout $(( ${WARM:-50} + ${CE_TIME_S:-80} + ${REWARD_S:-0} + 30 )) \
+    bash benchmarks/device/commit_exec.sh "${CE_TIME_S:-80}" "$(cat "$R/.devrun/exec6_warm.txt")" \
+    "${REWARD_S:-0}" > /tmp/ce/log.txt 2>&1)
   grep -v "^\s*$" /tmp/ce/log.txt | tail -4
-  echo "warm $(wc -l < /tmp/ce/warm.jsonl 2>/dev/null) timed $(wc -l < /tmp/ce/results.jsonl 2>/dev/null)"
+  echo "warm $(wc -l < /tmp/ce/warm.jsonl 2>/dev/null) timed $(wc -l < /tmp/ce/results.jsonl 2>/dev/null)" \
+    "reward $(wc -l < /tmp/ce/reward_check.jsonl 2>/dev/null) at $(( $(date +%s) - T0 )) s"
   tar czf "$OUT/ce.tgz" -C /tmp/ce .
+fi
+if [ "${EXG_S:-0}" -gt 0 ]; then
+  mkdir -p /tmp/ex
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > /tmp/ex/gpu.txt
+  for g in ${EXG_GROUPS:-heldout5-numpy heldout5-torch heldout5-config}; do
+    timeout "$EXG_S" python3 -m dagster_project.rewards.exploits.run --group "$g" \
+      --out "/tmp/ex/${g/-/_}.json" > "/tmp/ex/${g/-/_}.log" 2>&1 &
+  done
+  wait
+  for f in /tmp/ex/*.log; do echo "== $f"; tail -2 "$f"; done
+  tar czf "$OUT/exploits.tgz" -C /tmp/ex .
 fi
 echo "end $(( $(date +%s) - T0 )) s"
