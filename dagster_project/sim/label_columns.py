@@ -155,3 +155,27 @@ def evidence_version() -> str:
 
     data = files_version(Path(__file__).parent, ("data/measured",))
     return f"policy-{lp.LABEL_POLICY_VERSION}+codemodel-{CODEMODEL_VERSION}+data.{data}"
+
+
+def label_violations(session: dict[str, Any]) -> list[str]:
+    """What a labelled session's columns must never say (part of the shard's blocking
+    ``session_invariants`` check): a label without its evidence. A modelled label carries its
+    error scale, an unknown one its reason and no figure, a measured one has its baseline and
+    best steps timed on its GPU."""
+    sid, prov = session["session_id"], session.get("speedup_provenance")
+    if prov is None:
+        return [f"{sid}: no speedup label was attached"]
+    label, scale = session["speedup_label"], session["speedup_error_scale"]
+    reason = session["speedup_unknown_reason"]
+    kind = prov.partition(":")[0]
+    out = []
+    if (label is None) != (kind == lp.UNKNOWN) or (reason is None) == (kind == lp.UNKNOWN):
+        out.append(f"{sid}: {prov} label {label!r} with reason {reason!r}")
+    if (scale is not None) != (kind == MODELLED):
+        out.append(f"{sid}: {prov} label with error scale {scale!r}")
+    best = session["best"]["step"]
+    if kind == MEASURED and (
+        best is None or {session["trace"][i].get("timing") for i in (0, best)} != {MEASURED}
+    ):
+        out.append(f"{sid}: measured label whose baseline or best step is not measured")
+    return out

@@ -70,7 +70,11 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
         n_shards,
         session_frames,
     )
-    from dagster_project.sim.label_columns import attach_labels, evidence_version
+    from dagster_project.sim.label_columns import (
+        attach_labels,
+        evidence_version,
+        label_violations,
+    )
 
     shard = int(partition)
     version = params_version(
@@ -97,7 +101,9 @@ def kernelinfer_shard(lake: Lake, partition: str, *, seed: int, n_sessions: int)
     lake.write_partition("kernelinfer_steps", partition, steps_df)
     for table in KERNELINFER_TABLES:
         lake.refresh_view("sim", table)
-    violations = {x["session_id"]: v for x in sessions if (v := check_session(x))}
+    violations = {
+        x["session_id"]: v for x in sessions if (v := check_session(x) + label_violations(x))
+    }
     statuses = steps_df.group_by("status").len().to_dicts() if steps_df.height else []
     return ShardOutcome(
         data_version=version,

@@ -127,6 +127,16 @@ def test_no_modelled_label_without_an_error_scale(tier) -> None:
     assert (same["speedup_label"], same["speedup_error_scale"]) == (1.0, 0.0)
     with pytest.raises(ValueError, match="without an error scale"):
         lc.label_fields(lp.LabelDecision(lp.MODELLED, 2.0, None, "reliable: x"), "h100")
+    # the shard's blocking check holds every labelled row to the same
+    row = {**session, **{k: v for k, v in cols.items() if k != "trace"}}
+    assert lc.label_violations(row) == []
+    assert lc.label_violations({**row, "speedup_error_scale": None}) == [
+        f"{session['session_id']}: {row['speedup_provenance']} label with error scale None"
+    ]
+    assert lc.label_violations({**row, "speedup_provenance": "unknown"})
+    assert lc.label_violations(dict(session)) == [
+        f"{session['session_id']}: no speedup label was attached"
+    ]
 
 
 def test_the_columns_reach_the_lake_and_the_export(tier, tmp_path: Path) -> None:
@@ -153,6 +163,8 @@ def test_the_columns_reach_the_lake_and_the_export(tier, tmp_path: Path) -> None
     rows = [json.loads(x) for x in (report.out_dir / "sessions.jsonl").read_text().splitlines()]
     first = next(r for r in rows if r["session_id"] == session["session_id"])
     assert first["speedup_provenance"] == "measured:h100" and first["speedup_label"] > 0
+    assert [v for s in sessions for v in lc.label_violations(s)] == []
+    assert lc.label_violations({**sessions[0], "trace": [dict(t) for t in session["trace"]]})
     assert first["best"] == session["best"]  # kept as it was
     assert first["trace"][0]["timing"] == "measured" and first["trace"][0]["measured_ms"] > 0
     labels = report.stats["labels"]
