@@ -139,11 +139,15 @@ def test_no_modelled_label_without_an_error_scale(tier) -> None:
     ]
 
 
-def test_the_columns_reach_the_lake_and_the_export(tier, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def labelled_export(tier, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list, Path]:
+    """Two labelled copies of the tier session (measured on the H100; on an A100's evidence:
+    unknown) in a one-shard lake, exported."""
     from dagster_project.publish import export_kernelinfer
     from tests.unit.publish import lakes
 
     session, _row = tier
+    root = tmp_path_factory.mktemp("labelled")
     sessions = [json.loads(json.dumps(session)) for _ in range(2)]
     sessions[1]["session_id"] += "-copy"
     ev = lc.Evidence("h100", Oracle("h100"), _flat_model(), lp.shipped_scales("h100"))
@@ -155,11 +159,16 @@ def test_the_columns_reach_the_lake_and_the_export(tier, tmp_path: Path) -> None
     sdf, tdf = session_frames(sessions, shard=0)
     assert sdf["speedup_provenance"].to_list()[0] == "measured:h100"
     assert tdf.filter(tdf["timing"] == "measured").height >= 2
-    lake = lakes.new_lake(tmp_path)
+    lake = lakes.new_lake(root)
     lake.write_partition("kernelinfer_sessions", "000", sdf)
     lake.refresh_view("sim", "kernelinfer_sessions")
     lake.replace_table("sim", "kernelinfer_tasks_holdout", lakes.holdout_frame(2))
-    report = export_kernelinfer(lake, tmp_path / "out")
+    return export_kernelinfer(lake, root / "out"), sessions, root
+
+
+def test_the_columns_reach_the_lake_and_the_export(tier, labelled_export) -> None:
+    session, _row = tier
+    report, sessions, _root = labelled_export
     rows = [json.loads(x) for x in (report.out_dir / "sessions.jsonl").read_text().splitlines()]
     first = next(r for r in rows if r["session_id"] == session["session_id"])
     assert first["speedup_provenance"] == "measured:h100" and first["speedup_label"] > 0
@@ -176,3 +185,16 @@ def test_the_columns_reach_the_lake_and_the_export(tier, tmp_path: Path) -> None
     if fresh:  # the clean test's held-out figures, with their Wilson bound
         assert f"{fresh['within_2x']} of {fresh['published']} within 2x" in readme
         assert f"Wilson lower bound {fresh['wilson_lower']:.2f}" in readme
+
+
+def test_datasets_reads_the_columns_with_the_cards_types(labelled_export) -> None:
+    import datasets
+
+    report, _sessions, root = labelled_export
+    loaded = datasets.load_dataset(
+        str(report.out_dir), split="train", cache_dir=str(root / "hf-cache")
+    )
+    assert loaded.features["speedup_label"].dtype == "float64"
+    assert loaded.features["speedup_error_scale"].dtype == "float64"
+    assert sorted(loaded["speedup_provenance"]) == ["measured:h100", "unknown"]
+    assert {t["timing"] for r in loaded for t in r["trace"]} <= {"measured", "modelled", None}
