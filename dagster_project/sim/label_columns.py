@@ -59,9 +59,10 @@ DECIMALS = 4
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the package ships for one GPU: its answers (``oracle``) and the code model, both
-    None when it has neither answers nor residuals, and the policy's scales (None when no
-    residuals were shipped)."""
+    """What the package ships for one GPU: its answers (``oracle``), the code model and the
+    policy's scales (None when no residuals were shipped). Without the code model (a GPU with
+    neither answers nor residuals, or no oracle toolchain) the scales are None too: they
+    describe the code model's error, so no label may be published as modelled there."""
 
     gpu: str
     oracle: Any
@@ -85,7 +86,7 @@ def shipped_evidence(gpu: str) -> Evidence:
     scales = lp.shipped_scales(gpu)
     oracle = Oracle(gpu) if gpu in TOOLCHAIN else None
     if oracle is None or (not oracle.answers and scales is None):
-        return Evidence(gpu, None, None, scales)
+        return Evidence(gpu, None, None, None)
     return Evidence(gpu, oracle, shipped_code_model(), scales)
 
 
