@@ -3,15 +3,16 @@ shards written as Parquet partitions (viewed as ``sim.kernelinfer_*``).
 
 Shards are pure functions of (task list, seed, generator version): ``code_version`` is
 the generator version, so an unchanged generator means unchanged shards on refresh.
-kernelinfer shards also carry the speedup label policy's version (issue 36, 36p: every
-session is labelled with the evidence shipped for its GPU).
+kernelinfer shards also carry what their speedup labels are a function of (issue 36, 36p:
+every session is labelled with the evidence shipped for its GPU): the label policy's and the
+code model's versions and a fingerprint of the shipped answers, so new answers regenerate them.
 """
 
 import dagster as dg
 
 from dagster_project.execution import policy
 from dagster_project.sim import GENERATOR_VERSION
-from dagster_project.sim.label_policy import LABEL_POLICY_VERSION
+from dagster_project.sim.label_columns import evidence_version
 from dagster_project.sim.swarm.spec import SWARM_VERSION
 from dagster_project.sim.verification import VERIFICATION_VERSION
 from dagster_project.storage.versions import table_version
@@ -108,7 +109,7 @@ def sim_rung_verification(
     owners=["team:kernelhouse"],
     partitions_def=kernelinfer_shards,
     deps=lineage.deps("kernelinfer_sessions"),
-    code_version=f"{GENERATOR_VERSION}+labels-{LABEL_POLICY_VERSION}",
+    code_version=f"{GENERATOR_VERSION}+labels-{evidence_version()}",
     check_specs=[
         dg.AssetCheckSpec("session_invariants", asset="kernelinfer_sessions", blocking=True)
     ],
