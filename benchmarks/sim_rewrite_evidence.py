@@ -136,12 +136,17 @@ def _pool_cases(impl: str, archs: set[str], per_key: int) -> list[dict[str, Any]
         op = get_op(op_name)
         for v in ladder(op.family, impl):
             for k in range(per_key):
-                t = rng.choice(ts)
-                ps = iter_params(get_variant(op.family, impl, v.tag), op, t.dtype)
-                if not ps:
+                alts = []  # 1.1.0: other kernels of the key, tried where the first does not build
+                for _ in range(4):
+                    t = rng.choice(ts)
+                    ps = iter_params(get_variant(op.family, impl, v.tag), op, t.dtype)
+                    if ps:
+                        alts.append((t, dict(rng.choice(ps))))
+                if not alts:
                     continue
+                t, params = alts[0]
                 cases.append(
-                    {"task": t, "variant": v, "params": dict(rng.choice(ps)), "case": f"pool{k}"}
+                    {"task": t, "variant": v, "params": params, "case": f"pool{k}", "alts": alts}
                 )
     return cases
 
@@ -175,15 +180,24 @@ def run_cuda(cases: list[dict[str, Any]], out: Path, jobs: int, deadline: float)
     done = _existing(out)
 
     def one(c: dict[str, Any]) -> dict[str, Any] | None:
+        for task, params in c.get("alts") or [(c["task"], c["params"])]:
+            r = _one({**c, "task": task, "params": params})
+            if r is not None:
+                return r if r else None
+        return None
+
+    def _one(c: dict[str, Any]) -> dict[str, Any] | None:
+        """A row; ``{}``: nothing to show or already done (no other kernel is tried);
+        None: the canonical render does not build here (the next kernel is tried)."""
         if time.time() > deadline:
-            return None
+            return {}
         axes = c.get("axes") or rewrites.CUDA_AXES
         canon, var = c.get("texts") or _render_pair(c, axes)
         row = _row(c, axes, canon, var)
         if (row["impl"], row["op"], row["variant"], row["arch"], row["case"]) in done:
-            return None
+            return {}
         if canon == var:
-            return None  # no site for any axis: nothing to show
+            return {}  # no site for any axis: nothing to show
         t, v = c["task"], c["variant"]
         op = get_op(t.op)
         flag = nvcc_arch_flag(get_gpu(t.gpu).arch, features_used(v, op, t.dtype, c["params"]))

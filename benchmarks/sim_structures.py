@@ -19,6 +19,7 @@ structure.
     python benchmarks/sim_structures.py --save /tmp/s.pkl      # keep the turns for a re-count
     python benchmarks/sim_structures.py --tier                 # the measured tier still replays?
     python benchmarks/sim_structures.py --render-speed 600     # renders with / without rewrites
+    python benchmarks/sim_structures.py --breakdown --seed S   # per impl, the per-session ceiling
 
 ``--tier`` is the cheap check of issue 36's measured tier (no code model, ~0.1 s a session):
 each session of ``data/measured/h100_tier.csv`` is regenerated and replayed against the
@@ -117,6 +118,43 @@ def figures(turns: Iterable[Turn]) -> dict[str, Any]:
         "reach_x4": sum(min(c, 4) for c in per),
         "reach_x8": sum(min(c, 8) for c in per),
     }
+
+
+def noting_canonical(
+    sessions: Iterable[dict[str, Any]], canon: dict[int, int]
+) -> Iterator[dict[str, Any]]:
+    """Pass sessions through, noting per assistant turn (hash of its text) the structure of
+    the canonical text it was rewritten from (``rewrites.canonical``, whose memory of this
+    process's renders is bounded: read while the session's shard is fresh)."""
+    from dagster_project.sim.rewrites import canonical
+
+    for s in sessions:
+        for m in s["messages"]:
+            h = hash(m["content"])
+            if m["role"] == "assistant" and h not in canon:
+                canon[h] = hash(structure(canonical(m["content"]), s["impl"]))
+        yield s
+
+
+def breakdown(turns: Iterable[Turn], canon: dict[int, int]) -> dict[str, dict[str, int]]:
+    """Per implementation (39e): structures written, structures of the canonical texts the
+    turns were rewritten from (``noting_canonical``), turns written as a variant, and the
+    ceiling any per-session form can reach: the (canonical structure, session) pairs (a
+    session writes each canonical structure in one form, so only two sessions can differ)."""
+    out: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
+    memo: dict[int, int] = {}
+    for sid, impl, code, _ in turns:
+        h = hash(code)
+        if h not in memo:
+            memo[h] = hash(structure(code, impl))
+        o = out[impl]
+        o["structures"].add(memo[h])
+        o["canonical_structures"].add(canon[h])
+        o["pairs"].add((canon[h], sid))
+        o["turns"].add((sid, h))
+        if canon[h] != memo[h]:
+            o["variant_turns"].add((sid, h))
+    return {impl: {k: len(v) for k, v in o.items()} for impl, o in out.items()}
 
 
 def tier_check(write: bool = False) -> dict[str, int]:
@@ -222,6 +260,7 @@ def main() -> None:
     ap.add_argument("--tier", action="store_true", help="replay the measured tier and stop")
     ap.add_argument("--write-tier", action="store_true", help="with --tier: rewrite the tier")
     ap.add_argument("--render-speed", type=int, default=0, help="time N renders and stop")
+    ap.add_argument("--breakdown", action="store_true", help="per impl, with the ceiling")
     args = ap.parse_args()
     if args.tier:
         print(tier_check(args.write_tier))
@@ -233,6 +272,7 @@ def main() -> None:
     from dagster_project.sim.kernelinfer import DEFAULT_SEED, DEFAULT_SESSIONS
 
     t0 = time.perf_counter()
+    canon: dict[int, int] = {}
     if args.load:
         turns: list[Turn] = pickle.loads(Path(args.load).read_bytes())
         where = args.load
@@ -244,6 +284,8 @@ def main() -> None:
             n, seed = args.sessions or DEFAULT_SESSIONS, args.seed or DEFAULT_SEED
             src = _generated(n, seed)
             where = f"{n} sessions, seed {seed}, generator {GENERATOR_VERSION}, in-process"
+            if args.breakdown:
+                src = noting_canonical(src, canon)
         turns = list(session_turns(src))
         if args.save:
             Path(args.save).write_bytes(pickle.dumps(turns))
@@ -253,6 +295,9 @@ def main() -> None:
     for k, v in f.items():
         print(f"{k:28s} {v:>9,}")
     print(f"{'structures / 3,330':28s} {f['structures'] / 3330:9.2f}x")
+    if canon:
+        for impl, b in sorted(breakdown(turns, canon).items()):
+            print(impl, "  ".join(f"{k} {v:,}" for k, v in b.items()))
 
 
 if __name__ == "__main__":

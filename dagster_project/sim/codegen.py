@@ -303,15 +303,14 @@ def render_candidate(
 
 def _rewritten(text: str, rs: RenderSpec, axes: tuple[str, ...] | None) -> str:
     """The author's compile-identical rewrites of ``text`` where the rung has the evidence
-    (``rewrites.allowed``); the variant is remembered with its canonical text."""
+    (``rewrites.allowed_axes``); the variant is remembered with its canonical text."""
     impl = rs.variant.impl
     if axes is None:
         author = rs.author()  # the engineer's own axes, whatever structure the rung allows
-        if author == Style.base() or not rewrites.allowed(
-            rs.op.name, impl, rs.variant.tag, rs.gpu.arch
-        ):
+        if author == Style.base():
             return text
-        axes = rewrites.author_axes(repr(author), impl)
+        ok = rewrites.allowed_axes(rs.op.name, impl, rs.variant.tag, rs.gpu.arch)
+        axes = tuple(a for a in rewrites.author_axes(repr(author), impl) if a in ok)
     out = rewrites.rewrite(text, impl, axes)
     rewrites.remember(out, text)
     return out

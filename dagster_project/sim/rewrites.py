@@ -41,15 +41,41 @@ import csv
 import hashlib
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 #: Bump when a rewrite, the axes an author draws or the gating rule changes (renders change).
-REWRITES_VERSION = "1.0.0"
+REWRITES_VERSION = "1.1.0"
 
-CUDA_AXES: tuple[str, ...] = ("aug", "postinc", "braces", "noconst", "cast")
-TRITON_AXES: tuple[str, ...] = ("aug", "axispos", "kworder", "tocast", "pidkw")
+#: 1.0.0's axes (39d); their functions are unchanged since, so 1.0.0's evidence rows still
+#: prove them (``EVIDENCE_VERSIONS``)
+CUDA_AXES_1_0: tuple[str, ...] = ("aug", "postinc", "braces", "noconst", "cast")
+TRITON_AXES_1_0: tuple[str, ...] = ("aug", "axispos", "kworder", "tocast", "pidkw")
+#: the axes in the order they are applied (an author's draw of the 1.0.0 axes is unchanged:
+#: new axes take the next bits of the author's hash, ``author_axes``)
+CUDA_AXES: tuple[str, ...] = (
+    *CUDA_AXES_1_0,
+    "specorder",  # ``__device__ __forceinline__`` as ``__forceinline__ __device__``
+    "typedef",  # ``using T = U;`` as ``typedef U T;``
+    "classt",  # ``template <typename T>`` as ``template <class T>``
+    "lbpos",  # ``__global__ __launch_bounds__(n) void k(...)``
+    "staticcx",  # file-scope ``constexpr`` constants declared ``static constexpr``
+    "stepaug",  # a loop header's ``i += s`` as ``i = i + s``
+    "ccast",  # ``static_cast<T>(e)`` of an arithmetic T as the C cast ``(T)(e)``
+)
+TRITON_AXES: tuple[str, ...] = (
+    *TRITON_AXES_1_0,
+    "maskparen",  # ``mask=a < b`` as ``mask=(a < b)`` (the same Python ast)
+    "loadpos",  # ``tl.load(p, mask=m, other=o)`` as ``tl.load(p, m, o)``
+    "storepos",  # ``tl.store(p, v, mask=m)`` as ``tl.store(p, v, m)``
+    "dtypepos",  # ``tl.zeros(s, dtype=t)`` / ``tl.full(s, x, dtype=t)`` with t by position
+    "tlrange",  # ``for i in range(a, b, c)`` as ``for i in tl.range(a, b, c)`` (no options)
+)
+#: rewrites versions whose evidence rows are still valid: a row proves the axes it lists,
+#: compiled together, with the functions of its version (none of 1.0.0's changed in 1.1.0)
+EVIDENCE_VERSIONS: tuple[str, ...] = ("1.0.0", REWRITES_VERSION)
 
 #: Where the compile-identity evidence is shipped.
 EVIDENCE_FILE = "rewrite_identity.csv"
@@ -158,12 +184,104 @@ def _c_postinc(ln: str) -> str:
     return _C_POSTINC.sub(lambda m: f"; {m.group(1)}++)", ln)
 
 
+def _c_specorder(ln: str) -> str:
+    """Declaration specifiers in the other order (the language does not order them)."""
+    return ln.replace("__device__ __forceinline__", "__forceinline__ __device__")
+
+
+_C_USING = re.compile(r"^using ([A-Za-z_]\w*) = ([^;=]+);")
+
+
+def _c_typedef(ln: str) -> str:
+    """A file-scope type alias as a ``typedef`` (the same declaration)."""
+    return _C_USING.sub(r"typedef \2 \1;", ln)
+
+
+_C_TEMPLATE = re.compile(r"\btemplate <([^<>]*)>")
+
+
+def _c_classt(ln: str) -> str:
+    """``typename`` template parameters as ``class`` (the same meaning in a parameter list)."""
+    return _C_TEMPLATE.sub(
+        lambda m: "template <" + re.sub(r"\btypename ", "class ", m.group(1)) + ">", ln
+    )
+
+
+_C_LAUNCH = re.compile(r"^__global__ void (__launch_bounds__\()")
+
+
+def _c_lbpos(ln: str) -> str:
+    """``__launch_bounds__`` before the return type instead of after it."""
+    m = _C_LAUNCH.match(ln)
+    close = _balanced_close(ln, m.end() - 1) if m else -1
+    if m is None or close < 0:
+        return ln
+    return "__global__ " + ln[len("__global__ void ") : close] + " void" + ln[close:]
+
+
+def _c_staticcx(ln: str) -> str:
+    """A file-scope ``constexpr`` constant (internal linkage already) declared ``static``."""
+    return "static " + ln if ln.startswith("constexpr ") else ln
+
+
+_C_FOR = re.compile(r"\bfor \(")
+_C_STEP = re.compile(r"^\s*([A-Za-z_]\w*) ([+\-*])= (.+?)\s*$")
+
+
+def _c_stepaug(ln: str) -> str:
+    """A loop header's increment ``i += s`` as ``i = i + s`` (one increment, no comma)."""
+    m = _C_FOR.search(ln)
+    close = _balanced_close(ln, m.end() - 1) if m else -1
+    if m is None or close < 0:
+        return ln
+    parts = ln[m.end() : close - 1].split(";")
+    step = _C_STEP.match(parts[2]) if len(parts) == 3 and "," not in parts[2] else None
+    if step is None:
+        return ln
+    x, op, e = step.groups()
+    parts[2] = f" {x} = {x} {op} {_operand(e)}"
+    return ln[: m.end()] + ";".join(parts) + ln[close - 1 :]
+
+
+_C_STATIC_CAST = re.compile(r"\bstatic_cast<(int64_t|uint32_t|int|float|unsigned)>\(")
+#: lines ``memory.py`` evaluates (constants and integer locals): their casts stay C++ casts
+_C_EVALUATED = re.compile(r"\bconstexpr\b|\bconst (?:int|int64_t|long|size_t|unsigned) \w+ =")
+
+
+def _c_ccast(ln: str) -> str:
+    """``static_cast<T>(e)`` of an arithmetic ``T`` as ``(T)(e)``: for arithmetic types the
+    C cast is that static_cast. Parenthesised whole where a postfix operator follows, whose
+    precedence would otherwise differ."""
+    if _C_EVALUATED.search(ln):
+        return ln
+    out, at = [], 0
+    for m in _C_STATIC_CAST.finditer(ln):
+        close = _balanced_close(ln, m.end() - 1)
+        if m.start() < at or close < 0:
+            continue
+        cast = f"({m.group(1)})({ln[m.end() : close - 1]})"
+        nxt = ln[close : close + 2]
+        if nxt[:1] in ("[", ".", "(") or nxt in ("->", "++", "--"):
+            cast = f"({cast})"
+        out.append(ln[at : m.start()] + cast)
+        at = close
+    out.append(ln[at:])
+    return "".join(out)
+
+
 _CUDA_FNS = {
     "aug": _c_aug,
     "postinc": _c_postinc,
     "braces": _c_braces,
     "noconst": _c_noconst,
     "cast": _c_cast,
+    "specorder": _c_specorder,
+    "typedef": _c_typedef,
+    "classt": _c_classt,
+    "lbpos": _c_lbpos,
+    "staticcx": _c_staticcx,
+    "stepaug": _c_stepaug,
+    "ccast": _c_ccast,
 }
 
 
@@ -238,7 +356,7 @@ def _split_top(s: str) -> list[str] | None:
     return None if depth else out
 
 
-def _calls(ln: str, pat: re.Pattern[str], edit: object) -> str:
+def _calls(ln: str, pat: re.Pattern[str], edit: Callable[[list[str]], list[str] | None]) -> str:
     """Apply ``edit(args) -> args | None`` to every call of ``pat`` on the line."""
     out, at = [], 0
     for m in pat.finditer(ln):
@@ -248,7 +366,7 @@ def _calls(ln: str, pat: re.Pattern[str], edit: object) -> str:
         if close < 0:
             continue
         args = _split_top(ln[m.end() : close - 1])
-        new = edit(args) if args else None  # type: ignore[operator]
+        new = edit(args) if args else None
         if new is None:
             continue
         out.append(ln[at : m.end()] + ",".join(new) + ")")
@@ -326,20 +444,115 @@ def _tocast(ln: str) -> str:
     return ln
 
 
+_T_KW = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.*)$", re.S)
+
+
+def _pure_text(expr: str) -> bool:
+    """``_pure`` of an argument's text (False where it does not parse alone)."""
+    try:
+        return _pure(ast.parse(expr.strip(), mode="eval").body)
+    except SyntaxError:
+        return False
+
+
+def _by_position(params: tuple[str, ...]) -> Callable[[list[str]], list[str] | None]:
+    """An ``edit`` for ``_calls``: the keyword arguments that name the parameters right after
+    the positional ones (in the function's own order) passed by position, where each is a
+    name or a constant: Python binds them to the same parameters, and as they emit no IR
+    Triton's evaluation order (keywords first) is not changed (``frontend_form`` checks both)."""
+
+    def edit(args: list[str]) -> list[str] | None:
+        pos: list[str] = []
+        kws: dict[str, str] = {}
+        for a in args:
+            m = _T_KW.match(a)
+            if m:
+                kws[m.group(1)] = m.group(2).strip()
+            elif kws:
+                return None
+            else:
+                pos.append(a)
+        n = len(pos)
+        while len(pos) < len(params) and _pure_text(kws.get(params[len(pos)], "(")):
+            pos.append(" " + kws.pop(params[len(pos)]))
+        if len(pos) == n:
+            return None
+        return pos + [a for a in args if (m := _T_KW.match(a)) and m.group(1) in kws]
+
+    return edit
+
+
+def _t_maskparen(ln: str) -> str:
+    """``mask=<comparison or & / | of masks>`` as ``mask=(...)`` (parentheses are not in the
+    Python ast the front end reads)."""
+    out, at = [], 0
+    for m in re.finditer(r"\bmask=", ln):
+        j = k = m.end()
+        depth = 0
+        while k < len(ln) and not (depth == 0 and ln[k] in ",)]}"):
+            depth += (ln[k] in "([{") - (ln[k] in ")]}")
+            k += 1
+        val = ln[j:k]
+        whole = val.startswith("(") and _balanced_close(val, 0) == len(val)
+        if whole or not re.search(r"[<>]|==|!=| & | \| ", val):
+            continue
+        out.append(f"{ln[at:j]}({val})")
+        at = k
+    out.append(ln[at:])
+    return "".join(out)
+
+
+_T_STORE = re.compile(r"\btl\.store\(")
+_T_ZEROS = re.compile(r"\btl\.zeros\(")
+_T_FULL = re.compile(r"\btl\.full\(")
+_LOAD_POS = _by_position(("pointer", "mask", "other"))
+_STORE_POS = _by_position(("pointer", "value", "mask"))
+_ZEROS_POS = _by_position(("shape", "dtype"))
+_FULL_POS = _by_position(("shape", "value", "dtype"))
+
+
+def _t_aug(ln: str) -> str:
+    m = _T_AUG.match(ln)
+    if m is None or "#" in m.group(4):
+        return ln
+    x, op = m.group(2), m.group(3)
+    return f"{m.group(1)}{x} = {x} {op} {_operand(m.group(4))}"
+
+
+_T_RANGE = re.compile(r"^(\s+for [A-Za-z_]\w* in )range\(")
+
+
+def _t_tlrange(ln: str) -> str:
+    """``range(...)`` -> ``tl.range(...)`` when it has no keyword: Triton 3.6 ignores keywords
+    of the builtin ``range`` (a ``num_stages=`` there does nothing) and honours ``tl.range``'s."""
+    m = _T_RANGE.match(ln)
+    close = _balanced_close(ln, m.end() - 1) if m else -1
+    args = _split_top(ln[m.end() : close - 1]) if m and close > 0 else None
+    if m is None or not args or any(_T_KW.match(a) for a in args):
+        return ln
+    return f"{m.group(1)}tl.{ln[len(m.group(1)) :]}"
+
+
+_TRITON_FNS: dict[str, Callable[[str], str]] = {
+    "aug": _t_aug,
+    "axispos": lambda ln: _calls(ln, _T_REDUCE, _axispos),
+    "kworder": lambda ln: _calls(ln, _T_LOAD, _kworder),
+    "tocast": lambda ln: _tocast(ln) if ".to(" in ln else ln,
+    "pidkw": lambda ln: _T_PID.sub(r"tl.program_id(axis=\1)", ln),
+    "maskparen": lambda ln: _t_maskparen(ln) if "mask=" in ln else ln,
+    "loadpos": lambda ln: _calls(ln, _T_LOAD, _LOAD_POS),
+    "storepos": lambda ln: _calls(ln, _T_STORE, _STORE_POS),
+    "dtypepos": lambda ln: (
+        _calls(_calls(ln, _T_ZEROS, _ZEROS_POS), _T_FULL, _FULL_POS) if "dtype=" in ln else ln
+    ),
+    "tlrange": lambda ln: _t_tlrange(ln),
+}
+
+
 def _t_line(ln: str, axes: tuple[str, ...]) -> str:
-    if "aug" in axes:
-        m = _T_AUG.match(ln)
-        if m and "#" not in m.group(4):
-            x, op = m.group(2), m.group(3)
-            ln = f"{m.group(1)}{x} = {x} {op} {_operand(m.group(4))}"
-    if "axispos" in axes:
-        ln = _calls(ln, _T_REDUCE, _axispos)
-    if "kworder" in axes:
-        ln = _calls(ln, _T_LOAD, _kworder)
-    if "tocast" in axes and ".to(" in ln:
-        ln = _tocast(ln)
-    if "pidkw" in axes:
-        ln = _T_PID.sub(r"tl.program_id(axis=\1)", ln)
+    for a in TRITON_AXES:
+        if a in axes:
+            ln = _TRITON_FNS[a](ln)
     return ln
 
 
@@ -390,12 +603,48 @@ _TL_PARAMS: dict[str, tuple[str, ...]] = {
     "load": ("pointer", "mask", "other"),
     "cast": ("input", "dtype", "fp_downcast_rounding", "bitcast"),
     "program_id": ("axis",),
+    # 1.1.0: the calls whose arguments ``loadpos`` / ``storepos`` / ``dtypepos`` pass by position
+    "store": ("pointer", "value", "mask", "boundary_check", "cache_modifier", "eviction_policy"),
+    "zeros": ("shape", "dtype"),
+    "full": ("shape", "value", "dtype"),
 }
+
+
+def _pure(node: ast.AST) -> bool:
+    """Does evaluating this argument emit no IR in Triton's front end? Constants, names,
+    attribute chains (``tl.float32``, ``p.dtype.element_ty``), a sign on one, ``float("inf")``;
+    an operation or subscript on a tensor emits an op where it is evaluated."""
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _pure(node.value)
+    if isinstance(node, ast.UnaryOp):
+        return _pure(node.operand)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("float", "int")
+        and not node.keywords
+        and all(isinstance(a, ast.Constant) for a in node.args)
+    )
+
+
+def _evaluation_order(node: ast.Call) -> list[ast.AST]:
+    """The arguments of a call that emit IR, in the order Triton 3.6 evaluates them
+    (``CodeGenerator.visit_Call``: the callee, e.g. the receiver of ``e.to(T)``, then the
+    keyword arguments as written, then the positional ones)."""
+    f = node.func
+    head = [f.value] if isinstance(f, ast.Attribute) and f.attr == "to" else []
+    args = [*head, *(k.value for k in node.keywords), *node.args]
+    return [a for a in args if not _pure(a)]
 
 
 class _Normal(ast.NodeTransformer):
     """``x op= e`` -> ``x = x op e`` (Triton's own reading); ``tl.f(a, b)`` -> keywords,
-    keywords sorted (Python binds them by name, so their order is not the program's)."""
+    keywords sorted (Python binds them by name, so their order is not the program's), and
+    the call's IR-emitting arguments in Triton's evaluation order kept beside them (1.1.0:
+    Triton evaluates keyword arguments before positional ones, so moving an expression from
+    one to the other reorders the ops it emits; 1.0.0's check missed that)."""
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         self.generic_visit(node)
@@ -408,7 +657,18 @@ class _Normal(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
+        order = [ast.dump(a) for a in _evaluation_order(node)]
         f = node.func
+        if (  # ``tl.range(a, b, c)`` without options: Triton 3.6's ``visit_For`` makes the
+            # same loop as for ``range`` (bounds and step alike, no stage/unroll attributes)
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "tl"
+            and f.attr == "range"
+            and not node.keywords
+            and len(node.args) <= 3
+        ):
+            node.func = f = ast.Name(id="range", ctx=ast.Load())
         if (  # ``e.to(T)`` is ``tl.cast(e, T)`` (Triton 3.6: ``tensor.to`` calls ``cast``)
             isinstance(f, ast.Attribute)
             and f.attr == "to"
@@ -429,6 +689,8 @@ class _Normal(ast.NodeTransformer):
             node.args = node.args[len(names) :]
             node.keywords = kws + list(node.keywords)
         node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")
+        if len(order) > 1:
+            node.keywords.append(ast.keyword(arg="~order", value=ast.Constant("\n".join(order))))
         return node
 
 
@@ -451,29 +713,47 @@ def evidence_path() -> Path:
 
 
 @lru_cache(maxsize=1)
-def _evidence() -> dict[tuple[str, str, str, str], tuple[int, int]]:
-    """(impl, op, rung, arch) -> (cases compiled, cases identical), this version's rows."""
+def _evidence() -> dict[tuple[str, str, str, str], tuple[frozenset[str], list[frozenset[str]]]]:
+    """(impl, op, rung, arch) -> (axes of the rows that compiled identically, the axis sets of
+    the rows that did not), over the rows of ``EVIDENCE_VERSIONS``. A 1.0.0 row stands for
+    all 1.0.0 axes, as 1.0.0 read it (its tier rows compiled an author's subset); a later row
+    for the axes it lists, compiled together."""
     path = evidence_path()
-    out: dict[tuple[str, str, str, str], tuple[int, int]] = {}
+    out: dict[tuple[str, str, str, str], tuple[frozenset[str], list[frozenset[str]]]] = {}
     if not path.exists():
         return out
     with path.open(newline="") as fh:
         for r in csv.DictReader(fh):
-            if r["rewrites_version"] != REWRITES_VERSION:
+            if r["rewrites_version"] not in EVIDENCE_VERSIONS or (
+                r["impl"] == "triton" and r["rewrites_version"] == "1.0.0"
+            ):  # 1.0.0's Triton check ignored the evaluation order; 1.1.0 checked every key
                 continue
             k = (r["impl"], r["op"], r["variant"], r["arch"])
-            n, same = out.get(k, (0, 0))
-            out[k] = (n + 1, same + (r["identical"] == "1"))
+            same, bad = out.get(k, (frozenset(), []))
+            axes = frozenset(r["axes"].split("+"))
+            if r["rewrites_version"] == "1.0.0":
+                axes = frozenset(CUDA_AXES_1_0 if r["impl"] == "cuda" else TRITON_AXES_1_0)
+            out[k] = (same | axes, bad) if r["identical"] == "1" else (same, [*bad, axes])
     return out
 
 
+def allowed_axes(op: str, impl: str, variant: str, arch: str) -> frozenset[str]:
+    """The rewrites a render of this rung on this arch may take (Triton: any arch, the front
+    end's program is arch-free): the axes of its cases that compiled identically, less every
+    axis of a case that compiled differently although each of its axes was shown identical
+    elsewhere. A counter-example with an axis never shown identical (sm_120 stream-K GEMMs:
+    every axis with ``noconst``; the same set without it identical) blames that axis, which is
+    not allowed anyway."""
+    same, bad = _evidence().get(
+        (impl, op, variant, arch if impl == "cuda" else "*"), (frozenset(), [])
+    )
+    blocked = frozenset().union(*(b for b in bad if b <= same))
+    return same - blocked
+
+
 def allowed(op: str, impl: str, variant: str, arch: str) -> bool:
-    """May a render of this rung on this arch take its author's rewrites? Only with
-    compile-identity evidence for the key (Triton: any arch, the front end's program is
-    arch-free) and no case that compiled differently."""
-    ev = _evidence()
-    n, same = ev.get((impl, op, variant, arch if impl == "cuda" else "*"), (0, 0))
-    return n > 0 and same == n
+    """May a render of this rung on this arch take any of its author's rewrites?"""
+    return bool(allowed_axes(op, impl, variant, arch))
 
 
 # --------------------------------------------------------------------------------------
