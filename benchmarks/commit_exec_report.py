@@ -156,6 +156,45 @@ def significant(runs: pl.DataFrame) -> None:
         )
 
 
+def reward_consistency(runs: pl.DataFrame, checks_csv: Path) -> None:
+    """The GPU reward test against each row's label: the row's latest timed graph-replay
+    speedup in a run batch (host-inclusive where the graph captured nothing). A significant
+    gain must earn more than the unchanged code's no-gain reward, a significant slowdown
+    less; a label the judge calls not significant asks nothing of the direction. The
+    magnitude is the reward run's speedup over the label's."""
+    if not checks_csv.exists():
+        return
+    checks = pl.read_csv(checks_csv)
+    timed = _executed(runs).filter(
+        ~pl.col("batch").str.ends_with("-check")
+        & (pl.col("graph_speedup").is_not_null() | pl.col("host_speedup").is_not_null())
+    )
+    for (batch,), g in checks.group_by(["batch"], maintain_order=True):
+        agree = n = 0
+        ratios = []
+        for c in g.iter_rows(named=True):
+            lab = timed.filter(pl.col("id") == c["id"]).sort("batch")
+            if lab.is_empty():
+                continue
+            last = lab.row(-1, named=True)
+            graph = last["graph_speedup"] is not None
+            sp = last["graph_speedup"] if graph else last["host_speedup"]
+            sig = last["graph_significant"] if graph else last["host_significant"]
+            if c["reward_speedup"] is not None and sp:
+                ratios.append(abs(math.log(c["reward_speedup"] / sp)))
+            if not sig:
+                continue
+            n += 1
+            gain = c["oracle_edit_reward"] > c["unchanged_reward"]
+            slower = c["oracle_edit_reward"] < c["unchanged_reward"]
+            agree += gain if sp > 1 else slower
+        med = statistics.median(ratios) if ratios else float("nan")
+        print(
+            f"reward test {batch}: {g.height} rows; direction consistent with a significant "
+            f"label on {agree}/{n}; reward speedup vs label median |log ratio| {med:.3f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -166,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     agreement(runs)
     shape_agreement(runs, shapes)
     significant(runs)
+    reward_consistency(runs, args.data / "reward_checks.csv")
     return 0
 
 

@@ -41,7 +41,10 @@ timeout "$LIMIT" python3 -m dagster_project.commit_exec.device.runner .commit_ex
 echo "runner exit $?"
 if [ "$REWARD" -gt 0 ]; then
   if python3 -c "import pytest" 2>/dev/null; then
-    OUT=$OUT timeout "$REWARD" python3 -m pytest -q -p no:cacheprovider tests/gpu/test_commit_exec_gpu.py 2>&1 | tail -15
+    # -p no:xdist: one row at a time on the card (a root pyproject's "-n 2" would time two
+    # rows side by side; stop 39's s07 reward test ran that way)
+    OUT=$OUT timeout "$REWARD" python3 -m pytest -q -p no:cacheprovider -p no:xdist -o addopts= \
+      tests/gpu/test_commit_exec_gpu.py 2>&1 | tail -15
   else
     echo "no pytest on this machine: reward check skipped"
   fi
