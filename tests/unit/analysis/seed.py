@@ -21,10 +21,12 @@ from typing import Any
 
 import polars as pl
 
-from dagster_project.settings import DEFAULT_SIM_SEED
 from dagster_project.storage.lake import Lake
 
-SEED = DEFAULT_SIM_SEED
+#: This synthetic lake's own seed: the unevenness the views' tests rely on (a gain with no
+#: hardware, months with gaps) was drawn at it. It was the simulated datasets' build seed
+#: until stop 39 and is kept here on its own, since nothing simulated is read from it.
+SEED = 20260
 
 TUNED_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.String(),
