@@ -32,6 +32,7 @@ from dagster_project.mining.commits.license import APACHE_2, BSD, BSD_3, MIT, OP
 from dagster_project.mining.git import GitRepo
 from dagster_project.storage.lake import Lake
 
+from . import exploits
 from ._sql import record, records, relation
 from .atomic import atomic_export_dir
 from .cards import render_card, size_category
@@ -254,6 +255,7 @@ def export_kernel_opt_rl(
                     "load_path": repo_id or f"./{DATASET}",
                     "data_bytes": data_bytes,
                     "data_file": data_file,
+                    **exploits.card_context(),
                 },
             )
             (tmp / "README.md").write_text(readme, encoding="utf-8")

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from dagster_project.storage.lake import Lake, write_atomically
 
+from . import exploits
 from ._sql import records
 from .cards import render_card, size_category
 from .features import dataset_info
@@ -33,7 +34,12 @@ def write_measured_card(lake: Lake, folder: Path, repo_id: str | None = None) ->
     text = render_card(
         "measured_configs.md.j2",
         _front_matter(stats, schema),
-        {"s": stats, "by_kernel": by_kernel, "load_path": repo_id or f"./{DATASET}"},
+        {
+            "s": stats,
+            "by_kernel": by_kernel,
+            "load_path": repo_id or f"./{DATASET}",
+            **exploits.card_context(),
+        },
     )
     return write_atomically(folder / "README.md", lambda tmp: tmp.write_text(text, "utf-8"))
 

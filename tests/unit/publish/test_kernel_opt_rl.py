@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import re
@@ -15,13 +16,14 @@ from dagster_project.publish import (
     ExportError,
     ExportReport,
     data_file,
+    exploits,
     export_kernel_opt_rl,
     kernel_opt_rl_stats,
     read_snapshot,
 )
 from dagster_project.publish import kernel_opt_rl as module
 from dagster_project.publish.atomic import atomic_export_dir
-from dagster_project.publish.cards import parse_front_matter
+from dagster_project.publish.cards import parse_front_matter, render_card
 from dagster_project.storage.lake import Lake
 from tests.unit.publish import lakes
 
@@ -318,6 +320,75 @@ def test_stats_dict_is_what_the_card_shows(opt_export: ExportReport, opt_lake: L
     fresh = kernel_opt_rl_stats(opt_lake)
     assert {k: v for k, v in opt_export.stats.items() if k != "snapshot"} == fresh
     assert opt_export.stats["snapshot"] == read_snapshot(opt_lake)
+
+
+# -- the exploit suite on the cards (issue 37) --------------------------------------------------
+SUITE_CSV = exploits.RECORDS / "results_cpu.csv"
+
+
+def _suite_classes(configs_only: bool) -> list[str]:
+    """Read here with ``csv`` (not through the publish module): the record's exploit classes."""
+    with SUITE_CSV.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["cls"] != "reference solution"]
+    return sorted({r["cls"] for r in rows if not configs_only or r["target"].startswith("config")})
+
+
+def _table_classes(card: str, header: str) -> list[str]:
+    """The first column of the Markdown table whose header line is ``header``."""
+    block = card[card.index(header) :].split("\n\n", 1)[0].splitlines()[2:]
+    return sorted(line.split(" | ")[0].removeprefix("| ") for line in block)
+
+
+_CLASS_HEADER = "| class | what it tried (first exploit) | caught by | exploits earning nothing |"
+
+
+def test_kernel_opt_rl_card_carries_the_suite_and_the_open_classes(
+    opt_export: ExportReport,
+) -> None:
+    card = _readme(opt_export)
+    assert _table_classes(card, _CLASS_HEADER) == _suite_classes(configs_only=False)
+    assert "| dropped split-K partial sums | claims SPLIT_K=8" in card
+    # heldout4/heldout5 from their records: the earners, the repeat, every group on both machines
+    assert "| `heldout4` | numpy | CPU | 1.6.0 | 2 | 2, 3 of 25 |" in card
+    h100 = "| `heldout4` | numpy | H100 | 1.6.0 | 1 | 1 of 25 | h4n-module-getattr | 6 of 6 |"
+    assert h100 in card
+    for kind, n in (("numpy", 23), ("torch", 8), ("config", 8)):
+        for machine in ("CPU", "H100"):
+            assert f"| `heldout5` | {kind} | {machine} | 1.6.1 |" in card
+            assert f"| 0 of {n} | — |" in card
+    open_line = card[card.index("Open: ") :].split("\n\n", 1)[0]
+    for phrase in ("`ast` scanner", "`mutated`", "last replay", "shared memory", "CUDA-torch"):
+        assert phrase in open_line, phrase
+    assert "guard 1.6.0's every-timed-call check is not in its runner" not in card  # stale
+
+
+def test_measured_configs_card_carries_the_config_defences() -> None:
+    class AnyStats(dict):  # the lake's figures are tested with the asset; any value here
+        def __getattr__(self, name: str) -> int:
+            return 1
+
+    context = {"s": AnyStats(), "by_kernel": [], "load_path": "./measured_configs"}
+    card = render_card("measured_configs.md.j2", {}, {**context, **exploits.card_context()})
+    configs = _suite_classes(configs_only=True)
+    assert configs and _table_classes(card, _CLASS_HEADER) == configs
+    assert "| `heldout3` | CPU | 1.4.0 | 1 | 2 of 10 | h3c-unclosed-think, h3c-whole-p" in card
+    assert "| `heldout` | CPU | 1.0.0 | 1 | 0 of 16 | — | 10 of 12 | held out |" in card
+    held = [ln for ln in card.splitlines() if ln.startswith("| `") and ln.endswith("| held out |")]
+    assert len(held) == 8  # heldout and heldout3 on the CPU; heldout2, 4, 5 on the CPU and H100
+    assert "Open for configs: on Triton's CPU interpreter a tile covering the whole" in card
+
+
+def test_every_config_scoring_on_record_is_on_the_card() -> None:
+    """A new record's config group (or a rerun) must be declared in SCORINGS to reach the
+    measured_configs card; and every declared scoring must find its rows."""
+    listed = {(s.record, s.group) for s in exploits.SCORINGS if s.kind == "config"}
+    for path in sorted(exploits.RECORDS.glob("results_*.csv")):
+        with path.open(newline="") as fh:
+            groups = {r["group"] for r in csv.DictReader(fh) if r["target"].startswith("config")}
+        for group in groups:
+            base = group.removesuffix("-rerun").removesuffix("-repeat")
+            assert (path.name, base) in listed, f"{path.name}: {group} is on no card"
+    assert len(exploits.scorings()) == len(exploits.SCORINGS)
 
 
 # -- determinism and atomicity -----------------------------------------------------------------
