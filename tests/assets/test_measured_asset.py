@@ -101,6 +101,10 @@ def test_every_shipped_batch_is_in_a_fresh_build(
     declared = [f["name"] for f in meta["dataset_info"][0]["features"]]
     assert declared == exported.columns
     assert f"| rows | {exported.height:,} |" in card and "load_dataset(" in card
+    # issue 37: the card says how the config reward is defended, from the suite's record
+    assert "## The config reward's defences" in card
+    assert "| dropped split-K partial sums | claims SPLIT_K=8" in card
+    assert "Open for configs:" in card
 
 
 def test_gpu_disable_keeps_the_asset_off_a_present_gpu(
