@@ -15,6 +15,13 @@ rewrite here changes how a statement is written, never what the compiler makes o
   ``e.to(T)`` as ``tl.cast(e, T)`` (``tocast``: ``tensor.to`` is Triton 3.6's alias of
   ``cast``), ``tl.program_id(axis=0)`` for ``tl.program_id(0)`` (``pidkw``).
 
+1.1.0 (39e) adds forms of declarations and calls, because 39d's statement forms have one or two
+sites in a small kernel, and sessions sharing a kernel then drew the same form: CUDA specifier
+order, ``typedef``, ``class`` template parameters, ``__launch_bounds__`` before the return type,
+``static constexpr``, loop steps spelled out, C casts; Triton masks in parentheses, load / store
+/ zeros / full arguments by position (names and constants only, see below), ``tl.range`` for an
+option-less ``range`` (``CUDA_AXES`` / ``TRITON_AXES`` say which is which).
+
 Each author (``styles.Style``) has its own set of axes (``author_axes``), so sessions by
 different engineers differ in structure, consistently within a session.
 
@@ -25,9 +32,11 @@ must be identical (names and debug lines aside) for every case compiled; identic
 same SASS for a given ptxas. For Triton, the rewritten source must be the same program to
 Triton's front end: the same ``ast`` once ``x op= e`` is read as ``x = x op e`` (what
 Triton 3.6's ``CodeGenerator.visit_AugAssign`` does) and call arguments are bound to
-parameter names (``_bind``), and a Triton 3.6 compile of probe kernels shows the forms give
-identical PTX. A render takes the author's axes only for an (op, impl, rung, arch) with such
-evidence and no counter-example (``allowed``); anywhere else it keeps the canonical text.
+parameter names, with the IR-emitting arguments kept in the order Triton evaluates them
+(keywords before positional arguments: moving a mask expression from one to the other reorders
+its ops, and a probe compiled to different PTX), and a Triton 3.6 compile of probe kernels
+shows the forms give identical PTX. A render takes the axes its (op, impl, rung, arch) has
+such evidence for (``allowed_axes``); anywhere else it keeps the canonical text.
 
 Measured answers (``oracle``) are keyed by exact source. ``canonical`` maps a rewritten
 source back to the canonical text it was made from (recorded when it was rendered in this
