@@ -19,6 +19,7 @@ and writes ``dagster_project/sim/data/verification/rewrite_identity.csv``:
     .venv/bin/python benchmarks/sim_rewrite_evidence.py --impl triton
     .venv/bin/python benchmarks/sim_rewrite_evidence.py --impl cuda --arch sm_90a --tier --jobs 3
     .venv/bin/python benchmarks/sim_rewrite_evidence.py --probe /tmp/venv-exec/bin/python
+    .venv/bin/python benchmarks/sim_rewrite_evidence.py --triton-ptx /tmp/venv-exec/bin/python
     # on a machine with more cores (SASS, every arch): prepare here, compare there, collect
     .venv/bin/python benchmarks/sim_rewrite_evidence.py --arch sm_90a --arch sm_86 --arch sm_80 \
         --arch sm_120 --tier --per-key 3 --prepare .rewrites
@@ -359,6 +360,85 @@ def run_probe(python: str) -> dict[str, Any]:
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
+def _ptx_cases(tmp: Path, out: Path) -> dict[str, list[tuple[str, dict[str, str], str, str]]]:
+    """The Triton front-end rows of case ``pool0`` (one render per rung), rendered again and
+    written for ``sim_rewrite_triton_ptx.py``, by op."""
+    by_op: dict[str, list[tuple[str, dict[str, str], str, str]]] = {}
+    with out.open(newline="") as fh:
+        rows = [
+            r
+            for r in csv.DictReader(fh)
+            if r["impl"] == "triton"
+            and r["case"] == "pool0"
+            and r["rewrites_version"] == rewrites.REWRITES_VERSION
+        ]
+    for i, r in enumerate(rows):
+        op = get_op(r["op"])
+        v = get_variant(op.family, "triton", r["variant"])
+        shape = json.loads(r["shape"])
+        params = json.loads(r["params"])
+        canon = render_candidate(op, r["gpu"], r["dtype"], shape, v, params, rewrite_axes=())
+        if _sha(canon)[:16] != r["canonical_sha"]:
+            continue  # not the text the row checked
+        var = rewrites.rewrite(canon, "triton", tuple(r["axes"].split("+")))
+        d = tmp / r["op"] / f"{i:05d}"
+        d.mkdir(parents=True)
+        (d / "canon.py").write_text(canon)
+        (d / "variant.py").write_text(var)
+        sig = op.signature_for(r["dtype"])
+        meta = {"op": r["op"], "variant": r["variant"], "sig": sig, "shape": shape}
+        (d / "meta.json").write_text(json.dumps(meta))
+        by_op.setdefault(r["op"], []).append((f"{i:05d}", r, canon, var))
+    return by_op
+
+
+def _ptx_verdicts(python: str, folder: Path, per_op_s: float) -> dict[str, str]:
+    """Case id -> verdict from one driver process (what it printed before a timeout too)."""
+    driver = str(Path(__file__).with_name("sim_rewrite_triton_ptx.py"))
+    try:
+        cmd = [python, driver, str(folder)]
+        lines = subprocess.run(cmd, capture_output=True, text=True, timeout=per_op_s).stdout
+    except subprocess.TimeoutExpired as ex:
+        lines = ex.stdout.decode() if isinstance(ex.stdout, bytes) else ex.stdout or ""
+    recs = [json.loads(ln) for ln in lines.splitlines() if ln.startswith("{")]
+    return {r["id"]: r["verdict"] for r in recs}
+
+
+def run_triton_ptx(python: str, out: Path, per_op_s: float) -> None:
+    """Compile the ``pool0`` render of every Triton rung, canonical and rewritten, to PTX with
+    the Triton of ``python`` (``sim_rewrite_triton_ptx.py``: meta-tensor launches, sm_90), one
+    process per op under ``per_op_s`` seconds; append a row (case ``ptx0``) per case that
+    compiled, identical or not."""
+    cmd = [python, "-c", "import triton; print(triton.__version__)"]
+    tool = subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+    rows, tally = [], {"same": 0, "different": 0, "harness": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        for op, items in sorted(_ptx_cases(Path(tmp), out).items()):
+            got = _ptx_verdicts(python, Path(tmp) / op, per_op_s)
+            for cid, r, _canon, _var in items:
+                verdict = got.get(cid, "harness")
+                tally[verdict] += 1
+                print(f"  {op} {r['variant']}: {verdict}", flush=True)
+                if verdict != "harness":
+                    rows.append(
+                        {
+                            **r,
+                            "case": "ptx0",
+                            "stage": "triton ptx sm_90 (cpu compile, meta-tensor launch)",
+                            "identical": int(verdict == "same"),
+                            "toolchain": f"triton {tool}",
+                            "rewrites_version": rewrites.REWRITES_VERSION,
+                        }
+                    )
+    done = _existing(out)
+    with out.open("a", newline="") as fh:
+        w = csv.DictWriter(fh, FIELDS)
+        for row in rows:
+            if (row["impl"], row["op"], row["variant"], row["arch"], row["case"]) not in done:
+                w.writerow(row)
+    print(f"triton ptx: {tally}")
+
+
 def tier_cases(archs: set[str]) -> list[dict[str, Any]]:
     """The measured tier's baseline and best kernels, each with its author's axes."""
     from dagster_project.sim.measured import tier_path
@@ -522,6 +602,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=3000, help="seconds")
     ap.add_argument("--out", default=str(rewrites.evidence_path()))
     ap.add_argument("--probe", default="", help="a Python with Triton: compile the probes")
+    ap.add_argument("--triton-ptx", default="", help="a Python with torch + Triton: real renders")
+    ap.add_argument("--per-op-s", type=float, default=240, help="--triton-ptx: seconds per op")
     ap.add_argument("--prepare", default="", help="write the CUDA cases here for the device")
     ap.add_argument("--recheck", action="store_true", help="compile the rows marked 0 again")
     ap.add_argument("--collect", nargs=2, default=[], help="PREPARED_DIR DEVICE_ANSWERS")
@@ -530,6 +612,9 @@ def main() -> None:
         print(json.dumps(run_probe(args.probe)))
         return
     out = Path(args.out)
+    if args.triton_ptx:
+        run_triton_ptx(args.triton_ptx, out, args.per_op_s)
+        return
     if args.recheck:
         recheck(out, args.jobs)
         return
