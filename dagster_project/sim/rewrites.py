@@ -349,7 +349,10 @@ _T_REDUCE = re.compile(r"\btl\.(sum|max|min|argmax|argmin|cumsum|xor_sum)\(")
 _T_LOAD = re.compile(r"\btl\.load\(")
 
 
-def _split_top(s: str) -> list[str] | None:
+def split_top_level(s: str) -> list[str] | None:
+    """``s`` split at its top-level commas (not inside brackets), pieces unstripped; None
+    when the brackets do not balance. One home for the renderer's argument splitting
+    (``styles`` strips the pieces it gets from here)."""
     depth, cur, out = 0, "", []
     for ch in s:
         if ch in "([{":
@@ -374,7 +377,7 @@ def _calls(ln: str, pat: re.Pattern[str], edit: Callable[[list[str]], list[str] 
         close = _balanced_close(ln, m.end() - 1)
         if close < 0:
             continue
-        args = _split_top(ln[m.end() : close - 1])
+        args = split_top_level(ln[m.end() : close - 1])
         new = edit(args) if args else None
         if new is None:
             continue
@@ -438,7 +441,7 @@ def _tocast(ln: str) -> str:
         done = True
         for m in _T_TO.finditer(ln):
             close = _balanced_close(ln, m.end() - 1)
-            args = _split_top(ln[m.end() : close - 1]) if close > 0 else None
+            args = split_top_level(ln[m.end() : close - 1]) if close > 0 else None
             start = _receiver_start(ln, m.start())
             if not args or len(args) != 1 or "=" in args[0] or start < 0:
                 continue
@@ -536,7 +539,7 @@ def _t_tlrange(ln: str) -> str:
     of the builtin ``range`` (a ``num_stages=`` there does nothing) and honours ``tl.range``'s."""
     m = _T_RANGE.match(ln)
     close = _balanced_close(ln, m.end() - 1) if m else -1
-    args = _split_top(ln[m.end() : close - 1]) if m and close > 0 else None
+    args = split_top_level(ln[m.end() : close - 1]) if m and close > 0 else None
     if m is None or not args or any(_T_KW.match(a) for a in args):
         return ln
     return f"{m.group(1)}tl.{ln[len(m.group(1)) :]}"

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
+from .rewrites import split_top_level
+
 #: CUDA warp reductions: xor butterfly loop (1.6.0) | shfl_down tree + broadcast | unrolled
 REDUCE_STYLES: tuple[str, ...] = ("xor", "down", "unrolled")
 #: Triton strided loops: range(lo, hi, STEP) (1.6.0) | trip count, offset in the body
@@ -430,19 +432,8 @@ _FOR = re.compile(r"^(\s*)for (\w+) in range\((.*)\):\s*$")
 
 
 def _split_args(s: str) -> list[str] | None:
-    depth, cur, out = 0, "", []
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur.strip())
-    return None if depth else out
+    parts = split_top_level(s)
+    return None if parts is None else [p.strip() for p in parts]
 
 
 def counted_loops(text: str) -> str:
