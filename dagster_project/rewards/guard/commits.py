@@ -3,12 +3,13 @@
 That reward applies a SEARCH/REPLACE completion to a kernel_commits row's before_code and
 runs the patched file through the row's harness in its own process
 (``commit_exec.sandbox.run_candidate``), which loads ``before`` and the candidate side by
-side and reads one ``result.json`` back from the candidate's working folder. Wrapped here
+side and takes the verdict from a pipe, tagged with a token the candidate cannot know (a
+file the candidate writes, such as a forged ``result.json``, is never read). Wrapped here
 from outside (its files are not ours):
 
 * the same ``static`` checks as every guarded patch reward, on what the patch introduces
-  (a candidate that writes its own ``result.json`` and exits, or reaches the ``before``
-  module through ``sys.modules``, is refused before it runs);
+  (a candidate that writes files, exits early, or reaches the ``before`` module through
+  ``sys.modules``, is refused before it runs);
 * a ``FAILED_REWARD`` (-1.0) for those, below the reward's own floor (-0.5 for errors);
 * everything else is the commit reward's own verdict, unchanged.
 
