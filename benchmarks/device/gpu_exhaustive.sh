@@ -12,6 +12,9 @@
 # GPU (-h100- / -h200- in its name, as the plan writer names them) runs only on that GPU:
 # pass both GPUs' plans and the card the call gets picks its own. Afterwards:
 #   kernelhouse gpu pack $OUT/<plan>.out.jsonl -o dagster_project/data/measured/<gpu>/batch-NNN.parquet
+# Once a cut call's results are packed and shipped, resume from the package instead:
+# `python benchmarks/device/gpu_exhaustive_plan.py pending PLAN --gpu G` writes the rows not
+# yet shipped in full as <plan>-pending.jsonl.xz (no raw results file needs keeping).
 set -uo pipefail
 BUDGET=${1:?usage: gpu_exhaustive.sh BUDGET_S PLAN [PLAN ...]}
 shift

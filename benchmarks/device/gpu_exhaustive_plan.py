@@ -21,6 +21,14 @@ GPU's shipped tables, each with its usual candidate table, written to
 ``remeasure-<gpu>-s<seed>.jsonl.xz``: the acceptance's second device session, compared with
 the first by ``benchmarks/gpu_remeasure_report.py``.
 
+``pending PLAN``: the lines of an already-planned batch whose rows the shipped tables of
+``--gpu`` do not yet hold in full (no result, or fewer (row, label) results than the row
+has candidates), written to ``<plan>-pending.jsonl.xz``. A call that ran out of budget is
+resumed from what the package ships, so the raw results file of the call (an ignored
+``.gpu/results/`` copy) is not needed once it is packed::
+
+    python benchmarks/device/gpu_exhaustive_plan.py pending .gpu/h100-a.jsonl.xz --gpu h100
+
 ``skew``: ``--rows`` fused-MoE rows of the GPU (the same stratification, MoE families
 only), written twice: ``skew-<gpu>-uniform.jsonl.xz`` (uniform routing, re-timed in the
 same call) and ``skew-<gpu>-zipf.jsonl.xz`` (``routing.SKEWED``); each row's candidates
@@ -37,6 +45,8 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+
+import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -158,9 +168,41 @@ def plan_remeasure(args: argparse.Namespace) -> None:
     print(f"device ~{n_cands / sp.CANDIDATES_PER_S / 60:.1f} min (timing rate)")
 
 
+def plan_pending(args: argparse.Namespace) -> None:
+    """The plan's lines not yet shipped in full for the GPU (the resume of a cut call)."""
+    from dagster_project.rewards.gpu.run_batch import read_batch
+    from dagster_project.rewards.measured import merge_results, read_shipped, shipped_batches
+
+    gpu = GPUS[args.gpu]
+    shipped = merge_results(read_shipped(shipped_batches(args.shipped)))
+    got: dict[tuple[str, str], int] = {}
+    if shipped.height:
+        on = shipped.filter(pl.col("measured_on") == gpu)
+        for rid, routing, n in on.group_by(["row_id", "routing"]).agg(pl.len()).iter_rows():
+            got[(rid, routing)] = n
+    raw = args.plan.read_bytes()
+    text = lzma.decompress(raw).decode() if args.plan.suffix == ".xz" else raw.decode()
+    lines = [line for line in text.splitlines() if line.strip()]
+    items = read_batch(args.plan)  # one item per non-blank line, in order
+    keep = [
+        line
+        for line, it in zip(lines, items, strict=True)
+        if got.get((it.row.id, it.row.routing or "uniform"), 0) < len(it.cands)
+    ]
+    name = args.plan.name.removesuffix(".xz").removesuffix(".jsonl")
+    path = args.out / f"{name}-pending.jsonl.xz"
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_xz(path, [json.loads(line) for line in keep])
+    print(f"  {path.name}: {len(keep)} of {len(items)} rows not yet shipped in full on {gpu}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=("exhaustive", "skew", "remeasure"))
+    ap.add_argument("mode", choices=("exhaustive", "skew", "remeasure", "pending"))
+    ap.add_argument("plan", type=Path, nargs="?", help="pending: the planned batch file")
+    ap.add_argument(
+        "--shipped", type=Path, default=None, help="pending: shipped tables (default: the package)"
+    )
     ap.add_argument("--gpu", choices=sorted(GPUS), required=True)
     ap.add_argument("--rows", type=int, default=100)
     ap.add_argument("--seed", type=int, default=38)
@@ -175,6 +217,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=Path(".gpu"))
     args = ap.parse_args(argv)
+    if args.mode == "pending":
+        if args.plan is None:
+            ap.error("pending needs the planned batch file")
+        plan_pending(args)
+        return 0
     if args.source is None:
         args.source = sorted(p for p in Path(".gpu").glob("*.jsonl.xz") if _is_source(p))
     if not args.source:

@@ -22,7 +22,7 @@ from dagster_project.rewards.gpu import space as sp
 from dagster_project.rewards.gpu.neighbours import Candidate, candidates
 from dagster_project.rewards.gpu.spec import MeasureRow, normalise_config
 from dagster_project.storage.lake import Lake
-from tests.unit.test_execution_reward import make_lake, mm_row, moe_row, runner_measure
+from tests.unit.test_execution_reward import Killed, make_lake, mm_row, moe_row, runner_measure
 
 
 def _moe(**over: Any) -> MeasureRow:
@@ -271,6 +271,32 @@ def test_plan_writer_script_writes_resumable_parts(tmp_path: Path) -> None:
     assert [c.label for c in uni[0].cands] == [c.label for c in zipf[0].cands]
 
 
+def test_pending_resumes_a_cut_plan_from_the_shipped_tables(tmp_path: Path) -> None:
+    """A call cut mid-row, packed and shipped: ``pending`` keeps the unfinished row and the
+    untouched one, drops the finished one, and keeps each kept line as planned."""
+    from benchmarks.device import gpu_exhaustive_plan as plan
+
+    h100 = "NVIDIA H100"
+    rows = [moe_row(id="done", gpu=h100), mm_row(id="cut", gpu=h100), moe_row(id="new", gpu=h100)]
+    inp, out = tmp_path / "h100-a.jsonl", tmp_path / "out.jsonl"
+    inp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows))
+    first = len(rb.read_batch(inp)[0].cands)
+    with pytest.raises(Killed):
+        measure = runner_measure({}, kill_after=first + 2)
+        rb.run_batch(inp, out, measure=measure, env={"device": "NVIDIA H100 80GB HBM3"})
+    (tmp_path / "data" / "h100").mkdir(parents=True)
+    measured.pack_batch([out], tmp_path / "data" / "h100" / "batch-001.parquet")
+    argv = ["pending", str(inp), "--gpu", "h100", "--shipped", str(tmp_path / "data")]
+    assert plan.main([*argv, "--out", str(tmp_path / "plans")]) == 0
+    kept = rb.read_batch(tmp_path / "plans" / "h100-a-pending.jsonl.xz")
+    assert [it.row.id for it in kept] == ["cut", "new"]
+    assert kept[0].row.to_json() == rows[1].to_json()
+    # shipped on another GPU only: nothing counts as done for the H100
+    argv[3] = "h200"
+    assert plan.main([*argv, "--out", str(tmp_path / "h200")]) == 0
+    assert len(rb.read_batch(tmp_path / "h200" / "h100-a-pending.jsonl.xz")) == 3
+
+
 def test_shipped_rows_take_their_source_by_hash(tmp_path: Path) -> None:
     from dagster_project.rewards.gpu.source import source_hash
 
@@ -361,3 +387,34 @@ def test_a_lake_from_before_the_routing_column_still_builds(tmp_path: Path) -> N
     assert measured.build_measured_dataset(lake) == 1
     (got,) = lake.read_table("datasets", "measured_configs").to_dicts()
     assert got["routing"] == "uniform" and got["exhaustive"] is False
+
+
+def test_remeasure_report_agrees_within_spread_and_flags_a_moved_winner() -> None:
+    """``benchmarks/gpu_remeasure_report.py``: a candidate within the two spreads agrees,
+    one outside does not, and a row whose first winner lost the second session has the
+    regret of that winner."""
+    from benchmarks import gpu_remeasure_report as rep
+
+    def frame(times: dict[str, float], spread: float) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "row_id": ["r"] * len(times),
+                "label": list(times),
+                "cand_index": list(range(len(times))),
+                "t_us": list(times.values()),
+                "spread": [spread] * len(times),
+                "status": ["ok"] * len(times),
+                "kernel": ["k"] * len(times),
+                "M": [1] * len(times),
+            }
+        )
+
+    first = frame({"tuned": 10.0, "default": 12.0, "n1": 11.0}, 0.02)
+    second = frame({"tuned": 10.3, "default": 12.0, "n1": 9.0}, 0.02)
+    j = rep.compare(first, second)
+    agree = dict(zip(j["label"], j["agree"], strict=True))
+    assert agree == {"tuned": True, "default": True, "n1": False}
+    row = rep.per_row(j).row(0, named=True)
+    assert row["same_winner"] is False
+    assert abs(row["winner_regret"] - (10.3 / 9.0 - 1)) < 1e-12
+    assert row["within_spread"] is False
