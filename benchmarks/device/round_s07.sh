@@ -11,8 +11,8 @@
 #      --gpu h200 --out ../../.oracle/h200 --limit 500 --order tier)     # and/or --gpu h100
 #   .venv/bin/python benchmarks/device/gpu_exhaustive_plan.py remeasure --gpu h200 --rows 30 \
 #      --seed 20261207
-#   id lists .devrun/exec6_warm.txt, .devrun/exec7_time.txt (TIME_LIST overrides it),
-#   .devrun/exec6_reward.txt (comma-separated)
+#   id lists .devrun/exec6_warm.txt (WARM_LIST overrides it), .devrun/exec7_time.txt
+#   (TIME_LIST), .devrun/exec6_reward.txt (REWARD_LIST), each comma-separated
 # Device, with carry [".commit_exec_work", ".devrun", ".oracle/<gpu>", ".gpu"]:
 #   ORACLE_S=240 GM_S=90 WARM=50 CE_TIME_S=80 REWARD_S=0 EXG_S=0 bash benchmarks/device/round_s07.sh
 # Writes $OUT/oracle.tgz, $OUT/gm.tgz, $OUT/ce.tgz, $OUT/exploits.tgz. A stage given 0 seconds
@@ -42,9 +42,9 @@ if [ "${CE_TIME_S:-80}" -gt 0 ]; then
   mkdir -p /tmp/ce
   (cd .devrun/clean && ln -sfn "$R/.commit_exec_work" .commit_exec_work &&
     SHARDS=8 WARM=${WARM:-50} TIME_ROWS=$(cat "$R/${TIME_LIST:-.devrun/exec7_time.txt}") OUT=/tmp/ce \
-    COMMIT_EXEC_REWARD_ROWS=$(cat "$R/.devrun/exec6_reward.txt" 2>/dev/null) \
+    COMMIT_EXEC_REWARD_ROWS=$(cat "$R/${REWARD_LIST:-.devrun/exec6_reward.txt}" 2>/dev/null) \
     timeout $(( ${WARM:-50} + ${CE_TIME_S:-80} + ${REWARD_S:-0} + 30 )) \
-    bash benchmarks/device/commit_exec.sh "${CE_TIME_S:-80}" "$(cat "$R/.devrun/exec6_warm.txt")" \
+    bash benchmarks/device/commit_exec.sh "${CE_TIME_S:-80}" "$(cat "$R/${WARM_LIST:-.devrun/exec6_warm.txt}")" \
     "${REWARD_S:-0}" > /tmp/ce/log.txt 2>&1)
   grep -v "^\s*$" /tmp/ce/log.txt | tail -4
   echo "warm $(wc -l < /tmp/ce/warm.jsonl 2>/dev/null) timed $(wc -l < /tmp/ce/results.jsonl 2>/dev/null)" \
