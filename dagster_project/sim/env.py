@@ -26,6 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from .codegen import FAMILY_BUGS, BugProbe, Slip, inject_slip, render_candidate, slip_kinds
 from .feedback import cluster_error, failure_report, feature_error, smem_error, wrong_result
@@ -33,7 +34,7 @@ from .hardware import GPU, get_gpu, nvcc_arch_flag
 from .kernels import KernelPlan, plan
 from .memory import fits_memory, footprint_bytes, oom_report
 from .ops import OpSpec, get_op
-from .oracle import Answer, measured_verdict
+from .oracle import Answer, StepOracle, measured_verdict
 from .tasks import TaskSpec
 from .timing import Prediction, benchmark, predict
 from .variants import Params, Variant, features_used, get_variant, knob
@@ -181,8 +182,11 @@ class Submission:
 class KernelEnv:
     """Stateless per-task evaluator with a small render/prediction cache."""
 
-    def __init__(self, task: TaskSpec) -> None:
+    def __init__(self, task: TaskSpec, oracle: StepOracle | None = None) -> None:
         self.task = task
+        #: the measuring harness (the online tier): every step that compiles gets the real
+        #: verdict and time of its exact source; None = the model's (``submit``)
+        self.oracle = oracle
         self.op: OpSpec = get_op(task.op)
         self.gpu: GPU = get_gpu(task.gpu)
         self.shape = task.shape
@@ -347,6 +351,23 @@ class KernelEnv:
         return measured_verdict(code, self.shape, self.task.dtype)
 
     # -- the harness --------------------------------------------------------------------
+    def _ran(self, cand: Candidate, code: str, pred: Prediction) -> Submission | None:
+        """What running a compiled candidate says before the model's own checks: an
+        allocation beyond the card is a runtime error (issue 36), and with a measuring
+        harness (``oracle``) the device's answer for this exact source decides."""
+        footprint = self._footprint(code)
+        if not fits_memory(footprint, self.gpu.mem_gb):
+            # the harness cannot even allocate it: a runtime error, never ok (issue 36)
+            detail = oom_report(footprint, self.gpu.mem_gb)
+            return Submission(WRONG_RESULT, code, detail, "oom", prediction=pred)
+        if self.oracle is None:
+            return None
+        meta: dict[str, Any] = {"op": self.op.name, "impl": self.task.impl}
+        meta["variant"] = cand.variant.tag
+        meta["params"] = cand.param_dict
+        ans = self.oracle.ask(code, self.shape, self.task.dtype, meta)
+        return None if ans is None else _answered_submission(self, ans, cand, code, pred)
+
     def place_bug(
         self,
         variant: Variant,
@@ -489,11 +510,9 @@ class KernelEnv:
             return Submission(COMPILE_ERROR, code, detail, "feature", tuple(missing))
         pred = self.predicted(v, params)
         assert pred is not None
-        footprint = self._footprint(code)
-        if not fits_memory(footprint, self.gpu.mem_gb):
-            # the harness cannot even allocate it: a runtime error, never ok (issue 36)
-            detail = oom_report(footprint, self.gpu.mem_gb)
-            return Submission(WRONG_RESULT, code, detail, "oom", prediction=pred)
+        ran = self._ran(cand, code, pred)
+        if ran is not None:
+            return ran
         if cand.bug and cand.bug in self.bugs_for(v, params):
             name, dims = self.op.out(self.shape)
             tail = tuple(d - 1 for d in dims)
@@ -527,6 +546,39 @@ class KernelEnv:
             verified=rung.verified,
             extra={"bug": cand.bug} if cand.bug else {},
         )
+
+
+def _answered_submission(
+    env: KernelEnv, ans: Answer, cand: Candidate, code: str, pred: Prediction
+) -> Submission:
+    """A step of the online tier: the device's verdict and time of this exact source at
+    this shape. A planted bug is whatever the measurement says it is (a bug that does not
+    show at this shape runs ok, as it would for an engineer); an ok is verified (executed
+    and checked here) and its time is the measured median with its spread."""
+    extra: dict[str, object] = {"bug": cand.bug} if cand.bug else {}
+    if ans.status == "ok":
+        assert ans.ms is not None  # StepOracle.ask returns only usable answers
+        extra["measured_rel_err"] = ans.max_rel_err
+        return Submission(
+            OK,
+            code,
+            "",
+            None,
+            time_ms=ans.ms,
+            spread_pct=ans.spread_pct or 0.0,
+            prediction=pred,
+            verified=True,
+            extra=extra,
+        )
+    kind = "bug" if cand.bug else "rung"
+    if ans.status == "compile_error":
+        log = ans.compile_log or ans.error or "compilation failed"
+        return Submission(COMPILE_ERROR, code, log, kind, extra=extra)
+    name, dims = env.op.out(env.shape)
+    return Submission(
+        WRONG_RESULT, code, measured_failure_report(ans, name, dims), kind, prediction=pred,
+        extra=extra,
+    )  # fmt: skip
 
 
 def measured_failure_report(ans: Answer, out_name: str, dims: tuple[int, ...]) -> str:

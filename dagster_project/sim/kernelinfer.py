@@ -21,9 +21,7 @@ import math
 import re
 import symtable
 from functools import lru_cache
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from ..settings import KERNELINFER_DEFAULT_SEED
 from . import GENERATOR_VERSION
@@ -50,11 +48,15 @@ from .feedback import (
 from .hardware import FEATURE_INSTRUCTION, compile_command, get_gpu, nvcc_arch_flag
 from .kernels import plan
 from .ops import get_op, shape_str
+from .oracle import StepOracle
 from .rng import stream
 from .tasks import OBJECTIVE, TaskSpec, draw_split
 from .timing import physical_floor_ms
 from .variants import features_used, get_variant
 from .verification import step_status
+
+if TYPE_CHECKING:  # the tables are built here only; generating a session needs no polars
+    import polars as pl
 
 DEFAULT_SEED = KERNELINFER_DEFAULT_SEED
 DEFAULT_SESSIONS = 1899
@@ -255,6 +257,9 @@ def _feedback(
     assert pred is not None and sub.time_ms is not None
     kp = pred.plan
     err = 10 ** rng.uniform(-4.3, -2.4)
+    measured_err = sub.extra.get("measured_rel_err")
+    if isinstance(measured_err, float):
+        err = measured_err  # the online tier's step: the device's own max relative error
     res = resource_line(impl, pred, rec.params, kp)
     # an ok whose rung has no execution evidence on this family says so instead of "correct"
     check = None if sub.verified else unverified_line(rec.tag, arch)
@@ -284,11 +289,17 @@ def _feedback(
 
 
 def simulate_session(
-    task: TaskSpec, seed: int = DEFAULT_SEED, profile: AgentProfile | None = None
+    task: TaskSpec,
+    seed: int = DEFAULT_SEED,
+    profile: AgentProfile | None = None,
+    oracle: StepOracle | None = None,
 ) -> dict[str, Any]:
-    """Run one session and return its card-format dict."""
+    """Run one session and return its card-format dict. With ``oracle`` every step that
+    compiles is answered by the device's measurement of its exact source (the online tier,
+    issue 36): the engineer decides on measured verdicts and times, each ran step's trace
+    says ``timing = measured:<gpu>``, and the session says ``measured_on``."""
     rng = stream(NAMESPACE, "session", seed, task.task_id, task.seed)
-    env = KernelEnv(task)
+    env = KernelEnv(task, oracle)
     n = _n_steps(task, rng)
     agent = Engineer(env, rng, n, profile)
     records = agent.run()
@@ -337,6 +348,9 @@ def simulate_session(
                 "kept": kept,
             }
         )
+        if oracle is not None:
+            trace[-1]["timing"] = f"measured:{oracle.gpu}" if t is not None else None
+            trace[-1]["measured_ms"] = t
         messages.append({"role": "assistant", "content": rec.sub.code})
         messages.append({"role": "user", "content": feedback})
     elapsed = int(round(records[-1].t_elapsed_s))
@@ -344,7 +358,7 @@ def simulate_session(
     rebench = sum(1 for r in trace if r["kind"] == "rebench")
     errors = sum(1 for r in trace if r["status"] not in (OK, UNVERIFIED))
     reverted = sum(1 for r in trace[1:] if not r["kept"] and r["kind"] != "rebench")
-    return {
+    out = {
         "session_id": task.session_id,
         "op": task.op,
         "impl": task.impl,
@@ -368,6 +382,9 @@ def simulate_session(
         "trace": trace,
         "messages": messages,
     }
+    if oracle is not None:
+        out["measured_on"] = oracle.gpu
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -376,30 +393,60 @@ def simulate_session(
 
 _STAMP = re.compile(r"^\[t\+(\d+):(\d{2}):(\d{2})\] RESULT")
 
-_TRACE_DTYPE = pl.List(
-    pl.Struct(
-        {
-            "step": pl.Int64,
-            "tag": pl.String,
-            "kind": pl.String,
-            "params": pl.String,
-            "status": pl.String,
-            "time_ms": pl.Float64,
-            "kept": pl.Boolean,
-            # issue 36 (36p): whether the step's time was measured on its GPU, and that time
-            "timing": pl.String,
-            "measured_ms": pl.Float64,
-        }
-    )
-)
 #: Session columns of the label with its evidence (``label_columns``; null when not attached).
-_LABEL_DTYPES: dict[str, pl.DataType | type[pl.DataType]] = {
-    "speedup_label": pl.Float64,
-    "speedup_provenance": pl.String,
-    "speedup_unknown_reason": pl.String,
-    "speedup_error_scale": pl.Float64,
-}
-_MSG_DTYPE = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+_LABEL_COLUMNS = (
+    "speedup_label",
+    "speedup_provenance",
+    "speedup_unknown_reason",
+    "speedup_error_scale",
+)
+
+
+@lru_cache(maxsize=1)
+def _dtypes() -> dict[str, Any]:
+    """The nested column types of the tables. Built on first use, so that generating a
+    session imports no polars (the device's online tier runs the generator where polars is
+    not installed: ``benchmarks/device/sim_online.py``)."""
+    import polars as pl
+
+    return {
+        "trace": pl.List(
+            pl.Struct(
+                {
+                    "step": pl.Int64,
+                    "tag": pl.String,
+                    "kind": pl.String,
+                    "params": pl.String,
+                    "status": pl.String,
+                    "time_ms": pl.Float64,
+                    "kept": pl.Boolean,
+                    # issue 36 (36p): whether the step's time was measured on its GPU, and
+                    # that time
+                    "timing": pl.String,
+                    "measured_ms": pl.Float64,
+                }
+            )
+        ),
+        "labels": {
+            "speedup_label": pl.Float64,
+            "speedup_provenance": pl.String,
+            "speedup_unknown_reason": pl.String,
+            "speedup_error_scale": pl.Float64,
+        },
+        "messages": pl.List(pl.Struct({"role": pl.String, "content": pl.String})),
+        "task": {
+            "task_id": pl.String,
+            "op": pl.String,
+            "impl": pl.String,
+            "gpu": pl.String,
+            "arch": pl.String,
+            "dtype": pl.String,
+            "shape": pl.String,
+            "signature": pl.String,
+            "desc": pl.String,
+            "objective": pl.String,
+        },
+    }
 
 
 def _stamp_seconds(text: str) -> int | None:
@@ -425,6 +472,8 @@ def session_frames(
     build (-1 for sessions outside it). The label columns and each step's ``timing`` /
     ``measured_ms`` are those ``label_columns.attach_labels`` wrote (null when it did not).
     """
+    import polars as pl
+
     srows: list[dict[str, Any]] = []
     steps: dict[str, list[Any]] = {
         k: []
@@ -469,7 +518,7 @@ def session_frames(
                 "objective": s["objective"],
                 "baseline_ms": s["baseline_ms"],
                 "best": s["best"],
-                **{k: s.get(k) for k in _LABEL_DTYPES},
+                **{k: s.get(k) for k in _LABEL_COLUMNS},
                 "attempts": s["attempts"],
                 "elapsed_s": s["elapsed_s"],
                 "elapsed_hms": s["elapsed_hms"],
@@ -509,15 +558,15 @@ def session_frames(
         "objective": pl.String,
         "baseline_ms": pl.Float64,
         "best": pl.Struct({"step": pl.Int64, "time_ms": pl.Float64, "speedup": pl.Float64}),
-        **_LABEL_DTYPES,
+        **_dtypes()["labels"],
         "attempts": pl.Struct(
             {"kept": pl.Int64, "reverted": pl.Int64, "errors": pl.Int64, "rebench": pl.Int64}
         ),
         "elapsed_s": pl.Int64,
         "elapsed_hms": pl.String,
         "num_steps": pl.Int64,
-        "trace": _TRACE_DTYPE,
-        "messages": _MSG_DTYPE,
+        "trace": _dtypes()["trace"],
+        "messages": _dtypes()["messages"],
         "shard": pl.Int64,
     }
     sdf = pl.DataFrame(srows, schema=schema, orient="row") if srows else pl.DataFrame(schema=schema)
@@ -542,34 +591,24 @@ def session_frames(
 
 def task_frame(tasks: list[TaskSpec]) -> pl.DataFrame:
     """Session tasks in shard order (``shard`` = position // SHARD_SIZE)."""
+    import polars as pl
+
     rows = []
     for i, t in enumerate(tasks):
         rows.append(
             {**_task_row(t), "session_id": t.session_id, "seed": t.seed, "shard": i // SHARD_SIZE}
         )
-    schema = {**_TASK_SCHEMA, "session_id": pl.String, "seed": pl.Int64, "shard": pl.Int64}
+    schema = {**_dtypes()["task"], "session_id": pl.String, "seed": pl.Int64, "shard": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
 def holdout_frame(tasks: list[TaskSpec]) -> pl.DataFrame:
     """Held-out task specs (no solutions): the fields of ``tasks_holdout.jsonl`` plus the prompt."""
+    import polars as pl
+
     rows = [{**_task_row(t), "prompt": task_prompt(t)} for t in tasks]
-    schema = {**_TASK_SCHEMA, "prompt": pl.String}
+    schema = {**_dtypes()["task"], "prompt": pl.String}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
-
-
-_TASK_SCHEMA = {
-    "task_id": pl.String,
-    "op": pl.String,
-    "impl": pl.String,
-    "gpu": pl.String,
-    "arch": pl.String,
-    "dtype": pl.String,
-    "shape": pl.String,
-    "signature": pl.String,
-    "desc": pl.String,
-    "objective": pl.String,
-}
 
 
 def _task_row(t: TaskSpec) -> dict[str, Any]:

@@ -119,10 +119,18 @@ class Answer:
     max_rel_err: float | None
     error: str
     stamp: str
+    #: nvcc's log of a source that did not build (paths stripped; empty otherwise)
+    compile_log: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def usable(self) -> bool:
+        """A verdict a measured step can stand on: a failure, or an ok with its time (an ok
+        whose timing the harness lost says nothing about the step's time)."""
+        return self.status != "ok" or self.ms is not None
 
 
 def _float(text: str) -> float | None:
@@ -145,6 +153,7 @@ def _answer(row: dict[str, str]) -> Answer:
         max_rel_err=_float(row["max_rel_err"]),
         error=row["error"],
         stamp=stamp,
+        compile_log=row.get("compile_log") or "",
     )
 
 
@@ -165,8 +174,33 @@ def read_answers(path: Path) -> dict[str, Answer]:
 
 @lru_cache(maxsize=8)
 def shipped_answers(gpu: str) -> dict[str, Answer]:
-    """The answers shipped for ``gpu`` (empty when none were measured)."""
+    """The answers shipped for ``gpu`` (empty when none were measured). These are also the
+    generator's *evidence* (rung regions, dtype coverage, measured failures read them), so
+    adding to this file changes what the generator writes."""
     return read_answers(answers_path(gpu))
+
+
+def online_answers_path(gpu: str) -> Path:
+    """The online tier's answers (``sim.online``): measured for the tier's sessions and
+    kept apart from the evidence file, so that growing the tier never changes the
+    generator's evidence (and with it every session's trajectory)."""
+    return answers_path(gpu).with_name(f"{gpu}_online_answers.csv")
+
+
+@lru_cache(maxsize=8)
+def tier_answers(gpu: str) -> dict[str, Answer]:
+    """Every answer a measured step can stand on: the evidence file's and the tier's."""
+    return {**shipped_answers(gpu), **read_answers(online_answers_path(gpu))}
+
+
+def evidence_digest() -> str:
+    """sha256 (16 hex) of the evidence answer files: an online session replays byte for
+    byte only under the evidence it was generated with."""
+    h = hashlib.sha256()
+    for gpu in sorted(TOOLCHAIN):
+        p = answers_path(gpu)
+        h.update(gpu.encode() + b"\0" + (p.read_bytes() if p.exists() else b""))
+    return h.hexdigest()[:16]
 
 
 class Oracle:
@@ -188,6 +222,49 @@ class Oracle:
                 "do not cover this source; measure it on the device or drop it from the tier"
             )
         return ans
+
+
+class StepOracle:
+    """The measuring harness behind a session's environment (the online tier, issue 36):
+    every step that compiles is answered by a real measurement of its exact source at the
+    session's shape and dtype on ``gpu``, and the engineer decides on that answer.
+
+    ``strict`` (a GPU-less replay): a question the answers lack raises ``OracleMiss``, so a
+    replayed session is either the measured one, byte for byte, or not in the tier.
+    Provisional (the device driver, ``benchmarks/device/sim_online.py``): a missing answer
+    is recorded in ``misses`` and the step falls back to the model, so the driver learns a
+    session's next questions in one pass; it measures them and generates again until a pass
+    asks nothing new. ``unusable`` are keys whose answer cannot carry a step (an ok without
+    a time): asking them again would not help, so such a session never completes."""
+
+    def __init__(self, gpu: str, answers: dict[str, Answer], strict: bool = True) -> None:
+        self.gpu = gpu
+        self.answers = answers
+        self.strict = strict
+        self.misses: list[dict[str, Any]] = []
+        self.unusable: set[str] = set()
+
+    def ask(
+        self, code: str, shape: dict[str, int], dtype: str, meta: dict[str, Any]
+    ) -> Answer | None:
+        """The answer for this step's source, or None (provisional mode) when there is none
+        yet; ``meta`` (op, impl, variant, params) describes the question for the device."""
+        from .rewrites import canonical
+
+        key = answer_key(code, shape, dtype, self.gpu)
+        ans = self.answers.get(key)
+        if ans is not None and ans.usable:
+            return ans
+        if ans is not None:
+            self.unusable.add(key)
+        if self.strict:
+            why = "its answer has no time" if ans is not None else "no measured answer"
+            raise OracleMiss(f"{why} for a {meta.get('op')} step on {self.gpu} (key {key[:16]}…)")
+        if ans is None:
+            self.misses.append(
+                {"key": key, **meta, "dtype": dtype, "shape": dict(shape), "code": canonical(code)}
+            )
+        return None
 
 
 #: Answer statuses that say the source itself fails at its shape on any Hopper card.
