@@ -160,11 +160,12 @@ def run(args: argparse.Namespace) -> None:
     gpu = args.gpu or _card()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    answers = dict(tier_answers(gpu))
+    answers = {} if args.fresh else dict(tier_answers(gpu))
     from dagster_project.sim.online import read_online
     from dagster_project.sim.oracle import evidence_digest
 
-    shipped = {r["session_id"] for r in read_online(gpu)}  # complete already: not again
+    # complete already: not again (``--fresh`` asks everything anew, e.g. a new toolchain)
+    shipped = set() if args.fresh else {r["session_id"] for r in read_online(gpu)}
     tasks = [t for t in build_tasks()[0] if t.gpu == gpu and t.session_id not in shipped]
     if args.ops:
         tasks = [t for t in tasks if t.op in args.ops.split(",")]
@@ -323,6 +324,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("--min-round", type=float, default=25.0, help="seconds a round needs")
     r.add_argument("--compile-jobs", type=int, default=14)
     r.add_argument("--ops", default="", help="comma-separated ops (default: all)")
+    r.add_argument("--fresh", action="store_true", help="ignore shipped answers and sessions")
     c = sub.add_parser("collect")
     c.add_argument("--run", type=Path, required=True)
     c.add_argument("--gpu", default="h100")
