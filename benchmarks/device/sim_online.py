@@ -23,9 +23,12 @@ Here::
 
     .venv/bin/python benchmarks/device/sim_online.py collect --run <files_at> --gpu h100
 
-merges the answers into ``dagster_project/sim/data/measured/<gpu>_answers.csv`` and writes
-the complete sessions to ``<gpu>_online.csv``; a GPU-less build replays them with a strict
-oracle (``dagster_project.sim.online``) and checks each digest.
+merges the answers into ``dagster_project/sim/data/measured/<gpu>_online_answers.csv`` (kept
+apart from ``<gpu>_answers.csv``, the generator's evidence) and lists the complete sessions
+that replay identically here in ``<gpu>_online.csv``; a GPU-less build replays them with a
+strict oracle (``dagster_project.sim.online``) and checks each digest. After a change to
+the generator, ``relist --gpu h100`` re-checks the list: a session that still completes on
+the shipped answers gets its new digest, one that asks something new is dropped.
 """
 
 from __future__ import annotations
@@ -312,6 +315,48 @@ def collect(run_dir: Path, gpu: str) -> None:
     )
 
 
+def relist(gpu: str) -> None:
+    """Re-check every listed session after a generator change: regenerate it with a strict
+    oracle over the tier's answers; one that still completes is, step for step, measured
+    (the device answered every source it now writes), so it is listed with its new digest;
+    one that asks a question the answers lack is dropped with its reason."""
+    from dagster_project.sim import GENERATOR_VERSION
+    from dagster_project.sim.kernelinfer import build_tasks, simulate_session
+    from dagster_project.sim.online import ONLINE_FIELDS, online_path, read_online, session_digest
+    from dagster_project.sim.oracle import OracleMiss, StepOracle, evidence_digest, tier_answers
+
+    tasks = {t.session_id: t for t in build_tasks()[0]}
+    answers = tier_answers(gpu)
+    kept, changed = [], 0
+    for row in read_online(gpu):
+        task = tasks.get(row["session_id"])
+        if task is None:
+            print(f"  dropped {row['session_id']}: not in the current task draw")
+            continue
+        try:
+            sess = simulate_session(task, oracle=StepOracle(gpu, answers, strict=True))
+        except OracleMiss as exc:
+            print(f"  dropped {row['session_id']}: {exc}")
+            continue
+        digest = session_digest(sess)
+        changed += digest != row["digest"]
+        kept.append(
+            {
+                **row,
+                "num_steps": sess["num_steps"],
+                "best_speedup": sess["best"]["speedup"] or "",
+                "digest": digest,
+                "generator_version": GENERATOR_VERSION,
+                "evidence": evidence_digest(),
+            }
+        )
+    with online_path(gpu).open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(ONLINE_FIELDS))
+        w.writeheader()
+        w.writerows(kept)
+    print(f"{len(kept)} sessions listed ({changed} with a new digest)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -328,9 +373,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     c = sub.add_parser("collect")
     c.add_argument("--run", type=Path, required=True)
     c.add_argument("--gpu", default="h100")
+    rl = sub.add_parser("relist")
+    rl.add_argument("--gpu", default="h100")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         run(a)
+    elif a.cmd == "relist":
+        relist(a.gpu)
     else:
         collect(a.run, a.gpu)
 

@@ -570,11 +570,15 @@ def _answered_submission(
             verified=True,
             extra=extra,
         )
-    kind = "bug" if cand.bug else "rung"
     if ans.status == "compile_error":
+        # the planted bugs are semantic and compile; a source the device's compiler rejects
+        # is the rung's (its template under this toolchain): the engineer drops the rung
+        # rather than "fixing" code that would fail the same way (and no bug is carried
+        # into a fix: that looped on one source for 199 steps in s08b)
         log = ans.compile_log or ans.error or "compilation failed"
-        return Submission(COMPILE_ERROR, code, log, kind, extra=extra)
+        return Submission(COMPILE_ERROR, code, log, "rung")
     name, dims = env.op.out(env.shape)
+    kind = "bug" if cand.bug else "rung"
     return Submission(
         WRONG_RESULT, code, measured_failure_report(ans, name, dims), kind, prediction=pred,
         extra=extra,
