@@ -13,6 +13,7 @@ import dagster as dg
 from dagster_project.execution import policy
 from dagster_project.sim import GENERATOR_VERSION
 from dagster_project.sim.label_columns import evidence_version
+from dagster_project.sim.online_tier import code_version as online_code_version
 from dagster_project.sim.swarm.spec import SWARM_VERSION
 from dagster_project.sim.verification import VERIFICATION_VERSION
 from dagster_project.storage.versions import table_version
@@ -224,3 +225,30 @@ def sim_compile_validation(
             "disagreements": dg.MetadataValue.json(summary.get("disagreements", [])),
         }
     )
+
+
+@dg.asset(
+    automation_condition=policy.on_missing_or_new_code(),
+    tags=policy.lineage_tags("kernelinfer_online"),
+    group_name="simulated",
+    kinds={"python", "duckdb"},
+    owners=["team:kernelhouse"],
+    deps=lineage.deps("kernelinfer_online"),
+    code_version=online_code_version(),
+    check_specs=[dg.AssetCheckSpec("online_replay", asset="kernelinfer_online", blocking=True)],
+    metadata=lineage.tables("kernelinfer_online"),
+    description=(
+        "The online measured tier (issue 36): H100/H200 sessions generated against the GPU, "
+        "every compiled step measured, replayed here from the shipped answers and checked "
+        "byte for byte against the device's digests."
+    ),
+)
+def kernelinfer_online(context: dg.AssetExecutionContext, lake: LakeResource):  # noqa: ANN201
+    """Replay the shipped online sessions with a strict oracle, write both tables, and fail
+    the blocking check when any listed session does not replay identically."""
+    from dagster_project.sim.online_tier import materialise
+
+    handle = lake.lake()
+    out = materialise(handle)
+    yield materialize_result(handle, out.metadata, data_version=out.data_version)
+    yield check_result(out.check)

@@ -57,6 +57,7 @@ from dagster_project.sim.feedback import ATOL, RTOL
 from dagster_project.sim.kernelinfer import CARD_STATS as KERNELINFER_CARD
 from dagster_project.sim.kernelswarm import CARD_STATS as KERNELSWARM_CARD
 from dagster_project.sim.measured import read_timing_model_summary
+from dagster_project.sim.online import ONLINE_GPUS, read_online, tier_stats
 from dagster_project.sim.swarm import reward_rule
 from dagster_project.sim.tasks import HOLDOUT_SHARE, HOLDOUT_VERSION
 from dagster_project.storage.lake import Lake
@@ -87,6 +88,12 @@ _READ_ROWS = 16
 
 HOLDOUT_FILE = "tasks_holdout.jsonl"
 STATS_FILE = "stats.json"
+
+#: The online measured tier's config and folder in the kernelinfer export (issue 36, 36w):
+#: its own rows file and statistics, so the default config's files stay as they were.
+ONLINE_CONFIG = "measured_online"
+ONLINE_FILE = f"{ONLINE_CONFIG}/sessions.jsonl"
+ONLINE_STATS = f"{ONLINE_CONFIG}/stats.json"
 
 
 @dataclass(frozen=True)
@@ -398,6 +405,84 @@ def kernelswarm_stats(lake: Lake) -> dict[str, Any]:
         return _kernelswarm_stats(con)
 
 
+# -- the online measured tier (issue 36, 36w) -------------------------------------------------
+@dataclass(frozen=True)
+class OnlineExport:
+    """The measured_online config as written: its rows, their schema and its statistics."""
+
+    rows: int
+    schema: pa.Schema
+    stats: dict[str, Any]
+
+
+def _tier_sessions(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Lake rows in the shape ``sim.online.tier_stats`` reads (op, steps, best, statuses)."""
+    return [
+        {
+            "op": r["op"],
+            "num_steps": r["num_steps"],
+            "best": r["best"],
+            "trace": [{"status": st} for st in r["statuses"]],
+        }
+        for r in rows
+    ]
+
+
+def _label_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """How many of a tier's sessions carry a speedup label, and its median."""
+    import statistics
+
+    labels = [float(r["speedup_label"]) for r in rows if r["speedup_label"] is not None]
+    return {
+        "labelled": len(labels),
+        "median_label": round(statistics.median(labels), 3) if labels else None,
+    }
+
+
+def online_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The online tier's statistics beside those of the modelled sessions of the same task
+    ids (``sim.online.tier_stats`` for both, so they are the same figures), with what the
+    tier replays under; None when the lake has no online tier."""
+    from dagster_project.sim import GENERATOR_VERSION
+    from dagster_project.sim.online_tier import ONLINE_TIER_VERSION
+    from dagster_project.sim.oracle import evidence_digest
+
+    if not record(con, "kernelinfer_online_present")["present"]:
+        return None
+    rows = records(con, "kernelinfer_online_tiers")
+    tiers = {tier: [r for r in rows if r["tier"] == tier] for tier in (ONLINE_CONFIG, "modelled")}
+    return {
+        "config": ONLINE_CONFIG,
+        "listed": {gpu: n for gpu in ONLINE_GPUS if (n := len(read_online(gpu)))},
+        "tiers": {
+            tier: {**tier_stats(_tier_sessions(got)), **_label_figures(got)}
+            for tier, got in tiers.items()
+        },
+        "generator_version": GENERATOR_VERSION,
+        "online_tier_version": ONLINE_TIER_VERSION,
+        "evidence": evidence_digest(),
+    }
+
+
+def _write_online(con: duckdb.DuckDBPyConnection, root: Path) -> OnlineExport | None:
+    """Write ``measured_online/sessions.jsonl`` and its ``stats.json`` (nothing when the
+    lake has no online sessions: a config with no rows would not load)."""
+    stats = online_stats(con)
+    if stats is None or not stats["tiers"][ONLINE_CONFIG]["sessions"]:
+        return None
+    (root / ONLINE_CONFIG).mkdir()
+    reader = relation(con, "kernelinfer_online_rows").to_arrow_reader(_READ_ROWS)
+    with (root / ONLINE_FILE).open("wb") as fh:
+        count = _write_ndjson(reader, fh)
+    if count != stats["tiers"][ONLINE_CONFIG]["sessions"]:
+        want = stats["tiers"][ONLINE_CONFIG]["sessions"]
+        raise ExportError(f"kernelinfer: wrote {count} measured_online sessions of {want}")
+    (root / ONLINE_STATS).write_text(
+        json.dumps(stats, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    return OnlineExport(count, reader.schema, stats)
+
+
 # -- writers -------------------------------------------------------------------------------
 def _check_json_text(con: duckdb.DuckDBPyConnection, layout: SimLayout) -> None:
     """The JSON-text columns ship as they are stored, so check them once, in SQL."""
@@ -497,6 +582,22 @@ def _provenance(
 
 
 def _front_matter(
+    layout: SimLayout,
+    rows: int,
+    schema: pa.Schema,
+    holdout_schema: pa.Schema,
+    online: OnlineExport | None = None,
+) -> dict[str, Any]:
+    meta = _base_front_matter(layout, rows, schema, holdout_schema)
+    if online is not None:
+        meta["configs"].append(
+            {"config_name": ONLINE_CONFIG, "data_files": [{"split": "train", "path": ONLINE_FILE}]}
+        )
+        meta["dataset_info"].append(dataset_info(ONLINE_CONFIG, online.schema))
+    return meta
+
+
+def _base_front_matter(
     layout: SimLayout, rows: int, schema: pa.Schema, holdout_schema: pa.Schema
 ) -> dict[str, Any]:
     return {
@@ -535,6 +636,7 @@ def _export(
     compile_validation: CompileValidation | None,
     build: Mapping[str, Any] | None,
     repo_id: str | None,
+    with_online: bool = False,
 ) -> ExportReport:
     with lake.connect(read_only=True) as con:
         stats = stats_of(con)
@@ -561,10 +663,15 @@ def _export(
             (tmp / STATS_FILE).write_text(
                 json.dumps(stats, indent=2, allow_nan=False) + "\n", encoding="utf-8"
             )
+            # after the default config's sizes and stats: those files stay as they were
+            online = _write_online(con, tmp) if with_online else None
+            if online is not None:
+                rows[ONLINE_FILE] = online.rows
             readme = render_card(
                 layout.template,
-                _front_matter(layout, int(stats[layout.unit]), schema, holdout[1]),
+                _front_matter(layout, int(stats[layout.unit]), schema, holdout[1], online),
                 {
+                    "online": online.stats if online is not None else None,
                     "s": stats,
                     "layout": layout,
                     "cv": compile_validation,
@@ -595,7 +702,14 @@ def export_kernelinfer(
     seed); ``compile_validation`` is reported verbatim when given.
     """
     return _export(
-        lake, out_dir, KERNELINFER, _kernelinfer_stats, compile_validation, build, repo_id
+        lake,
+        out_dir,
+        KERNELINFER,
+        _kernelinfer_stats,
+        compile_validation,
+        build,
+        repo_id,
+        with_online=True,
     )
 
 

@@ -133,6 +133,12 @@ ASSETS: dict[str, Access] = {
             "sim.kernelswarm_tasks_holdout",
         ),
     ),
+    # issue 36 (36w): the online measured tier, replayed from the lists and answers shipped
+    # in sim/data/measured (a new list, answer or evidence file makes it stale)
+    "kernelinfer_online": Access(
+        writes=("sim.kernelinfer_online_sessions", "sim.kernelinfer_online_steps"),
+        shipped=("sim/data/measured",),
+    ),
     "sim_compile_validation": Access(writes=("sim.compile_validation",)),
     "sim_calibration": Access(
         writes=("sim.calibration", "sim.calibration_summary", "sim.calibration_holdout")
@@ -167,6 +173,8 @@ ASSETS: dict[str, Access] = {
             "sim.kernelinfer_sessions",
             "sim.kernelinfer_tasks_holdout",
             "sim.compile_validation",
+            # issue 36 (36w): the measured_online config and the card's tier statistics
+            "sim.kernelinfer_online_sessions",
         ),
         # issue 36: the card states the timing model's error on the shipped H100 answers
         # (sim/data/measured/h100_timing_model.json), so new answers re-export the card
@@ -195,6 +203,8 @@ FILE_DEPS: dict[str, tuple[str, ...]] = {
     ),
     "kernelinfer_sessions": ("sim_tasks", "sim_rung_verification"),
     "kernelswarm_episodes": ("sim_rung_verification",),
+    # the online tier regenerates sessions from the default task draw and the same evidence
+    "kernelinfer_online": ("sim_rung_verification",),
 }
 
 
