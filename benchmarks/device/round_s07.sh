@@ -4,7 +4,10 @@
 # of that card's shipped latency tables, then the commit rows not yet executed (warm-up check
 # and a short timing process; REWARD_S > 0 adds the GPU reward test, meaningful only on the
 # H100, where the rows' labels were measured), then exploit groups side by side (EXG_S > 0:
-# EXG_GROUPS, default heldout5's three, each cut at EXG_S).
+# EXG_GROUPS, default heldout5's three, each cut at EXG_S). ONLINE_S > 0 first grows the online
+# measured tier for the card (benchmarks/device/sim_online.py; ONLINE_OPEN / ONLINE_N pick how
+# many sessions start: about 7 / 110 on a card with no tier yet, 6 / 90 after), collected here
+# with `sim_online.py collect --run <files_at>/online --gpu <card>`.
 # Here first:
 #   KC=/tmp/kh-exec/kc.parquet bash benchmarks/device/prepare_round.sh
 #   (cd .devrun/clean && ../../.venv/bin/python benchmarks/device/sim_oracle.py prepare \
@@ -21,6 +24,15 @@ set -u
 T0=$(date +%s); R=$(pwd)
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo h200 || echo h100)
 echo "card $G"
+if [ "${ONLINE_S:-0}" -gt 0 ]; then
+  PYTHONUNBUFFERED=1 timeout $(( ONLINE_S + 40 )) python3 benchmarks/device/sim_online.py run \
+    --out /tmp/online --budget "$ONLINE_S" --max-open "${ONLINE_OPEN:-6}" \
+    --sessions "${ONLINE_N:-90}" > /tmp/online.log 2>&1
+  tail -4 /tmp/online.log; cp /tmp/online.log /tmp/online/run.log
+  rm -rf /tmp/online/round*/src /tmp/online/round*/out
+  tar czf "$OUT/online.tgz" -C /tmp/online .
+  echo "online done at $(( $(date +%s) - T0 )) s"
+fi
 if [ "${ORACLE_S:-240}" -gt 0 ] && [ -d "$R/.oracle/$G" ]; then
   (cd .devrun/clean && PYTHONUNBUFFERED=1 timeout $(( ${ORACLE_S:-240} + 30 )) python3 \
     benchmarks/device/sim_oracle.py run --src "$R/.oracle/$G" --out /tmp/oracle_out \
