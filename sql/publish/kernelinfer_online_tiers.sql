@@ -1,6 +1,7 @@
 -- The online tier's sessions and the modelled sessions of the SAME task ids, side by side
--- (issue 36, 36w): what `tier_stats` (dagster_project/sim/online.py) summarises for the card, per tier. A build
--- at another seed or size than the default may hold fewer of those ids as modelled sessions.
+-- (issue 36, 36w): what `tier_stats` (dagster_project/sim/online.py) summarises for the
+-- card, per tier. A build at another seed or size than the default may hold fewer of those
+-- ids as modelled sessions.
 SELECT
     'measured_online' AS tier,
     session_id,
