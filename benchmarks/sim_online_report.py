@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import math
 import statistics
 import sys
@@ -82,6 +83,31 @@ def _labels(sessions: list[dict[str, Any]], gpu: str, model: Any) -> list[dict[s
     return out
 
 
+def _under_floor(sessions: list[dict[str, Any]], gpu: str) -> list[tuple[str, float]]:
+    """(op, measured / floor) of every measured step below ``timing.physical_floor_ms``."""
+    from dagster_project.sim.hardware import get_gpu
+    from dagster_project.sim.kernelinfer import _baseline_params
+    from dagster_project.sim.kernels import plan
+    from dagster_project.sim.ops import get_op
+    from dagster_project.sim.timing import physical_floor_ms
+    from dagster_project.sim.variants import get_variant
+
+    card = get_gpu(gpu)
+    out = []
+    for s in sessions:
+        op = get_op(s["op"])
+        for t in s["trace"]:
+            if t.get("measured_ms") is None:
+                continue
+            v = get_variant(op.family, s["impl"], t["tag"])
+            params = t["params"] if t["kind"] != "baseline" else _baseline_params(s, v)
+            kp = plan(op, s["shape"], s["dtype"], card, v, params)
+            floor = physical_floor_ms(kp, card, s["impl"])
+            if t["measured_ms"] < floor * (1 - 2e-3):
+                out.append((s["op"], t["measured_ms"] / floor))
+    return out
+
+
 def _stats_line(name: str, st: dict[str, Any]) -> str:
     return (
         f"{name:10s} {st['sessions']:4d} sessions {st['ops']:3d} ops {st['steps']:5d} steps "
@@ -105,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     print(_stats_line("online", tier_stats(online)))
     print(_stats_line("modelled", tier_stats(modelled)))
 
+    under = _under_floor(online, a.gpu)
+    print(
+        f"measured steps faster than the model's physical floor: {len(under)} "
+        f"(the floor, not the device, is wrong there; most: "
+        f"{sorted(collections.Counter(op for op, _r in under).items(), key=lambda x: -x[1])[:5]})"
+    )
     model = shipped_code_model()
     errs = _kernel_errors(online, a.gpu, model)
     logs = [e for _op, e in errs]

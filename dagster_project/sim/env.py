@@ -559,6 +559,10 @@ def _answered_submission(
     if ans.status == "ok":
         assert ans.ms is not None  # StepOracle.ask returns only usable answers
         extra["measured_rel_err"] = ans.max_rel_err
+        # what the harness text says about the measurement: its repeats, method and check
+        extra["measured_runs"] = ans.n_timed
+        extra["measured_how"] = ans.timing or "timed calls"
+        extra["measured_check"] = ans.check or "vs the fp32 reference"
         return Submission(
             OK,
             code,

@@ -338,10 +338,15 @@ def resource_line(impl: str, pred: Prediction, params: dict, kp: KernelPlan) -> 
     )
 
 
+def _runs(runs: int | str) -> str:
+    """ "200 runs", or the device's own repeats as given ("30 graph replays")."""
+    return f"{runs} runs" if isinstance(runs, int) else runs
+
+
 def ok_result(
     time_ms: float,
     spread: float,
-    runs: int,
+    runs: int | str,
     baseline_ms: float | None,
     best_ms: float | None,
     best_step: int | None,
@@ -349,13 +354,28 @@ def ok_result(
     err: float,
     resources: str,
     check: str | None = None,
+    no_baseline: bool = False,
 ) -> str:
     """The body of an ok result; ``check`` replaces the "correct" line of a rung that was
-    never executed on this arch family (the dataset does not know that it is correct)."""
+    never executed on this arch family (the dataset does not know that it is correct).
+    ``no_baseline``: the session's baseline did not run correctly (only a measured one can
+    fail), so a later step has no speedup to report, only its place against the best."""
     lines = []
-    if baseline_ms is None:
+    if no_baseline:
+        head = f"latency {fmt_ms(time_ms)} ms (median of {_runs(runs)}, ±{spread:.1f}%)"
+        if best_ms:
+            tail = (
+                " -> new best"
+                if improved
+                else f" (best stays {fmt_ms(best_ms)} ms from step {best_step})"
+            )
+            head += f" | {best_ms / time_ms:.2f}x vs best{tail}"
+        elif improved:
+            head += " -> new best"
+        lines.append(head + " | no speedup: the baseline did not run correctly")
+    elif baseline_ms is None:
         lines.append(
-            f"latency {fmt_ms(time_ms)} ms (median of {runs} runs, ±{spread:.1f}%) | baseline"
+            f"latency {fmt_ms(time_ms)} ms (median of {_runs(runs)}, ±{spread:.1f}%) | baseline"
         )
     else:
         sp = baseline_ms / time_ms
@@ -366,7 +386,7 @@ def ok_result(
             else f" (best stays {fmt_ms(best_ms or 0)} ms from step {best_step})"
         )
         lines.append(
-            f"latency {fmt_ms(time_ms)} ms (median of {runs} runs, ±{spread:.1f}%) | "
+            f"latency {fmt_ms(time_ms)} ms (median of {_runs(runs)}, ±{spread:.1f}%) | "
             f"{sp:.2f}x vs baseline {fmt_ms(baseline_ms)} ms | {vs:.2f}x vs best{tail}"
         )
     if check is None:
@@ -392,14 +412,14 @@ def unverified_line(tag: str, arch: str) -> str:
 def rebench_result(
     time_ms: float,
     spread: float,
-    runs: int,
+    runs: int | str,
     baseline_ms: float,
     best_ms: float,
     best_step: int,
     tag: str,
 ) -> str:
     return (
-        f"re-measured best (step {best_step}, {tag}) over {runs} runs: {fmt_ms(time_ms)} ms "
+        f"re-measured best (step {best_step}, {tag}) over {_runs(runs)}: {fmt_ms(time_ms)} ms "
         f"(±{spread:.1f}%), "
         f"recorded {fmt_ms(best_ms)} ms | {baseline_ms / time_ms:.2f}x vs baseline "
         f"{fmt_ms(baseline_ms)} ms"

@@ -257,26 +257,33 @@ def _feedback(
     assert pred is not None and sub.time_ms is not None
     kp = pred.plan
     err = 10 ** rng.uniform(-4.3, -2.4)
-    measured_err = sub.extra.get("measured_rel_err")
-    if isinstance(measured_err, float):
-        err = measured_err  # the online tier's step: the device's own max relative error
     res = resource_line(impl, pred, rec.params, kp)
     # an ok whose rung has no execution evidence on this family says so instead of "correct"
     check = None if sub.verified else unverified_line(rec.tag, arch)
+    runs = None
+    if "measured_runs" in sub.extra:
+        # the online tier's step: the device's own error figure, check and repeats
+        rel = sub.extra.get("measured_rel_err")
+        rel_text = f"{rel:.1e}" if isinstance(rel, float) else "n/a"
+        check = f"correct: max_rel_err {rel_text} ({sub.extra['measured_check']})"
+        n = sub.extra["measured_runs"]
+        runs = f"{n} {sub.extra['measured_how']}s" if isinstance(n, int) else None
     label = "ok" if sub.verified else UNVERIFIED
     if rec.kind == "baseline":
-        body = ok_result(sub.time_ms, sub.spread_pct, 200, None, None, None, False, err, res, check)
+        body = ok_result(
+            sub.time_ms, sub.spread_pct, runs or 200, None, None, None, False, err, res, check
+        )
         return f"{st} RESULT {label} (baseline)\n{body}"
     best_ms, best_step = best_before
-    if rec.kind == "rebench" and best_step is not None and is_best:
+    if rec.kind == "rebench" and best_step is not None and is_best and baseline_ms:
         body = rebench_result(
-            sub.time_ms, sub.spread_pct, 1000, baseline_ms, best_ms, best_step, rec.tag
+            sub.time_ms, sub.spread_pct, runs or 1000, baseline_ms, best_ms, best_step, rec.tag
         )
         return f"{st} RESULT rebench\n{body}"
     body = ok_result(
         sub.time_ms,
         sub.spread_pct,
-        1000 if rec.kind == "rebench" else 200,
+        runs or (1000 if rec.kind == "rebench" else 200),
         baseline_ms,
         best_ms if best_step is not None else None,
         best_step,
@@ -284,6 +291,7 @@ def _feedback(
         err,
         res,
         check,
+        no_baseline=not baseline_ms,
     )
     return f"{st} RESULT {label}\n{body}"
 
@@ -309,6 +317,10 @@ def simulate_session(
     # rounded times are what the dataset reports; best/speedup are derived from them. Only
     # a step whose rung is verified correct on this arch family can be (or stay) the best.
     baseline_ms = _round4(records[0].sub.time_ms or 0.0)
+    # a baseline that did not run (only ever measured: the online tier's device can fail
+    # the task's own first kernel) has no time, and nothing has a speedup over it
+    base_ran = records[0].status == OK and records[0].sub.time_ms is not None
+    base_time: float | None = baseline_ms if base_ran or oracle is None else None
     trace: list[dict[str, Any]] = []
     messages: list[dict[str, str]] = [
         {"role": "system", "content": SYSTEM_PROMPT[task.impl]},
@@ -369,9 +381,13 @@ def simulate_session(
         "signature": task.signature,
         "desc": task.desc,
         "objective": OBJECTIVE,
-        "baseline_ms": baseline_ms,
+        "baseline_ms": base_time,
         "best": (
-            {"step": best_step, "time_ms": best_ms, "speedup": round(baseline_ms / best_ms, 2)}
+            {
+                "step": best_step,
+                "time_ms": best_ms,
+                "speedup": round(baseline_ms / best_ms, 2) if base_time is not None else None,
+            }
             if best_step is not None
             else {"step": None, "time_ms": None, "speedup": None}
         ),
@@ -720,8 +736,11 @@ def _step_violations(
         op.name, impl, t["tag"], gpu.arch, params, session["shape"], session["dtype"]
     )
     if t["status"] in (OK, UNVERIFIED):
-        v.extend(_ran_step_violations(session, op, gpu, t, variant, params))
-        v.extend(_rung_violations(sid, t, rung, fb))
+        # a measured step (the online tier) was executed and checked at this very shape:
+        # its verdict and time stand over the model's floor and the rung-level evidence
+        measured = bool(session.get("measured_on"))
+        v.extend(_ran_step_violations(session, op, gpu, t, variant, params, measured))
+        v.extend(_rung_violations(sid, t, rung, fb, measured))
     elif t["time_ms"] is not None:
         v.append(f"{sid}: step {i} {t['status']} carries a time")
     v.extend(_turn_violations(sid, impl, gpu, t, msgs))
@@ -763,9 +782,11 @@ def _ran_step_violations(
     t: dict[str, Any],
     variant: Any,
     params: dict[str, Any],
+    measured: bool = False,
 ) -> list[str]:
     """A step that ran fits the shared-memory cap and has a time no faster than its
-    physical floor."""
+    physical floor (a modelled time only: a measured one below the model's floor says the
+    floor is wrong there, which ``benchmarks/sim_online_report.py`` counts)."""
     sid = session.get("session_id", "?")
     impl = session["impl"]
     i = t["step"]
@@ -777,7 +798,7 @@ def _ran_step_violations(
         )
     if t["time_ms"] is None or t["time_ms"] <= 0:
         v.append(f"{sid}: step {i} ok without a time")
-    elif t["time_ms"] < physical_floor_ms(kp, gpu, impl) * (1 - 2e-3):
+    elif not measured and t["time_ms"] < physical_floor_ms(kp, gpu, impl) * (1 - 2e-3):
         # faster than its own bytes and FLOPs allow at the measured caps
         v.append(
             f"{sid}: step {i} {t['time_ms']} ms is under its physical floor "
@@ -786,14 +807,20 @@ def _ran_step_violations(
     return v
 
 
-def _rung_violations(sid: str, t: dict[str, Any], rung: Any, fb: str) -> list[str]:
-    """A step that ran is ok exactly when its rung is verified on this family, and its
-    feedback's correctness line agrees."""
+def _rung_violations(
+    sid: str, t: dict[str, Any], rung: Any, fb: str, measured: bool = False
+) -> list[str]:
+    """A step that ran is ok exactly when its rung is verified on this family (a measured
+    step: when the device checked it correct), and its feedback's correctness line
+    agrees."""
     i = t["step"]
     v: list[str] = []
     # a "correct" needs execution evidence on this family; a measured-wrong rung
     # is never anything but wrong
-    if rung.wrong:
+    if measured:
+        if t["status"] != OK:
+            v.append(f"{sid}: step {i} ran on the device but is {t['status']}")
+    elif rung.wrong:
         v.append(f"{sid}: step {i} {t['tag']} is measured wrong but is {t['status']}")
     elif (t["status"] == OK) != rung.verified:
         v.append(f"{sid}: step {i} is {t['status']} but its rung is {rung.status}")
@@ -837,10 +864,12 @@ def _best_violations(session: dict[str, Any]) -> list[str]:
             v.append(f"{sid}: verified steps but no best kernel")
         if best["time_ms"] is not None or best["speedup"] is not None:
             v.append(f"{sid}: a best time without a best step")
-    else:
+    elif base is not None:
         v.extend(_best_step_violations(sid, trace, base, best))
     if trace and trace[0]["time_ms"] != base:
         v.append(f"{sid}: baseline_ms differs from step 0 time")
+    if base is None and (best["speedup"] is not None or not session.get("measured_on")):
+        v.append(f"{sid}: no baseline time, yet a speedup (or a modelled baseline failed)")
     return v
 
 

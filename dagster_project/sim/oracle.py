@@ -121,6 +121,11 @@ class Answer:
     stamp: str
     #: nvcc's log of a source that did not build (paths stripped; empty otherwise)
     compile_log: str = ""
+    #: how the time was taken: timed repeats, the method ("graph replay", "events, L2
+    #: flushed") and the check that passed ("rel L2 vs fp32", ...)
+    n_timed: int | None = None
+    timing: str = ""
+    check: str = ""
 
     @property
     def ok(self) -> bool:
@@ -154,6 +159,9 @@ def _answer(row: dict[str, str]) -> Answer:
         error=row["error"],
         stamp=stamp,
         compile_log=row.get("compile_log") or "",
+        n_timed=int(float(row["n_timed"])) if row.get("n_timed") else None,
+        timing=row.get("timing") or "",
+        check=row.get("check") or "",
     )
 
 
