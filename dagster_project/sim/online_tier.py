@@ -160,10 +160,13 @@ def check_outcome(tier: OnlineTier) -> CheckOutcome:
 
 def tier_metadata(tier: OnlineTier) -> dict[str, Any]:
     """What the asset shows: sessions per GPU, the tier's statistics, what it replays under."""
+    from collections import Counter
+
     from .oracle import evidence_digest
 
     return {
         "listed": tier.listed,
+        "online_status": Json(dict(Counter(r["online_status"] for r in tier.report))),
         "by_gpu": Json({r.gpu: r.identical for r in tier.replays if r.listed}),
         "tier_stats": Json(tier_stats(tier.sessions)),
         "generator_version": GENERATOR_VERSION,
