@@ -125,3 +125,17 @@ def test_a_failed_replay_writes_the_rest_and_fails_the_check(
     assert sorted(got["session_id"]) == sorted(r["session_id"] for r in rows[1:])
     steps = lake.query("SELECT count(*) AS n FROM sim.kernelinfer_online_steps")["n"][0]
     assert steps == out.metadata["steps"] > 0
+
+
+def test_the_tier_is_wired_as_a_shipped_input_of_the_export() -> None:
+    from dagster_project.execution.policy import CODE_VERSION_TAG, SHIPPED, lineage_tags
+    from dagster_project.sim import GENERATOR_VERSION
+    from dagster_project.sim.online_tier import code_version
+    from dagster_project.sim.oracle import evidence_digest
+    from dagster_project.storage import lineage
+
+    assert lineage.writer_of("sim.kernelinfer_online_sessions") == "kernelinfer_online"
+    assert "kernelinfer_online" in lineage.upstream("kernelinfer_export")
+    # new lists, answers or evidence files make the tier stale (shipped_data code version)
+    assert lineage_tags("kernelinfer_online")[CODE_VERSION_TAG] == SHIPPED
+    assert GENERATOR_VERSION in code_version() and evidence_digest() in code_version()
