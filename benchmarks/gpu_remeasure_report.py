@@ -19,7 +19,6 @@ the first winner's regret under the second session's times. Prints one table and
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,67 +27,12 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dagster_project.rewards.measured import (  # noqa: E402
-    merge_results,
-    read_shipped,
-    shipped_batches,
+from dagster_project.rewards.remeasure import (  # noqa: E402
+    FLOOR,
+    compare,
+    first_session,
+    per_row,
 )
-
-#: A ratio inside this band counts as agreeing even where both spreads are tiny (timer
-#: resolution and clock steps on a warm card are of this order; the figure is reported
-#: separately with and without it).
-FLOOR = 0.03
-
-
-def _ok(df: pl.DataFrame) -> pl.DataFrame:
-    return df.filter((pl.col("status") == "ok") & pl.col("t_us").is_not_null()).select(
-        "row_id", "label", "cand_index", "t_us", "spread", "kernel", "M"
-    )
-
-
-def compare(first: pl.DataFrame, second: pl.DataFrame) -> pl.DataFrame:
-    """One line per (row, label) measured ok in both sessions."""
-    a = _ok(first).rename({"t_us": "t1", "spread": "s1", "cand_index": "c1"})
-    b = _ok(second).select(
-        "row_id", "label", pl.col("t_us").alias("t2"), pl.col("spread").alias("s2")
-    )
-    j = a.join(b, on=["row_id", "label"], how="inner")
-    return j.with_columns(
-        (pl.col("t2") / pl.col("t1")).alias("ratio"),
-        (pl.col("t2") / pl.col("t1")).log().abs().alias("abs_log"),
-        (pl.col("s1").fill_null(0.0) + pl.col("s2").fill_null(0.0)).alias("reach"),
-    ).with_columns(
-        (pl.col("abs_log") <= pl.col("reach")).alias("agree"),
-        (pl.col("abs_log") <= pl.max_horizontal(pl.col("reach"), pl.lit(FLOOR))).alias(
-            "agree_floor"
-        ),
-    )
-
-
-def per_row(j: pl.DataFrame) -> pl.DataFrame:
-    """Winner stability per row: the first session's fastest candidate, its time in the
-    second session over the second session's fastest (regret), and whether that gap is
-    within the two spreads."""
-    out = []
-    for (rid,), g in j.group_by(["row_id"], maintain_order=True):
-        w1 = g.sort("t1").row(0, named=True)
-        w2 = g.sort("t2").row(0, named=True)
-        regret = w1["t2"] / w2["t2"] - 1.0
-        reach = (w1["s2"] or 0.0) + (w2["s2"] or 0.0)
-        out.append(
-            {
-                "row_id": rid,
-                "kernel": w1["kernel"],
-                "M": w1["M"],
-                "candidates": g.height,
-                "same_winner": w1["label"] == w2["label"],
-                "winner_regret": regret,
-                "within_spread": math.log1p(regret) <= max(reach, FLOOR),
-                "agree_share": float(g["agree"].mean()),
-                "median_ratio": float(g["ratio"].median()),
-            }
-        )
-    return pl.DataFrame(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,9 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("second", type=Path, nargs="+")
     ap.add_argument("--exclude", nargs="*", default=[], help="shipped batch names to leave out")
     args = ap.parse_args(argv)
-    first = merge_results(
-        read_shipped([p for p in shipped_batches() if p.name not in set(args.exclude)])
-    ).filter(pl.col("routing") == "uniform")
+    first = first_session(set(args.exclude))
     second = pl.concat([pl.read_parquet(p) for p in args.second], how="diagonal_relaxed")
     ids = second["row_id"].unique().to_list()
     j = compare(first.filter(pl.col("row_id").is_in(ids)), second)

@@ -390,10 +390,10 @@ def test_a_lake_from_before_the_routing_column_still_builds(tmp_path: Path) -> N
 
 
 def test_remeasure_report_agrees_within_spread_and_flags_a_moved_winner() -> None:
-    """``benchmarks/gpu_remeasure_report.py``: a candidate within the two spreads agrees,
-    one outside does not, and a row whose first winner lost the second session has the
-    regret of that winner."""
-    from benchmarks import gpu_remeasure_report as rep
+    """``rewards.remeasure`` (``benchmarks/gpu_remeasure_report.py`` prints it): a
+    candidate within the two spreads agrees, one outside does not, and a row whose first
+    winner lost the second session has the regret of that winner."""
+    from dagster_project.rewards import remeasure as rep
 
     def frame(times: dict[str, float], spread: float) -> pl.DataFrame:
         return pl.DataFrame(
@@ -418,3 +418,30 @@ def test_remeasure_report_agrees_within_spread_and_flags_a_moved_winner() -> Non
     assert row["same_winner"] is False
     assert abs(row["winner_regret"] - (10.3 / 9.0 - 1)) < 1e-12
     assert row["within_spread"] is False
+    summary = rep.summary(first, second)
+    assert summary is not None
+    assert (summary["rows"], summary["candidates"], summary["agree"]) == (1, 3, 2)
+    assert summary["same_winner"] == 0 and summary["winner_within_spread"] == 0
+    assert rep.summary(first, second.with_columns(pl.lit("other").alias("row_id"))) is None
+
+
+def test_measured_card_renders_the_shipped_remeasure() -> None:
+    """The measured_configs card's repeatability table is the shipped re-measure batches'
+    figures (read with the domain function), and says so when there is none."""
+    from dagster_project.publish import exploits
+    from dagster_project.publish.cards import render_card
+    from dagster_project.rewards import remeasure
+
+    class AnyStats(dict):  # type: ignore[type-arg]
+        def __getattr__(self, name: str) -> object:
+            return 1
+
+    rows = remeasure.summaries()
+    assert rows, "the package ships at least one re-measure batch (h100/remeasure-001)"
+    base = {"s": AnyStats(), "by_kernel": [], "load_path": "./measured_configs"}
+    base.update(exploits.card_context())
+    card = render_card("measured_configs.md.j2", {}, {**base, "repeats": rows})
+    line = next(ln for ln in card.splitlines() if ln.startswith(f"| {rows[0]['gpu']} |"))
+    assert f"| {rows[0]['candidates']:,} |" in line and f"| {rows[0]['agree']:,} |" in line
+    empty = render_card("measured_configs.md.j2", {}, {**base, "repeats": []})
+    assert "No second device session" in empty
