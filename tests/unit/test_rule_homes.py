@@ -319,6 +319,8 @@ VERSIONED = {
     "stop_rule": ("sim.stop_rule:STOP_RULE_VERSION", ("sim/stop_rule.py",)),
     # issue 36: which simulated speedup labels are published as modelled (label provenance)
     "label_policy": ("sim.label_policy:LABEL_POLICY_VERSION", ("sim/label_policy.py",)),
+    # issue 36: which online sessions the build publishes and how they are labelled
+    "online_tier": ("sim.online_tier:ONLINE_TIER_VERSION", ("sim/online_tier.py", "sim/online.py")),
     # issue 37: what the reward defences accept (stamped on every exploit-suite result)
     "reward_guard": (
         "rewards.guard:GUARD_VERSION",
