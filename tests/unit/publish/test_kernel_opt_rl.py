@@ -367,7 +367,7 @@ def test_measured_configs_card_carries_the_config_defences() -> None:
         def __getattr__(self, name: str) -> int:
             return 1
 
-    context = {"s": AnyStats(), "by_kernel": [], "load_path": "./measured_configs"}
+    context = {"s": AnyStats(), "by_kernel": [], "load_path": "./measured_configs", "repeats": []}
     card = render_card("measured_configs.md.j2", {}, {**context, **exploits.card_context()})
     configs = _suite_classes(configs_only=True)
     assert configs and _table_classes(card, _CLASS_HEADER) == configs
