@@ -425,24 +425,21 @@ def _dtypes() -> dict[str, Any]:
     not installed: ``benchmarks/device/sim_online.py``)."""
     import polars as pl
 
+    trace_fields = {
+        "step": pl.Int64,
+        "tag": pl.String,
+        "kind": pl.String,
+        "params": pl.String,
+        "status": pl.String,
+        "time_ms": pl.Float64,
+        "kept": pl.Boolean,
+        # issue 36 (36p): whether the step's time was measured on its GPU, and that time
+        "timing": pl.String,
+        "measured_ms": pl.Float64,
+    }
     return {
-        "trace": pl.List(
-            pl.Struct(
-                {
-                    "step": pl.Int64,
-                    "tag": pl.String,
-                    "kind": pl.String,
-                    "params": pl.String,
-                    "status": pl.String,
-                    "time_ms": pl.Float64,
-                    "kept": pl.Boolean,
-                    # issue 36 (36p): whether the step's time was measured on its GPU, and
-                    # that time
-                    "timing": pl.String,
-                    "measured_ms": pl.Float64,
-                }
-            )
-        ),
+        "trace_fields": trace_fields,  # a session's trace entry; a steps-table row's columns
+        "trace": pl.List(pl.Struct(trace_fields)),
         "labels": {
             "speedup_label": pl.Float64,
             "speedup_provenance": pl.String,
@@ -588,15 +585,7 @@ def session_frames(
     sdf = pl.DataFrame(srows, schema=schema, orient="row") if srows else pl.DataFrame(schema=schema)
     step_schema = {
         "session_id": pl.String,
-        "step": pl.Int64,
-        "tag": pl.String,
-        "kind": pl.String,
-        "params": pl.String,
-        "status": pl.String,
-        "time_ms": pl.Float64,
-        "kept": pl.Boolean,
-        "timing": pl.String,
-        "measured_ms": pl.Float64,
+        **_dtypes()["trace_fields"],
         "t_elapsed_s": pl.Int64,
         "code": pl.String,
         "feedback": pl.String,
