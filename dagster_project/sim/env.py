@@ -348,7 +348,8 @@ class KernelEnv:
         does not (it may be a slow kernel, not a hung one) and neither does time."""
         if self.gpu.arch != "sm_90a":
             return None
-        return measured_verdict(code, self.shape, self.task.dtype)
+        # a session of the online tier reads the evidence as the device did (``oracle``)
+        return measured_verdict(code, self.shape, self.task.dtype, online=self.oracle is None)
 
     # -- the harness --------------------------------------------------------------------
     def _ran(self, cand: Candidate, code: str, pred: Prediction) -> Submission | None:

@@ -81,10 +81,12 @@ def shipped_code_model() -> CodeModel:
 @cache
 def shipped_evidence(gpu: str) -> Evidence:
     """The evidence shipped for ``gpu`` (cached: a shard asks for each GPU once)."""
-    from .oracle import TOOLCHAIN, Oracle
+    from .oracle import TOOLCHAIN, Oracle, tier_answers
 
     scales = lp.shipped_scales(gpu)
-    oracle = Oracle(gpu) if gpu in TOOLCHAIN else None
+    # every answer the package ships for the GPU, the online tier's included: a label is
+    # measured wherever the session's own baseline and best sources were timed there
+    oracle = Oracle(gpu, tier_answers(gpu)) if gpu in TOOLCHAIN else None
     if oracle is None or (not oracle.answers and scales is None):
         return Evidence(gpu, None, None, None)
     return Evidence(gpu, oracle, shipped_code_model(), scales)

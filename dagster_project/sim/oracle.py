@@ -279,18 +279,23 @@ class StepOracle:
 _FAILED = ("wrong_result", "fault", "error", "compile_error")
 
 
-@lru_cache(maxsize=1)
-def _hopper_failures() -> dict[tuple[str, str, str], Answer]:
-    """(sha256 of source, shape, dtype) -> a failing answer measured on a Hopper card."""
+@lru_cache(maxsize=2)
+def _hopper_failures(online: bool = True) -> dict[tuple[str, str, str], Answer]:
+    """(sha256 of source, shape, dtype) -> a failing answer measured on a Hopper card.
+    ``online``: the online tier's answers too (a modelled session must not call ok a source
+    the device saw fail at this shape, whichever tier asked). A session generated *in* the
+    online tier reads the evidence file alone, as it did on the device: its own later
+    answers must not change how it was generated (``evidence_digest`` covers that file)."""
     out: dict[tuple[str, str, str], Answer] = {}
     for gpu in ("h100", "h200"):
-        path = answers_path(gpu)
-        if not path.exists():
-            continue
-        with path.open(newline="") as fh:
-            for r in csv.DictReader(fh):
-                if r["status"] in _FAILED and r.get("code_sha"):
-                    out[(r["code_sha"], r["shape"], r["dtype"])] = _answer(r)
+        paths = [answers_path(gpu)] + ([online_answers_path(gpu)] if online else [])
+        for path in paths:
+            if not path.exists():
+                continue
+            with path.open(newline="") as fh:
+                for r in csv.DictReader(fh):
+                    if r["status"] in _FAILED and r.get("code_sha"):
+                        out[(r["code_sha"], r["shape"], r["dtype"])] = _answer(r)
     return out
 
 
@@ -299,9 +304,12 @@ def code_sha(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
-def measured_verdict(code: str, shape: dict[str, int], dtype: str) -> Answer | None:
-    """A Hopper answer that this exact source failed at this shape and dtype, else None."""
-    fails = _hopper_failures()
+def measured_verdict(
+    code: str, shape: dict[str, int], dtype: str, online: bool = True
+) -> Answer | None:
+    """A Hopper answer that this exact source failed at this shape and dtype, else None
+    (``online``: see ``_hopper_failures``)."""
+    fails = _hopper_failures(online)
     if not fails:
         return None
     from .rewrites import canonical
