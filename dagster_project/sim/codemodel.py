@@ -500,11 +500,28 @@ def _grow(xa: Any, r: Any, order: Any, depth: int) -> Tree | float:
 
 
 def _tree_values(tree: Tree | float, xa: Any) -> Any:
-    """The tree's leaf value for every row of ``xa`` (vectorised)."""
+    """The tree's leaf value for every row of ``xa``: each row walks its own path (a few
+    rows, as ``step_times`` asks one kernel at a time) or each node splits the rows it gets
+    (many rows); both give the same leaves."""
+    if len(xa) <= 8:
+        return np.asarray([_leaf(tree, row) for row in xa.tolist()], float)
     if isinstance(tree, float):
         return np.full(len(xa), tree)
     f, t, left, right = tree
-    return np.where(xa[:, f] <= t, _tree_values(left, xa), _tree_values(right, xa))
+    go = xa[:, f] <= t
+    out = np.empty(len(xa))
+    out[go] = _tree_values(left, xa[go])
+    out[~go] = _tree_values(right, xa[~go])
+    return out
+
+
+def _leaf(tree: Tree | float, row: list[float]) -> float:
+    """The leaf one row reaches."""
+    node = tree
+    while not isinstance(node, float):
+        f, t, left, right = node
+        node = left if row[f] <= t else right
+    return node
 
 
 @dataclass(frozen=True)
