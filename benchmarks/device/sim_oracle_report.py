@@ -122,8 +122,8 @@ def _compare(pooled: list[Any], gpu: str) -> dict[tuple[str, str], Any]:
             )
     print(
         f"timing models, {len(pts)} timed kernels (held out = fitted without them; ridge = "
-        "code features, ridge alone; learner = the one nested folds pick, ridge or trees "
-        "(code model 1.0.0's rule); code = that learner plus op and rung offsets):"
+        "code features, ridge alone; learner = the code model's learner alone (boosted "
+        "trees since 1.2.0); code = that learner plus op and rung offsets):"
     )
     print(f"  raw model (never fitted)   {_figs(pts, speedup_pairs(pts))}")
     for (by, method), (held, hp) in runs.items():

@@ -353,21 +353,20 @@ def folds(points: list[Point], by: str) -> list[tuple[list[int], list[int]]]:
 
 def _code_fix(train: list[Point], test: list[Point], by: str, method: str) -> list[float]:
     """The code model's log corrections of ``test``, fitted on ``train`` alone: ridge at
-    the penalty group folds inside ``train`` choose (``"ridge"``), the learner those folds
-    choose between that ridge and boosted trees (``"learner"``: code model 1.0.0's rule),
-    or that learner plus the op and rung offsets of ``train`` (``"code"``); the inner
-    groups are sessions or ops, as the outer split."""
+    the penalty group folds inside ``train`` choose (``"ridge"``), the code model's learner
+    alone (``"learner"``: since 1.2.0 its boosted trees; 1.0.0 and 1.1.0 picked ridge or
+    trees by nested folds), or that learner plus the op and rung offsets of ``train``
+    (``"code"``); the inner groups are sessions or ops, as the outer split."""
     x = [p.features for p in train]
     y = [-p.log_err for p in train]
     groups = _components(train) if by == "session" else [p.op for p in train]
     if method == "ridge":
         model: codemodel.Model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
-    elif method == "learner":
-        model = codemodel.fit_model(x, y, groups)
-    else:
-        full = codemodel.fit_code(x, y, groups, [p.kernel_key for p in train])
-        return code_corrections(full, test)
-    return model.predict([p.features for p in test])
+        return model.predict([p.features for p in test])
+    full = codemodel.fit_code(x, y, groups, [p.kernel_key for p in train])
+    if method == "learner":
+        return full.learner.predict([p.features for p in test])
+    return code_corrections(full, test)
 
 
 def code_corrections(model: codemodel.CodeModel, points: list[Point]) -> list[float]:
@@ -381,9 +380,8 @@ def cross_validate(
     """Held-out corrected points and pairs: each session component (``by="session"``) or
     each op (``by="op"``) predicted from a fit on the rest, by the per-(impl, rung level)
     correction (``method="rung"``) or the code model (points need features): ridge alone
-    (``"ridge"``), the learner nested folds pick between ridge and boosted trees
-    (``"learner"``), or that learner with the op and rung offsets (``"code"``, the one
-    ``fit_code_model`` and ``step_times`` use)."""
+    (``"ridge"``), the code model's learner alone (``"learner"``), or that learner with the
+    op and rung offsets (``"code"``, the one ``fit_code_model`` and ``step_times`` use)."""
     held: list[Point] = []
     pairs: list[Pair] = []
     for train_i, test_i in folds(points, by):

@@ -279,3 +279,48 @@ def test_pairs_never_mix_measuring_gpus_and_features_carry_the_gpu() -> None:
     assert on_h200.gpu == "h200" and on_h100.gpu == "h100"
     bw = codemodel.FEATURES.index("gpu_bw_tbs")
     assert on_h200.features[bw] > on_h100.features[bw]
+
+
+SERIAL_CUDA = """
+constexpr int kV = 50257;
+__global__ void scan(const float* p, int* token) {
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    float mass = 0.0f;
+    for (int i = 0; i < kV; ++i) mass += p[row * kV + i];
+    for (int j = threadIdx.x; j < kV; j += blockDim.x) token[j] = 0;  // strided: not serial
+    cub::DeviceSegmentedRadixSort::SortPairsDescending(nullptr, 0, p, p, token, token, 1, 1);
+}
+"""
+
+
+def test_serial_loops_and_sorts_are_read_from_the_source() -> None:
+    # a one-thread-per-row walk over the vocabulary: its trip count from the constexpr size;
+    # a loop that starts at the thread's index is shared by the block, not serial
+    c = codemodel.code_facts(SERIAL_CUDA, "cuda")
+    assert c["serial_trip"] == 50257.0
+    assert c["sort_scan"] == 1.0
+    assert codemodel.code_facts(TILED_CUDA, "cuda")["serial_trip"] == 8.0  # literal bound
+    assert codemodel.code_facts(NAIVE_CUDA, "cuda")["serial_trip"] == 0.0  # kK unresolved
+    t = codemodel.code_facts(TRITON.replace("acc += tl.exp(v)", "acc += tl.cumsum(v, 0)"), "triton")
+    assert t["sort_scan"] == 1.0 and t["serial_trip"] == 0.0
+
+
+def test_rung_offset_weighs_the_measured_kernels_of_like_launch_most() -> None:
+    # one rung, measured at a small and a large launch, missing in opposite directions
+    n = len(codemodel.FEATURES)
+    at = codemodel.FEATURES.index("log_device_ms")
+
+    def row(v: float) -> list[float]:
+        r = [0.0] * n
+        r[at] = v
+        return r
+
+    x = [row(-3.0)] * 3 + [row(3.0)] * 3
+    keys = [("gemv", "cuda", "v2")] * 6
+    off = codemodel.fit_offsets(keys, [1.0] * 3 + [-1.0] * 3, x)
+    assert off.of(keys[0]) == pytest.approx(0.0)  # no launch given: the plain (zero) mean
+    small, large = off.of(keys[0], row(-3.0)), off.of(keys[0], row(3.0))
+    assert small > 0.5 and large < -0.5 and small == pytest.approx(-large)
+    # rows that are not FEATURES rows (toy fits): every kernel of the rung weighs the same
+    plain = codemodel.fit_offsets(keys, [1.0] + [0.0] * 5, [[0.0]] * 6)
+    assert plain.of(keys[0], [5.0]) == pytest.approx(plain.of(keys[0]))
