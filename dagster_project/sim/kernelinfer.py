@@ -560,15 +560,8 @@ def session_frames(
             steps["feedback"].append(fb)
     schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "session_id": pl.String,
-        "op": pl.String,
-        "impl": pl.String,
-        "gpu": pl.String,
-        "arch": pl.String,
-        "dtype": pl.String,
-        "shape": pl.String,
-        "signature": pl.String,
-        "desc": pl.String,
-        "objective": pl.String,
+        # the task's fields, in the task table's order
+        **{k: v for k, v in _dtypes()["task"].items() if k != "task_id"},
         "baseline_ms": pl.Float64,
         "best": pl.Struct({"step": pl.Int64, "time_ms": pl.Float64, "speedup": pl.Float64}),
         **_dtypes()["labels"],
