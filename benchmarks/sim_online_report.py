@@ -10,9 +10,11 @@
    and never fitted, so every figure here is held out. Per distinct timed kernel of the
    online sessions, the code model's device time against the measured one (median
    |log err|, share within 2x); per session, the speedup the model gives the session's own
-   baseline and best against the measured one; and the label policy as a build applies it
-   (evidence-file answers measured, the rest modelled where the policy publishes): share of
-   published labels within 2x, coverage. Per op, and the worst sessions.
+   baseline and best against the measured one; and the label policy as a build applied it
+   before the tier's answers shipped (only the evidence file's answers count as measured, the
+   rest modelled where the policy publishes; a build now also reads the tier's answers, which
+   would make these labels measured): share of published labels within 2x, coverage. Per
+   op, and the worst sessions.
 """
 
 from __future__ import annotations

@@ -223,7 +223,9 @@ def run(args: argparse.Namespace) -> None:
 def _write_sessions(path: Path, state: dict[str, dict[str, Any]], gpu: str) -> None:
     from dagster_project.sim import GENERATOR_VERSION
     from dagster_project.sim.online import ONLINE_FIELDS
+    from dagster_project.sim.oracle import evidence_digest
 
+    evidence = evidence_digest()  # the rung evidence these sessions were generated under
     rows = []
     for sid, st in sorted(state.items()):
         s = st.get("session")
@@ -239,6 +241,7 @@ def _write_sessions(path: Path, state: dict[str, dict[str, Any]], gpu: str) -> N
                 "best_speedup": (s["best"]["speedup"] or "") if s else "",
                 "digest": _digest(s) if s else "",
                 "generator_version": GENERATOR_VERSION,
+                "evidence": evidence,
             }
         )
     with path.open("w", newline="") as fh:
