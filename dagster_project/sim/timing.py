@@ -69,7 +69,8 @@ MIN_KERNEL_US = 2.0
 #: moved 0.925 of spec DRAM bandwidth (Triton GEMV, B=1, N=128256, K=4096: 0.2367 ms), and
 #: the fastest dense product reached 0.816 of dense bf16 peak (cuBLAS, 2048×8192×8192).
 #: No predicted or reported time may imply more: ``physical_floor_ms`` is the least time
-#: a candidate's counted bytes and FLOPs allow, and every step is checked against it.
+#: a candidate's counted bytes and FLOPs allow, and every modelled step is checked against
+#: it (a measured device time against ``device_floor_ms``, at spec rates).
 BW_CAP = 0.925
 FLOP_CAP = 0.82
 #: MUFU (``ex2``, ``rcp``, ``rsqrt``, ``lg2``, ``sin``/``cos``) results per SM per clock on
@@ -78,6 +79,18 @@ FLOP_CAP = 0.82
 #: least ``sfu_ops / (SFU_PER_CLK · SMs · clock)`` (issue 36: 17 of 46 CUDA mamba_scan
 #: bests beat this).
 SFU_PER_CLK = 16.0
+#: Version of the device-time floor (``device_floor_ms``, ``time_floor_ms``): what a
+#: measured device time is checked against. 1.0.0 (issue 36, 36r): no launch term, the op's
+#: compulsory bytes, spec rates. It feeds checks only, never a modelled time
+#: (``physical_floor_ms`` is the model's, part of ``GENERATOR_VERSION``).
+DEVICE_FLOOR_VERSION = "1.0.0"
+#: Ops whose reads go through runtime indices a valid input may repeat (token ids; a block
+#: mapping, where a forked block is the source of several pairs): a repeated row is read
+#: from DRAM once however many outputs it fills, so only the writes, half the op's
+#: ``OpSpec.bytes``, are compulsory. The oracle's paged_kv_copy inputs map half the pairs
+#: onto the other half's sources (0.75 of the op's bytes are compulsory there; H100 steps
+#: measured down to 0.815).
+INDEXED_READ_OPS = frozenset({"embedding_gather", "paged_kv_copy"})
 
 
 class InfeasibleConfig(ValueError):
@@ -126,14 +139,73 @@ class Prediction:
 
 
 def physical_floor_ms(kp: KernelPlan, gpu: GPU, impl: str) -> float:
-    """The least time (ms, launch included) the plan's DRAM bytes and FLOPs allow at the
-    measured caps: ``bytes / (BW_CAP · bandwidth)`` and ``flops / (FLOP_CAP · peak)``."""
+    """The model's own floor (ms, launch included): the least time the plan's DRAM bytes
+    and FLOPs allow at the measured caps, ``bytes / (BW_CAP · bandwidth)`` and
+    ``flops / (FLOP_CAP · peak)``, plus every launch's host-inclusive cost. ``predict`` and
+    ``benchmark`` hold modelled times at or above it, so it bounds host-inclusive modelled
+    times only: a device time (graph replay) pays no host launch, and the plan's bytes
+    count re-reads a real kernel may serve from L2 (``device_floor_ms`` is that bound)."""
     peak = gpu.peak(kp.path) or gpu.peak("fp16")
     t_bw = kp.bytes / (gpu.bandwidth * BW_CAP)
     t_fl = kp.flops / (peak * FLOP_CAP) if kp.flops else 0.0
     t_sfu = kp.sfu_ops / (SFU_PER_CLK * gpu.sms * gpu.clock_ghz * 1e9) if kp.sfu_ops else 0.0
     launch_us = gpu.launch_us * (1.4 if impl == "triton" else 1.0)
     return (max(t_bw, t_fl, t_sfu) + kp.launches * launch_us * 1e-6) * 1e3
+
+
+def compulsory_bytes(kp: KernelPlan, op: OpSpec, shape: Shape, dtype: str) -> float:
+    """DRAM bytes no implementation of the op at this shape can avoid: the op's own
+    traffic (``OpSpec.bytes``: every input read once, every output written once), halved
+    for ``INDEXED_READ_OPS``, and never more than the plan's (a plan that reads less, such
+    as the experts a routing hits, is the tighter bound). The plan's bytes alone are not a
+    bound: they count the variant's re-reads and naive extra traffic, which the device
+    serves from L2 (issue 36: CUDA mamba_step steps measured at 3.8-4.7 TB/s of plan
+    bytes on an H100, 1.0 TB/s of the op's)."""
+    ideal = op.bytes(shape, dtype) * (0.5 if op.name in INDEXED_READ_OPS else 1.0)
+    return min(kp.bytes, ideal)
+
+
+def floor_terms_ms(
+    kp: KernelPlan, gpu: GPU, op: OpSpec, shape: Shape, dtype: str
+) -> dict[str, float]:
+    """Each physical limit of ``device_floor_ms`` alone (ms): ``bytes`` (compulsory DRAM
+    bytes at the spec bandwidth), ``flops`` (executed FLOPs at the path's spec peak) and
+    ``sfu`` (the op's exponentials at the MUFU issue rate). Spec rates, not ``BW_CAP`` /
+    ``FLOP_CAP``: those are the fastest kernels of one sample (H200), which the model
+    never predicts past, and a kernel measured later may beat a sample's best (an H100
+    moe_scatter answer moved 0.933 of spec bandwidth on its op's bytes, over 0.925); a
+    device time under a spec-rate floor is impossible, so it means a wrong count or a
+    warm-L2 measurement, never a fast kernel."""
+    peak = gpu.peak(kp.path) or gpu.peak("fp16")
+    return {
+        "bytes": compulsory_bytes(kp, op, shape, dtype) / gpu.bandwidth * 1e3,
+        "flops": kp.flops / peak * 1e3 if kp.flops else 0.0,
+        "sfu": kp.sfu_ops / (SFU_PER_CLK * gpu.sms * gpu.clock_ghz * 1e9) * 1e3
+        if kp.sfu_ops
+        else 0.0,
+    }
+
+
+def device_floor_ms(kp: KernelPlan, gpu: GPU, op: OpSpec, shape: Shape, dtype: str) -> float:
+    """The least device time (ms) a kernel doing the op's work at this shape can take: the
+    largest of ``floor_terms_ms``, with no launch term at all. It is what a device time
+    (CUDA-graph replay, inputs rotated past L2) is checked against: replayed back to back,
+    kernels pay neither the host's launch nor all of ``GRAPH_LAUNCH_US`` (the H100 ran
+    4-token kv_append steps in 1.29 µs per call). Issue 36 (36r): 322 of 1,111 measured
+    online-tier steps were under ``physical_floor_ms``; 288 only by its launch term, 34 by
+    the plan's bytes; none is under this floor (``tests/unit/sim/test_floor_device.py``)."""
+    return max(floor_terms_ms(kp, gpu, op, shape, dtype).values())
+
+
+def time_floor_ms(
+    kp: KernelPlan, gpu: GPU, impl: str, op: OpSpec, shape: Shape, dtype: str, device: bool
+) -> float:
+    """The floor a reported time is checked against (``check_session``, ``check_episode``):
+    ``device_floor_ms`` for a device time (measured by graph replay), ``physical_floor_ms``
+    (host launch included) for a modelled, host-inclusive one."""
+    if device:
+        return device_floor_ms(kp, gpu, op, shape, dtype)
+    return physical_floor_ms(kp, gpu, impl)
 
 
 def _combine(

@@ -18,7 +18,7 @@ from ..env import COMPILE_ERROR, OK, UNVERIFIED, WRONG_RESULT
 from ..hardware import get_gpu
 from ..kernels import plan
 from ..ops import get_op
-from ..timing import physical_floor_ms
+from ..timing import time_floor_ms
 from ..variants import features_used, get_variant
 from ..verification import rung_status, step_status
 from .agents import ENV, ENV_ID, LEAD, LEAD_ID
@@ -540,7 +540,8 @@ def _gating(
         smem = kp.smem
         if smem > gpu.smem_per_block_optin:
             return [f"ok with {smem} B smem over the {gpu.smem_per_block_optin} B cap"]
-        floor = physical_floor_ms(kp, gpu, impl)
+        # every swarm time is modelled and host-inclusive: the launch-inclusive floor
+        floor = time_floor_ms(kp, gpu, impl, op, shape, dtype, device=False)
         if m["time_ms"] is not None and m["time_ms"] < floor * (1 - 2e-3):
             return [f"{m['time_ms']} ms is under its physical floor {floor:.4g} ms"]
         # "ok" only for a rung executed correct on this family; a rung measured wrong
