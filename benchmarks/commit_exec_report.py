@@ -20,6 +20,7 @@ and a reviewer should get them on a fresh clone without building anything.
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import math
 import statistics
@@ -30,6 +31,7 @@ import polars as pl
 
 from dagster_project.commit_exec.device.stats import MIN_EFFECT as FLOOR
 from dagster_project.commit_exec.ingest import shipped
+from dagster_project.commit_exec.reward_checks import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "dagster_project" / "commit_exec" / "data"
@@ -157,42 +159,30 @@ def significant(runs: pl.DataFrame) -> None:
 
 
 def reward_consistency(runs: pl.DataFrame, checks_csv: Path) -> None:
-    """The GPU reward test against each row's label: the row's latest timed graph-replay
-    speedup in a run batch (host-inclusive where the graph captured nothing). A significant
-    gain must earn more than the unchanged code's no-gain reward, a significant slowdown
-    less; a label the judge calls not significant asks nothing of the direction. The
-    magnitude is the reward run's speedup over the label's."""
+    """The GPU reward test against each row's label (``commit_exec.reward_checks``: the
+    rule and its population live there, and the card reads the same figures)."""
     if not checks_csv.exists():
         return
-    checks = pl.read_csv(checks_csv)
-    timed = _executed(runs).filter(
-        ~pl.col("batch").str.ends_with("-check")
-        & (pl.col("graph_speedup").is_not_null() | pl.col("host_speedup").is_not_null())
-    )
-    for (batch,), g in checks.group_by(["batch"], maintain_order=True):
-        agree = n = 0
-        ratios = []
-        for c in g.iter_rows(named=True):
-            lab = timed.filter(pl.col("id") == c["id"]).sort("batch")
-            if lab.is_empty():
-                continue
-            last = lab.row(-1, named=True)
-            graph = last["graph_speedup"] is not None
-            sp = last["graph_speedup"] if graph else last["host_speedup"]
-            sig = last["graph_significant"] if graph else last["host_significant"]
-            if c["reward_speedup"] is not None and sp:
-                ratios.append(abs(math.log(c["reward_speedup"] / sp)))
-            if not sig:
-                continue
-            n += 1
-            gain = c["oracle_edit_reward"] > c["unchanged_reward"]
-            slower = c["oracle_edit_reward"] < c["unchanged_reward"]
-            agree += gain if sp > 1 else slower
-        med = statistics.median(ratios) if ratios else float("nan")
+    with checks_csv.open() as fh:
+        s = summary(runs, csv.DictReader(fh))
+    for b in s["batches"]:
+        med = b["median_log_ratio"]
         print(
-            f"reward test {batch}: {g.height} rows; direction consistent with a significant "
-            f"label on {agree}/{n}; reward speedup vs label median |log ratio| {med:.3f}"
+            f"reward test {b['batch']} ({b['side_by_side']} row(s) at a time): {b['rows']} rows; "
+            f"direction consistent with a significant label on {b['consistent']}/"
+            f"{b['significant']}; reward speedup vs label median |log ratio| "
+            f"{float('nan') if med is None else med:.3f}"
         )
+    print(
+        f"reward test, one row at a time: {s['consistent_alone']} of {s['tested_alone']} tested "
+        f"of the {s['significant_rows']} significant rows consistent (target 95 % of all "
+        f"{s['significant_rows']}); unchanged no gain {s['unchanged_no_gain']}/{s['checks']}, "
+        f"broken = error {s['broken_error']}/{s['checks']}"
+    )
+    for i in s["inconsistent"]:
+        print(f"   inconsistent: {i}")
+    if s["untested"]:
+        print(f"   not tested one at a time: {','.join(s['untested'])}")
 
 
 def main(argv: list[str] | None = None) -> int:

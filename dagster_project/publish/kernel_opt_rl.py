@@ -28,6 +28,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dagster_project.commit_exec import reward_checks
 from dagster_project.mining.commits.license import APACHE_2, BSD, BSD_3, MIT, OPEN_SOURCE
 from dagster_project.mining.git import GitRepo
 from dagster_project.storage.lake import Lake
@@ -256,6 +257,7 @@ def export_kernel_opt_rl(
                     "data_bytes": data_bytes,
                     "data_file": data_file,
                     **exploits.card_context(),
+                    **reward_checks.card_context(),
                 },
             )
             (tmp / "README.md").write_text(readme, encoding="utf-8")

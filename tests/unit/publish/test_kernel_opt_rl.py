@@ -518,3 +518,22 @@ def test_upstream_notice_files_come_from_the_repo_root(tmp_path: Path) -> None:
     b.commit("Initial commit")
     files = upstream_notice_files(GitRepo(b.path))
     assert files == {"LICENSE": b"Apache License 2.0\n", "NOTICE": b"Engine NOTICE\n"}
+
+
+def test_card_reports_the_gpu_reward_test_from_the_shipped_checks(
+    opt_export: ExportReport,
+) -> None:
+    """The reward-test paragraph is rendered from ``reward_checks.csv`` through the same
+    summary the report script prints: its counts must appear in the card."""
+    from dagster_project.commit_exec.reward_checks import summary
+
+    s = summary()
+    readme = _readme(opt_export)
+    assert "`dagster_project.rewards.commit_reward.execution_reward(" in readme
+    line = (
+        f"{s['significant_rows']} executed rows whose label is\nsignificant, "
+        f"{s['tested_alone']} were tested"
+    )
+    assert line in readme
+    for b in s["batches"]:
+        assert f"| {b['batch']} | {b['rows']} | {b['side_by_side']} |" in readme
