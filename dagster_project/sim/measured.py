@@ -14,6 +14,7 @@ names (2-CTA clusters; split-K with a tile taller than the problem) for the labe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -27,7 +28,7 @@ from .codegen import render_candidate
 from .hardware import get_gpu
 from .memory import footprint_bytes
 from .ops import get_op
-from .oracle import Answer, answers_path, read_answers
+from .oracle import Answer, answers_path, online_answers_path, read_answers
 from .rewrites import canonical
 from .timing import InfeasibleConfig, Prediction, predict
 from .variants import default_params, get_variant
@@ -140,11 +141,61 @@ def kernel_features(
 MEASURING_GPUS = ("h100", "h200")
 
 
-def all_points(code: bool = True) -> list[Point]:
+def all_points(code: bool = True, online: bool = True) -> list[Point]:
     """``model_points`` of every measuring GPU's shipped answers, pooled: one code model is
     fitted on them all (its features carry each GPU's launch shape and bandwidth), and
-    figures are split by ``Point.gpu``."""
-    return [p for g in MEASURING_GPUS for p in model_points(load_rows(g), g, code)]
+    figures are split by ``Point.gpu``. ``online`` (code model 1.3.0): the online tier's
+    answers too, each kernel carrying the baseline / best role it plays in a tier session
+    (``online_roles``), on whichever file's kernel it is."""
+    out = []
+    for g in MEASURING_GPUS:
+        pts = model_points(load_rows(g), g, code)
+        if online:
+            roles = online_roles(g)
+            pts = [
+                dataclasses.replace(p, uses=p.uses + tuple(roles.get(p.key, ())))
+                for p in pts + model_points(_online_rows(g), g, code)
+            ]
+        out += pts
+    return out
+
+
+#: Suffix of an online session's id in the roles its kernels carry: the tier's session of a
+#: task is not the evidence session of the same task id.
+ONLINE_SESSION = "~online"
+
+
+def online_roles_path(gpu: str) -> Any:
+    """The online sessions' baseline and best answer keys (``benchmarks/codemodel_dev_cv.py
+    --write-roles``, from a replay under the generator the tier was measured with: a later
+    generator cannot replay the tier, the roles stay)."""
+    return answers_path(gpu).with_name(f"{gpu}_online_roles.csv")
+
+
+def online_roles(gpu: str) -> dict[str, tuple[tuple[str, int, str], ...]]:
+    """Per answer key, its (session, step, role) uses as a tier session's baseline or best."""
+    import csv
+
+    path = online_roles_path(gpu)
+    out: dict[str, tuple[tuple[str, int, str], ...]] = defaultdict(tuple)
+    if not path.exists():
+        return out
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            sid = r["session_id"] + ONLINE_SESSION
+            out[r["baseline_key"]] += ((sid, int(r["baseline_step"]), "baseline"),)
+            out[r["best_key"]] += ((sid, int(r["best_step"]), "best"),)
+    return out
+
+
+def _online_rows(gpu: str) -> list[dict[str, str]]:
+    import csv
+
+    path = online_answers_path(gpu)
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def model_points(rows: Iterable[dict[str, str]], gpu: str, code: bool = False) -> list[Point]:
@@ -363,7 +414,8 @@ def _code_fix(train: list[Point], test: list[Point], by: str, method: str) -> li
     if method == "ridge":
         model: codemodel.Model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
         return model.predict([p.features for p in test])
-    full = codemodel.fit_code(x, y, groups, [p.kernel_key for p in train])
+    keys = [p.kernel_key for p in train]
+    full = codemodel.fit_code(x, y, groups, keys, codemodel.pair_rows([p.uses for p in train]))
     if method == "learner":
         return full.learner.predict([p.features for p in test])
     return code_corrections(full, test)
@@ -406,7 +458,8 @@ def fit_code_model(points: list[Point]) -> codemodel.CodeModel:
     measuring GPUs fit one model: the features carry each GPU's launch and bandwidth."""
     x = [p.features for p in points]
     y = [-p.log_err for p in points]
-    return codemodel.fit_code(x, y, _components(points), [p.kernel_key for p in points])
+    pairs = codemodel.pair_rows([p.uses for p in points])
+    return codemodel.fit_code(x, y, _components(points), [p.kernel_key for p in points], pairs)
 
 
 def _figures(points: list[Point], pairs: list[Pair]) -> dict[str, Any]:

@@ -324,3 +324,79 @@ def test_rung_offset_weighs_the_measured_kernels_of_like_launch_most() -> None:
     # rows that are not FEATURES rows (toy fits): every kernel of the rung weighs the same
     plain = codemodel.fit_offsets(keys, [1.0] + [0.0] * 5, [[0.0]] * 6)
     assert plain.of(keys[0], [5.0]) == pytest.approx(plain.of(keys[0]))
+
+
+def test_serial_total_sums_every_pass_of_a_one_thread_walk() -> None:
+    # a one-thread-per-row sampler walks its row once per pass: max, sum, draw (1.3.0)
+    code = SERIAL_CUDA.replace(
+        "    for (int j = threadIdx.x;",
+        "    float top = 0.0f;\n    for (int i = 0; i < kV; ++i) top = fmaxf(top, p[i]);\n"
+        "    for (int i = 0; i < 8; i++) mass -= top;\n    for (int j = threadIdx.x;",
+    )
+    c = codemodel.code_facts(code, "cuda")
+    assert c["serial_trip"] == 50257.0  # the longest walk, as 1.2.0 read it
+    assert (c["serial_total"], c["serial_loops"]) == (2 * 50257.0 + 8, 3.0)
+    assert codemodel.code_facts(TRITON, "triton")["serial_total"] == 0.0  # no per-thread loops
+
+
+def test_program_facts_charge_a_small_grid_one_sms_share_of_bandwidth() -> None:
+    from types import SimpleNamespace
+
+    from dagster_project.sim.hardware import get_gpu
+
+    h100 = get_gpu("h100")
+
+    def facts(grid: int) -> dict[str, float]:
+        plan = SimpleNamespace(grid=grid, bytes=1.2e9, flops=0.0)
+        return codemodel._program_facts(SimpleNamespace(plan=plan, device_ms=0.5), h100)
+
+    few, many = facts(4), facts(8)
+    assert few["log_sm_share_over_model"] - many["log_sm_share_over_model"] == pytest.approx(
+        math.log(2)
+    )
+    assert few["log_bytes_per_program"] > many["log_bytes_per_program"]
+    # 4 programs of 300 MB each at one SM's share (~25 GB/s): ~12 ms against a 0.5 ms model
+    assert few["log_sm_share_over_model"] > math.log(10)
+
+
+def test_pair_rows_pair_a_sessions_baseline_and_best_only() -> None:
+    uses = [
+        (("s1", 0, "baseline"),),
+        (("s1", 1, "step"),),
+        (("s1", 4, "best"), ("s2", 0, "baseline"), ("s2", 0, "best")),
+        (("s3", 0, "baseline"),),  # its best is not among the rows
+    ]
+    assert codemodel.pair_rows(uses) == [(0, 2)]  # s2's best is its baseline: no pair
+
+
+def test_the_pair_loss_fits_a_sessions_speedup_not_only_its_kernels() -> None:
+    # feature 0 = baselines, 1 = bests; paired baselines run as modelled (0), unpaired ones
+    # 2 log-units slow: the kernel loss puts baselines at their mean (1), the pair loss pulls
+    # them toward what their sessions' speedups say (0)
+    x = [[0.0]] * 20 + [[1.0]] * 10
+    y = [0.0] * 10 + [2.0] * 10 + [0.0] * 10
+    pairs = [(i, 20 + i) for i in range(10)]
+    plain = codemodel.fit_boosted(x, y, pairs, pair_weight=0.0).predict([[0.0], [1.0]])
+    paired = codemodel.fit_boosted(x, y, pairs, pair_weight=5.0).predict([[0.0], [1.0]])
+    assert plain[0] - plain[1] == pytest.approx(1.0, abs=0.05)
+    assert paired[0] - paired[1] < plain[0] - plain[1] - 0.2
+
+
+def test_shipped_online_roles_name_answered_kernels_of_listed_sessions() -> None:
+    import csv
+
+    from dagster_project.sim.measured import online_roles, online_roles_path
+    from dagster_project.sim.online import read_online
+    from dagster_project.sim.oracle import online_answers_path
+
+    with online_roles_path("h100").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    listed = {r["session_id"] for r in read_online("h100")}
+    assert rows and {r["session_id"] for r in rows} <= listed
+    keys = {r["key"] for r in load_rows("h100")}
+    with online_answers_path("h100").open(newline="") as fh:
+        keys |= {r["key"] for r in csv.DictReader(fh)}
+    assert all(r["baseline_key"] in keys and r["best_key"] in keys for r in rows)
+    roles = online_roles("h100")
+    assert sum(len(v) for v in roles.values()) == 2 * len(rows)
+    assert all(sid.endswith("~online") for v in roles.values() for sid, _s, _r in v)
