@@ -37,6 +37,13 @@ re-measures a kernel the old session wrote): every kernel the new sessions write
 one the old sessions wrote, so the measured answers (addressed by kernel text) still apply.
 
     python benchmarks/sim_engineer.py --prefix-of /tmp/before --seed 20260 --sessions 0
+
+``--slow-tail`` lists the slow tail itself (issue 39, 39f): every ok tune step after the best
+that is >= 1.5x slower than it, with the rung, the parameters it moved from the rung's
+fastest earlier step, how far after the best it came and the session's step sequence, then
+the count per moved parameter and direction:
+
+    python benchmarks/sim_engineer.py --slow-tail --sessions 150 --seed 784245 --sample-seed 9
 """
 
 from __future__ import annotations
@@ -154,6 +161,46 @@ def _tail(trace: list[dict[str, Any]], best: dict[str, Any], f: Counter[str]) ->
             best_so_far = min(best_so_far, t)
 
 
+_KIND = {"baseline": "B", "variant": "V", "tune": "t", "fix": "F", "rebench": "r"}
+
+
+def _rung_best(trace: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """The fastest ran step of step ``i``'s rung before it (what a tune move edits)."""
+    ran = [
+        r
+        for r in trace[:i]
+        if r["tag"] == trace[i]["tag"] and r["status"] in RAN and r["time_ms"] is not None
+    ]
+    return min((r for r in ran if r["kind"] != "rebench"), key=lambda r: r["time_ms"], default=None)
+
+
+def slow_tail(sessions: list[dict[str, Any]]) -> tuple[list[str], Counter[str]]:
+    """One line per slow post-best ok tune step, and their count per moved parameter and
+    direction ("BM+": BM raised, "mma f16": mma set to f16)."""
+    lines: list[str] = []
+    moved: Counter[str] = Counter()
+    for s in sessions:
+        tr, b, bt = s["trace"], s["best"]["step"], s["best"]["time_ms"]
+        if b is None or not bt:
+            continue
+        seq = "".join(_KIND[r["kind"]] + ("" if r["status"] in RAN else "x") for r in tr)
+        for r in tr[b + 1 :]:
+            t = r["time_ms"]
+            if r["kind"] != "tune" or r["status"] not in RAN or t is None or t < 1.5 * bt:
+                continue
+            base = _rung_best(tr, r["step"])
+            old = base["params"] if base is not None else {}
+            diff = {k: (old.get(k), v) for k, v in r["params"].items() if old.get(k) != v}
+            for k, (a, v) in diff.items():
+                num = isinstance(a, int | float) and isinstance(v, int | float)
+                moved[f"{k}{'+' if num and v > a else '-'}" if num else f"{k} {v}"] += 1
+            lines.append(
+                f"{s['session_id'][:60]:<60} step {r['step']}/{len(tr)} best@{b} {r['tag']} "
+                f"x{t / bt:.2f} moved {diff} {seq}"
+            )
+    return lines, moved
+
+
 def measure(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     f: Counter[str] = Counter()
     for s in sessions:
@@ -264,6 +311,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, action="append", help="generator seed (repeatable)")
     ap.add_argument("--sample-seed", type=int, default=0, help="which tasks of the pool")
     ap.add_argument("--json", action="store_true", help="also print the raw counters")
+    ap.add_argument("--slow-tail", action="store_true", help="list the slow post-best tune steps")
     ap.add_argument(
         "--prefix-of", type=Path, help="a checkout of the earlier generator: the prefix check"
     )
@@ -280,13 +328,18 @@ def main() -> None:
         return
     for seed in a.seed or [DEFAULT_SIM_SEED]:
         t0 = time.perf_counter()
-        m = measure(generate(a.sessions, seed, a.sample_seed))
+        sessions = generate(a.sessions, seed, a.sample_seed)
+        m = measure(sessions)
         where = "in sample" if seed == DEFAULT_SIM_SEED else "out of sample"
         print(f"== generator {GENERATOR_VERSION}, seed {seed} ({where}), sample {a.sample_seed}")
         print(report(m))
         print(f"({time.perf_counter() - t0:.1f} s)")
         if a.json:
             print(json.dumps(m, sort_keys=True))
+        if a.slow_tail:
+            lines, moved = slow_tail(sessions)
+            print("\n".join(lines))
+            print("slow tail by moved parameter:", dict(moved.most_common()))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-GENERATOR_VERSION = "1.14.0"
+GENERATOR_VERSION = "1.15.0"
 
 _LAZY = {
     "predict_time_ms": ("timing", "predict_time_ms"),

@@ -24,7 +24,9 @@ effect of each parameter move; shared-memory footprints scaled from the bytes th
 reported (an overflow is resized from its byte count, a configuration estimated over the
 cap or at a size that already overflowed is not submitted); re-benchmarks only a new best
 whose gain is within the measured spread; abandons rungs measured well slower than the
-best; and stops tuning at a plateau (the session ends with a re-benchmark of the best).
+best; and stops tuning at a plateau, or once the move it would make next is one its own
+rules of thumb expect slower (``stop_rule.foreseen_slower``, 1.15.0); the session ends with
+a re-benchmark of the best.
 Skill sets how noisy its estimates are and how patient it is, not what it can see.
 ``Engineer`` keeps only the runner and the per-candidate craft the swarm's ``Hands`` wraps
 (``_neighbors``, ``_shrink_for_smem``, ``_maybe_mistake``, ``_durations``...); the older
@@ -46,7 +48,7 @@ from .codegen import FAMILY_BUGS, slip_kinds
 from .env import ANY_BUG, COMPILE_ERROR, OK, WRONG_RESULT, Candidate, KernelEnv, Submission
 from .failure_model import HANDS_SLIP_WEIGHT, MistakeMemory, bug_intent, slip_intent
 from .kernels import plan
-from .stop_rule import GAIN_NOISE, NOISE_FLOOR, TuningRecord, settled
+from .stop_rule import GAIN_NOISE, NOISE_FLOOR, Move, TuningRecord, foreseen_slower, settled
 from .timing import inert_params
 from .variants import (
     Params,
@@ -110,6 +112,10 @@ class AgentProfile:
     #: the expected-gain stop and the settled-best rule of ``stop_rule`` (1.12.0); False
     #: keeps only the stop tests of 1.11.0, whose sessions each 1.12.0 session is a prefix of
     stop_rule: bool = True
+    #: stop when the tuning move chosen is one its rules of thumb expect slower
+    #: (``stop_rule.foreseen_slower``, 1.15.0); False keeps 1.14.0's sessions, of which each
+    #: 1.15.0 session is a prefix (up to its closing re-benchmark)
+    foresight_stop: bool = True
 
 
 @dataclass
@@ -551,6 +557,8 @@ class Policy:
         self.last_improve = 0
         #: tuning tries and their gains beyond the noise (``stop_rule``, 1.12.0)
         self.tuning = TuningRecord()
+        #: the move chosen was one it expects slower: tuning has ended (1.15.0)
+        self.tuning_over = False
 
     # ------------------------------------------------------------------ knowledge
     def _defaults(self, v: Variant) -> Params:
@@ -849,6 +857,8 @@ class Policy:
         if self.pending is not None:
             pending, self.pending = self.pending, None
             return pending
+        if self.tuning_over:
+            return None
         if self.rebench_due is not None:
             step, self.rebench_due = self.rebench_due, None
             o = self.hist[step]
@@ -860,12 +870,45 @@ class Policy:
             return self._next_rung(last)
         if self._in_the_noise():
             return self._final_rebench(last)
+        return self._tune_or_stop(last)
+
+    def _tune_or_stop(self, last: int) -> Decision | None:
+        """The next tuning move, or the end of tuning: nothing promising is left, or the
+        move chosen is one the engineer expects slower (``_foreseen_slower``, 1.15.0)."""
         d = self._tune(last)
         if d is None and len(self.hist) < MIN_STEPS - 1:
             d = self._keep_looking()
+        if d is not None and self._foreseen_slower(d):
+            # nothing promising is left: the session ends here (after the closing
+            # re-benchmark and any fix it calls for), whatever a later draw would pick
+            self.tuning_over = True
+            return self._final_rebench(last)
         if d is None:
             return self._final_rebench(last)
         return d
+
+    def _foreseen_slower(self, d: Decision) -> bool:
+        """Whether the tuning move chosen is one the engineer's own rules of thumb expect to
+        be slower than the kernel it edits (``stop_rule.foreseen_slower``): then nothing
+        promising is left and tuning ends. Reads the move and the rung; no random draw."""
+        if not self.prof.foresight_stop or d.kind != "tune":
+            return False
+        tag = d.cand.variant.tag
+        rs = self.rungs.get(tag)
+        if rs is None or rs.best_key is None:
+            return False
+        p = dict(rs.best_key)
+        at = self._positions(d.cand.variant)
+        moves = []
+        for dim, new in d.cand.params:
+            old = p.get(dim)
+            if new == old:
+                continue
+            pos = at.get(dim, {})
+            sign = 1 if pos.get(new, 0) > pos.get(old, 0) else -1
+            measured = (tag, dim, sign) in self.effects
+            moves.append(Move(dim, old, new, measured, self._occupancy_hunch(tag, dim, sign)))
+        return foreseen_slower(moves) is not None
 
     def _in_the_noise(self) -> bool:
         """Tuning stops once its gains sit inside the measured noise: no step has beaten

@@ -26,10 +26,30 @@ This module adds the missing test, in the engineer's own measurements:
   other kernel measured is inside the noise (``settled``): a lead beyond it cannot flip on
   a longer run, so the engineer reports the best as measured.
 
-The rule only ever ends a session earlier than 1.11.0 did: it is checked where the older
-stop tests were, draws no random number, and ends the session the same way (a closing
-re-benchmark of the best, unless the best is settled). Every step a session still takes
-is byte for byte the step it took under 1.11.0 (``tests/unit/sim/test_stop_rule.py``;
+Since 1.1.0 (generator 1.15.0) the engineer also stops when the most promising tuning move
+it has left is one its own rules of thumb expect to be slower (``foreseen_slower``):
+
+* **giving up the native low-precision MMA** its kernel already runs (``mma`` from e4m3 or
+  e2m1 back to f16): the dequantised kernel widens the operands in registers and multiplies
+  at the f16 tensor-core rate, half or a quarter of the native one, with the same work;
+* **a move the printed occupancy calls slower** and that the engineer never measured in
+  that direction on the rung (``agent.Policy._occupancy_hunch`` > 0: fewer splits or bigger
+  tiles that leave the grid under one wave, more splits for a grid that already fills the
+  GPU, a bigger tile with registers already at 128 per thread).
+
+A real engineer states it as "the only thing left is expected slower, so tuning is over";
+the policy picked the move only because its noisy guess of an unmeasured move came out
+lucky. These were the foreseeable part of the slow tail: of generator 1.14.0's ok tuning
+steps after the best on the development seeds, about 4% came back 1.5x or more slower than
+the best, and more than 9 in 10 dequantising moves did (``benchmarks/sim_engineer.py
+--slow-tail`` lists them). The check reads only the move already chosen and draws no random
+number, so it too can only end a session earlier.
+
+The rules only ever end a session earlier than 1.11.0 did (and 1.1.0's, than 1.14.0): they
+are checked where the older stop tests were, draw no random number, and end the session the
+same way (a closing re-benchmark of the best, unless the best is settled). Every step a
+session still takes is byte for byte the step it took under 1.11.0 (1.14.0 for 1.1.0's
+rule; ``tests/unit/sim/test_stop_rule.py``, ``tests/unit/sim/test_slow_tail.py``;
 ``benchmarks/sim_engineer.py --prefix-of`` over a whole seed), so the measured answers,
 which are addressed by kernel text, stay valid.
 """
@@ -37,10 +57,11 @@ which are addressed by kernel text, stay valid.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 #: Version of the stop rule (part of ``GENERATOR_VERSION``'s output: session lengths).
-STOP_RULE_VERSION = "1.0.0"
+STOP_RULE_VERSION = "1.1.0"
 
 #: A gain counts as beyond the noise past this many times the reported spread (the
 #: difference of two medians with spread s has a spread of about 1.4 s).
@@ -98,3 +119,31 @@ class TuningRecord:
         if e is None:
             return self.tries >= NO_HIT_TRIES
         return e <= noise(spread_pct)
+
+
+#: The MMA operand type of a dequantised kernel (low-precision operands widened to f16).
+DEQUANTISED_MMA = "f16"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One parameter a tuning move changes, as the engineer sees it before submitting."""
+
+    dim: str
+    old: object
+    new: object
+    #: whether the engineer has measured this parameter moving this way on the rung
+    measured: bool
+    #: its occupancy rule of thumb for the move (log time ratio; above 0: slower)
+    hunch: float
+
+
+def foreseen_slower(moves: Iterable[Move]) -> str | None:
+    """Why the engineer expects a tuning move to be slower than the kernel it edits
+    ("dequantise" or "occupancy"), or None: see the module doc (1.1.0)."""
+    for m in moves:
+        if m.dim == "mma" and m.old not in (None, DEQUANTISED_MMA) and m.new == DEQUANTISED_MMA:
+            return "dequantise"
+        if not m.measured and m.hunch > 0:
+            return "occupancy"
+    return None

@@ -93,7 +93,7 @@ def _codes(s: dict[str, Any]) -> list[str]:
 @pytest.fixture(scope="module")
 def pairs(small_build: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(1.11.0's session, the build's session) for 8 tasks of the small build."""
-    old = AgentProfile(stop_rule=False)
+    old = AgentProfile(stop_rule=False, foresight_stop=False)
     return [
         (simulate_session(t, SMALL_SEED, old), s)
         for t, s in list(zip(small_build["tasks"], small_build["sessions"], strict=False))[:8]
