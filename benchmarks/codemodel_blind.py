@@ -20,8 +20,10 @@ the H200 against the measured one (median |log err|, within 2x; per op); per ses
 best is not its baseline, the speedup the model gives the session's own baseline and best
 against the measured one; the worst sessions; and the label policy's line with the H100
 residuals' scales (the policy ships none for the H200; with H200 scales there are none to
-apply). ``--tier-gpu h100`` points the same scorer at the H100 tier instead: a DRY RUN of
-the plumbing (in sample: those answers are in the fit), never a score.
+apply). The tier is replayed once, with the working tree's generator (``--replay-at SHA``:
+that commit's, with the tier's files from the working tree), and each version's model times
+the same replayed sessions. ``--tier-gpu h100`` points the same scorer at the H100 tier
+instead: a DRY RUN of the plumbing (in sample: those answers are in the fit), never a score.
 
 The two outputs are printed whole, then the headline figures and the per-op table side by
 side. CPU, a few minutes.
@@ -77,11 +79,27 @@ def report(sha: str, gpu: str, tier: Path | None) -> str:
     return out.stdout
 
 
-def replay_tier(gpu: str, path: Path) -> None:
-    """Replay ``gpu``'s listed online sessions with THIS tree's generator (the one the tier
-    was measured with) and write them to ``path`` (JSON): each version's model then times
-    the same sessions' kernels, whatever generator its own commit carried."""
-    sys.path.insert(0, str(ROOT))
+def replay_tier(gpu: str, path: Path, at: str | None) -> None:
+    """Replay ``gpu``'s listed online sessions and write them to ``path`` (JSON), with the
+    working tree's generator (the one the tier was measured with) or, with ``at``, the
+    generator of that commit (the tier's two files are taken from the working tree): each
+    version's model then times the same sessions' kernels, whatever generator its own
+    commit carried."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = ROOT
+        if at:
+            tree = Path(tmp)
+            _export(at, tmp)
+            data = Path("dagster_project") / "sim" / "data" / "measured"
+            for name in (f"{gpu}_online.csv", f"{gpu}_online_answers.csv"):
+                if (ROOT / data / name).exists():
+                    (tree / data / name).write_bytes((ROOT / data / name).read_bytes())
+        cmd = [sys.executable, __file__, "--replay", gpu, str(path), "--tree", str(tree)]
+        subprocess.run(cmd, cwd=tree, check=True)
+
+
+def _replay(gpu: str, path: Path) -> None:
+    """``replay_tier``'s work, inside the tree on ``sys.path``."""
     from dagster_project.sim.kernelinfer import build_tasks
     from dagster_project.sim.online import replay_online
 
@@ -89,6 +107,7 @@ def replay_tier(gpu: str, path: Path) -> None:
     lines = [f"online {gpu}: {rep.listed} listed, {rep.identical} replay identically"]
     lines += [f"  not replayed: {sid}: {why}" for sid, why in rep.failed]
     path.write_text(json.dumps({"gpu": gpu, "lines": lines, "sessions": rep.sessions}))
+    print(lines[0])
 
 
 # --------------------------------------------------------------------------------------
@@ -190,8 +209,9 @@ def score(tier: Path) -> None:
         print(f"no timed kernels in the {tier_gpu} tier")
         return
     logs = [e for _op, e in errs]
+    held = "IN SAMPLE: dry run" if tier_gpu == FIT_GPU else "held out"
     print(
-        f"code model on {len(errs)} distinct timed kernels (held out): median |log err| "
+        f"code model on {len(errs)} distinct timed kernels ({held}): median |log err| "
         f"{statistics.median(logs):.3f}, within 2x {sum(e <= LOG2 for e in logs) / len(logs):.1%}"
     )
     ok = [r for r in labels if r[3]]
@@ -225,32 +245,9 @@ def score(tier: Path) -> None:
         print(f"  {r[0][:60]:60s} model {r[3]:8.2f} measured {r[2]:8.2f}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--before", help="commit of the old version")
-    ap.add_argument("--after", help="commit of the new version (frozen)")
-    ap.add_argument("--gpu", default=FIT_GPU, help="the tier's GPU: h100 (1.2.0's) or h200")
-    ap.add_argument("--tier-gpu", help="score this GPU's tier instead (h100: a dry run)")
-    ap.add_argument("--score", help=argparse.SUPPRESS)
-    ap.add_argument("--tree", help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
-    if a.score:
-        sys.path.insert(0, a.tree)
-        score(Path(a.score))
-        return 0
-    if not (a.before and a.after):
-        ap.error("--before and --after are required")
-    tier_gpu = a.tier_gpu or a.gpu
-    outs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        tier = None
-        if a.gpu != FIT_GPU:
-            tier = Path(tmp) / "tier.json"
-            replay_tier(tier_gpu, tier)
-        for name, sha in (("before", a.before), ("after", a.after)):
-            outs[name] = report(sha, a.gpu, tier)
-            print(f"===== {name} {sha} =====\n{outs[name]}")
-    print(f"===== side by side: {a.before} | {a.after} =====")
+def side_by_side(before: str, after: str, outs: dict[str, str]) -> None:
+    """The headline figures and the per-op table of the two outputs."""
+    print(f"===== side by side: {before} | {after} =====")
     for pat in (_KERNELS, _SPEEDUPS):
         cells = [m.groups() if (m := pat.search(outs[n])) else () for n in ("before", "after")]
         print(f"  {cells[0]} | {cells[1]}")
@@ -262,6 +259,39 @@ def main(argv: list[str] | None = None) -> int:
     print("  per op: kernels, median |log err|, within 2x (before | after)")
     for op, cells in sorted(ops.items(), key=lambda kv: -float(kv[1][0][1])):
         print(f"    {op:24s} " + " | ".join(" ".join(c) for c in cells))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--before", help="commit of the old version")
+    ap.add_argument("--after", help="commit of the new version (frozen)")
+    ap.add_argument("--gpu", default=FIT_GPU, help="the tier's GPU: h100 (1.2.0's) or h200")
+    ap.add_argument("--tier-gpu", help="score this GPU's tier instead (h100: a dry run)")
+    ap.add_argument("--replay-at", help="replay the tier with this commit's generator")
+    ap.add_argument("--score", help=argparse.SUPPRESS)
+    ap.add_argument("--replay", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--tree", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.score or a.replay:
+        sys.path.insert(0, a.tree)
+        if a.replay:
+            _replay(a.replay[0], Path(a.replay[1]))
+        else:
+            score(Path(a.score))
+        return 0
+    if not (a.before and a.after):
+        ap.error("--before and --after are required")
+    tier_gpu = a.tier_gpu or a.gpu
+    outs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tier = None
+        if a.gpu != FIT_GPU:
+            tier = Path(tmp) / "tier.json"
+            replay_tier(tier_gpu, tier, a.replay_at)
+        for name, sha in (("before", a.before), ("after", a.after)):
+            outs[name] = report(sha, a.gpu, tier)
+            print(f"===== {name} {sha} =====\n{outs[name]}")
+    side_by_side(a.before, a.after, outs)
     return 0
 
 
