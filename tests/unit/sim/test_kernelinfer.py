@@ -126,8 +126,11 @@ def test_small_build_is_clean_and_unique(small_build: dict[str, Any]) -> None:
     hours = [s["elapsed_s"] / 3600 for s in sessions]
     assert min(hours) >= 1.0 and max(hours) <= 5.0
     # since 1.10.0 (issue 39) a session ends once its gains sit inside the measured noise
-    # (agent.Policy._in_the_noise): far fewer steps after the best than 1.9.0's 63%
-    assert all(5 <= s["num_steps"] <= 200 for s in sessions)
+    # (agent.Policy._in_the_noise): far fewer steps after the best than 1.9.0's 63%; since
+    # 1.15.0 (39f) also once the first tuning move it would make is one it expects slower
+    # (stop_rule.foreseen_slower), which can be right after its first rungs
+    assert all(1 <= s["num_steps"] <= 200 for s in sessions)
+    assert sorted(s["num_steps"] for s in sessions)[len(sessions) // 2] >= 5
     with_best = [s for s in sessions if s["best"]["step"] is not None]
     after = sum(s["num_steps"] - 1 - s["best"]["step"] for s in with_best)
     assert after <= 0.5 * sum(s["num_steps"] for s in with_best)
