@@ -4,6 +4,7 @@ and cross-validation folds that never let a held-out session or op into the fit.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -400,3 +401,30 @@ def test_shipped_online_roles_name_answered_kernels_of_listed_sessions() -> None
     roles = online_roles("h100")
     assert sum(len(v) for v in roles.values()) == 2 * len(rows)
     assert all(sid.endswith("~online") for v in roles.values() for sid, _s, _r in v)
+
+
+def test_dev_cv_scores_a_sessions_speedup_by_its_two_kernels_errors() -> None:
+    """``benchmarks/codemodel_dev_cv.py``: a speedup's log error is the baseline's error less
+    the best's, and an online session is told apart from the evidence session of its task."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks/codemodel_dev_cv.py"
+    spec = importlib.util.spec_from_file_location("codemodel_dev_cv", path)
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclass looks its module up
+    try:
+        spec.loader.exec_module(script)
+    finally:
+        del sys.modules[spec.name]
+    held = [
+        Point("b", "gemv", "cuda", "v0", (("s", 0, "baseline"), ("s~online", 0, "baseline")),
+              8.0, 4.0),
+        Point("x", "gemv", "cuda", "v2", (("s", 5, "best"),), 1.0, 2.0),
+        Point("y", "gemv", "cuda", "v3", (("s~online", 2, "best"),), 1.0, 1.0),
+    ]  # fmt: skip
+    got = {e.sid: e for e in script.session_errors(held)}
+    assert got["s"].source == "evidence" and got["s~online"].source == "online"
+    assert got["s"].log_ratio == pytest.approx(math.log(0.5) - math.log(2.0))  # 4x under
+    assert got["s"].measured == 8.0
+    assert script._share(list(got.values())) == "1/2 (50.0%)"  # the online one: 2x, within
