@@ -79,13 +79,15 @@ def write_roles(gpu: str, path: Path) -> int:
 
 def dev_points(online: bool = True) -> tuple[list[Any], set[str]]:
     """Every development kernel (``measured.all_points``: evidence, then online, with the
-    online sessions' roles) and the keys of the online answers."""
+    online sessions' roles; the H100's alone) and the keys of the online answers."""
     from dagster_project.sim import measured
 
     try:
         pts = measured.all_points(online=online)
     except TypeError:  # a tree before 1.3.0 (``--before``): its points, the online ones here
         pts = _with_online(measured) if online else measured.all_points()
+    # H100 answers only: another GPU's tier (the H200's) is a blind set, never development
+    pts = [p for p in pts if p.gpu == GPU]
     evidence = {p.key for p in measured.model_points(measured.load_rows(GPU), GPU)}
     return pts, {p.key for p in pts if p.key not in evidence}
 
