@@ -318,11 +318,14 @@ def collect(run_dir: Path, gpu: str) -> None:
     )
 
 
-def relist(gpu: str) -> None:
+def relist(gpu: str, from_run: Path | None = None) -> None:
     """Re-check every listed session after a generator change: regenerate it with a strict
     oracle over the tier's answers; one that still completes is, step for step, measured
     (the device answered every source it now writes), so it is listed with its new digest;
-    one that asks a question the answers lack is dropped with its reason."""
+    one that asks a question the answers lack is dropped with its reason. ``from_run`` also
+    tries every session a device run tried (its ``sessions.csv``, complete or not: a run
+    generated under an older generator, or cut by its budget, may leave sessions that the
+    current generator completes on the collected answers)."""
     from dagster_project.sim import GENERATOR_VERSION
     from dagster_project.sim.kernelinfer import build_tasks, simulate_session
     from dagster_project.sim.online import ONLINE_FIELDS, online_path, read_online, session_digest
@@ -331,7 +334,14 @@ def relist(gpu: str) -> None:
     tasks = {t.session_id: t for t in build_tasks()[0]}
     answers = tier_answers(gpu)
     kept, changed = [], 0
-    for row in read_online(gpu):
+    rows = list(read_online(gpu))
+    if from_run is not None:
+        listed = {r["session_id"] for r in rows}
+        for r in csv.DictReader((from_run / "sessions.csv").open(newline="")):
+            if r["session_id"] not in listed:
+                rows.append({k: r.get(k, "") for k in ONLINE_FIELDS})
+                listed.add(r["session_id"])
+    for row in rows:
         task = tasks.get(row["session_id"])
         if task is None:
             print(f"  dropped {row['session_id']}: not in the current task draw")
@@ -378,11 +388,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     c.add_argument("--gpu", default="h100")
     rl = sub.add_parser("relist")
     rl.add_argument("--gpu", default="h100")
+    rl.add_argument("--from-run", default="", help="a run folder whose tried sessions to add")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         run(a)
     elif a.cmd == "relist":
-        relist(a.gpu)
+        relist(a.gpu, Path(a.from_run) if a.from_run else None)
     else:
         collect(a.run, a.gpu)
 
