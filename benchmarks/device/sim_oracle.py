@@ -727,7 +727,7 @@ def _harness(c: dict[str, Any], fn: Any, torch: Any, dev: Any, src: Path) -> Any
         return svr._reference_check(e, ref(pristine), got)
 
     def sets() -> list[Callable[[], Any]]:
-        n = max(1, min(64, -(-_streamed_bytes(c["op"], e.d, nbytes) // max(nbytes, 1))))
+        n = _rotation_sets(c["op"], e.d, nbytes, gc.L2_ROTATE_BYTES)
         free, _total = torch.cuda.mem_get_info()
         n = max(1, min(n, int(free * 0.4 // max(nbytes, 1))))
         return [build(False)[2][0] for _ in range(n)]
@@ -735,20 +735,19 @@ def _harness(c: dict[str, Any], fn: Any, torch: Any, dev: Any, src: Path) -> Any
     return runner, check, sets
 
 
-def _streamed_bytes(op: str, d: dict[str, Any], nbytes: int) -> int:
-    """How many input sets' worth of allocation the rotation needs, in bytes: L2_ROTATE_BYTES
-    scaled by allocated over touched bytes. A gather reads only the rows its ids hit, so a
-    table far larger than L2 still leaves those rows warm when one set is replayed (36r: the
-    first H100 tier timed embedding_gather at 1.33x spec bandwidth that way); its touched
-    bytes are the rest of the inputs twice over (rows read ~ output written), and every set
-    is a fresh build, so each draws its own ids."""
-    import gpu_calibrate as gc
-
-    if op != "embedding_gather":
-        return gc.L2_ROTATE_BYTES
-    sizes = sorted(v.numel() * v.element_size() for v in d.values() if hasattr(v, "numel"))
-    touched = max(1, 2 * (nbytes - sizes[-1])) if sizes else nbytes
-    return int(gc.L2_ROTATE_BYTES * nbytes / touched)
+def _rotation_sets(op: str, d: dict[str, Any], nbytes: int, l2_rotate: int) -> int:
+    """How many input sets a timing replay cycles so that it touches ``l2_rotate`` bytes
+    (capped at 64; the caller caps by free memory too). The bytes a call touches are what
+    it allocates, except for a gather: it reads only the rows its ids hit, so a table far
+    larger than L2 still leaves those rows warm when one set is replayed (36r: the first
+    H100 tier timed embedding_gather at 1.33x spec bandwidth that way). A gather touches
+    about the rest of its inputs twice over (rows read ~ output written); every set is a
+    fresh build, so each draws its own ids."""
+    touched = nbytes
+    if op == "embedding_gather":
+        sizes = sorted(v.numel() * v.element_size() for v in d.values() if hasattr(v, "numel"))
+        touched = 2 * (nbytes - sizes[-1]) if sizes else nbytes
+    return max(1, min(64, -(-l2_rotate // max(touched, 1))))
 
 
 def _one(

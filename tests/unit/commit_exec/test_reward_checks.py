@@ -104,3 +104,12 @@ def test_the_shipped_record_reads_and_names_every_batch() -> None:
     batches = {b["batch"] for b in s["batches"]}
     assert {"s06-h100", "s07-h100", "s08-h100"} <= batches
     assert s["tested_alone"] + len(s["untested"]) == s["significant_rows"]
+
+
+def test_the_record_reads_the_rewards_own_values() -> None:
+    """``reward_checks`` repeats two reward values so that reading the record needs no
+    rewards import (commit_exec never imports the rewards); they must not drift."""
+    from dagster_project.rewards import commit_reward
+
+    assert rc.NO_GAIN_REWARD == commit_reward.CORRECT_REWARD
+    assert rc.ERROR_REWARD == commit_reward.ERROR_REWARD

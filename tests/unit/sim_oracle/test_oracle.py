@@ -324,3 +324,29 @@ def test_prepare_leaves_out_questions_with_a_final_answer() -> None:
     untimed_ok = {r["key"] for r in rows if r["status"] == "ok" and not r["ms"]}
     assert done and not (done & untimed_ok)
     assert {r["key"] for r in rows if r["status"] != "ok"} <= done
+
+
+def test_a_gather_rotates_by_the_rows_its_ids_touch_not_its_table() -> None:
+    """36r: a 1 GB embedding table sized the rotation at one input set, so its gathered
+    rows stayed in L2 on every replay. A gather's sets are counted by what it touches; every
+    other op's by what it allocates."""
+    script = _sim_oracle_script()
+
+    class Buf:  # the two tensor methods the count reads
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def numel(self) -> int:
+            return self.n
+
+        def element_size(self) -> int:
+            return 1
+
+    l2 = 180 * 2**20
+    d = {"ids": Buf(2**15), "table": Buf(2**30), "out": Buf(2**25)}
+    nbytes = sum(b.n for b in d.values())
+    assert script._rotation_sets("rmsnorm", d, nbytes, l2) == 1  # 1 GB allocated: one set
+    gather = script._rotation_sets("embedding_gather", d, nbytes, l2)
+    touched = 2 * (2**15 + 2**25)
+    assert gather == -(-l2 // touched) == 3
+    assert script._rotation_sets("rmsnorm", {"x": Buf(2**20)}, 2**20, l2) == 64  # the cap
