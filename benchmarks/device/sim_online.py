@@ -279,7 +279,7 @@ def collect(run_dir: Path, gpu: str) -> None:
         raise SystemExit(f"{len(bad)} answers were measured on {bad[0]['device']!r}, not an {want}")
     path = online_answers_path(gpu)
     evidence = shipped_answers(gpu)
-    new = [r for r in new if r["key"] not in evidence]  # the evidence file answers those
+    new = tier_rows(new, evidence)
     keys = {r["key"] for r in new}
     old = [r for r in csv.DictReader(path.open(newline=""))] if path.exists() else []
     old = [r for r in old if r["key"] not in keys]
@@ -316,6 +316,18 @@ def collect(run_dir: Path, gpu: str) -> None:
         f"{len(same)} of {len(done)} complete sessions replay identically here; "
         f"{len(merged)} online sessions in {opath.name}"
     )
+
+
+def tier_rows(new: list[dict[str, str]], evidence: dict[str, Any]) -> list[dict[str, str]]:
+    """The device's answer rows that join the tier's answer file: those the evidence file
+    does not answer, and those it answers with a check but no time where the device timed
+    the case (a step that needs a time asked for it; dropping that time left such sessions
+    unreplayable: stop 42's run reported "its answer has no time")."""
+    return [
+        r
+        for r in new
+        if r["key"] not in evidence or (evidence[r["key"]].ms is None and bool(r["ms"]))
+    ]
 
 
 def relist(gpu: str, from_run: Path | None = None) -> None:

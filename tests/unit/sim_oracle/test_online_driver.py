@@ -133,3 +133,28 @@ def test_driver_rounds_complete_a_session_that_replays_identically(tmp_path: Pat
         w.writerows(done)
     rep = replay_online("h100", tasks, listing, answers)
     assert rep.identical == 0 and "differs" in rep.failed[0][1]
+
+
+def test_collect_keeps_a_device_time_where_the_evidence_has_only_a_check() -> None:
+    """``collect``'s filter: the evidence file's answer wins a key, unless it is a check
+    without a time and the device timed the case (a timed step stands only on a time)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "sim_online_driver", ROOT / "benchmarks/device/sim_online.py"
+    )
+    assert spec is not None and spec.loader is not None
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    evidence = {
+        "timed": _ok("timed", 0.5),
+        "check": Answer("check", "rmsnorm", "cuda", "v", "ok", None, None, 2e-4, "", "fake"),
+    }
+    rows = [
+        {"key": "timed", "ms": "0.4"},  # the evidence's time stands
+        {"key": "check", "ms": "0.3"},  # a time where the evidence has only a check: kept
+        {"key": "check", "ms": ""},  # another untimed check adds nothing
+        {"key": "fresh", "ms": ""},  # not in the evidence: kept as is
+    ]
+    kept = driver.tier_rows(rows, evidence)
+    assert [(r["key"], r["ms"]) for r in kept] == [("check", "0.3"), ("fresh", "")]
