@@ -83,7 +83,7 @@ SHAPE_SCHEMA: dict[str, Any] = {
     "error": pl.String,
 }
 
-SCOPES = ("graph", "host")
+SCOPES = stats.SCOPES
 #: A scope's recorded figures copied into the shapes table.
 TIMING_FIELDS = ("before_us", "after_us", "speedup", "ci_lo", "ci_hi", "p", "block_size")
 

@@ -93,6 +93,21 @@ def write_siblings(
     return written
 
 
+def sibling_texts(repos: Path, repo: str, sha: str, path: str) -> dict[str, str]:
+    """The row's spec siblings as they were at ``sha^`` (the task's tree), read from the
+    clone ``repos/<repo>.git``: what the execution reward gives both sides
+    (``sandbox.run_candidate(siblings=...)``). Empty for a row whose spec names none; a
+    path absent at ``sha^`` is left out (the loader stubs it, as in the label's run)."""
+    spec = spec_for(repo, sha, path)
+    out: dict[str, str] = {}
+    for rel in spec.siblings_for(sha) if spec is not None else ():
+        try:
+            out[rel] = git_file(repos / f"{repo}.git", f"{sha}^", rel)
+        except subprocess.CalledProcessError:
+            continue
+    return out
+
+
 def _round_robin(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row of each spec in turn, so a run cut short by its time limit has covered every
     launcher family before it repeats one."""

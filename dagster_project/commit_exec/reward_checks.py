@@ -31,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from .device import stats
 from .ingest import DATA_DIR, shipped
 
 CHECKS_CSV = DATA_DIR / "reward_checks.csv"
@@ -48,6 +49,7 @@ COLUMNS = (
     "timed_shapes",
     "interval",
     "side_by_side",
+    "scope",
 )
 #: The reward's values the test asserts (``rewards.commit_reward``; repeated here so reading
 #: the shipped checks needs no sandbox import).
@@ -77,6 +79,9 @@ def _csv_row(batch: str, rec: dict[str, Any], note: str, side_by_side: int) -> d
         "timed_shapes": "named + random",
         "interval": note,
         "side_by_side": side_by_side,
+        # the scope the reward read its speedup in (stats.label_scope); until stop 42 the
+        # reward read graph replay only, so a row its graph could not capture had none
+        "scope": rec.get("scope") or "",
     }
 
 
@@ -118,10 +123,8 @@ def _labels(runs: pl.DataFrame) -> dict[str, tuple[float, bool]]:
     ).sort("batch")
     out: dict[str, tuple[float, bool]] = {}
     for r in timed.iter_rows(named=True):
-        graph = r["graph_speedup"] is not None
-        sp = r["graph_speedup"] if graph else r["host_speedup"]
-        sig = r["graph_significant"] if graph else r["host_significant"]
-        out[r["id"]] = (float(sp), bool(sig))
+        scope = stats.label_scope({s: r[f"{s}_speedup"] is not None for s in stats.SCOPES})
+        out[r["id"]] = (float(r[f"{scope}_speedup"]), bool(r[f"{scope}_significant"]))
     return out
 
 

@@ -21,6 +21,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,22 @@ def run_candidate(
     time_it: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str = sys.executable,
+    siblings: Mapping[str, str] | None = None,
 ) -> CandidateResult:
     """Check and time ``candidate_code`` against ``before_code`` through the row's harness
-    (``row``: ``id``, ``repo``, ``sha``, ``path``) in a separate process."""
+    (``row``: ``id``, ``repo``, ``sha``, ``path``) in a separate process.
+
+    ``siblings``: the texts of the modules the row's spec imports as real files
+    (``Spec.siblings_for``; repo path -> text at ``sha^``, ``materialise.sibling_texts``).
+    Both sides import the same ones, the task's world at ``sha^``: a candidate edits one
+    file of that tree. Without them those modules are stubs, which a row that calls into
+    them cannot run on (stop 42: the 4 such rows of 25 all ended ``run_error``)."""
     with tempfile.TemporaryDirectory(prefix="commit_exec_cand_") as tmp:
         folder = Path(tmp)
         (folder / "before.py").write_text(before_code)
         (folder / "candidate.py").write_text(candidate_code)
+        if siblings:
+            write_sibling_sides(folder, row["path"], siblings, ("before", "candidate"))
         job = {
             **{k: row[k] for k in ("id", "repo", "sha", "path")},
             "before": str(folder / "before.py"),
@@ -109,6 +119,23 @@ def run_candidate(
         significant=bool(data.get("significant", False)),
         detail=data,
     )
+
+
+def write_sibling_sides(
+    folder: Path, path: str, siblings: Mapping[str, str], sides: tuple[str, ...]
+) -> None:
+    """The loader's layout (``loader.side_modules``): each sibling under
+    ``folder/<side>_siblings/<repo path>`` for every side, and ``siblings.json`` naming the
+    row's own path. A repo path that is absolute or climbs out of its folder is refused."""
+    for side in sides:
+        root = (folder / f"{side}_siblings").resolve()
+        for rel, text in siblings.items():
+            target = (root / rel).resolve()
+            if Path(rel).is_absolute() or not target.is_relative_to(root):
+                raise ValueError(f"sibling path {rel!r} leaves its folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    (folder / "siblings.json").write_text(json.dumps({"path": path, "siblings": sorted(siblings)}))
 
 
 def _verdict(channel: str, token: str) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from dagster_project.commit_exec.sandbox import CandidateResult, run_candidate
@@ -33,7 +34,9 @@ from dagster_project.rewards.patch import (
     strip_reasoning,
 )
 
-REWARD_VERSION = "1"
+#: 2 (stop 42): the speedup is read in the label's scope (host wall time where the graph
+#: captured nothing, ``stats.label_scope``), and a row's spec siblings run as real modules.
+REWARD_VERSION = "2"
 MALFORMED_REWARD = -1.0
 ERROR_REWARD = -0.5
 WRONG_REWARD = 0.0
@@ -93,15 +96,26 @@ def execution_reward_fn(
     repo: Sequence[str],
     sha: Sequence[str],
     path: Sequence[str],
+    repos: Path | None = None,
     **kwargs: Any,
 ) -> list[float]:
     """TRL ``GRPOTrainer`` reward over a batch of kernel_commits rows (needs a CUDA GPU for
-    timing; other columns and trainer arguments are ignored)."""
+    timing; other columns and trainer arguments are ignored). ``repos`` is the folder of
+    ``<repo>.git`` clones the rows' sibling modules are read from (default: the lake's,
+    ``KERNELHOUSE_HOME/repos``; bind another with ``functools.partial``); a row whose spec
+    imports siblings runs only with them."""
+    from dagster_project.commit_exec.materialise import sibling_texts
     from dagster_project.rewards.trl import completion_text
 
+    if repos is None:
+        from dagster_project.settings import load_settings
+
+        repos = load_settings().repos_dir
     return [
         execution_reward(
-            completion_text(c), {"id": i, "repo": r, "sha": s, "path": p, "before_code": b}
+            completion_text(c),
+            {"id": i, "repo": r, "sha": s, "path": p, "before_code": b},
+            siblings=sibling_texts(repos, r, s, p) if repos.is_dir() else None,
         )
         for c, b, i, r, s, p in zip(completions, before_code, id, repo, sha, path, strict=True)
     ]

@@ -38,6 +38,25 @@ def _rows() -> list[dict]:
     return rows
 
 
+def _siblings(row: dict) -> dict[str, str] | None:
+    """The row's sibling modules at ``sha^`` as the materialiser wrote them: the task's tree,
+    which the reward gives both sides (``sandbox.run_candidate(siblings=...)``)."""
+    root = WORK / row["id"] / "before_siblings"
+    if not root.is_dir():
+        return None
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+def _shapes(res: object) -> list[dict]:
+    """Per shape: its label and both scopes' speedups (what a disagreement is read from)."""
+    keep = ("shape", "graph_speedup", "host_speedup", "graph_error", "host_error", "why")
+    return [
+        {k: s[k] for k in keep if k in s}
+        for s in getattr(res, "detail", {}).get("shapes", [])
+        if isinstance(s, dict)
+    ]
+
+
 def _record(entry: dict) -> None:
     out = os.environ.get("OUT")
     if out:
@@ -50,6 +69,7 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
     before = (WORK / row["before"]).read_text()
     after = (WORK / row["after"]).read_text()
     full = {**row, "before_code": before}
+    sib = _siblings(row)
     seen: list = []
 
     def recording(*args: object, **kwargs: object):  # the real sandbox; keeps its result
@@ -59,13 +79,13 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
     # The oracle edit goes through the reward's own path (patch applied, sandboxed run); its
     # result is kept for the assertion instead of running the after_code a second time.
     edit = oracle_edit(before, after, row["path"])
-    edit_reward = R.execution_reward(edit, full, runner=recording)
+    edit_reward = R.execution_reward(edit, full, runner=recording, siblings=sib)
     assert seen, f"the oracle edit of {row['id']} did not apply to before_code"
     res = seen[0]
     oracle = R.reward_from(res)
-    same = R.reward_from(run_candidate(row, before, before, random_shapes=1))
+    same = R.reward_from(run_candidate(row, before, before, random_shapes=1, siblings=sib))
     broken_code = before + "\nraise RuntimeError('broken edit')\n"
-    broken = R.reward_from(run_candidate(row, before, broken_code, time_it=False))
+    broken = R.reward_from(run_candidate(row, before, broken_code, time_it=False, siblings=sib))
     malformed = R.execution_reward(
         "<<<<<<< SEARCH\nnot in the file\n=======\n>>>>>>> REPLACE", full
     )
@@ -76,6 +96,10 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
             "speedup": res.speedup,
             "ci": [res.ci_lo, res.ci_hi],
             "significant": res.significant,
+            "scope": res.detail.get("scope"),
+            "error": str(res.detail.get("error") or res.detail.get("stderr") or "")[:300],
+            "shapes": _shapes(res),
+            "siblings": sorted(sib or ()),
             "oracle_reward": oracle,
             "oracle_edit_reward": edit_reward,
             "unchanged_reward": same,

@@ -142,6 +142,19 @@ def block_interval(
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+#: The two timing scopes, in the order a row's speedup is read from them.
+SCOPES = ("graph", "host")
+
+
+def label_scope(timed: Mapping[str, bool]) -> str | None:
+    """The scope a row's speedup is read in: CUDA-graph replay where the graph captured the
+    calls (``timed["graph"]``), else host-inclusive wall time (a launcher that synchronises
+    or allocates cannot be captured), else None. One home for the choice: the shipped label
+    (``reward_checks``) and the execution reward (``candidate``) both read it, so a row
+    timed only on the host is rewarded in the scope its label was measured in."""
+    return next((s for s in SCOPES if timed.get(s)), None)
+
+
 def scope_interval(
     timings: Sequence[Mapping[str, Any]], seed: int = 0
 ) -> tuple[float, float, float]:

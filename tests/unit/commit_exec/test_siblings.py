@@ -164,3 +164,35 @@ def test_kda_chunk_intra_rows_import_kda_at_their_commit() -> None:
         assert spec is not None and spec.name == "sglang_kda_chunk_fwd_intra"
         assert f"{fla}/kda.py" in spec.siblings_for(sha)
         assert f"{fla}/chunk_intra_token_parallel.py" in spec.siblings_for(sha)
+
+
+def test_sandbox_layout_gives_both_sides_the_tasks_siblings(tmp_path: Path) -> None:
+    """``run_candidate(siblings=...)`` writes one tree (the task's, at ``sha^``) for the
+    before file and the candidate, in the loader's layout: both import the same helpers
+    as real modules, each in a namespace of its own."""
+    from dagster_project.commit_exec.sandbox import write_sibling_sides
+
+    files = _side_files(1)
+    sibs = {rel: text for rel, text in files.items() if rel != _ROW}
+    (tmp_path / "before.py").write_text(_ROW_CODE)
+    (tmp_path / "candidate.py").write_text(_ROW_CODE.replace("helper(), TILE", "helper(), -TILE"))
+    write_sibling_sides(tmp_path, _ROW, sibs, ("before", "candidate"))
+    package = package_of(_ROW)
+    before = load_file(tmp_path / "before.py", "_t_sand_before", package)
+    cand = load_file(tmp_path / "candidate.py", "_t_sand_cand", package)
+    assert before.run() == (1, 16, "v1")
+    assert cand.run() == (1, -16, "v1")  # the candidate's own edit, the same helpers
+    assert before.helper is not cand.helper
+
+
+def test_sandbox_layout_refuses_a_path_out_of_its_folder(tmp_path: Path) -> None:
+    from dagster_project.commit_exec.sandbox import write_sibling_sides
+
+    for rel in ("../escape.py", "/abs/escape.py"):
+        try:
+            write_sibling_sides(tmp_path, _ROW, {rel: "x = 1\n"}, ("before",))
+        except ValueError as exc:
+            assert "leaves its folder" in str(exc)
+        else:
+            raise AssertionError(f"{rel} was written")
+    assert not (tmp_path.parent / "escape.py").exists()

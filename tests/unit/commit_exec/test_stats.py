@@ -99,3 +99,12 @@ def test_each_blocks_first_sample_is_warm_up() -> None:
     cold_after = [70.0, 20.0, 20.2, 19.8]
     sp, lo, hi = stats.block_interval([(warm * 6, cold_after * 6, 4)])
     assert abs(sp - 1.0) < 1e-9 and lo <= 1.0 <= hi and hi / lo < 1.1
+
+
+def test_label_scope_is_graph_where_it_captured_else_host() -> None:
+    """One rule for the label and the reward: a row whose launcher the graph cannot capture
+    is read in host wall time (stop 42: 4 of 25 reward checks had no speedup without it)."""
+    assert stats.label_scope({"graph": True, "host": True}) == "graph"
+    assert stats.label_scope({"graph": False, "host": True}) == "host"
+    assert stats.label_scope({"host": True}) == "host"
+    assert stats.label_scope({"graph": False, "host": False}) is None
