@@ -5,8 +5,9 @@ Every row gets its census (``exec_status``, ``exec_reason``, ``exec_import_tier`
 result of their label run (``first_runs``: the first executed session, else the latest;
 every session lives in ``derived.commit_exec_runs``): ``exec_status`` becomes the run's
 status (``executed`` when every shape matched the oracle), ``executed``, ``equivalent``,
-``measured_kernel_speedup`` (CUDA-graph replay, geometric mean over the named and the
-held-out random shapes) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
+``measured_kernel_speedup`` (CUDA-graph replay over the spec's named shapes; the random
+held-out shape, drawn anew by every run, is checked but not pooled: ``stats.LABEL_ROLES``,
+version ``exec_label_version``) with ``_ci_lo``/``_ci_hi``, ``measured_host_speedup`` (host-
 inclusive per call) with its CI, ``measured_*_significant`` (the CI clears the 5% effect
 floor of ``device.stats.significant``), ``exec_toolchain`` (GPU, driver, CUDA, torch, Triton,
 harness version). A speedup is evidence only where ``equivalent`` is true; elsewhere it is
@@ -37,6 +38,7 @@ EXEC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "measured_kernel_significant": pl.Boolean,
     "measured_host_significant": pl.Boolean,
     "exec_toolchain": pl.String,
+    "exec_label_version": pl.String,
 }
 
 
@@ -137,6 +139,7 @@ def attach_execution(rows: pl.DataFrame, runs: pl.DataFrame | None = None) -> pl
         pl.when(ok).then(pl.col("graph_significant")).alias("measured_kernel_significant"),
         pl.when(ok).then(pl.col("host_significant")).alias("measured_host_significant"),
         _toolchain().alias("exec_toolchain"),
+        pl.when(ok).then(pl.col("label_version")).alias("exec_label_version"),
     )
     drop = [c for c in EXEC_COLUMNS if c in rows.columns]
     out = (

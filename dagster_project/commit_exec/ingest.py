@@ -57,6 +57,7 @@ RUN_SCHEMA: dict[str, Any] = {
     "harness_version": pl.String,
     "judge_version": pl.String,
     "seconds": pl.Float64,
+    "label_version": pl.String,  # stats.LABEL_VERSION: the rule the row's speedups follow
 }
 
 SHAPE_SCHEMA: dict[str, Any] = {
@@ -199,13 +200,14 @@ def run_record(batch: str, res: dict[str, Any], shared_check: bool = False) -> d
         "error": error,
         "equivalent": equivalent,
         "judge_version": JUDGE_VERSION,
+        "label_version": stats.LABEL_VERSION,
         "shapes_checked": len([s for s in shapes if s["role"] != "control_aa"]),
         **{k: chain.get(k) for k in ("gpu", "driver", "cuda", "torch", "triton")},
         "harness_version": res.get("harness_version"),
         "seconds": res.get("seconds"),
     }
     for scope in SCOPES:
-        sp, lo, hi = _row_speedup(shapes, scope, ("named", "random"))
+        sp, lo, hi = _row_speedup(shapes, scope, stats.LABEL_ROLES)
         row.update({f"{scope}_speedup": sp, f"{scope}_ci_lo": lo, f"{scope}_ci_hi": hi})
         row[f"{scope}_significant"] = None if lo is None else stats.significant(lo, hi)
     row["heldout_graph_speedup"] = _row_speedup(shapes, "graph", ("random",))[0]
@@ -266,14 +268,52 @@ def _current_significance(runs: pl.DataFrame) -> pl.DataFrame:
     return runs.with_columns(**out)
 
 
-def shipped(dest: Path = DATA_DIR) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Every shipped batch, concatenated (empty frames with the schemas when none)."""
-    runs = [_current_significance(pl.read_parquet(p)) for p in sorted(dest.glob("*.runs.parquet"))]
-    shapes = [pl.read_parquet(p) for p in sorted(dest.glob("*.shapes.parquet"))]
-    return (
-        pl.concat(runs, how="diagonal_relaxed") if runs else pl.DataFrame(schema=RUN_SCHEMA),
-        pl.concat(shapes, how="diagonal_relaxed") if shapes else pl.DataFrame(schema=SHAPE_SCHEMA),
+def _current_speedups(runs: pl.DataFrame, shapes: pl.DataFrame) -> pl.DataFrame:
+    """A batch's row speedups and intervals re-read from its per-shape samples by today's
+    label rule (``stats.LABEL_ROLES``, ``stats.scope_interval``): a shipped batch never
+    carries an older rule's pooling. Recomputing the pooled rule this way reproduces every
+    stored figure of s01-s08 exactly (194 row-scopes, stop 42), so the stored samples are
+    the whole evidence. A row-scope without samples of those roles has no speedup."""
+    timed = shapes.filter(
+        pl.col("samples_before").is_not_null() & pl.col("role").is_in(list(stats.LABEL_ROLES))
     )
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in timed.iter_rows(named=True):
+        t: dict[str, Any] = {
+            "samples_before": r["samples_before"],
+            "samples_after": r["samples_after"],
+        }
+        if r["block_size"] is not None:
+            t["block_size"] = r["block_size"]
+        groups.setdefault((r["batch"], r["id"], r["scope"]), []).append(t)
+    cols: dict[str, list[Any]] = {
+        f"{s}_{k}": [] for s in SCOPES for k in ("speedup", "ci_lo", "ci_hi")
+    }
+    for batch, rid in runs.select("batch", "id").iter_rows():
+        for scope in SCOPES:
+            ts = groups.get((batch, rid, scope))
+            sp, lo, hi = stats.scope_interval(ts, seed=len(ts)) if ts else (None, None, None)
+            cols[f"{scope}_speedup"].append(sp)
+            cols[f"{scope}_ci_lo"].append(lo)
+            cols[f"{scope}_ci_hi"].append(hi)
+    return runs.with_columns(
+        [pl.Series(k, v, dtype=pl.Float64) for k, v in cols.items()]
+        + [pl.lit(stats.LABEL_VERSION).alias("label_version")]
+    )
+
+
+def shipped(dest: Path = DATA_DIR) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every shipped batch, concatenated (empty frames with the schemas when none); row
+    figures under today's label rule (``_current_speedups``) and significance floor."""
+    shapes = [pl.read_parquet(p) for p in sorted(dest.glob("*.shapes.parquet"))]
+    if not shapes:
+        return pl.DataFrame(schema=RUN_SCHEMA), pl.DataFrame(schema=SHAPE_SCHEMA)
+    all_shapes = pl.concat(shapes, how="diagonal_relaxed")
+    runs = [
+        _current_significance(_current_speedups(pl.read_parquet(p), all_shapes))
+        for p in sorted(dest.glob("*.runs.parquet"))
+    ]
+    return pl.concat(runs, how="diagonal_relaxed"), all_shapes
 
 
 def main(argv: list[str]) -> int:

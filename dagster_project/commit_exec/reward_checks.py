@@ -50,11 +50,13 @@ COLUMNS = (
     "interval",
     "side_by_side",
     "scope",
+    "reward_version",
 )
 #: The reward's values the test asserts (``rewards.commit_reward``; repeated here so reading
 #: the shipped checks needs no sandbox import).
 NO_GAIN_REWARD = 0.1
 ERROR_REWARD = -0.5
+REWARD_VERSION = "2"
 
 
 class RewardCheckError(ValueError):
@@ -82,6 +84,9 @@ def _csv_row(batch: str, rec: dict[str, Any], note: str, side_by_side: int) -> d
         # the scope the reward read its speedup in (stats.label_scope); until stop 42 the
         # reward read graph replay only, so a row its graph could not capture had none
         "scope": rec.get("scope") or "",
+        # the reward the line tested (rewards.commit_reward.REWARD_VERSION); lines before
+        # stop 42 carried none and were reward 1
+        "reward_version": str(rec.get("reward_version") or "1"),
     }
 
 
@@ -169,16 +174,34 @@ def summary(
         by_batch.setdefault(c["batch"], []).append(c)
     batches = [_batch_line(b, rs, labels) for b, rs in by_batch.items()]
     significant = sorted(i for i, (_, sig) in labels.items() if sig)
-    alone = {c["id"]: c for c in rows if int(c.get("side_by_side") or 1) == 1}  # latest wins
+    # the acceptance counts checks of today's reward only, run one row at a time, the
+    # latest per row; an earlier reward's checks are reported beside it, per version
+    per_version: dict[str, dict[str, Any]] = {}
+    for c in rows:
+        if int(c.get("side_by_side") or 1) == 1:
+            per_version.setdefault(c.get("reward_version") or "1", {})[c["id"]] = c
+    alone = per_version.get(REWARD_VERSION, {})
     tested = [i for i in significant if i in alone]
     agree = [i for i in tested if _consistent(alone[i], labels[i][0])]
+    earlier = {
+        v: {
+            "tested": len([i for i in significant if i in got]),
+            "consistent": len(
+                [i for i in significant if i in got and _consistent(got[i], labels[i][0])]
+            ),
+        }
+        for v, got in sorted(per_version.items())
+        if v != REWARD_VERSION
+    }
     return {
         "batches": batches,
+        "reward_version": REWARD_VERSION,
         "significant_rows": len(significant),
         "tested_alone": len(tested),
         "consistent_alone": len(agree),
         "untested": [i for i in significant if i not in alone],
         "inconsistent": [i for i in tested if i not in agree],
+        "earlier_rewards": earlier,
         "checks": len(rows),
         "unchanged_no_gain": sum(
             float(c["unchanged_reward"]) <= NO_GAIN_REWARD + 1e-9 for c in rows
@@ -202,10 +225,12 @@ def main(argv: list[str]) -> int:
     for b in s["batches"]:
         print(b)
     print(
-        f"significant rows {s['significant_rows']}, tested one at a time {s['tested_alone']}, "
-        f"consistent {s['consistent_alone']}; untested {s['untested']}; "
-        f"inconsistent {s['inconsistent']}"
+        f"reward {s['reward_version']}: significant rows {s['significant_rows']}, tested one "
+        f"at a time {s['tested_alone']}, consistent {s['consistent_alone']}; "
+        f"untested {len(s['untested'])}; inconsistent {s['inconsistent']}"
     )
+    for v, e in s["earlier_rewards"].items():
+        print(f"reward {v} (superseded): tested {e['tested']}, consistent {e['consistent']}")
     return 0
 
 

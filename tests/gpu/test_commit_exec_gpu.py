@@ -100,6 +100,7 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
             "error": str(res.detail.get("error") or res.detail.get("stderr") or "")[:300],
             "shapes": _shapes(res),
             "siblings": sorted(sib or ()),
+            "reward_version": R.REWARD_VERSION,
             "oracle_reward": oracle,
             "oracle_edit_reward": edit_reward,
             "unchanged_reward": same,

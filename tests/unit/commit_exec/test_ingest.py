@@ -12,6 +12,7 @@ import pytest
 
 from dagster_project.commit_exec import ingest
 from dagster_project.commit_exec.columns import attach_execution
+from dagster_project.commit_exec.device import stats
 from dagster_project.commit_exec.tables import metadata
 from sql import load_sql
 
@@ -212,25 +213,42 @@ def test_shared_check_oom_is_a_harness_error_not_a_verdict() -> None:
     assert alone["status"].to_list() == ["run_error", "run_error"]
 
 
-def test_shipped_significance_follows_todays_floor(tmp_path: Path) -> None:
-    """A batch written under the 2% floor (a 1.03x CI flagged significant) reads back
-    re-decided by today's rule; a CI far from 1 and a missing CI keep their meaning."""
+def test_shipped_figures_follow_todays_rule(tmp_path: Path) -> None:
+    """A batch whose stored row figures follow an older rule (a 1.03x CI flagged
+    significant under the 2% floor, pooled shapes) reads back re-derived from its per-shape
+    samples by today's label rule and floor."""
     from dagster_project.commit_exec.device.stats import significant
 
     runs, shapes = ingest.frames("s09", _lines())
+    fresh = runs
     runs = runs.with_columns(
+        graph_speedup=pl.Series([1.035, None]),
         graph_ci_lo=pl.Series([1.03, None]),
         graph_ci_hi=pl.Series([1.04, None]),
         graph_significant=pl.Series([True, None]),
-        host_ci_lo=pl.Series([1.9, None]),
-        host_ci_hi=pl.Series([2.1, None]),
     )
     runs.write_parquet(tmp_path / "s09.runs.parquet")
     shapes.write_parquet(tmp_path / "s09.shapes.parquet")
     got, _ = ingest.shipped(tmp_path)
-    assert got["graph_significant"].to_list() == [significant(1.03, 1.04), None]
-    assert got["graph_significant"][0] is False
-    assert got["host_significant"].to_list() == [True, None]
+    for col in ("graph_speedup", "graph_ci_lo", "graph_ci_hi", "host_speedup"):
+        assert got[col].to_list() == fresh[col].to_list(), col
+    pairs = zip(got["graph_ci_lo"], got["graph_ci_hi"], strict=True)
+    assert got["graph_significant"].to_list() == [significant(lo, hi) for lo, hi in pairs]
+    assert got["graph_significant"][0] is True  # 2x on samples, whatever was stored
+    assert got["label_version"].to_list() == [stats.LABEL_VERSION] * 2
+
+
+def test_the_random_shape_is_not_pooled_into_the_label(tmp_path: Path) -> None:
+    """stats.LABEL_ROLES: a row's speedup is read over its named shapes; the random
+    held-out shape keeps its own figure (pooled, it moved labels with every draw)."""
+    shapes = [_shape("named", 20.0, 10.0) for _ in range(4)] + [_shape("random", 10.0, 20.0)]
+    results = tmp_path / "results.jsonl"
+    results.write_text(_line("r1", "a" * 40, shapes) + "\n")
+    ingest.write_batch("s01", results, tmp_path)
+    r1 = ingest.shipped(tmp_path)[0].row(0, named=True)
+    assert r1["graph_speedup"] == pytest.approx(2.0, rel=1e-6)  # pooled it was 2^(3/5)
+    assert r1["heldout_graph_speedup"] == pytest.approx(0.5, rel=1e-6)
+    assert r1["label_version"] == stats.LABEL_VERSION
 
 
 def _blocked_timing(before: float, after: float, shifts: list[float]) -> dict:

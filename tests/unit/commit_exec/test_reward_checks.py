@@ -83,8 +83,15 @@ def test_summary_counts_direction_only_for_significant_labels_and_alone_checks()
             ("s02-h100-check", "checkonly", 3.0, True),  # warm-up checks are not labels
         ]
     )
-    row = {"reward_speedup": "1.2", "unchanged_reward": "0.1", "broken_reward": "-0.5"}
+    row = {
+        "reward_speedup": "1.2",
+        "unchanged_reward": "0.1",
+        "broken_reward": "-0.5",
+        "reward_version": rc.REWARD_VERSION,
+    }
+    old = {**row, "reward_version": "0"}  # an earlier reward's check: reported, not counted
     checks = [
+        {**old, "batch": "a0", "id": "shared", "oracle_edit_reward": "0.5", "side_by_side": "1"},
         {**row, "batch": "b1", "id": "up", "oracle_edit_reward": "0.4", "side_by_side": "1"},
         {**row, "batch": "b1", "id": "down", "oracle_edit_reward": "0.3", "side_by_side": "1"},
         {**row, "batch": "b1", "id": "flat", "oracle_edit_reward": "0.1", "side_by_side": "1"},
@@ -95,8 +102,9 @@ def test_summary_counts_direction_only_for_significant_labels_and_alone_checks()
     assert s["tested_alone"] == 2 and s["consistent_alone"] == 1
     assert s["inconsistent"] == ["down"]  # a slowdown must earn less than no gain
     assert s["untested"] == ["shared"]  # tested only while sharing the card
-    assert s["unchanged_no_gain"] == 4 and s["broken_error"] == 4
-    assert {b["batch"]: b["side_by_side"] for b in s["batches"]} == {"b1": 1, "b0": 2}
+    assert s["unchanged_no_gain"] == 5 and s["broken_error"] == 5
+    assert s["earlier_rewards"] == {"0": {"tested": 1, "consistent": 1}}
+    assert {b["batch"]: b["side_by_side"] for b in s["batches"]} == {"a0": 1, "b1": 1, "b0": 2}
 
 
 def test_the_shipped_record_reads_and_names_every_batch() -> None:
@@ -113,3 +121,4 @@ def test_the_record_reads_the_rewards_own_values() -> None:
 
     assert rc.NO_GAIN_REWARD == commit_reward.CORRECT_REWARD
     assert rc.ERROR_REWARD == commit_reward.ERROR_REWARD
+    assert rc.REWARD_VERSION == commit_reward.REWARD_VERSION
