@@ -174,11 +174,14 @@ def reward_consistency(runs: pl.DataFrame, checks_csv: Path) -> None:
             f"{float('nan') if med is None else med:.3f}"
         )
     print(
-        f"reward test, one row at a time: {s['consistent_alone']} of {s['tested_alone']} tested "
+        f"reward {s['reward_version']} test, one row at a time: {s['consistent_alone']} of "
+        f"{s['tested_alone']} tested "
         f"of the {s['significant_rows']} significant rows consistent (target 95 % of all "
         f"{s['significant_rows']}); unchanged no gain {s['unchanged_no_gain']}/{s['checks']}, "
         f"broken = error {s['broken_error']}/{s['checks']}"
     )
+    for v, e in s["earlier_rewards"].items():
+        print(f"   superseded reward {v}: {e['consistent']} of {e['tested']} tested consistent")
     for i in s["inconsistent"]:
         print(f"   inconsistent: {i}")
     if s["untested"]:
