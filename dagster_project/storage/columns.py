@@ -60,15 +60,20 @@ COLUMNS: dict[str, dict[str, str]] = {
         "exec_census_version": "version of the execution census rules",
         "executed": "a shipped batch ran the row (status executed)",
         "equivalent": "before and after matched the oracle on every shape",
-        "measured_kernel_speedup": "measured speedup, CUDA-graph replay (equivalent rows)",
+        "measured_kernel_speedup": (
+            "measured speedup over the named shapes, CUDA-graph replay (equivalent rows)"
+        ),
         "measured_kernel_speedup_ci_lo": "lower bound of measured_kernel_speedup's CI",
         "measured_kernel_speedup_ci_hi": "upper bound of measured_kernel_speedup's CI",
         "measured_host_speedup": "measured speedup per call, host time included",
         "measured_host_speedup_ci_lo": "lower bound of measured_host_speedup's CI",
         "measured_host_speedup_ci_hi": "upper bound of measured_host_speedup's CI",
-        "measured_kernel_significant": "measured_kernel_speedup's CI clears the 2% effect floor",
-        "measured_host_significant": "measured_host_speedup's CI clears the 2% effect floor",
+        "measured_kernel_significant": "measured_kernel_speedup's CI clears the 5% effect floor",
+        "measured_host_significant": "measured_host_speedup's CI clears the 5% effect floor",
         "exec_toolchain": "GPU, driver, CUDA, torch, Triton and harness version of the run",
+        "exec_label_version": (
+            "version of the rule the measured speedups follow (2: named shapes only)"
+        ),
     },
     # Issue 41: kernel_commits one commit (PR) per row (mining/commits/pr_tasks.py).
     "datasets.pr_tasks": {
@@ -259,7 +264,7 @@ COLUMNS: dict[str, dict[str, str]] = {
         "measured": "measured speedup in that scope",
         "measured_ci_lo": "lower bound of its 95% CI",
         "measured_ci_hi": "upper bound of its 95% CI",
-        "significant": "the CI clears the 2% effect floor",
+        "significant": "the CI clears the 5% effect floor",
         "hardware": "whether the claim targets the GPU it ran on (census)",
         "exec_toolchain": "GPU, driver, CUDA, torch, Triton and harness version of the run",
         "reproduces": "measured within 2x of claim_value (null: nothing to compare)",
