@@ -221,7 +221,7 @@ def test_shipped_figures_follow_todays_rule(tmp_path: Path) -> None:
 
     runs, shapes = ingest.frames("s09", _lines())
     fresh = runs
-    runs = runs.with_columns(
+    runs = runs.drop("label_version").with_columns(  # stored before label rule 2
         graph_speedup=pl.Series([1.035, None]),
         graph_ci_lo=pl.Series([1.03, None]),
         graph_ci_hi=pl.Series([1.04, None]),
@@ -274,3 +274,39 @@ def test_harness6_blocks_give_the_row_interval_and_ship_their_block_size(tmp_pat
     assert 1.9 < row["graph_speedup"] < 2.1 and row["graph_significant"]
     assert row["control_graph_ci_lo"] <= 1.0 <= row["control_graph_ci_hi"]
     assert set(table.drop_nulls("scope")["block_size"].to_list()) == {4}
+
+
+def test_relabel_stores_todays_rule_once_and_keeps_the_samples(tmp_path: Path) -> None:
+    """A batch stored under label rule 1 (pooled figures, no label_version) is rewritten
+    by ``relabel`` with the figures ``shipped`` would derive; the shapes file is untouched
+    and a second pass rewrites nothing."""
+    shapes = [_shape("named", 20.0, 10.0) for _ in range(4)] + [_shape("random", 10.0, 20.0)]
+    results = tmp_path / "results.jsonl"
+    results.write_text(_line("r1", "a" * 40, shapes) + "\n")
+    runs_p, shapes_p = ingest.write_batch("s01", results, tmp_path)
+    old = pl.read_parquet(runs_p).drop("label_version").with_columns(graph_speedup=pl.lit(1.5))
+    old.write_parquet(runs_p)
+    derived, _ = ingest.shipped(tmp_path)
+    evidence = shapes_p.read_bytes()
+    assert ingest.relabel(tmp_path) == [runs_p]
+    stored = pl.read_parquet(runs_p)
+    assert stored["graph_speedup"][0] == pytest.approx(2.0, rel=1e-6)
+    assert stored["graph_speedup"][0] == derived["graph_speedup"][0]
+    assert stored["label_version"][0] == stats.LABEL_VERSION
+    assert shapes_p.read_bytes() == evidence
+    assert ingest.relabel(tmp_path) == []
+
+
+def test_shipped_block_batches_store_todays_label_figures() -> None:
+    """The harness-6 batches in the package carry the figures today's rule derives from
+    their samples (harness <= 5 ones too, by the same code; they take ~15 s to re-derive,
+    so the fast ones stand for them here)."""
+    for runs_p in sorted(ingest.DATA_DIR.glob("*.runs.parquet")):
+        runs = pl.read_parquet(runs_p)
+        assert (runs["label_version"] == stats.LABEL_VERSION).all(), runs_p.name
+        shapes = pl.read_parquet(runs_p.with_name(runs_p.name.replace(".runs.", ".shapes.")))
+        if "block_size" not in shapes.columns or shapes["block_size"].is_null().all():
+            continue
+        again = ingest._current_speedups(runs, shapes)
+        cols = [f"{s}_{k}" for s in ingest.SCOPES for k in ("speedup", "ci_lo", "ci_hi")]
+        assert again.select(cols).equals(runs.select(cols)), runs_p.name
