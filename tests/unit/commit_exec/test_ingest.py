@@ -309,4 +309,8 @@ def test_shipped_block_batches_store_todays_label_figures() -> None:
             continue
         again = ingest._current_speedups(runs, shapes)
         cols = [f"{s}_{k}" for s in ingest.SCOPES for k in ("speedup", "ci_lo", "ci_hi")]
-        assert again.select(cols).equals(runs.select(cols)), runs_p.name
+        for col in cols:  # equal up to float rounding (Python versions' statistics differ)
+            got, want = again[col].to_list(), runs[col].to_list()
+            assert [x is None for x in got] == [x is None for x in want], (runs_p.name, col)
+            pairs = [(g, w) for g, w in zip(got, want, strict=True) if g is not None]
+            assert all(g == pytest.approx(w, rel=1e-9) for g, w in pairs), (runs_p.name, col)
