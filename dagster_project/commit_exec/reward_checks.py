@@ -4,8 +4,8 @@ On the device, ``tests/gpu/test_commit_exec_gpu.py`` runs each named executed ro
 edit (the commit itself as SEARCH/REPLACE), its unchanged ``before_code`` and a broken edit
 through ``rewards.commit_reward`` and writes one JSON line per row. ``append`` turns such a
 file into rows of ``data/reward_checks.csv`` (one batch per device session); ``summary``
-compares every checked row with the row's own label, the latest timed run of the shipped
-execution batches:
+compares every checked row with the row's published label, its first timed run of the
+shipped execution batches (``columns.first_runs``):
 
 * a label whose CI clears the effect floor asks for direction: a significant gain must earn
   the oracle edit more than the unchanged code's no-gain reward, a significant slowdown less;
@@ -118,16 +118,20 @@ def append(
 
 
 def _labels(runs: pl.DataFrame) -> dict[str, tuple[float, bool]]:
-    """Each row's label: its latest timed run's graph-replay speedup and significance
-    (host-inclusive where the graph captured nothing)."""
+    """Each row's label, the one ``datasets.kernel_commits`` publishes: its label run
+    (``columns.first_runs``: the first executed and timed session; later ones re-measure,
+    they do not relabel) read in the label's scope (``stats.label_scope``). Until stop 42
+    this read the latest timed run, which differed for the 7 significant rows timed twice."""
+    from .columns import first_runs
+
     timed = runs.filter(
         (pl.col("status") == "executed")
         & pl.col("equivalent")
         & ~pl.col("batch").str.ends_with("-check")
         & (pl.col("graph_speedup").is_not_null() | pl.col("host_speedup").is_not_null())
-    ).sort("batch")
+    )
     out: dict[str, tuple[float, bool]] = {}
-    for r in timed.iter_rows(named=True):
+    for r in first_runs(timed).iter_rows(named=True):
         scope = stats.label_scope({s: r[f"{s}_speedup"] is not None for s in stats.SCOPES})
         out[r["id"]] = (float(r[f"{scope}_speedup"]), bool(r[f"{scope}_significant"]))
     return out

@@ -1,5 +1,5 @@
 """The shipped GPU reward test (``commit_exec.reward_checks``): appending a device session's
-lines, and the direction rule against each row's own latest label."""
+lines, and the direction rule against each row's published label (its first timed run)."""
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ def test_a_malformed_file_leaves_the_record_intact(tmp_path: Path) -> None:
 def test_summary_counts_direction_only_for_significant_labels_and_alone_checks() -> None:
     runs = _runs(
         [
-            ("s01-h100", "up", 0.9, True),  # an older label, superseded by s02's
-            ("s02-h100", "up", 1.5, True),
+            ("s01-h100", "up", 1.5, True),  # the label run: the first timed session
+            ("s02-h100", "up", 0.9, True),  # a re-measure, not a relabel
             ("s02-h100", "down", 0.8, True),
             ("s02-h100", "flat", 1.01, False),
             ("s02-h100", "shared", 2.0, True),
