@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from .sandbox import write_sibling_sides
 from .specs import spec_for
 
 
@@ -78,34 +79,44 @@ def write_siblings(
     """
     written: dict[str, list[str]] = {}
     for side, rev in (("before", f"{sha}^"), ("after", sha)):
-        root = folder / f"{side}_siblings"
-        shutil.rmtree(root, ignore_errors=True)
-        written[side] = []
-        for rel in siblings:
-            try:
-                text = git_file(git_dir, rev, rel)
-            except subprocess.CalledProcessError:
-                continue
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text)
-            written[side].append(rel)
+        shutil.rmtree(folder / f"{side}_siblings", ignore_errors=True)
+        texts = _texts_at(git_dir, rev, siblings)
+        write_sibling_sides(folder, path, texts, (side,))
+        written[side] = list(texts)
+    # every path the spec names, written at either side or not
     (folder / "siblings.json").write_text(json.dumps({"path": path, "siblings": list(siblings)}))
     return written
+
+
+def _texts_at(git_dir: Path, rev: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """Each path's text at ``rev``; a path absent there is left out."""
+    out: dict[str, str] = {}
+    for rel in paths:
+        try:
+            out[rel] = git_file(git_dir, rev, rel)
+        except subprocess.CalledProcessError:
+            continue
+    return out
 
 
 def sibling_texts(repos: Path, repo: str, sha: str, path: str) -> dict[str, str]:
     """The row's spec siblings as they were at ``sha^`` (the task's tree), read from the
     clone ``repos/<repo>.git``: what the execution reward gives both sides
     (``sandbox.run_candidate(siblings=...)``). Empty for a row whose spec names none; a
-    path absent at ``sha^`` is left out (the loader stubs it, as in the label's run)."""
+    path absent at ``sha^`` is left out (the loader stubs it, as in the label's run). A row
+    that needs siblings without its clone is an error naming the clone: run on stubs, it
+    would only score ``run_error``, which reads like the candidate's fault."""
     spec = spec_for(repo, sha, path)
-    out: dict[str, str] = {}
-    for rel in spec.siblings_for(sha) if spec is not None else ():
-        try:
-            out[rel] = git_file(repos / f"{repo}.git", f"{sha}^", rel)
-        except subprocess.CalledProcessError:
-            continue
-    return out
+    paths = spec.siblings_for(sha) if spec is not None else ()
+    if not paths:
+        return {}
+    git_dir = repos / f"{repo}.git"
+    if not git_dir.exists():
+        raise FileNotFoundError(
+            f"row {repo}@{sha[:12]} {path} imports sibling modules, read from the clone "
+            f"{git_dir}, which does not exist (pass repos= the folder of <repo>.git clones)"
+        )
+    return _texts_at(git_dir, f"{sha}^", tuple(paths))
 
 
 def _round_robin(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

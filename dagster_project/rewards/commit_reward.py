@@ -103,7 +103,8 @@ def execution_reward_fn(
     timing; other columns and trainer arguments are ignored). ``repos`` is the folder of
     ``<repo>.git`` clones the rows' sibling modules are read from (default: the lake's,
     ``KERNELHOUSE_HOME/repos``; bind another with ``functools.partial``); a row whose spec
-    imports siblings runs only with them."""
+    imports siblings runs only with them, and without its clone raises FileNotFoundError
+    naming it."""
     from dagster_project.commit_exec.materialise import sibling_texts
     from dagster_project.rewards.trl import completion_text
 
@@ -115,7 +116,7 @@ def execution_reward_fn(
         execution_reward(
             completion_text(c),
             {"id": i, "repo": r, "sha": s, "path": p, "before_code": b},
-            siblings=sibling_texts(repos, r, s, p) if repos.is_dir() else None,
+            siblings=sibling_texts(repos, r, s, p),
         )
         for c, b, i, r, s, p in zip(completions, before_code, id, repo, sha, path, strict=True)
     ]

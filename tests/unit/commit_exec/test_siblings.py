@@ -196,3 +196,21 @@ def test_sandbox_layout_refuses_a_path_out_of_its_folder(tmp_path: Path) -> None
         else:
             raise AssertionError(f"{rel} was written")
     assert not (tmp_path.parent / "escape.py").exists()
+
+
+def test_reward_siblings_without_their_clone_name_it(tmp_path: Path) -> None:
+    """``sibling_texts`` for a row whose spec imports siblings: no clone is a clear error
+    naming it (stubs would only score run_error); a row without siblings needs none."""
+    from dagster_project.commit_exec.materialise import sibling_texts
+    from dagster_project.commit_exec.specs import SPECS
+
+    spec = next(s for s in SPECS if s.siblings)
+    repo_name, sha, path = spec.rows[0]
+    full = sha + "0" * (40 - len(sha))
+    try:
+        sibling_texts(tmp_path, repo_name, full, path)
+    except FileNotFoundError as exc:
+        assert f"{repo_name}.git" in str(exc) and "repos=" in str(exc)
+    else:
+        raise AssertionError("a missing clone passed silently")
+    assert sibling_texts(tmp_path, "vllm", "f" * 40, "vllm/not/a/kernel.py") == {}
