@@ -12,6 +12,11 @@ shipped execution batches (``columns.first_runs``):
 * a label that is not significant asks nothing of the direction;
 * the unchanged code must earn no gain and the broken edit the error reward, on every row.
 
+The acceptance counts checks of today's reward (``REWARD_VERSION``), and a check of an
+earlier reward in ``SAME_WITHOUT_SIBLING_EDITS`` where the row's oracle edit changes no sibling
+module (``sibling_edits`` 0, recorded by the device test from stop 43 on; filled for stop
+43's reward-2 batch from the materialised trees, ``before_siblings`` vs ``after_siblings``).
+
 Why a CSV beside the Parquet batches: a handful of rows per session, read by the card and a
 report script; a reviewer can diff it. ``side_by_side`` records how many rows shared the card
 while it was timed: sessions s06 and s07 timed two rows at once (pytest's ``-n 2`` from the
@@ -51,12 +56,18 @@ COLUMNS = (
     "side_by_side",
     "scope",
     "reward_version",
+    "sibling_edits",
 )
 #: The reward's values the test asserts (``rewards.commit_reward``; repeated here so reading
 #: the shipped checks needs no sandbox import).
 NO_GAIN_REWARD = 0.1
 ERROR_REWARD = -0.5
-REWARD_VERSION = "2"
+REWARD_VERSION = "3"
+#: An earlier reward whose check of a row stands for today's where the row's oracle edit
+#: changes no sibling module (``sibling_edits`` 0): reward 3 differs from reward 2 only in
+#: letting a completion edit the siblings, so for such a row the sandbox receives the very
+#: same files under both. A row whose oracle edits a sibling needs a reward-3 check.
+SAME_WITHOUT_SIBLING_EDITS = ("2",)
 
 
 class RewardCheckError(ValueError):
@@ -87,6 +98,9 @@ def _csv_row(batch: str, rec: dict[str, Any], note: str, side_by_side: int) -> d
         # the reward the line tested (rewards.commit_reward.REWARD_VERSION); lines before
         # stop 42 carried none and were reward 1
         "reward_version": str(rec.get("reward_version") or "1"),
+        # how many sibling modules the oracle edit changes (the commit changed them too);
+        # "" where the line did not say (before stop 43)
+        "sibling_edits": "" if rec.get("sibling_edits") is None else len(rec["sibling_edits"]),
     }
 
 
@@ -184,7 +198,11 @@ def summary(
     for c in rows:
         if int(c.get("side_by_side") or 1) == 1:
             per_version.setdefault(c.get("reward_version") or "1", {})[c["id"]] = c
-    alone = per_version.get(REWARD_VERSION, {})
+    alone = dict(per_version.get(REWARD_VERSION, {}))
+    for v in SAME_WITHOUT_SIBLING_EDITS:
+        for i, c in per_version.get(v, {}).items():
+            if i not in alone and str(c.get("sibling_edits")) == "0":
+                alone[i] = c
     tested = [i for i in significant if i in alone]
     agree = [i for i in tested if _consistent(alone[i], labels[i][0])]
     earlier = {
@@ -197,11 +215,14 @@ def summary(
         for v, got in sorted(per_version.items())
         if v != REWARD_VERSION
     }
+    carried = sum(1 for i in tested if alone[i].get("reward_version") != REWARD_VERSION)
     return {
         "batches": batches,
         "reward_version": REWARD_VERSION,
         "significant_rows": len(significant),
         "tested_alone": len(tested),
+        # of those, checks of an earlier reward that stand for today's (no sibling edit)
+        "carried_over": carried,
         "consistent_alone": len(agree),
         "untested": [i for i in significant if i not in alone],
         "inconsistent": [i for i in tested if i not in agree],
@@ -230,7 +251,8 @@ def main(argv: list[str]) -> int:
         print(b)
     print(
         f"reward {s['reward_version']}: significant rows {s['significant_rows']}, tested one "
-        f"at a time {s['tested_alone']}, consistent {s['consistent_alone']}; "
+        f"at a time {s['tested_alone']} ({s['carried_over']} by an earlier reward's check "
+        f"of a row with no sibling edit), consistent {s['consistent_alone']}; "
         f"untested {len(s['untested'])}; inconsistent {s['inconsistent']}"
     )
     for v, e in s["earlier_rewards"].items():

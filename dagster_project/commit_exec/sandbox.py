@@ -55,21 +55,21 @@ def run_candidate(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str = sys.executable,
     siblings: Mapping[str, str] | None = None,
+    candidate_siblings: Mapping[str, str] | None = None,
 ) -> CandidateResult:
     """Check and time ``candidate_code`` against ``before_code`` through the row's harness
     (``row``: ``id``, ``repo``, ``sha``, ``path``) in a separate process.
 
     ``siblings``: the texts of the modules the row's spec imports as real files
     (``Spec.siblings_for``; repo path -> text at ``sha^``, ``materialise.sibling_texts``).
-    Both sides import the same ones, the task's world at ``sha^``: a candidate edits one
-    file of that tree. Without them those modules are stubs, which a row that calls into
-    them cannot run on (stop 42: the 4 such rows of 25 all ended ``run_error``)."""
+    ``before`` imports them as they are, the task's world at ``sha^``; the candidate imports
+    ``candidate_siblings`` when given (the same paths as the completion edited them,
+    ``commit_reward.patched_files``), else the same ones. Without them those modules are
+    stubs, which a row that calls into them cannot run on (stop 42: the 4 such rows of 25
+    all ended ``run_error``)."""
     with tempfile.TemporaryDirectory(prefix="commit_exec_cand_") as tmp:
         folder = Path(tmp)
-        (folder / "before.py").write_text(before_code)
-        (folder / "candidate.py").write_text(candidate_code)
-        if siblings:
-            write_sibling_sides(folder, row["path"], siblings, ("before", "candidate"))
+        write_task(folder, row["path"], before_code, candidate_code, siblings, candidate_siblings)
         job = {
             **{k: row[k] for k in ("id", "repo", "sha", "path")},
             "before": str(folder / "before.py"),
@@ -119,6 +119,29 @@ def run_candidate(
         significant=bool(data.get("significant", False)),
         detail=data,
     )
+
+
+def write_task(
+    folder: Path,
+    path: str,
+    before_code: str,
+    candidate_code: str,
+    siblings: Mapping[str, str] | None = None,
+    candidate_siblings: Mapping[str, str] | None = None,
+) -> None:
+    """The two sides as the harness loads them: ``before.py`` with ``siblings`` and
+    ``candidate.py`` with ``candidate_siblings`` (default: the same), each side's siblings
+    in its own tree (``write_sibling_sides``). Both trees hold the same paths: a completion
+    edits the task's files, it does not add or drop one."""
+    cand = siblings if candidate_siblings is None else candidate_siblings
+    if set(cand or ()) != set(siblings or ()):
+        raise ValueError("candidate_siblings must name the same paths as siblings")
+    (folder / "before.py").write_text(before_code)
+    (folder / "candidate.py").write_text(candidate_code)
+    if not siblings or not cand:
+        return
+    write_sibling_sides(folder, path, siblings, ("before",))
+    write_sibling_sides(folder, path, cand, ("candidate",))
 
 
 def write_sibling_sides(

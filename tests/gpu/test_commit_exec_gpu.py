@@ -23,7 +23,6 @@ if not torch.cuda.is_available():
 
 from dagster_project.commit_exec.sandbox import run_candidate  # noqa: E402
 from dagster_project.rewards import commit_reward as R  # noqa: E402
-from dagster_project.rewards.patch import oracle_edit  # noqa: E402
 
 WORK = Path(__file__).resolve().parents[2] / ".commit_exec_work"
 
@@ -38,10 +37,11 @@ def _rows() -> list[dict]:
     return rows
 
 
-def _siblings(row: dict) -> dict[str, str] | None:
-    """The row's sibling modules at ``sha^`` as the materialiser wrote them: the task's tree,
-    which the reward gives both sides (``sandbox.run_candidate(siblings=...)``)."""
-    root = WORK / row["id"] / "before_siblings"
+def _siblings(row: dict, side: str = "before") -> dict[str, str] | None:
+    """The row's sibling modules as the materialiser wrote them: at ``sha^`` (``before``,
+    the task's tree, which the reward gives ``before`` as it is and the candidate as the
+    completion edits it) or at ``sha`` (``after``, what the oracle completion edits them to)."""
+    root = WORK / row["id"] / f"{side}_siblings"
     if not root.is_dir():
         return None
     return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*.py"))}
@@ -76,9 +76,12 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
         seen.append(run_candidate(*args, **kwargs))  # type: ignore[arg-type]
         return seen[-1]
 
-    # The oracle edit goes through the reward's own path (patch applied, sandboxed run); its
-    # result is kept for the assertion instead of running the after_code a second time.
-    edit = oracle_edit(before, after, row["path"])
+    # The oracle edit (the commit: its file and the siblings it changed) goes through the
+    # reward's own path (patches applied, sandboxed run); its result is kept for the
+    # assertion instead of running the after side a second time.
+    edit, sibling_edits = R.oracle_completion(
+        before, after, row["path"], sib, _siblings(row, "after")
+    )
     edit_reward = R.execution_reward(edit, full, runner=recording, siblings=sib)
     assert seen, f"the oracle edit of {row['id']} did not apply to before_code"
     res = seen[0]
@@ -100,6 +103,7 @@ def test_reward_of_oracle_unchanged_and_broken(row: dict) -> None:
             "error": str(res.detail.get("error") or res.detail.get("stderr") or "")[:300],
             "shapes": _shapes(res),
             "siblings": sorted(sib or ()),
+            "sibling_edits": sibling_edits,
             "reward_version": R.REWARD_VERSION,
             "oracle_reward": oracle,
             "oracle_edit_reward": edit_reward,

@@ -47,16 +47,31 @@ def guarded_commit_reward(
     """``rewards.commit_reward`` behind the static checks (``static=False``: the commit
     reward alone, to show what its runtime catches)."""
     from dagster_project.commit_exec.sandbox import run_candidate
-    from dagster_project.rewards.commit_reward import MALFORMED_REWARD, patched, reward_from
+    from dagster_project.rewards.commit_reward import (
+        MALFORMED_REWARD,
+        patched_files,
+        reward_from,
+    )
 
     before = str(row["before_code"])
-    code = patched(completion, before)
-    if code is None:
+    siblings = dict(run_kwargs.get("siblings") or {})
+    got = patched_files(completion, before, str(row.get("path", "")), siblings)
+    if got is None:
         return GuardedCommitResult(MALFORMED_REWARD, "patch", "edits do not parse or apply")
+    code, edited = got
     if static:
-        found = introduced(before, code)
+        # every file the completion changed: an edited sibling runs in the candidate's
+        # process as much as the row's own file does
+        found = introduced(before, code) + [
+            f
+            for rel, text in edited.items()
+            if text != siblings[rel]
+            for f in introduced(siblings[rel], text)
+        ]
         if found:
             return GuardedCommitResult(FAILED_REWARD, "static", "; ".join(map(str, found[:3])))
+    if edited != siblings:
+        run_kwargs["candidate_siblings"] = edited
     result = (runner or run_candidate)(row, before, code, **run_kwargs)
     reward = reward_from(result)
     defence = "" if result.status == "ok" else str(result.status)

@@ -107,6 +107,65 @@ def test_summary_counts_direction_only_for_significant_labels_and_alone_checks()
     assert {b["batch"]: b["side_by_side"] for b in s["batches"]} == {"a0": 1, "b1": 1, "b0": 2}
 
 
+def test_an_earlier_check_stands_only_where_the_oracle_edits_no_sibling() -> None:
+    """Reward 3 changed only what a completion may edit (the row's siblings), so a reward-2
+    check of a row whose oracle edit touches no sibling ran the very same files and counts;
+    one whose oracle edits a sibling (or that did not record it) needs a reward-3 check."""
+    runs = _runs([("s01-h100", i, 1.5, True) for i in ("plain", "multi", "unknown", "redone")])
+    base = {
+        "unchanged_reward": "0.1",
+        "broken_reward": "-0.5",
+        "side_by_side": "1",
+        "reward_speedup": "1.4",
+    }
+    prev = rc.SAME_WITHOUT_SIBLING_EDITS[0]
+    checks = [
+        {
+            **base,
+            "batch": "p",
+            "id": "plain",
+            "oracle_edit_reward": "0.4",
+            "reward_version": prev,
+            "sibling_edits": "0",
+        },
+        {
+            **base,
+            "batch": "p",
+            "id": "multi",
+            "oracle_edit_reward": "0.1",
+            "reward_version": prev,
+            "sibling_edits": "1",
+        },
+        {
+            **base,
+            "batch": "p",
+            "id": "unknown",
+            "oracle_edit_reward": "0.4",
+            "reward_version": prev,
+            "sibling_edits": "",
+        },
+        {
+            **base,
+            "batch": "p",
+            "id": "redone",
+            "oracle_edit_reward": "0.1",
+            "reward_version": prev,
+            "sibling_edits": "1",
+        },
+        {
+            **base,
+            "batch": "n",
+            "id": "redone",
+            "oracle_edit_reward": "0.5",
+            "reward_version": rc.REWARD_VERSION,
+            "sibling_edits": "1",
+        },
+    ]
+    s = rc.summary(runs, checks)
+    assert s["tested_alone"] == 2 and s["consistent_alone"] == 2 and s["carried_over"] == 1
+    assert s["untested"] == ["multi", "unknown"]
+
+
 def test_the_shipped_record_reads_and_names_every_batch() -> None:
     s = rc.summary()
     batches = {b["batch"] for b in s["batches"]}
