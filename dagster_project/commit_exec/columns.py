@@ -1,7 +1,9 @@
 """The execution columns of ``datasets.kernel_commits``: census + shipped measurements.
 
 Every row gets its census (``exec_status``, ``exec_reason``, ``exec_import_tier``,
-``exec_claim_hardware``, ``exec_census_version``). Rows a shipped batch ran get the
+``exec_claim_hardware``, ``exec_census_version``, ``exec_sibling_paths``: the modules the
+row's harness imports as real files, which the execution reward lets a completion edit
+beside the row's own file; null where no spec covers the row). Rows a shipped batch ran get the
 result of their label run (``first_runs``: the first executed session, else the latest;
 every session lives in ``derived.commit_exec_runs``): ``exec_status`` becomes the run's
 status (``executed`` when every shape matched the oracle), ``executed``, ``equivalent``,
@@ -20,6 +22,7 @@ import polars as pl
 
 from .census import CENSUS_VERSION, census_row
 from .ingest import RUN_SCHEMA, shipped
+from .specs import spec_for
 
 EXEC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "exec_status": pl.String,
@@ -27,6 +30,7 @@ EXEC_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "exec_import_tier": pl.String,
     "exec_claim_hardware": pl.String,
     "exec_census_version": pl.String,
+    "exec_sibling_paths": pl.List(pl.String),
     "executed": pl.Boolean,
     "equivalent": pl.Boolean,
     "measured_kernel_speedup": pl.Float64,
@@ -56,9 +60,11 @@ def census_frame(rows: pl.DataFrame) -> pl.DataFrame:
             r["before_code"] or "",
             r["after_code"] or "",
         )
+        spec = spec_for(r["repo"], r["sha"], r["path"])
         out.append(
             {
                 "id": r["id"],
+                "exec_sibling_paths": None if spec is None else list(spec.siblings_for(r["sha"])),
                 "census_status": c.status,
                 "exec_reason": c.reason,
                 "exec_import_tier": c.import_tier,
@@ -67,6 +73,7 @@ def census_frame(rows: pl.DataFrame) -> pl.DataFrame:
         )
     schema = {
         "id": pl.String,
+        "exec_sibling_paths": pl.List(pl.String),
         "census_status": pl.String,
         "exec_reason": pl.String,
         "exec_import_tier": pl.String,

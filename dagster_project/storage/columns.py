@@ -58,6 +58,10 @@ COLUMNS: dict[str, dict[str, str]] = {
         "exec_import_tier": "census: how the file can be imported to run",
         "exec_claim_hardware": "census: whether the title/path targets the GPU it ran on",
         "exec_census_version": "version of the execution census rules",
+        "exec_sibling_paths": (
+            "modules the row's harness imports as real files; the execution reward lets a "
+            "completion edit them (### path blocks); null: no harness covers the row"
+        ),
         "executed": "a shipped batch ran the row (status executed)",
         "equivalent": "before and after matched the oracle on every shape",
         "measured_kernel_speedup": (
