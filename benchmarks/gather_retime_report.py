@@ -3,34 +3,51 @@ until 7f8f891 (its input rotation counted allocated bytes, so a 1 GB table was o
 set). Stop 42 re-ran the H100 tier's eight embedding_gather tasks afresh on an H100 with the
 fixed oracle (``sim_online.py run --fresh --ops embedding_gather``); its answers ship as
 ``sim/data/measured/h100_gather_retime.csv``. This prints, for every case timed both ways,
-the cold time over the warm one (the tier's answer, else the evidence file's).
-
-Why they are not in the replayed tier: a fresh run decides on cold times, so its sessions
-take other steps than the listed ones, and 26 of its cases are also in the evidence file,
-timed warm before the fix, which a replay reads first; none of the eight replays under the
-shipped evidence. Replacing the tier's gathers needs the evidence file's 33 timed gather
-answers re-timed too (that changes the evidence digest, so every online session is relisted).
+the cold time over the warm one (the tier's answer, else the evidence file's), both read as
+they were shipped at ``--warm`` (default ``707dc87``, a revision with the warm times; so the
+report still reads them once ``benchmarks/gather_retime_apply.py`` puts the cold ones in their
+place)::
 
     .venv/bin/python benchmarks/gather_retime_report.py
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
 import statistics
+import subprocess
+import tempfile
 from pathlib import Path
 
-from dagster_project.sim.oracle import online_answers_path, read_answers, shipped_answers
+from dagster_project.sim.oracle import Answer, answers_path, online_answers_path, read_answers
 
 RETIME = (
     Path(__file__).resolve().parents[1] / "dagster_project/sim/data/measured/h100_gather_retime.csv"
 )
 
 
+ROOT = RETIME.parents[4]
+
+
+def _at(rev: str, path: Path) -> dict[str, Answer]:
+    """One answer file as it was shipped at git revision ``rev``."""
+    rel = path.resolve().relative_to(ROOT)
+    text = subprocess.run(
+        ["git", "show", f"{rev}:{rel}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / path.name).write_text(text)
+        return read_answers(Path(tmp) / path.name)
+
+
 def main() -> None:
-    evidence, tier = shipped_answers("h100"), read_answers(online_answers_path("h100"))
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--warm", default="707dc87", help="a revision that ships the warm times")
+    rev = ap.parse_args().warm
+    evidence, tier = _at(rev, answers_path("h100")), _at(rev, online_answers_path("h100"))
     rows = list(csv.DictReader(RETIME.open(newline="")))
     pairs = []
     for r in rows:
