@@ -71,7 +71,7 @@ def census_frame(rows: pl.DataFrame) -> pl.DataFrame:
                 "exec_claim_hardware": c.claim_hardware,
             }
         )
-    schema = {
+    schema: dict[str, type[pl.DataType] | pl.DataType] = {
         "id": pl.String,
         "exec_sibling_paths": pl.List(pl.String),
         "census_status": pl.String,
