@@ -87,6 +87,18 @@ def _secret(name: str, environ: Mapping[str, str] | None = None) -> SecretStr | 
     return SecretStr(value) if value else None
 
 
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where kernelhouse keeps what it derives from the installed package alone, shared by
+    every home on the machine: ``KERNELHOUSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernelhouse``,
+    else ``~/.cache/kernelhouse``. Today it holds the shipped code model's fit
+    (``sim.model_cache``); what depends on a lake stays in its home (``cache/nvcc``)."""
+    explicit = _env("KERNELHOUSE_CACHE_DIR", environ=environ)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = _env("XDG_CACHE_HOME", environ=environ)
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "kernelhouse"
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     """The gains LLM endpoint, as the environment sets it (the one reader of

@@ -51,6 +51,19 @@ _KH_VARS = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kh_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``KERNELHOUSE_CACHE_DIR`` for the whole run, shared by the xdist workers (their
+    common temporary root) and the processes tests start: the shipped code model is
+    fitted once per run instead of once per build, and never into the user's own cache."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    path = root / "kernelhouse-cache"
+    os.environ["KERNELHOUSE_CACHE_DIR"] = str(path)
+    return path
+
+
 @pytest.fixture(autouse=True)
 def kh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh, isolated KERNELHOUSE_HOME; no inherited sources or tokens."""

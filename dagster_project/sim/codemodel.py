@@ -27,6 +27,7 @@ code's features carry over to an op the fit never saw.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -797,3 +798,93 @@ def fit_code(
     learner = fit_boosted(xa, ya, pairs)
     resid = ya - np.asarray(learner.predict(xa))
     return CodeModel(learner, fit_offsets(keys, [float(r) for r in resid], xa))
+
+
+# --------------------------------------------------------------------------------------
+# a fitted model as plain data (``sim.model_cache`` keeps the shipped fit on disk)
+# --------------------------------------------------------------------------------------
+
+
+def _tree_to_data(node: Tree | float) -> Any:
+    if isinstance(node, float):
+        return float(node)
+    f, t, left, right = node
+    return [int(f), float(t), _tree_to_data(left), _tree_to_data(right)]
+
+
+def _tree_from_data(node: Any) -> Tree | float:
+    if isinstance(node, list):
+        f, t, left, right = node  # a malformed node raises ValueError here
+        return (int(f), float(t), _tree_from_data(left), _tree_from_data(right))
+    return float(node)
+
+
+def model_to_data(model: CodeModel) -> dict[str, Any]:
+    """``model`` as JSON-ready data (lists, floats, strings): every number as the float it
+    is, so ``model_from_data`` gives back an equal model that predicts identically."""
+    learner = model.learner
+    if isinstance(learner, Boosted):
+        ld: dict[str, Any] = {
+            "kind": "boosted",
+            "base": learner.base,
+            "trees": [_tree_to_data(t) for t in learner.trees],
+            "lo": learner.lo,
+            "hi": learner.hi,
+        }
+    elif isinstance(learner, Ridge):
+        ld = {"kind": "ridge", **dataclasses.asdict(learner)}
+    else:  # pragma: no cover - fit_code makes one of the two
+        raise TypeError(f"cannot store a {type(learner).__name__} learner")
+    off = model.offsets
+    return {
+        "learner": ld,
+        "offsets": {
+            "op": [[op, impl, v] for (op, impl), v in off.op.items()],
+            "rung_rows": [
+                [list(k), [list(z) for z in zs], list(rs)] for k, (zs, rs) in off.rung_rows.items()
+            ],
+            "center": list(off.center),
+            "scale": list(off.scale),
+        },
+    }
+
+
+def model_from_data(data: Mapping[str, Any]) -> CodeModel:
+    """The model ``model_to_data`` stored; raises ``KeyError``, ``TypeError`` or
+    ``ValueError`` on data of any other shape."""
+    ld = data["learner"]
+    learner: Model
+    if ld["kind"] == "boosted":
+        trees = tuple(_tree_from_data(t) for t in ld["trees"])
+        if any(isinstance(t, float) for t in trees):
+            raise ValueError("a stored boosted tree is a bare leaf")
+        learner = Boosted(
+            float(ld["base"]),
+            tuple(t for t in trees if not isinstance(t, float)),
+            float(ld["lo"]),
+            float(ld["hi"]),
+        )
+    elif ld["kind"] == "ridge":
+        learner = Ridge(
+            tuple(float(v) for v in ld["mean"]),
+            tuple(float(v) for v in ld["scale"]),
+            tuple(float(v) for v in ld["coef"]),
+            float(ld["intercept"]),
+            float(ld["penalty"]),
+            float(ld["lo"]),
+            float(ld["hi"]),
+        )
+    else:
+        raise ValueError(f"unknown learner kind {ld['kind']!r}")
+    od = data["offsets"]
+    op = {(str(o), str(i)): float(v) for o, i, v in od["op"]}
+    rows: dict[KernelKey, tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]] = {}
+    for key, zs, rs in od["rung_rows"]:
+        o, i, tag = key
+        rows[(str(o), str(i), str(tag))] = (
+            tuple(tuple(float(v) for v in z) for z in zs),
+            tuple(float(v) for v in rs),
+        )
+    center = tuple(float(v) for v in od["center"])
+    scale = tuple(float(v) for v in od["scale"])
+    return CodeModel(learner, Offsets(op, rows, center, scale))

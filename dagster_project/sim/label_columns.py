@@ -72,10 +72,11 @@ class Evidence:
 
 @lru_cache(maxsize=1)
 def shipped_code_model() -> CodeModel:
-    """The code model fitted on every shipped answer (about 3 s; once per process)."""
-    from .measured import all_points, fit_code_model
+    """The code model fitted on every shipped answer: once per package content on this
+    machine (``sim.model_cache``: a fit takes 30-60 s), then read once per process."""
+    from .model_cache import cached_code_model
 
-    return fit_code_model(all_points())
+    return cached_code_model()
 
 
 @cache
