@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import csv
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,20 +108,23 @@ def _figs(pts: list[Any], pairs: list[Any]) -> str:
     )
 
 
-def _compare(pooled: list[Any], gpu: str) -> dict[tuple[str, str], Any]:
+def _compare(pooled: list[Any], gpu: str, jobs: int = 1) -> dict[tuple[str, str], Any]:
     """Raw model, per-rung refit and code model, each held out by session and by op:
     overall, per op, and the worst held-out kernels of the code model. The folds run over
     every measuring GPU's points (``pooled``: another GPU's kernels train the fit too); the
     figures are ``gpu``'s."""
     pts = [p for p in pooled if p.gpu == gpu]
     runs: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
-    for by in ("session", "op"):
-        for method in ("rung", "ridge", "learner", "code"):
-            held, pairs = cross_validate(pooled, by, method)
-            runs[(by, method)] = (
-                [p for p in held if p.gpu == gpu],
-                [q for q in pairs if q.gpu == gpu],
-            )
+    keys = [
+        (by, method) for by in ("session", "op") for method in ("rung", "ridge", "learner", "code")
+    ]
+    # The eight cross-validations are independent and each is single-threaded (about ten CPU
+    # minutes apiece for the boosted learners), so they run side by side, one per core.
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(jobs, len(keys)))) as ex:
+        futures = {k: ex.submit(cross_validate, pooled, *k) for k in keys}
+        for k in keys:
+            held, pairs = futures[k].result()
+            runs[k] = ([p for p in held if p.gpu == gpu], [q for q in pairs if q.gpu == gpu])
     print(
         f"timing models, {len(pts)} timed kernels (held out = fitted without them; ridge = "
         "code features, ridge alone; learner = the code model's learner alone (boosted "
@@ -160,6 +165,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--no-tier", action="store_true", help="skip regenerating sessions")
+    ap.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="cross-validations run at once"
+    )
     a = ap.parse_args()
     rows = load_rows(a.gpu)
     print(f"answers: {len(rows)}", dict(collections.Counter(r["status"] for r in rows)))
@@ -179,7 +187,7 @@ def main() -> None:
     for p in sorted(pairs, key=lambda p: abs(math.log(p.ratio)))[-5:]:
         print(f"  worst: {p.session_id} measured {p.measured:.3g}x modelled {p.modelled:.3g}x")
     pooled = all_points()
-    runs = _compare(pooled, a.gpu)
+    runs = _compare(pooled, a.gpu, a.jobs)
     held = {by: runs[(by, "code")] for by in ("session", "op")}
     summary = timing_model_summary(pts, len(rows), held)
     old = read_timing_model_summary(a.gpu) or {}
