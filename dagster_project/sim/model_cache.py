@@ -7,9 +7,10 @@ features for some 3,700 measured kernels and 16 s of boosted trees, against 7 s 
 40 sessions), and a build's shards run side by side, each fitting the same model.
 
 The fit is a pure function of the simulator's own files (its source, templates and shipped
-answers, all under ``dagster_project/sim``) and of numpy's arithmetic, so it is cached under
-a key that hashes exactly those, in ``settings.cache_dir()``: a change to any of them (a new
-answer, a new feature) is a new key, never a stale model. The file is plain JSON
+answers, all under ``dagster_project/sim``, plus ``gpus.py``, the GPU names it imports) and
+of numpy's arithmetic, so it is cached under a key that hashes exactly those, in
+``settings.cache_dir()``: a change to any of them (a new answer, a new feature) is a new
+key, never a stale model. The file is plain JSON
 (``codemodel.model_to_data``), never a pickle, so a cache file is only ever read as data;
 it is written to a temporary name and renamed, and an exclusive lock per key makes
 concurrent shards fit once while the others wait and read. An unreadable or malformed file
@@ -40,20 +41,27 @@ CACHE_FORMAT = "1"
 #: Fitted models kept per cache folder (one per package content; older ones are removed).
 KEEP = 6
 SIM_ROOT = Path(__file__).resolve().parent
+#: The one module outside ``sim/`` the simulator imports that holds data (GPU names).
+EXTRA_FILES = (SIM_ROOT.parent / "gpus.py",)
 
 
-def content_key(root: Path = SIM_ROOT) -> str:
+def content_key(root: Path = SIM_ROOT, extra: tuple[Path, ...] | None = None) -> str:
     """sha256 of every file under ``root`` (path and bytes; compiled ``__pycache__`` left
-    out), the stored format, the code model's version, numpy's version and Python's."""
+    out) and of ``extra`` (default ``EXTRA_FILES`` for the package's own root), the stored
+    format, the code model's version, numpy's version and Python's."""
     h = hashlib.sha256()
     for part in (CACHE_FORMAT, CODEMODEL_VERSION, np.__version__, platform.python_version()):
         h.update(part.encode() + b"\0")
     files = sorted(
         p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(root).parts
     )
-    for p in files:
+    named = [(p.relative_to(root).as_posix(), p) for p in files]
+    if extra is None:
+        extra = EXTRA_FILES if root == SIM_ROOT else ()
+    named += [(f"../{p.name}", p) for p in extra]
+    for name, p in named:
         data = p.read_bytes()
-        h.update(f"{p.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+        h.update(f"{name}\0{len(data)}\0".encode())
         h.update(data)
     return h.hexdigest()
 

@@ -186,3 +186,14 @@ def test_cache_dir_precedence(tmp_path: Path) -> None:
         tmp_path / "kernelhouse"
     )
     assert cache_dir({}) == Path.home() / ".cache" / "kernelhouse"
+
+
+def test_an_extra_file_is_part_of_the_key(tmp_path: Path) -> None:
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "a.py").write_text("x = 1\n")
+    gpus = tmp_path / "gpus.py"
+    gpus.write_text("NAMES = {}\n")
+    base = model_cache.content_key(tmp_path / "sim", (gpus,))
+    assert base != model_cache.content_key(tmp_path / "sim")
+    gpus.write_text("NAMES = {'h100': 'NVIDIA H100'}\n")
+    assert model_cache.content_key(tmp_path / "sim", (gpus,)) != base
