@@ -23,12 +23,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from dagster_project.storage.lake import fault_point
+from dagster_project.storage.locks import exclusive_lock
 
 __all__ = ["atomic_export_dir"]
 
@@ -50,27 +50,11 @@ def _recover(out_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``lock_path`` (POSIX; a no-op elsewhere)."""
-    with lock_path.open("a") as fh:
-        if sys.platform == "win32":
-            yield
-            return
-        import fcntl
-
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def atomic_export_dir(out_dir: Path) -> Iterator[Path]:
     """Yield an empty folder to write the export into; it becomes ``out_dir`` on success."""
     out_dir = Path(out_dir).absolute()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(out_dir.with_name(f".{out_dir.name}.lock")):
+    with exclusive_lock(out_dir.with_name(f".{out_dir.name}.lock")):
         yield from _swap_in(out_dir)
 
 

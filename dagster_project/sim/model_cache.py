@@ -19,19 +19,18 @@ is refitted and replaced; a cache folder that cannot be written costs only the t
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import platform
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..settings import cache_dir
+from ..storage.locks import exclusive_lock
 from .codemodel import CODEMODEL_VERSION, CodeModel, model_from_data, model_to_data
 
 log = logging.getLogger(__name__)
@@ -86,7 +85,7 @@ def cached_code_model(
         return model
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with _exclusive(folder / f"{key}.lock"):
+        with exclusive_lock(folder / f"{key}.lock"):
             model = _read(path, key)  # another process fitted it while this one waited
             if model is None:
                 model = fit()
@@ -130,20 +129,3 @@ def _prune(folder: Path, keep: Path) -> None:
     for old in [p for p in fits if p != keep][KEEP - 1 :]:
         old.unlink(missing_ok=True)
         old.with_suffix(".lock").unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``lock_path`` (POSIX; elsewhere no lock: at worst two
-    processes fit the same model and the later rename wins)."""
-    with lock_path.open("a") as fh:
-        if sys.platform == "win32":
-            yield
-            return
-        import fcntl
-
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
