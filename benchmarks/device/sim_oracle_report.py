@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import csv
 import json
 import math
@@ -34,7 +33,7 @@ from dagster_project.sim.kernelinfer import build_tasks, simulate_session  # noq
 from dagster_project.sim.measured import (  # noqa: E402
     TIER_FIELDS,
     all_points,
-    cross_validate,
+    cross_validate_methods,
     error_summary,
     fit_code_model,
     load_rows,
@@ -115,16 +114,16 @@ def _compare(pooled: list[Any], gpu: str, jobs: int = 1) -> dict[tuple[str, str]
     figures are ``gpu``'s."""
     pts = [p for p in pooled if p.gpu == gpu]
     runs: dict[tuple[str, str], tuple[list[Any], list[Any]]] = {}
-    keys = [
-        (by, method) for by in ("session", "op") for method in ("rung", "ridge", "learner", "code")
-    ]
-    # The eight cross-validations are independent and each is single-threaded (about ten CPU
-    # minutes apiece for the boosted learners), so they run side by side, one per core.
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(jobs, len(keys)))) as ex:
-        futures = {k: ex.submit(cross_validate, pooled, *k) for k in keys}
-        for k in keys:
-            held, pairs = futures[k].result()
-            runs[k] = ([p for p in held if p.gpu == gpu], [q for q in pairs if q.gpu == gpu])
+    methods = ("rung", "ridge", "learner", "code")
+    for by in ("session", "op"):
+        # every method over the same folds, spread over ``jobs`` processes (measured.py)
+        res = cross_validate_methods(pooled, by, methods, jobs=jobs)
+        for method in methods:
+            held, pairs = res[method]
+            runs[(by, method)] = (
+                [p for p in held if p.gpu == gpu],
+                [q for q in pairs if q.gpu == gpu],
+            )
     print(
         f"timing models, {len(pts)} timed kernels (held out = fitted without them; ridge = "
         "code features, ridge alone; learner = the code model's learner alone (boosted "
@@ -166,7 +165,10 @@ def main() -> None:
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--no-tier", action="store_true", help="skip regenerating sessions")
     ap.add_argument(
-        "--jobs", type=int, default=os.cpu_count() or 1, help="cross-validations run at once"
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes for the folds",
     )
     a = ap.parse_args()
     rows = load_rows(a.gpu)

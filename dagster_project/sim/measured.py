@@ -408,17 +408,30 @@ def _code_fix(train: list[Point], test: list[Point], by: str, method: str) -> li
     alone (``"learner"``: since 1.2.0 its boosted trees; 1.0.0 and 1.1.0 picked ridge or
     trees by nested folds), or that learner plus the op and rung offsets of ``train``
     (``"code"``); the inner groups are sessions or ops, as the outer split."""
+    return _code_fixes(train, test, by, (method,))[method]
+
+
+def _code_fixes(
+    train: list[Point], test: list[Point], by: str, methods: tuple[str, ...]
+) -> dict[str, list[float]]:
+    """``_code_fix`` of several methods; ``"learner"`` and ``"code"`` read the same fitted
+    code model (one ``fit_code`` call, the expensive part, for both)."""
     x = [p.features for p in train]
     y = [-p.log_err for p in train]
     groups = _components(train) if by == "session" else [p.op for p in train]
-    if method == "ridge":
-        model: codemodel.Model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
-        return model.predict([p.features for p in test])
-    keys = [p.kernel_key for p in train]
-    full = codemodel.fit_code(x, y, groups, keys, codemodel.pair_rows([p.uses for p in train]))
-    if method == "learner":
-        return full.learner.predict([p.features for p in test])
-    return code_corrections(full, test)
+    out: dict[str, list[float]] = {}
+    if "ridge" in methods:
+        model = codemodel.fit(x, y, codemodel.choose_penalty(x, y, groups))
+        out["ridge"] = model.predict([p.features for p in test])
+    if "learner" in methods or "code" in methods:
+        keys = [p.kernel_key for p in train]
+        pairs = codemodel.pair_rows([p.uses for p in train])
+        full = codemodel.fit_code(x, y, groups, keys, pairs)
+        if "learner" in methods:
+            out["learner"] = full.learner.predict([p.features for p in test])
+        if "code" in methods:
+            out["code"] = code_corrections(full, test)
+    return out
 
 
 def code_corrections(model: codemodel.CodeModel, points: list[Point]) -> list[float]:
@@ -434,22 +447,74 @@ def cross_validate(
     correction (``method="rung"``) or the code model (points need features): ridge alone
     (``"ridge"``), the code model's learner alone (``"learner"``), or that learner with the
     op and rung offsets (``"code"``, the one ``fit_code_model`` and ``step_times`` use)."""
-    held: list[Point] = []
-    pairs: list[Pair] = []
-    for train_i, test_i in folds(points, by):
-        train = [points[i] for i in train_i]
-        test = [points[i] for i in test_i]
-        if method in ("code", "ridge", "learner"):
-            fix = _code_fix(train, test, by, method)
-            fixed = [_moved(p, c) for p, c in zip(test, fix, strict=True)]
-        elif method == "rung":
-            corr = fit_corrections(train)
-            fixed = [corrected(p, corr) for p in test]
-        else:
-            raise ValueError(f"method rung, ridge, learner or code, not {method!r}")
-        held.extend(fixed)
-        pairs.extend(speedup_pairs(fixed))
-    return held, pairs
+    return cross_validate_methods(points, by, (method,))[method]
+
+
+def cross_validate_methods(
+    points: list[Point], by: str, methods: tuple[str, ...], jobs: int = 1
+) -> dict[str, tuple[list[Point], list[Pair]]]:
+    """``cross_validate`` of each of ``methods`` over the same folds, each fold's code
+    model fitted once for ``"learner"`` and ``"code"`` together (its boosted trees are the
+    expensive part: one fit per fold for both instead of two). ``jobs`` > 1 spreads the
+    folds over that many processes (each fit is single-threaded; a session split has a few
+    hundred folds of about ten seconds each); the result is the same in the same order."""
+    unknown = [m for m in methods if m not in ("rung", "ridge", "learner", "code")]
+    if unknown:
+        raise ValueError(f"method rung, ridge, learner or code, not {unknown[0]!r}")
+    splits = folds(points, by)
+    if jobs > 1 and len(splits) > 1:
+        import concurrent.futures
+
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, initializer=_set_fold_points, initargs=(points,)
+        ) as ex:
+            per_fold = list(
+                ex.map(
+                    _fold_in_worker,
+                    [(by, methods, tr, te) for tr, te in splits],
+                    chunksize=max(1, len(splits) // (4 * jobs)),
+                )
+            )
+    else:
+        per_fold = [_fold_fixed(points, by, methods, tr, te) for tr, te in splits]
+    out: dict[str, tuple[list[Point], list[Pair]]] = {m: ([], []) for m in methods}
+    for fixed in per_fold:
+        for m in methods:
+            out[m][0].extend(fixed[m])
+            out[m][1].extend(speedup_pairs(fixed[m]))
+    return out
+
+
+def _fold_fixed(
+    points: list[Point], by: str, methods: tuple[str, ...], train_i: list[int], test_i: list[int]
+) -> dict[str, list[Point]]:
+    """One fold's held-out points, corrected by each method fitted on its training points."""
+    train = [points[i] for i in train_i]
+    test = [points[i] for i in test_i]
+    fixed: dict[str, list[Point]] = {}
+    code_methods = tuple(m for m in methods if m != "rung")
+    if code_methods:
+        for m, fix in _code_fixes(train, test, by, code_methods).items():
+            fixed[m] = [_moved(p, c) for p, c in zip(test, fix, strict=True)]
+    if "rung" in methods:
+        corr = fit_corrections(train)
+        fixed["rung"] = [corrected(p, corr) for p in test]
+    return fixed
+
+
+#: The points a fold worker process cross-validates (sent once per worker, not per fold).
+_FOLD_POINTS: list[Point] = []
+
+
+def _set_fold_points(points: list[Point]) -> None:
+    _FOLD_POINTS[:] = points
+
+
+def _fold_in_worker(
+    job: tuple[str, tuple[str, ...], list[int], list[int]],
+) -> dict[str, list[Point]]:
+    by, methods, train_i, test_i = job
+    return _fold_fixed(_FOLD_POINTS, by, methods, train_i, test_i)
 
 
 def fit_code_model(points: list[Point]) -> codemodel.CodeModel:

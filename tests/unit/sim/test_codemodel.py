@@ -3,6 +3,7 @@ and cross-validation folds that never let a held-out session or op into the fit.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -428,3 +429,23 @@ def test_dev_cv_scores_a_sessions_speedup_by_its_two_kernels_errors() -> None:
     assert got["s"].log_ratio == pytest.approx(math.log(0.5) - math.log(2.0))  # 4x under
     assert got["s"].measured == 8.0
     assert script._share(list(got.values())) == "1/2 (50.0%)"  # the online one: 2x, within
+
+
+def test_methods_together_and_over_processes_give_each_methods_own_result() -> None:
+    from dagster_project.sim.measured import cross_validate_methods
+
+    # real ops and rungs: the per-rung fit reads their levels
+    rungs = (("gemv_fp16", "v0_scalar"), ("rope", "v1_coalesced"), ("gemm_fp16", "v2_mma_sync"))
+    pts = [
+        dataclasses.replace(
+            _op_pt(f"a{i}", rungs[i % 3][0], i, -0.1 * (i % 4) + 0.05 * i), variant=rungs[i % 3][1]
+        )
+        for i in range(24)
+    ]
+    methods = ("rung", "ridge", "learner", "code")
+    for by in ("session", "op"):
+        alone = {m: cross_validate(pts, by, m) for m in methods}
+        assert cross_validate_methods(pts, by, methods) == alone
+        assert cross_validate_methods(pts, by, methods, jobs=2) == alone
+    with pytest.raises(ValueError, match="not 'forest'"):
+        cross_validate_methods(pts, "op", ("code", "forest"))
