@@ -29,6 +29,9 @@ that replay identically here in ``<gpu>_online.csv``; a GPU-less build replays t
 strict oracle (``dagster_project.sim.online``) and checks each digest. After a change to
 the generator, ``relist --gpu h100`` re-checks the list: a session that still completes on
 the shipped answers gets its new digest, one that asks something new is dropped.
+
+``plan --gpu h100`` (GPU-less) counts the card's unlisted tasks by the open questions they
+start with on the shipped answers: what ``run --max-open N`` would take up.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -155,8 +159,48 @@ def _generate(
     return still, qs
 
 
-def run(args: argparse.Namespace) -> None:
+def _ranked(
+    gpu: str, answers: dict[str, Any], ops: str = "", fresh: bool = False
+) -> tuple[list[Any], list[tuple[int, str, Any]]]:
+    """The card's tasks not yet listed (all with ``fresh``: a new toolchain asks
+    everything anew) and the measurable ones as (open questions on ``answers``, session
+    id, task), closest to complete first."""
     from dagster_project.sim.kernelinfer import build_tasks
+    from dagster_project.sim.online import read_online
+
+    shipped = set() if fresh else {r["session_id"] for r in read_online(gpu)}
+    tasks = [t for t in build_tasks()[0] if t.gpu == gpu and t.session_id not in shipped]
+    if ops:
+        tasks = [t for t in tasks if t.op in ops.split(",")]
+    ranked = []
+    for t in tasks:
+        _s, o = _pass(t, answers, gpu)
+        if not o.unusable:
+            ranked.append((len({q["key"] for q in o.misses}), t.session_id, t))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return tasks, ranked
+
+
+def plan(gpu: str, ops: str = "") -> None:
+    """GPU-less: how many of the card's unlisted tasks start with how many open questions
+    on the shipped answers (what ``run --max-open N`` would take up), per op too."""
+    from dagster_project.sim.oracle import tier_answers
+
+    tasks, ranked = _ranked(gpu, dict(tier_answers(gpu)), ops)
+    counts = Counter(n for n, _sid, _t in ranked)
+    print(f"{gpu}: {len(tasks)} unlisted tasks, {len(ranked)} measurable")
+    total = 0
+    for n in sorted(counts):
+        total += counts[n]
+        print(f"  <= {n:2d} open questions: {total:3d} tasks ({counts[n]} with {n})")
+    per_op: dict[str, list[int]] = {}
+    for n, _sid, t in ranked:
+        per_op.setdefault(t.op, []).append(n)
+    for op, ns in sorted(per_op.items()):
+        print(f"  {op:22s} {sorted(ns)}")
+
+
+def run(args: argparse.Namespace) -> None:
     from dagster_project.sim.oracle import ANSWER_FIELDS, _answer, tier_answers
 
     t0 = time.time()
@@ -164,21 +208,9 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     answers = {} if args.fresh else dict(tier_answers(gpu))
-    from dagster_project.sim.online import read_online
     from dagster_project.sim.oracle import evidence_digest
 
-    # complete already: not again (``--fresh`` asks everything anew, e.g. a new toolchain)
-    shipped = set() if args.fresh else {r["session_id"] for r in read_online(gpu)}
-    tasks = [t for t in build_tasks()[0] if t.gpu == gpu and t.session_id not in shipped]
-    if args.ops:
-        tasks = [t for t in tasks if t.op in args.ops.split(",")]
-    # rank by open questions on the shipped answers: closest to complete first
-    ranked = []
-    for t in tasks:
-        _s, o = _pass(t, answers, gpu)
-        if not o.unusable:
-            ranked.append((len({q["key"] for q in o.misses}), t.session_id, t))
-    ranked.sort(key=lambda r: (r[0], r[1]))
+    tasks, ranked = _ranked(gpu, answers, args.ops, args.fresh)
     pending = [t for n, _sid, t in ranked if n <= args.max_open][: args.sessions]
     print(
         f"{gpu}: {len(tasks)} tasks, {len(ranked)} measurable, {len(pending)} pending "
@@ -398,12 +430,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     c = sub.add_parser("collect")
     c.add_argument("--run", type=Path, required=True)
     c.add_argument("--gpu", default="h100")
+    pl = sub.add_parser("plan", help="GPU-less: open questions per unlisted task")
+    pl.add_argument("--gpu", default="h100")
+    pl.add_argument("--ops", default="", help="comma-separated ops (default: all)")
     rl = sub.add_parser("relist")
     rl.add_argument("--gpu", default="h100")
     rl.add_argument("--from-run", default="", help="a run folder whose tried sessions to add")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         run(a)
+    elif a.cmd == "plan":
+        plan(a.gpu, a.ops)
     elif a.cmd == "relist":
         relist(a.gpu, Path(a.from_run) if a.from_run else None)
     else:

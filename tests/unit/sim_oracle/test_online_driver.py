@@ -158,3 +158,25 @@ def test_collect_keeps_a_device_time_where_the_evidence_has_only_a_check() -> No
     ]
     kept = driver.tier_rows(rows, evidence)
     assert [(r["key"], r["ms"]) for r in kept] == [("check", "0.3"), ("fresh", "")]
+
+
+def test_plan_counts_the_unlisted_tasks_by_open_questions() -> None:
+    """``sim_online.py plan`` (GPU-less): what ``run --max-open N`` would take up, over the
+    tasks no listed session holds; the cumulative count ends at the measurable tasks."""
+    import re
+
+    from dagster_project.sim.online import read_online
+
+    cmd = [sys.executable, str(ROOT / "benchmarks/device/sim_online.py"), "plan"]
+    cmd += ["--gpu", "h100", "--ops", "rmsnorm"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    head = re.match(r"h100: (\d+) unlisted tasks, (\d+) measurable", p.stdout)
+    assert head, p.stdout
+    listed = {r["session_id"] for r in read_online("h100")}
+    tasks = [t for t in build_tasks()[0] if t.gpu == "h100" and t.op == "rmsnorm"]
+    assert int(head[1]) == sum(t.session_id not in listed for t in tasks)
+    cumulative = [int(m) for m in re.findall(r"open questions: +(\d+) tasks", p.stdout)]
+    assert cumulative == sorted(cumulative) and cumulative[-1] == int(head[2])
+    per_op = re.search(r"rmsnorm +\[([\d, ]*)\]", p.stdout)
+    assert per_op and len(per_op[1].split(",")) == int(head[2])
