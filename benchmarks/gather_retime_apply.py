@@ -17,16 +17,15 @@ one:
   answers the tier lacks join it (``sim_online.tier_rows``: the evidence already answers
   the others).
 
-Not yet applied (stop 43). Tried there: 26 evidence times re-timed, 7 withdrawn; 29 tier
-times re-timed, 19 withdrawn, 33 cold answers joined; the relists below kept every listed
-session (162 on the H100 with the two gather tasks the fresh run added, 6 of them with new
-trajectories; 102 on the H200, none changed). What held it back: the shipped timing-model
-summary (``h100_timing_model.json``, its held-out figures) must be refreshed on the new
-answers by ``benchmarks/device/sim_oracle_report.py --gpu h100``, eight cross-validations,
-more than 75 CPU minutes on two cores (it was stopped unfinished); start it first. The
-label policy's residuals (``sim_label_policy_fresh.py --fit``, 33 min) refitted on the new
-answers move its threshold from 0.46 to 0.41 (a new policy version's decision; 1.3.0 keeps
-the residuals it was frozen with).
+Applied at stop 44: 26 evidence times re-timed, 7 withdrawn; 29 tier times re-timed, 19
+withdrawn, 33 cold answers joined; the relists below kept every listed session (164 on the
+H100, the two gather sessions of stop 42's fresh run among them, 6 with new trajectories;
+102 on the H200, none changed), and ``benchmarks/device/sim_oracle_report.py --gpu h100``
+(eight cross-validations, about 80 CPU minutes on two cores) refreshed the timing-model
+summary (``h100_timing_model.json``). The label policy's residuals
+(``sim_label_policy_fresh.py --fit``, 33 min) refitted on the new answers would move its
+threshold from 0.46 to 0.41: a new policy version's decision; 1.3.0 keeps the residuals it
+was frozen with.
 
 Afterwards the evidence digest has changed, so every online session must be re-checked:
 ``benchmarks/device/sim_online.py relist --gpu h100 --from-run <stop 42's gather run>`` and
