@@ -78,7 +78,12 @@ def cached_code_model(
     fitted before (``folder``: default ``settings.cache_dir() / "codemodel"``; ``key``:
     default ``content_key()``)."""
     key = key or content_key()
-    folder = folder if folder is not None else cache_dir() / "codemodel"
+    if folder is None:
+        try:
+            folder = cache_dir() / "codemodel"
+        except RuntimeError as exc:  # Path.home() with no home directory to be found
+            log.warning("no code model cache folder (%s); fitting without one", exc)
+            return fit()
     path = folder / f"{key}.json"
     model = _read(path, key)
     if model is not None:

@@ -197,3 +197,16 @@ def test_an_extra_file_is_part_of_the_key(tmp_path: Path) -> None:
     assert base != model_cache.content_key(tmp_path / "sim")
     gpus.write_text("NAMES = {'h100': 'NVIDIA H100'}\n")
     assert model_cache.content_key(tmp_path / "sim", (gpus,)) != base
+
+
+def test_no_home_directory_costs_only_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("KERNELHOUSE_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    fit = Fits()
+    assert model_cache.cached_code_model(fit, key="k") == small_model()
+    assert fit.n == 1
