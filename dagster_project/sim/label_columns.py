@@ -73,7 +73,8 @@ class Evidence:
 @lru_cache(maxsize=1)
 def shipped_code_model() -> CodeModel:
     """The code model fitted on every shipped answer: once per package content on this
-    machine (``sim.model_cache``: a fit takes 30-60 s), then read once per process."""
+    machine (``sim.model_cache``: a fit takes about 19 s quiet, near a minute under load),
+    then read once per process."""
     from .model_cache import cached_code_model
 
     return cached_code_model()
