@@ -54,8 +54,10 @@ if TYPE_CHECKING:
 #: kernel's own rung (``MIN_NEIGHBOURS``), threshold refitted. 1.2.0: threshold refitted on
 #: code model 1.2.0's cross-validated residuals. 1.3.0 (36q): threshold refitted on code model
 #: 1.3.0's, over the evidence and the H100 online tier's kernels (478 labels, 120 of them
-#: sessions whose best the device picked).
-LABEL_POLICY_VERSION = "1.3.0"
+#: sessions whose best the device picked). 1.4.0: threshold refitted on code model 1.3.0's
+#: residuals over the answers as they stand after the cold H100 gather re-time (stop 44:
+#: 2,607 timed kernels, 473 labels), frozen before any session measured after it.
+LABEL_POLICY_VERSION = "1.4.0"
 
 #: Share of published modelled labels that must be within 2x: the acceptance's 90 %, held
 #: as the Wilson lower bound on the cross-validated labels, not as their point share.
@@ -72,11 +74,13 @@ MIN_NEIGHBOURS = 1
 K = 2.0
 
 #: Largest label scale published as modelled: ``fit_threshold`` on the cross-validated labels
-#: of code model 1.3.0 over the H100 answers (evidence and online tier: 3,663 answers, 2,535
-#: timed kernels, 478 labels) gave 0.4657, rounded down (1.2.0: 0.52 on code model 1.2.0's
-#: 358 evidence labels; 1.1.0: 0.58). In sample: 50 % of those labels published, 93.7 % of
-#: them within 2x (85.8 % of all 478).
-THRESHOLD = 0.46
+#: of code model 1.3.0 over the H100 answers after the cold gather re-time (evidence and
+#: online tier: 2,607 timed kernels, 473 labels) gave 0.3846, rounded down (1.3.0: 0.46 on
+#: 2,535 kernels / 478 labels with the warm gathers; 1.2.0: 0.52; 1.1.0: 0.58). In sample:
+#: 166 of those 473 labels published at 0.38, 94.6 % of them within 2x (84.1 % of all 473). The
+#: same residuals at 1.3.0's 0.46 publish 246 labels, 91.9 % within 2x: a Wilson lower bound
+#: under the target, which is why the threshold moves.
+THRESHOLD = 0.38
 
 #: Within 2x, as a log.
 LOG2 = math.log(2.0)
