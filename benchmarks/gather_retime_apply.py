@@ -24,8 +24,8 @@ H100, the two gather sessions of stop 42's fresh run among them, 6 with new traj
 (eight cross-validations, about 80 CPU minutes on two cores) refreshed the timing-model
 summary (``h100_timing_model.json``). The label policy's residuals
 (``sim_label_policy_fresh.py --fit``, 33 min) refitted on the new answers would move its
-threshold from 0.46 to 0.41: a new policy version's decision; 1.3.0 keeps the residuals it
-was frozen with.
+threshold from 0.46 to 0.41 (stop 43's trial run); run on the applied answers at stop 45 it
+gave 0.3846, shipped as label policy 1.4.0 (1.3.0 kept the residuals it was frozen with).
 
 Afterwards the evidence digest has changed, so every online session must be re-checked:
 ``benchmarks/device/sim_online.py relist --gpu h100 --from-run <stop 42's gather run>`` and
