@@ -18,9 +18,11 @@ model's out-of-sample evidence says it is reliable:
   model's own prior of two kernels: a rung one kernel measured barely moves off its op's
   scale); a kernel answered exactly has scale 0. The label's scale is the two kernels'
   scales combined as independent errors (``hypot``);
-* anything else is **unknown**, with the reason: no kernel measured on that GPU, no
-  correct best, a kernel the model cannot time, a modelled kernel whose own (op, impl,
-  rung) no answer covers (:data:`MIN_NEIGHBOURS`), or a scale above the threshold.
+* anything else is **unknown**, with the reason: no cross-validated residuals on that GPU
+  (not the same as no measured kernel: the H200's label its replayed sessions ``measured``
+  but were never cross-validated), no correct best, a kernel the model cannot time, a
+  modelled kernel whose own (op, impl, rung) no answer covers (:data:`MIN_NEIGHBOURS`), or
+  a scale above the threshold.
 
 :data:`THRESHOLD` is a figure, not a guess: the largest label scale at which the 95 %
 Wilson lower bound of the share of cross-validated labels within 2x, among those at or
@@ -56,7 +58,9 @@ if TYPE_CHECKING:
 #: 1.3.0's, over the evidence and the H100 online tier's kernels (478 labels, 120 of them
 #: sessions whose best the device picked). 1.4.0: threshold refitted on code model 1.3.0's
 #: residuals over the answers as they stand after the cold H100 gather re-time (stop 44:
-#: 2,607 timed kernels, 473 labels), frozen before any session measured after it.
+#: 2,607 timed kernels, 473 labels), frozen before any session measured after it; its
+#: ``no evidence`` reason says what is missing (cross-validated residuals on the GPU), not
+#: that no kernel was measured there (false for the H200); no decision differs from that.
 LABEL_POLICY_VERSION = "1.4.0"
 
 #: Share of published modelled labels that must be within 2x: the acceptance's 90 %, held
@@ -288,7 +292,11 @@ def decide(
         return LabelDecision(MEASURED, speedup, 0.0, f"measured: baseline and best on {gpu}")
     if scales is None or not scales.available:
         return LabelDecision(
-            UNKNOWN, None, None, f"no evidence: no kernel measured on {gpu}, the error is unknown"
+            UNKNOWN,
+            None,
+            None,
+            f"no evidence: the code model's error was never cross-validated on {gpu}, so it"
+            " is unknown",
         )
     scale = label_scale(scales, baseline, best)
     alone = lonely(scales, baseline, best)

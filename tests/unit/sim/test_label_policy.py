@@ -58,6 +58,10 @@ def test_measured_labels_always_publish_modelled_ones_only_when_narrow() -> None
     assert (lone.provenance, lone.kind) == (lp.UNKNOWN, "no neighbours") and "best" in lone.reason
     assert lone.scale is not None and lone.scale <= lp.THRESHOLD  # narrow, still withheld
     assert lp.decide(None, base, best, "a100").kind == "no evidence"
+    # the H200 has measured kernels but no residuals: the reason must not say "none measured"
+    h200 = lp.decide(None, base, best, "h200")
+    assert h200.kind == "no evidence" and "never cross-validated on h200" in h200.reason
+    assert "measured" not in h200.reason
     assert lp.decide(scales, base, None, "h100").kind == "no best"
     assert lp.decide(scales, lp.KernelTime(GEMV, False, None), best, "h100").kind == "no time"
     one = lp.decide(far, base, base, "h100", best_is_baseline=True)
