@@ -19,10 +19,10 @@ model's out-of-sample evidence says it is reliable:
   scale); a kernel answered exactly has scale 0. The label's scale is the two kernels'
   scales combined as independent errors (``hypot``);
 * anything else is **unknown**, with the reason: no cross-validated residuals on that GPU
-  (not the same as no measured kernel: the H200's label its replayed sessions ``measured``
-  but were never cross-validated), no correct best, a kernel the model cannot time, a
-  modelled kernel whose own (op, impl, rung) no answer covers (:data:`MIN_NEIGHBOURS`), or
-  a scale above the threshold.
+  (not the same as no measured kernel: the H200's measured kernels label its replayed
+  sessions ``measured`` but were never cross-validated), no correct best, a kernel the
+  model cannot time, a modelled kernel whose own (op, impl, rung) no answer covers
+  (:data:`MIN_NEIGHBOURS`), or a scale above the threshold.
 
 :data:`THRESHOLD` is a figure, not a guess: the largest label scale at which the 95 %
 Wilson lower bound of the share of cross-validated labels within 2x, among those at or
