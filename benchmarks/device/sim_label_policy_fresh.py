@@ -17,9 +17,13 @@ Default (the clean test, held out): the code model fitted on the kernels timed a
 is now (its version is printed; it must be the frozen one); scored on every session whose
 baseline and best are timed now and at least one of them was not at ``--before``. A kernel
 timed at ``--before`` keeps its measured time (as a build at the freeze would have used it);
-the other is the code model's. Prints coverage (share of those labels published as
-modelled), the share within 2x of the measured speedup among the published, and among all,
-the reasons for ``unknown``, and the fresh kernels' step error::
+the other is the code model's. Since stop 45 the frozen set is every answer shipped at
+``--before``, the online tier's too (before, an online kernel counted as fresh however old),
+and the sessions scored include the online tier's, each kernel's role from
+``h100_online_roles.csv`` (after collecting new sessions, re-write it with
+``codemodel_dev_cv.py --write-roles <that file>``). Prints coverage (share of those labels
+published as modelled), the share within 2x of the measured speedup among the published,
+and among all, the reasons for ``unknown``, and the fresh kernels' step error::
 
     .venv/bin/python benchmarks/device/sim_label_policy_fresh.py --before <frozen sha>
     .venv/bin/python benchmarks/device/sim_label_policy_fresh.py --before <frozen sha> --write
@@ -53,7 +57,7 @@ from dagster_project.sim.measured import (  # noqa: E402
     fit_code_model,
     load_rows,
 )
-from dagster_project.sim.oracle import answers_path  # noqa: E402
+from dagster_project.sim.oracle import answers_path, online_answers_path  # noqa: E402
 
 GPU = "h100"
 
@@ -156,10 +160,27 @@ def fresh(before: str, write: bool, residuals_at: str) -> None:
     rev = subprocess.run(
         ["git", "rev-parse", "--short", before], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    rows = load_rows(GPU)
-    old = list(csv.DictReader(io.StringIO(_at(before, answers_path(GPU)))))
+    # frozen: every answer shipped at the freeze, the online tier's too (they were in the
+    # fit and the residuals); fresh: answered since, from either file
+    old = [
+        r
+        for path in (answers_path(GPU), online_answers_path(GPU))
+        for r in csv.DictReader(io.StringIO(_at(before, path)))
+    ]
     before_ms = _ms(old)
     points = [p for p in all_points() if p.gpu == GPU]
+    # each kernel's session roles as the model's points carry them: an evidence answer's
+    # ``uses``, an online-tier kernel's replayed role (``h100_online_roles.csv``: re-write it
+    # with ``codemodel_dev_cv.py --write-roles`` after collecting new sessions)
+    rows = [
+        {
+            "key": p.key,
+            "status": "ok",
+            "ms": repr(p.measured_ms),
+            "uses": " ".join(f"{sid}@{i}:{role}" for sid, i, role in p.uses),
+        }
+        for p in points
+    ]
     train = [p for p in points if p.key in before_ms]
     new = [p for p in points if p.key not in before_ms]
     model = fit_code_model(train)
