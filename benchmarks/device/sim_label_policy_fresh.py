@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from dagster_project.sim import label_policy as lp  # noqa: E402
 from dagster_project.sim.codemodel import CODEMODEL_VERSION  # noqa: E402
 from dagster_project.sim.measured import (  # noqa: E402
+    Point,
     _components,
     all_points,
     code_corrections,
@@ -75,6 +76,22 @@ def _roles(rows: list[dict[str, str]]) -> dict[str, dict[str, str]]:
             if role in ("baseline", "best"):
                 out[sid][role] = r["key"]
     return out
+
+
+def _point_rows(points: list[Point]) -> list[dict[str, str]]:
+    """The timed kernels as answer rows for ``_roles``, each with the session roles the
+    model's points carry: an evidence answer's own ``uses``, an online-tier kernel's
+    replayed role (``h100_online_roles.csv``; re-write it with ``codemodel_dev_cv.py
+    --write-roles`` after collecting new sessions), which its answer row does not hold."""
+    return [
+        {
+            "key": p.key,
+            "status": "ok",
+            "ms": repr(p.measured_ms),
+            "uses": " ".join(f"{sid}@{i}:{role}" for sid, i, role in p.uses),
+        }
+        for p in points
+    ]
 
 
 def _ms(rows: list[dict[str, str]]) -> dict[str, float]:
@@ -169,18 +186,7 @@ def fresh(before: str, write: bool, residuals_at: str) -> None:
     ]
     before_ms = _ms(old)
     points = [p for p in all_points() if p.gpu == GPU]
-    # each kernel's session roles as the model's points carry them: an evidence answer's
-    # ``uses``, an online-tier kernel's replayed role (``h100_online_roles.csv``: re-write it
-    # with ``codemodel_dev_cv.py --write-roles`` after collecting new sessions)
-    rows = [
-        {
-            "key": p.key,
-            "status": "ok",
-            "ms": repr(p.measured_ms),
-            "uses": " ".join(f"{sid}@{i}:{role}" for sid, i, role in p.uses),
-        }
-        for p in points
-    ]
+    rows = _point_rows(points)
     train = [p for p in points if p.key in before_ms]
     new = [p for p in points if p.key not in before_ms]
     model = fit_code_model(train)

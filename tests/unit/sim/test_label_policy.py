@@ -165,3 +165,35 @@ def test_the_clean_test_scores_only_labels_with_a_kernel_timed_after_the_freeze(
     figs = script._fresh_figures(labels, [0.1, 0.9])
     assert (figs["labels"], figs["published"], figs["within_2x_published"]) == (2, 2, 0.5)
     assert figs["step_median_abs_log_err"] == 0.5 and figs["step_within_2x"] == 0.5
+
+
+def test_the_clean_test_scores_online_sessions_through_their_roles() -> None:
+    """An online-tier kernel's answer row says only ``online``; its session role comes from
+    the model's point (the roles file). A session whose kernels were both answered at the
+    freeze is not scored; one with a kernel answered since is."""
+    import importlib.util
+
+    from dagster_project.sim.measured import Point
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks/device/sim_label_policy_fresh.py"
+    spec = importlib.util.spec_from_file_location("sim_label_policy_fresh", path)
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def point(key: str, ms: float, sid: str, step: int, role: str) -> Point:
+        return Point(key, "gemv", "cuda", "v0", ((sid, step, role),), ms, ms)
+
+    points = [
+        point("ob", 4.0, "old~online", 0, "baseline"),
+        point("ox", 1.0, "old~online", 3, "best"),
+        point("nb", 8.0, "new~online", 0, "baseline"),
+        point("nx", 2.0, "new~online", 5, "best"),
+    ]
+    rows = script._point_rows(points)
+    assert rows[1]["uses"] == "old~online@3:best" and float(rows[1]["ms"]) == 1.0
+    before = {"ob": 4.0, "ox": 1.0}  # the old session's answers were shipped at the freeze
+    times = {"ob": 4.0, "ox": 1.0, "nb": 8.0, "nx": 2.5}
+    scales = lp.Scales([_res(f"r{i}", GEMV, f"f{i}", 0.05 * (-1) ** i) for i in range(8)])
+    labels = script._fresh_labels(rows, before, times, scales, dict.fromkeys(times, GEMV))
+    assert [(sid, mod, meas) for sid, _d, mod, meas in labels] == [("new~online", 3.2, 4.0)]
