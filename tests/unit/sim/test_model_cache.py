@@ -200,6 +200,8 @@ def test_an_extra_file_is_part_of_the_key(tmp_path: Path) -> None:
 
 
 def test_no_home_directory_costs_only_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine where ``Path.home()`` fails (no HOME, no passwd entry) still builds: the
+    model is fitted once, uncached, with a warning, instead of the build failing."""
     for var in ("KERNELHOUSE_CACHE_DIR", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
 
